@@ -1,0 +1,21 @@
+#!/usr/bin/env -S node --disable-warning=ExperimentalWarning
+// The `tessera` command. Run it through npm or npx so that it runs on the project's Node 22.
+const [major, minor] = process.versions.node.split('.').map(Number);
+if (major < 22 || (major === 22 && minor < 13)) {
+  process.stderr.write(
+    `tessera: Node ${process.versions.node} is too old (needs >= 22.13, for node:sqlite); ` +
+      'run it as "npx tessera" in the project, which uses the Node 22 that npm installed\n',
+  );
+  process.exit(2);
+}
+let cli;
+try {
+  cli = await import('../dist/cli/index.js');
+} catch (error) {
+  if (error?.code === 'ERR_MODULE_NOT_FOUND' && String(error.message).includes('dist/cli')) {
+    process.stderr.write('tessera: not built yet; run "npm run build" (npm ci does it)\n');
+    process.exit(2);
+  }
+  throw error;
+}
+await cli.main();

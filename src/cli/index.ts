@@ -1,0 +1,352 @@
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { ConfigError, loadConfig, type Config } from '../config/index.js';
+import { SIGNING_ALGS } from '../domain/algorithms.js';
+import { digestSecret, generateClientId, generateSecret } from '../domain/secrets.js';
+import {
+  validateAudienceUrl,
+  validateClientId,
+  validateName,
+  validateSigningAlg,
+  validateTokenTtl,
+  ValidationError,
+} from '../domain/validate.js';
+import { MasterKeyMismatchError } from '../keys/sealed.js';
+import { runServer } from '../main.js';
+import { openStore } from '../runtime.js';
+import { StoreError, type Audience, type Client, type SigningKey, type Store } from '../store/types.js';
+import { formatRecord, formatTable, print, printJson } from './output.js';
+
+/** Exit codes: 0 done, 1 the operation failed (not found, already exists, store error), 2 bad arguments. */
+const EXIT_FAILED = 1;
+const EXIT_USAGE = 2;
+
+
+interface JsonFlag {
+  json?: boolean;
+}
+
+// --- how records are shown ---
+
+const audienceJson = (a: Audience) => ({
+  url: a.url,
+  name: a.name,
+  token_ttl: a.tokenTtl,
+  signing_alg: a.signingAlg,
+  created_at: a.createdAt,
+  updated_at: a.updatedAt,
+});
+
+const clientJson = (c: Client) => ({
+  client_id: c.id,
+  name: c.name,
+  enabled: c.enabled,
+  token_ttl: c.tokenTtl,
+  audiences: c.audiences,
+  created_at: c.createdAt,
+  updated_at: c.updatedAt,
+  secret_rotated_at: c.secretRotatedAt,
+});
+
+function keyStatus(key: SigningKey, now: number): string {
+  if (key.retiredAt !== null) return 'retired';
+  return Date.parse(key.activatesAt) > now ? 'next' : 'active';
+}
+
+function clientRecord(c: Client, secret?: string): string {
+  return formatRecord([
+    ['client_id', c.id],
+    ...(secret === undefined ? [] : [['client_secret', secret] as const]),
+    ['name', c.name],
+    ['enabled', c.enabled ? 'yes' : 'no'],
+    ['token_ttl', c.tokenTtl],
+    ['audiences', c.audiences.join(', ')],
+    ['created_at', c.createdAt],
+    ['updated_at', c.updatedAt],
+    ['secret_rotated_at', c.secretRotatedAt],
+  ]);
+}
+
+function curlHint(config: Config, c: Client, secret: string): string {
+  const audience = c.audiences[0] ?? '<audience>';
+  return (
+    `\nGet a token:\n  curl -s ${config.issuer}/oauth/token -d grant_type=client_credentials ` +
+    `-d client_id=${c.id} -d client_secret=${secret} -d audience=${encodeURIComponent(audience)}\n`
+  );
+}
+
+// --- argument parsers ---
+
+function wrap<T>(parse: (value: string) => T): (value: string) => T {
+  return (value) => {
+    try {
+      return parse(value);
+    } catch (error) {
+      throw new InvalidArgumentError((error as Error).message);
+    }
+  };
+}
+
+const parseTtl = wrap((value: string) => {
+  if (!/^\d+$/.test(value)) throw new ValidationError('token lifetime must be a whole number of seconds');
+  return validateTokenTtl(Number(value));
+});
+const parseUrl = wrap(validateAudienceUrl);
+const parseName = wrap((value: string) => validateName(value, 'the'));
+const parseClientId = wrap(validateClientId);
+const collect = (value: string, previous: string[] = []): string[] => [...previous, parseUrl(value)];
+
+// --- the program ---
+
+/** Runs an action against the store, printing a JSON document or text, and maps failures to exit codes. */
+function action<A extends unknown[]>(
+  run: (store: Store, config: Config, json: boolean, ...args: A) => Promise<void>,
+): (...args: [...A, Command]) => Promise<void> {
+  return async (...args) => {
+    // Commander passes the positional arguments, then the options, then the command itself.
+    const command = args[args.length - 1] as Command;
+    const json = Boolean(command.optsWithGlobals<JsonFlag>().json);
+    const config = loadConfig();
+    const store = await openStore(config);
+    try {
+      await run(store, config, json, ...(args.slice(0, -1) as A));
+    } finally {
+      await store.close();
+    }
+  };
+}
+
+export function buildProgram(): Command {
+  const program = new Command('tessera')
+    .description('Tessera: OAuth 2.0 client-credentials token server')
+    .option('--json', 'print one JSON document instead of text')
+    .showHelpAfterError()
+    .exitOverride();
+
+  const withJson = (c: Command): Command => c.option('--json', 'print one JSON document instead of text');
+
+  program
+    .command('serve')
+    .description('run the token server (settings from TESSERA_* variables)')
+    .option('--port <port>', 'TCP port (overrides TESSERA_PORT)')
+    .option('--host <host>', 'interface to bind (overrides TESSERA_HOST)')
+    .action(async (options: { port?: string; host?: string }) => {
+      const env = { ...process.env };
+      if (options.port !== undefined) env.TESSERA_PORT = options.port;
+      if (options.host !== undefined) env.TESSERA_HOST = options.host;
+      await runServer(loadConfig(env));
+    });
+
+  withJson(program.command('migrate').description('bring the store schema up to date')).action(
+    async (_options: JsonFlag, command: Command) => {
+      const json = Boolean(command.optsWithGlobals<JsonFlag>().json);
+      const config = loadConfig();
+      const store = await openStore(config);
+      await store.close();
+      if (json) printJson({ migrated: true, engine: store.engine });
+      else print(`Store schema is up to date (${store.engine}).\n`);
+    },
+  );
+
+  // --- audiences ---
+  const audience = program.command('audience').description('environment URLs tokens can be issued for');
+  withJson(
+    audience
+      .command('add <url>')
+      .description('register an audience')
+      .option('--name <name>', 'display name', parseName)
+      .option('--ttl <seconds>', 'token lifetime for this audience', parseTtl)
+      .addOption(new Option('--alg <alg>', 'signing algorithm for this audience').choices(SIGNING_ALGS)),
+  ).action(
+    action(async (store, _config, json, url: string, options: { name?: string; ttl?: number; alg?: string }) => {
+      const added = await store.addAudience({
+        url: validateAudienceUrl(url),
+        name: options.name ?? null,
+        tokenTtl: options.ttl ?? null,
+        signingAlg: options.alg === undefined ? null : validateSigningAlg(options.alg),
+      });
+      if (json) printJson(audienceJson(added));
+      else print(`Audience ${added.url} registered.\n`);
+    }),
+  );
+  withJson(audience.command('list').description('list audiences')).action(
+    action(async (store, _config, json) => {
+      const list = await store.listAudiences();
+      if (json) printJson(list.map(audienceJson));
+      else print(formatTable(['url', 'name', 'token_ttl', 'signing_alg', 'created_at'], list.map((a) => [a.url, a.name, a.tokenTtl, a.signingAlg, a.createdAt])));
+    }),
+  );
+  withJson(audience.command('remove <url>').description('remove an audience and every grant of it')).action(
+    action(async (store, _config, json, url: string) => {
+      await store.removeAudience(url);
+      if (json) printJson({ url, removed: true });
+      else print(`Audience ${url} removed, with its grants.\n`);
+    }),
+  );
+
+  // --- clients ---
+  const client = program.command('client').description('API clients and their secrets');
+  withJson(
+    client
+      .command('create')
+      .description('create a client; its secret is shown this once')
+      .requiredOption('--name <name>', 'display name', parseName)
+      .option('--grant <audience>', 'grant an audience (repeatable)', collect)
+      .option('--id <client-id>', 'choose the client id instead of a generated one', parseClientId)
+      .option('--ttl <seconds>', 'token lifetime for this client', parseTtl),
+  ).action(
+    action(async (store, config, json, options: { name: string; grant?: string[]; id?: string; ttl?: number }) => {
+      const secret = generateSecret();
+      const created = await store.createClient({
+        id: options.id ?? generateClientId(),
+        name: options.name,
+        secretDigest: digestSecret(secret),
+        tokenTtl: options.ttl ?? null,
+        audiences: options.grant ?? [],
+      });
+      if (json) printJson({ ...clientJson(created), client_secret: secret });
+      else {
+        print('Client created. The secret is shown this once: store it now.\n\n');
+        print(clientRecord(created, secret));
+        print(curlHint(config, created, secret));
+      }
+    }),
+  );
+  withJson(client.command('list').description('list clients')).action(
+    action(async (store, _config, json) => {
+      const list = await store.listClients();
+      if (json) printJson(list.map(clientJson));
+      else
+        print(
+          formatTable(
+            ['client_id', 'name', 'enabled', 'audiences', 'created_at'],
+            list.map((c) => [c.id, c.name, c.enabled ? 'yes' : 'no', c.audiences.join(', '), c.createdAt]),
+          ),
+        );
+    }),
+  );
+
+  const requireClient = async (store: Store, id: string): Promise<Client> => {
+    const found = await store.findClient(id);
+    if (!found) throw new StoreError('not_found', `client ${id} does not exist`);
+    return found;
+  };
+
+  withJson(client.command('show <client-id>').description('show one client (never its secret)')).action(
+    action(async (store, _config, json, id: string) => {
+      const found = await requireClient(store, id);
+      if (json) printJson(clientJson(found));
+      else print(clientRecord(found));
+    }),
+  );
+  withJson(
+    client.command('rotate-secret <client-id>').description('replace the secret; the old one stops working at once'),
+  ).action(
+    action(async (store, config, json, id: string) => {
+      const secret = generateSecret();
+      const updated = await store.setClientSecret(id, digestSecret(secret));
+      if (json) printJson({ ...clientJson(updated), client_secret: secret });
+      else {
+        print('Secret rotated. The new secret is shown this once: store it now.\n\n');
+        print(clientRecord(updated, secret));
+        print(curlHint(config, updated, secret));
+      }
+    }),
+  );
+  for (const [name, enabled] of [
+    ['disable', false],
+    ['enable', true],
+  ] as const) {
+    withJson(client.command(`${name} <client-id>`).description(`${name} a client`)).action(
+      action(async (store, _config, json, id: string) => {
+        const updated = await store.setClientEnabled(id, enabled);
+        if (json) printJson(clientJson(updated));
+        else print(`Client ${id} ${enabled ? 'enabled' : 'disabled'}.\n`);
+      }),
+    );
+  }
+  withJson(client.command('delete <client-id>').description('delete a client and its grants')).action(
+    action(async (store, _config, json, id: string) => {
+      await store.deleteClient(id);
+      if (json) printJson({ client_id: id, deleted: true });
+      else print(`Client ${id} deleted.\n`);
+    }),
+  );
+
+  // --- grants ---
+  const grant = program.command('grant').description('which client may get tokens for which audience');
+  withJson(grant.command('add <client-id> <audience>').description('allow a client an audience')).action(
+    action(async (store, _config, json, id: string, url: string) => {
+      const added = await store.addGrant(id, url);
+      if (json) printJson({ client_id: id, audience: url, added });
+      else print(added ? `Client ${id} may now get tokens for ${url}.\n` : `Client ${id} already had ${url}.\n`);
+    }),
+  );
+  withJson(grant.command('remove <client-id> <audience>').description('withdraw an audience from a client')).action(
+    action(async (store, _config, json, id: string, url: string) => {
+      await store.removeGrant(id, url);
+      if (json) printJson({ client_id: id, audience: url, removed: true });
+      else print(`Client ${id} may no longer get tokens for ${url}.\n`);
+    }),
+  );
+
+  // --- keys ---
+  const keys = program.command('keys').description('signing keys');
+  withJson(keys.command('list').description('list signing keys (public parts only)')).action(
+    action(async (store, _config, json) => {
+      const now = Date.now();
+      const list = await store.listSigningKeys();
+      if (json)
+        printJson(
+          list.map((k) => ({
+            kid: k.kid,
+            alg: k.alg,
+            status: keyStatus(k, now),
+            created_at: k.createdAt,
+            activates_at: k.activatesAt,
+            retired_at: k.retiredAt,
+          })),
+        );
+      else
+        print(
+          formatTable(
+            ['kid', 'alg', 'status', 'created_at', 'activates_at', 'retired_at'],
+            list.map((k) => [k.kid, k.alg, keyStatus(k, now), k.createdAt, k.activatesAt, k.retiredAt]),
+          ),
+        );
+    }),
+  );
+
+  return program;
+}
+
+function fail(json: boolean, code: string, message: string, exitCode: number): void {
+  if (json) process.stderr.write(JSON.stringify({ error: code, message }) + '\n');
+  else process.stderr.write(`tessera: ${message}\n`);
+  process.exitCode = exitCode;
+}
+
+/** Entry point of the `tessera` command. */
+export async function main(argv: string[] = process.argv): Promise<void> {
+  const json = argv.includes('--json');
+  const program = buildProgram();
+  if (json) program.configureOutput({ writeErr: () => undefined });
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.exitCode === 0) return; // --help, --version
+      if (json) fail(true, 'usage', error.message.replace(/^error: /, ''), EXIT_USAGE);
+      else process.exitCode = EXIT_USAGE; // commander has printed the message and the usage
+    } else if (error instanceof ValidationError) {
+      fail(json, 'invalid_argument', error.message, EXIT_USAGE);
+    } else if (error instanceof ConfigError) {
+      fail(json, 'invalid_config', error.message, EXIT_USAGE);
+    } else if (error instanceof StoreError) {
+      fail(json, error.code, error.message, EXIT_FAILED);
+    } else if (error instanceof MasterKeyMismatchError) {
+      fail(json, 'master_key_mismatch', error.message, EXIT_FAILED);
+    } else {
+      fail(json, 'failed', (error as Error).message ?? String(error), EXIT_FAILED);
+    }
+  }
+}

@@ -1,0 +1,131 @@
+import path from 'node:path';
+import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from '../domain/algorithms.js';
+import { MAX_TOKEN_TTL, MIN_TOKEN_TTL } from '../domain/validate.js';
+
+/** Every setting Tessera reads, validated once at start. The CLI reads the same ones. */
+export interface Config {
+  /** TCP port of the HTTP server. */
+  port: number;
+  /** Interface the HTTP server binds to. */
+  host: string;
+  /** Public base URL; the `iss` of every token and the base of every published endpoint. */
+  issuer: string;
+  /** Directory of the embedded SQLite file and, outside production, of the generated master key. */
+  dataDir: string;
+  /** Where the store lives: an absolute SQLite file path, or undefined for `<dataDir>/tessera.db`. */
+  databaseUrl: string | undefined;
+  /** Default access token lifetime in seconds; an audience may set its own. */
+  tokenTtl: number;
+  /** Default JWS algorithm; an audience may set its own. */
+  signingAlg: SigningAlg;
+  /** 32-byte key that encrypts private signing keys at rest, or undefined (see keys/master-key.ts). */
+  masterKey: string | undefined;
+  /** Redis for shared counters across instances (failed-attempt limits, quotas). */
+  redisUrl: string | undefined;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Backstop lifetime in seconds of a cached client; changes normally arrive through the change feed. */
+  cacheTtl: number;
+  /** Most clients kept in memory at once. */
+  cacheMax: number;
+  /** How often, in milliseconds, the change feed is read for changes made by other processes. */
+  changePollMs: number;
+  /** NODE_ENV=production: refuses settings that are only safe on a developer's machine. */
+  production: boolean;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+type Env = Record<string, string | undefined>;
+
+function read(env: Env, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+/** RFC 8414 §2: the issuer is an https URL with no query or fragment (http is tolerated for local use). */
+export function normalizeIssuer(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`TESSERA_ISSUER must be an absolute URL, got "${raw}"`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new ConfigError(`TESSERA_ISSUER must be an http(s) URL, got "${raw}"`);
+  }
+  if (url.search || url.hash || raw.includes('#') || raw.includes('?')) {
+    throw new ConfigError('TESSERA_ISSUER must not carry a query or a fragment (RFC 8414 §2)');
+  }
+  if (url.pathname !== '/') {
+    // Endpoints are served at the root; a path prefix would need the RFC 8414 §3.1 path-inserted metadata URL.
+    throw new ConfigError('TESSERA_ISSUER must be an origin without a path, such as https://auth.example.com');
+  }
+  return url.origin;
+}
+
+export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+  const port = integer(env, 'TESSERA_PORT', 8080, 0, 65535);
+  const host = read(env, 'TESSERA_HOST') ?? '0.0.0.0';
+  const issuer = normalizeIssuer(read(env, 'TESSERA_ISSUER') ?? `http://localhost:${port}`);
+  const dataDir = path.resolve(cwd, read(env, 'TESSERA_DATA_DIR') ?? './data');
+
+  let databaseUrl = read(env, 'TESSERA_DATABASE_URL');
+  if (databaseUrl !== undefined) {
+    if (/^postgres(ql)?:\/\//i.test(databaseUrl)) {
+      throw new ConfigError(
+        'TESSERA_DATABASE_URL: PostgreSQL is not supported by this version yet; unset it to use the embedded SQLite store',
+      );
+    }
+    databaseUrl = path.resolve(cwd, databaseUrl.replace(/^(sqlite|file):(\/\/)?/i, ''));
+  }
+
+  const alg = read(env, 'TESSERA_SIGNING_ALG') ?? 'ES256';
+  if (!isSigningAlg(alg)) {
+    throw new ConfigError(`TESSERA_SIGNING_ALG must be one of ${SIGNING_ALGS.join(', ')}, got "${alg}"`);
+  }
+
+  const logLevel = (read(env, 'TESSERA_LOG_LEVEL') ?? 'info').toLowerCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
+    throw new ConfigError(`TESSERA_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
+  }
+
+  const redisUrl = read(env, 'TESSERA_REDIS_URL');
+  if (redisUrl !== undefined && !/^rediss?:\/\//i.test(redisUrl)) {
+    throw new ConfigError('TESSERA_REDIS_URL must be a redis:// or rediss:// URL');
+  }
+
+  return {
+    port,
+    host,
+    issuer,
+    dataDir,
+    databaseUrl,
+    tokenTtl: integer(env, 'TESSERA_TOKEN_TTL', 1800, MIN_TOKEN_TTL, MAX_TOKEN_TTL),
+    signingAlg: alg,
+    masterKey: read(env, 'TESSERA_MASTER_KEY'),
+    redisUrl,
+    logLevel: logLevel as Config['logLevel'],
+    cacheTtl: integer(env, 'TESSERA_CACHE_TTL', 60, 1, 3600),
+    cacheMax: integer(env, 'TESSERA_CACHE_MAX', 100_000, 100, 10_000_000),
+    changePollMs: integer(env, 'TESSERA_CHANGE_POLL_MS', 500, 50, 10_000),
+    production: env.NODE_ENV === 'production',
+  };
+}
+
+/** Where the embedded SQLite file lives. */
+export function sqlitePath(config: Pick<Config, 'dataDir' | 'databaseUrl'>): string {
+  return config.databaseUrl ?? path.join(config.dataDir, 'tessera.db');
+}

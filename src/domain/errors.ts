@@ -1,0 +1,53 @@
+/**
+ * The one error type a client ever sees. `error` is the RFC 6749 §5.2 / RFC 8707 code; the
+ * description is meant for the client; `debug` goes to the log only.
+ */
+export class OAuthError extends Error {
+  override name = 'OAuthError';
+  constructor(
+    readonly error: string,
+    readonly description: string,
+    readonly status: number,
+    readonly headers: Readonly<Record<string, string>> = {},
+    readonly debug?: string,
+  ) {
+    super(`${error}: ${description}`);
+  }
+
+  toJSON(): { error: string; error_description: string } {
+    return { error: this.error, error_description: this.description };
+  }
+}
+
+export const BASIC_REALM = 'tessera';
+
+// RFC 6749 §5.2: a 401 answer carries a WWW-Authenticate challenge for the scheme the client may use.
+const CHALLENGE = { 'www-authenticate': `Basic realm="${BASIC_REALM}"` };
+
+/** The same answer for an unknown client, a wrong secret, a disabled client and a malformed Basic header. */
+export const invalidClient = (debug?: string): OAuthError =>
+  new OAuthError('invalid_client', 'client authentication failed', 401, CHALLENGE, debug);
+
+export const invalidRequest = (description: string, status = 400): OAuthError =>
+  new OAuthError('invalid_request', description, status);
+
+export const unsupportedGrantType = (): OAuthError =>
+  new OAuthError('unsupported_grant_type', 'only grant_type=client_credentials is supported', 400);
+
+// RFC 8707 §2: invalid_target for an audience (resource) that is unknown or not allowed.
+export const invalidTarget = (description: string): OAuthError =>
+  new OAuthError('invalid_target', description, 400);
+
+export const invalidScope = (description: string): OAuthError =>
+  new OAuthError('invalid_scope', description, 400);
+
+export const temporarilyUnavailable = (retryAfterSeconds: number): OAuthError =>
+  new OAuthError(
+    'temporarily_unavailable',
+    'the service cannot answer right now; try again later',
+    503,
+    { 'retry-after': String(retryAfterSeconds) },
+  );
+
+export const serverError = (): OAuthError =>
+  new OAuthError('server_error', 'the server met an unexpected condition', 500);

@@ -1,0 +1,43 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/**
+ * Client secrets are generated here, never chosen by people: 256 random bits. With that much entropy a
+ * SHA-256 digest is as strong a verifier as bcrypt and a thousand times cheaper (DESIGN.md), and no
+ * slow hash is needed on the token path.
+ */
+export const SECRET_BYTES = 32;
+const DIGEST_PREFIX = 'sha256:';
+
+export function generateSecret(): string {
+  return randomBytes(SECRET_BYTES).toString('base64url');
+}
+
+/** 128 random bits as 32 hex digits: never starts with '-', needs no escaping in a URL, a form or a shell. */
+export function generateClientId(): string {
+  return randomBytes(16).toString('hex');
+}
+
+/** The stored form of a secret: `sha256:<base64url digest>`; the prefix leaves room for another scheme. */
+export function digestSecret(secret: string): string {
+  return DIGEST_PREFIX + createHash('sha256').update(secret, 'utf8').digest('base64url');
+}
+
+/** The raw 32 bytes of a stored digest, as the cache keeps them for comparison. */
+export function digestBytes(stored: string): Buffer {
+  if (!stored.startsWith(DIGEST_PREFIX)) throw new Error('unknown secret digest scheme');
+  const bytes = Buffer.from(stored.slice(DIGEST_PREFIX.length), 'base64url');
+  if (bytes.length !== 32) throw new Error('malformed secret digest');
+  return bytes;
+}
+
+/**
+ * A digest that matches no secret, so that an unknown client id takes the same path, the same work and
+ * the same time as a known one with a wrong secret (INTERFACE.md).
+ */
+export const DUMMY_DIGEST: Buffer = randomBytes(32);
+
+/** Constant-time comparison of a presented secret against a stored digest. */
+export function secretMatches(presented: string, expected: Buffer): boolean {
+  const actual = createHash('sha256').update(presented, 'utf8').digest();
+  return timingSafeEqual(actual, expected);
+}

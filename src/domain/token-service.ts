@@ -1,0 +1,160 @@
+import type { JWTPayload } from 'jose';
+import type { SigningAlg } from './algorithms.js';
+import type { BasicCredentials } from './client-auth.js';
+import {
+  invalidClient,
+  invalidRequest,
+  invalidScope,
+  invalidTarget,
+  unsupportedGrantType,
+} from './errors.js';
+import { DUMMY_DIGEST, secretMatches } from './secrets.js';
+
+/** The token request parameters Tessera reads (RFC 6749 §4.4.2, RFC 8707 §2); others are ignored. */
+export const TOKEN_PARAMS = ['grant_type', 'client_id', 'client_secret', 'audience', 'resource', 'scope'] as const;
+export type TokenParam = (typeof TOKEN_PARAMS)[number];
+export type TokenParams = Partial<Record<TokenParam, string>>;
+
+export interface TokenRequest {
+  params: TokenParams;
+  /** Credentials from an `Authorization: Basic` header, already decoded. */
+  basic?: BasicCredentials | undefined;
+}
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+}
+
+/** A client as the token path sees it: what authentication and the grant check need, nothing more. */
+export interface KnownClient {
+  id: string;
+  enabled: boolean;
+  /** The raw 32-byte SHA-256 of the secret. */
+  secretDigest: Buffer;
+  audiences: ReadonlySet<string>;
+  tokenTtl: number | null;
+}
+
+export interface KnownAudience {
+  url: string;
+  tokenTtl: number | null;
+  signingAlg: SigningAlg | null;
+}
+
+export interface TokenServiceDeps {
+  /** Cached lookup; a promise only on a cache miss. */
+  findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined>;
+  findAudience(url: string): KnownAudience | undefined;
+  sign(payload: JWTPayload, alg: SigningAlg): Promise<string>;
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** A unique token id with at least 128 random bits. */
+  newJti(): string;
+  issuer: string;
+  defaultTtl: number;
+  defaultAlg: SigningAlg;
+}
+
+export interface IssuedToken {
+  response: TokenResponse;
+  clientId: string;
+  audience: string;
+  jti: string;
+}
+
+/** Empty values count as missing (RFC 6749 §3.2: "Parameters sent without a value MUST be treated as if omitted"). */
+const present = (value: string | undefined): string | undefined => (value === '' ? undefined : value);
+
+/**
+ * The client credentials grant (RFC 6749 §4.4) as a list of small steps: pick the authentication method,
+ * authenticate, check the grant type, resolve the audience, check the grant, sign. Credentials are checked
+ * before anything else about the request is revealed (INTERFACE.md).
+ */
+export class TokenService {
+  constructor(private readonly deps: TokenServiceDeps) {}
+
+  async issue(request: TokenRequest): Promise<IssuedToken> {
+    const { params } = request;
+    const credentials = this.credentials(request);
+    const client = await this.authenticate(credentials.clientId, credentials.clientSecret);
+
+    const grantType = present(params.grant_type);
+    if (grantType === undefined) throw invalidRequest('grant_type is required');
+    if (grantType !== 'client_credentials') throw unsupportedGrantType();
+
+    const audienceUrl = this.requestedAudience(params);
+    const audience = this.deps.findAudience(audienceUrl);
+    if (!audience) throw invalidTarget('the requested audience is not registered');
+    if (!client.audiences.has(audience.url)) throw invalidTarget('the requested audience is not granted to this client');
+
+    // Scopes do not exist yet: any requested scope is one this client may not have (RFC 6749 §5.2).
+    if (present(params.scope) !== undefined) throw invalidScope('the requested scope is not allowed for this client');
+
+    const ttl = client.tokenTtl ?? audience.tokenTtl ?? this.deps.defaultTtl;
+    const iat = Math.floor(this.deps.now() / 1000);
+    const jti = this.deps.newJti();
+    // RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti. For client credentials, sub is the client.
+    const payload: JWTPayload = {
+      iss: this.deps.issuer,
+      sub: client.id,
+      aud: audience.url,
+      client_id: client.id,
+      iat,
+      exp: iat + ttl,
+      jti,
+    };
+    const accessToken = await this.deps.sign(payload, audience.signingAlg ?? this.deps.defaultAlg);
+    return {
+      response: { access_token: accessToken, token_type: 'Bearer', expires_in: ttl },
+      clientId: client.id,
+      audience: audience.url,
+      jti,
+    };
+  }
+
+  /** client_secret_basic or client_secret_post, never both (RFC 6749 §2.3: one method per request). */
+  private credentials({ params, basic }: TokenRequest): BasicCredentials {
+    const bodyId = present(params.client_id);
+    const bodySecret = present(params.client_secret);
+    if (basic) {
+      if (bodySecret !== undefined) {
+        throw invalidRequest('use one client authentication method: HTTP Basic or client_secret in the body, not both');
+      }
+      if (bodyId !== undefined && bodyId !== basic.clientId) {
+        throw invalidRequest('client_id in the body does not match the client authenticated by HTTP Basic');
+      }
+      return basic;
+    }
+    if (bodyId === undefined) throw invalidRequest('client_id is required');
+    if (bodySecret === undefined) throw invalidRequest('client_secret is required');
+    return { clientId: bodyId, clientSecret: bodySecret };
+  }
+
+  /**
+   * One path for every failure: the secret is always hashed and compared, against a dummy digest when the
+   * client is unknown, so unknown, wrong and disabled give the same answer by the same work.
+   */
+  private async authenticate(clientId: string, secret: string): Promise<KnownClient> {
+    const found = this.deps.findClient(clientId);
+    const client = found instanceof Promise ? await found : found;
+    const matches = secretMatches(secret, client?.secretDigest ?? DUMMY_DIGEST);
+    if (!client) throw invalidClient('unknown client');
+    if (!matches) throw invalidClient('wrong secret');
+    if (!client.enabled) throw invalidClient('client is disabled');
+    return client;
+  }
+
+  /** `audience` (Auth0, Hydra) and `resource` (RFC 8707) name the same thing; one of them, not both. */
+  private requestedAudience(params: TokenParams): string {
+    const audience = present(params.audience);
+    const resource = present(params.resource);
+    if (audience !== undefined && resource !== undefined) {
+      throw invalidRequest('send audience or resource, not both');
+    }
+    const value = audience ?? resource;
+    if (value === undefined) throw invalidRequest('audience is required');
+    return value;
+  }
+}

@@ -1,0 +1,45 @@
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { SigningAlg } from '../domain/algorithms.js';
+import type { TokenService } from '../domain/token-service.js';
+import type { Keyring } from '../keys/keyring.js';
+import type { Directory } from '../store/directory.js';
+import type { Store } from '../store/types.js';
+import { BODY_LIMIT, registerBodyParsers } from './body.js';
+import { registerErrorHandlers } from './errors.js';
+import { discoveryRoutes } from './routes/discovery.js';
+import { healthRoutes } from './routes/health.js';
+import { tokenRoutes } from './routes/token.js';
+
+export interface AppDeps {
+  issuer: string;
+  defaultAlg: SigningAlg;
+  tokens: TokenService;
+  directory: Directory;
+  keyring: Keyring;
+  store: Store;
+  logger: Logger;
+}
+
+/** The HTTP shell: builds the Fastify app without listening, so tests and main() can do that part. */
+export function buildApp(deps: AppDeps): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    // No per-request log lines on the hot path; refusals are logged at debug, failures at error.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: BODY_LIMIT,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  }) as unknown as FastifyInstance;
+
+  app.addHook('onSend', async (_request, reply) => {
+    reply.header('x-content-type-options', 'nosniff');
+  });
+
+  registerBodyParsers(app);
+  registerErrorHandlers(app);
+  tokenRoutes(app, deps.tokens);
+  discoveryRoutes(app, deps.issuer, deps.directory, deps.keyring);
+  healthRoutes(app, deps.store, deps.keyring, deps.defaultAlg);
+  return app;
+}

@@ -1,0 +1,59 @@
+import type { FastifyInstance } from 'fastify';
+import { invalidRequest } from '../domain/errors.js';
+import { TOKEN_PARAMS, type TokenParam, type TokenParams } from '../domain/token-service.js';
+
+/** Token requests are a few hundred bytes; a few KiB is plenty (INTERFACE.md), more is refused with 413. */
+export const BODY_LIMIT = 8 * 1024;
+
+const KNOWN = new Set<string>(TOKEN_PARAMS);
+
+/** A form body, parsed with duplicates detected (RFC 6749 §3.2: no parameter more than once). */
+export class FormBody {
+  constructor(readonly params: TokenParams) {}
+}
+
+function parseForm(text: string): FormBody {
+  const params: TokenParams = {};
+  for (const [name, value] of new URLSearchParams(text)) {
+    if (!KNOWN.has(name)) continue;
+    if (params[name as TokenParam] !== undefined) throw invalidRequest(`parameter ${name} is sent more than once`);
+    params[name as TokenParam] = value;
+  }
+  return new FormBody(params);
+}
+
+/**
+ * The token endpoint reads exactly two encodings: application/x-www-form-urlencoded (RFC 6749) and
+ * application/json (the Auth0-style body). Every other type is a 415.
+ */
+export function registerBodyParsers(app: FastifyInstance): void {
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, json);
+  app.addContentTypeParser(
+    'application/x-www-form-urlencoded',
+    { parseAs: 'string', bodyLimit: BODY_LIMIT },
+    (_req, body, done) => {
+      try {
+        done(null, parseForm(body as string));
+      } catch (error) {
+        done(error as Error, undefined);
+      }
+    },
+  );
+}
+
+/** The recognised parameters of a parsed body, each a string; unknown parameters are ignored. */
+export function tokenParams(body: unknown): TokenParams {
+  if (body === undefined || body === null) return {};
+  if (body instanceof FormBody) return body.params;
+  if (typeof body !== 'object' || Array.isArray(body)) throw invalidRequest('the JSON body must be an object');
+  const params: TokenParams = {};
+  for (const name of TOKEN_PARAMS) {
+    const value = (body as Record<string, unknown>)[name];
+    if (value === undefined || value === null) continue;
+    if (typeof value !== 'string') throw invalidRequest(`parameter ${name} must be a string`);
+    params[name] = value;
+  }
+  return params;
+}

@@ -1,0 +1,67 @@
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import { invalidRequest, OAuthError, serverError } from '../domain/errors.js';
+import { BODY_LIMIT } from './body.js';
+
+/** RFC 6749 §5.1/§5.2: token responses, successful or not, must not be cached. */
+export const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' } as const;
+
+export function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyReply {
+  return reply.code(error.status).headers(NO_STORE).headers(error.headers).send(error.toJSON());
+}
+
+/** Fastify's own request errors, as the OAuth error a client should see. */
+function fromFastify(error: FastifyError): OAuthError | undefined {
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return invalidRequest(`the request body is larger than ${BODY_LIMIT} bytes`, 413);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_TYPE':
+      return invalidRequest('the body must be application/x-www-form-urlencoded or application/json', 415);
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return invalidRequest('the JSON body is empty');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return invalidRequest('the Content-Length does not match the body');
+  }
+  if (error instanceof SyntaxError || error.statusCode === 400) return invalidRequest('the request body is malformed');
+  if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+    return invalidRequest('the request is malformed', error.statusCode);
+  }
+  return undefined;
+}
+
+/**
+ * One handler for every error: OAuth errors as they are, malformed requests as invalid_request, anything
+ * else logged with its detail and answered as a generic server_error, never a stack.
+ */
+export function registerErrorHandlers(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError | OAuthError, request, reply) => {
+    if (error instanceof OAuthError) {
+      if (error.debug) request.log.debug({ error: error.error, reason: error.debug }, 'request refused');
+      return sendOAuthError(reply, error);
+    }
+    const mapped = fromFastify(error);
+    if (mapped) return sendOAuthError(reply, mapped);
+    request.log.error({ err: error }, 'unexpected error');
+    return sendOAuthError(reply, serverError());
+  });
+
+  app.setNotFoundHandler((_request, reply) =>
+    reply.code(404).send({ error: 'not_found', error_description: 'no such endpoint' }),
+  );
+}
+
+/** Answers every other method on a path with 405 and its Allow header (RFC 9110 §15.5.6). */
+export function methodNotAllowed(app: FastifyInstance, url: string, allowed: readonly string[]): void {
+  const others = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'].filter((m) => !allowed.includes(m));
+  const body = { error: 'invalid_request', error_description: `method not allowed; use ${allowed.join(' or ')}` };
+  app.route({
+    method: others,
+    url,
+    // Answered before the body is parsed, so a PUT with an odd body is a 405, not a 415.
+    onRequest: (_request, reply, done) => {
+      void reply.code(405).headers(NO_STORE).header('allow', allowed.join(', ')).send(body);
+      done();
+    },
+    handler: async () => undefined,
+  });
+}

@@ -1,0 +1,54 @@
+import type { FastifyInstance } from 'fastify';
+import type { Keyring } from '../../keys/keyring.js';
+import type { Directory } from '../../store/directory.js';
+import { methodNotAllowed } from '../errors.js';
+
+export const TOKEN_PATH = '/oauth/token';
+export const JWKS_PATH = '/.well-known/jwks.json';
+const METADATA_MAX_AGE = 60;
+
+/** RFC 8414 §2 authorization server metadata, with the `audiences_supported` extension. */
+export function metadata(issuer: string, audiences: readonly string[]): Record<string, unknown> {
+  return {
+    issuer,
+    token_endpoint: issuer + TOKEN_PATH,
+    jwks_uri: issuer + JWKS_PATH,
+    grant_types_supported: ['client_credentials'],
+    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    // No authorization endpoint: no response type is supported (the member is REQUIRED, so it is empty).
+    response_types_supported: [],
+    audiences_supported: audiences,
+  };
+}
+
+/** The two well-known metadata URLs and the JWKS. Bodies are built once per change, not per request. */
+export function discoveryRoutes(app: FastifyInstance, issuer: string, directory: Directory, keyring: Keyring): void {
+  let audiences: readonly unknown[] | undefined;
+  let body = '';
+  const current = (): string => {
+    const list = directory.listAudiences();
+    if (list !== audiences) {
+      audiences = list;
+      body = JSON.stringify(metadata(issuer, list.map((a) => a.url)));
+    }
+    return body;
+  };
+
+  for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
+    app.get(path, (_request, reply) =>
+      reply
+        .header('cache-control', `public, max-age=${METADATA_MAX_AGE}`)
+        .type('application/json; charset=utf-8')
+        .send(current()),
+    );
+    methodNotAllowed(app, path, ['GET', 'HEAD']);
+  }
+
+  app.get(JWKS_PATH, (_request, reply) =>
+    reply
+      .header('cache-control', `public, max-age=${keyring.jwksMaxAge}`)
+      .type('application/jwk-set+json; charset=utf-8')
+      .send(keyring.jwks()),
+  );
+  methodNotAllowed(app, JWKS_PATH, ['GET', 'HEAD']);
+}

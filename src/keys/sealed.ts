@@ -1,0 +1,33 @@
+import { CompactEncrypt, compactDecrypt, decodeProtectedHeader, type JWK } from 'jose';
+import type { MasterKey } from './master-key.js';
+
+/**
+ * A private JWK at rest is a compact JWE: `dir` + A256GCM under the master key (RFC 7516/7518). The protected
+ * header, which GCM authenticates, names the master key and the signing key, so a sealed key cannot be
+ * moved to another row unnoticed.
+ */
+export async function sealPrivateJwk(jwk: JWK, master: MasterKey, kid: string): Promise<string> {
+  return new CompactEncrypt(new TextEncoder().encode(JSON.stringify(jwk)))
+    .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: master.id, cty: 'jwk+json', 'tessera.kid': kid })
+    .encrypt(master.key);
+}
+
+export class MasterKeyMismatchError extends Error {
+  override name = 'MasterKeyMismatchError';
+}
+
+export async function openPrivateJwk(sealed: string, master: MasterKey, kid: string): Promise<JWK> {
+  const header = decodeProtectedHeader(sealed);
+  if (header.kid !== master.id) {
+    throw new MasterKeyMismatchError(
+      `signing key ${kid} was sealed under another master key (${String(header.kid)}, this one is ${master.id}); ` +
+        'start with the TESSERA_MASTER_KEY it was created with',
+    );
+  }
+  if (header['tessera.kid'] !== kid) throw new Error(`sealed key does not belong to signing key ${kid}`);
+  const { plaintext } = await compactDecrypt(sealed, master.key, {
+    keyManagementAlgorithms: ['dir'],
+    contentEncryptionAlgorithms: ['A256GCM'],
+  });
+  return JSON.parse(new TextDecoder().decode(plaintext)) as JWK;
+}

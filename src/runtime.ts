@@ -1,0 +1,78 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { sqlitePath, type Config } from './config/index.js';
+import type { SigningAlg } from './domain/algorithms.js';
+import { TokenService } from './domain/token-service.js';
+import { MAX_TOKEN_TTL } from './domain/validate.js';
+import { Keyring } from './keys/keyring.js';
+import { resolveMasterKey } from './keys/master-key.js';
+import { Directory } from './store/directory.js';
+import { openSqliteStore } from './store/sqlite.js';
+import type { Store } from './store/types.js';
+
+/** Opens the configured store and brings its schema up to date. */
+export async function openStore(config: Config): Promise<Store> {
+  const store = openSqliteStore(sqlitePath(config));
+  try {
+    await store.migrate();
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  return store;
+}
+
+export interface Runtime {
+  store: Store;
+  keyring: Keyring;
+  directory: Directory;
+  tokens: TokenService;
+  close(): Promise<void>;
+}
+
+/** Everything the server needs, wired: store → keys → cached directory → token service. */
+export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
+  const master = resolveMasterKey(config, (message) => logger.warn(message));
+  const store = await openStore(config);
+  try {
+    const keyring = new Keyring(store, master, { maxTokenTtl: MAX_TOKEN_TTL });
+    const directory = new Directory(store, {
+      ttlMs: config.cacheTtl * 1000,
+      max: config.cacheMax,
+      pollMs: config.changePollMs,
+      onError: (error) => logger.error({ err: error }, 'reading the change feed failed'),
+      onKeysChanged: () => keyring.reload(),
+      // An audience added with an algorithm that has no key yet gets one now, not at its first token.
+      onAudiencesChanged: async (audiences) => {
+        for (const alg of new Set(audiences.map((a) => a.signingAlg))) if (alg) await keyring.ensure(alg);
+      },
+    });
+    await keyring.reload();
+    await keyring.ensure(config.signingAlg);
+    await directory.start();
+
+    const tokens = new TokenService({
+      findClient: (id) => directory.findClient(id),
+      findAudience: (url) => directory.findAudience(url),
+      sign: (payload, alg: SigningAlg) => keyring.sign(payload, alg),
+      now: Date.now,
+      newJti: () => randomBytes(16).toString('base64url'),
+      issuer: config.issuer,
+      defaultTtl: config.tokenTtl,
+      defaultAlg: config.signingAlg,
+    });
+    return {
+      store,
+      keyring,
+      directory,
+      tokens,
+      async close() {
+        await directory.stop();
+        await store.close();
+      },
+    };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}

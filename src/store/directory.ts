@@ -1,0 +1,165 @@
+import { LRUCache } from 'lru-cache';
+import { digestBytes } from '../domain/secrets.js';
+import type { KnownAudience, KnownClient } from '../domain/token-service.js';
+import type { Audience, Change, Client, Store } from './types.js';
+
+export interface DirectoryOptions {
+  /** Backstop lifetime of a cached client, in milliseconds; the change feed normally invalidates sooner. */
+  ttlMs: number;
+  /** Most clients (known or unknown ids) kept at once. */
+  max: number;
+  /** How often the change feed is read, in milliseconds. */
+  pollMs: number;
+  onError?: (error: unknown) => void;
+  /** Called after signing keys changed in the store. */
+  onKeysChanged?: () => Promise<void>;
+  /** Called after the audiences were reloaded. */
+  onAudiencesChanged?: (audiences: readonly Audience[]) => void | Promise<void>;
+  now?: () => Date;
+}
+
+/** An id looked up and not found: remembered too, so guessing ids does not reach the store each time. */
+const UNKNOWN = Symbol('unknown client');
+type Entry = KnownClient | typeof UNKNOWN;
+
+const CHANGE_BATCH = 1000;
+const CHANGE_RETENTION_MS = 24 * 3600 * 1000;
+const PRUNE_EVERY_MS = 10 * 60 * 1000;
+
+export function toKnownClient(client: Client): KnownClient {
+  return {
+    id: client.id,
+    enabled: client.enabled,
+    secretDigest: digestBytes(client.secretDigest),
+    audiences: new Set(client.audiences),
+    tokenTtl: client.tokenTtl,
+  };
+}
+
+/**
+ * The in-memory view of clients, grants and audiences that the token path reads, so that a warm request
+ * does no store I/O. Clients are loaded on first use and kept in an LRU; audiences are few and kept whole.
+ * Changes made elsewhere (the CLI, another instance) arrive through the store's change feed, read every
+ * `pollMs`; the TTL is only a backstop.
+ */
+export class Directory {
+  private readonly clients: LRUCache<string, Entry>;
+  private readonly pending = new Map<string, Promise<KnownClient | undefined>>();
+  private audiences = new Map<string, KnownAudience>();
+  private audienceList: readonly Audience[] = [];
+  private lastSeq = 0;
+  /** Bumped by every invalidation, so that a lookup in flight across one does not cache what it read before. */
+  private generation = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+  private lastPrune = 0;
+
+  constructor(
+    private readonly store: Store,
+    private readonly options: DirectoryOptions,
+  ) {
+    this.clients = new LRUCache<string, Entry>({ max: options.max, ttl: options.ttlMs, ttlAutopurge: false });
+  }
+
+  /** Loads the audiences, notes where the change feed stands, and starts following it. */
+  async start(): Promise<void> {
+    this.lastSeq = await this.store.latestChange();
+    await this.reloadAudiences();
+    this.timer = setInterval(() => void this.poll(), this.options.pollMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.polling;
+  }
+
+  findAudience(url: string): KnownAudience | undefined {
+    return this.audiences.get(url);
+  }
+
+  listAudiences(): readonly Audience[] {
+    return this.audienceList;
+  }
+
+  /** Synchronous on a hit; a promise on a miss, shared by concurrent lookups of the same id. */
+  findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined> {
+    const entry = this.clients.get(id);
+    if (entry !== undefined) return entry === UNKNOWN ? undefined : entry;
+    let pending = this.pending.get(id);
+    if (!pending) {
+      pending = this.load(id).finally(() => this.pending.delete(id));
+      this.pending.set(id, pending);
+    }
+    return pending;
+  }
+
+  private async load(id: string): Promise<KnownClient | undefined> {
+    const generation = this.generation;
+    const client = await this.store.findClient(id);
+    const known = client && toKnownClient(client);
+    if (generation === this.generation) this.clients.set(id, known ?? UNKNOWN);
+    return known;
+  }
+
+  /** Reads the change feed once; also run by the timer. Never rejects: errors go to onError. */
+  poll(): Promise<void> {
+    this.polling ??= this.readChanges()
+      .catch((error: unknown) => this.options.onError?.(error))
+      .finally(() => (this.polling = undefined));
+    return this.polling;
+  }
+
+  private async readChanges(): Promise<void> {
+    for (;;) {
+      const changes = await this.store.changesSince(this.lastSeq, CHANGE_BATCH);
+      if (changes.length === 0) break;
+      await this.apply(changes);
+      this.lastSeq = changes[changes.length - 1]!.seq;
+      if (changes.length < CHANGE_BATCH) break;
+    }
+    const now = (this.options.now ?? (() => new Date()))();
+    if (now.getTime() - this.lastPrune > PRUNE_EVERY_MS) {
+      this.lastPrune = now.getTime();
+      await this.store.pruneChanges(new Date(now.getTime() - CHANGE_RETENTION_MS));
+    }
+  }
+
+  private async apply(changes: Change[]): Promise<void> {
+    let audiences = false;
+    let keys = false;
+    this.generation++;
+    for (const change of changes) {
+      switch (change.entity) {
+        case 'client':
+          this.clients.delete(change.key);
+          break;
+        case 'grant':
+          this.clients.delete(change.key.slice(0, change.key.indexOf(' ')));
+          break;
+        case 'audience':
+          audiences = true;
+          break;
+        case 'key':
+          keys = true;
+          break;
+      }
+    }
+    if (audiences) {
+      // Removing an audience removes its grants too; cached grant sets may be stale, so start afresh.
+      this.clients.clear();
+      await this.reloadAudiences();
+    }
+    if (keys) await this.options.onKeysChanged?.();
+  }
+
+  private async reloadAudiences(): Promise<void> {
+    const list = await this.store.listAudiences();
+    this.audiences = new Map(
+      list.map((a) => [a.url, { url: a.url, tokenTtl: a.tokenTtl, signingAlg: a.signingAlg }]),
+    );
+    this.audienceList = list;
+    await this.options.onAudiencesChanged?.(list);
+  }
+}

@@ -1,0 +1,330 @@
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import { Migrator } from 'kysely/migration';
+import { sql } from 'kysely';
+import type { SigningAlg } from '../domain/algorithms.js';
+import { migrations, StaticMigrationProvider, type Engine } from './migrations.js';
+import type { AudiencesTable, ClientsTable, Database, SigningKeysTable } from './schema.js';
+import {
+  StoreError,
+  type Audience,
+  type Change,
+  type ChangeEntity,
+  type Client,
+  type NewAudience,
+  type NewClient,
+  type SigningKey,
+  type Store,
+} from './types.js';
+
+type Tx = Transaction<Database>;
+
+const toAudience = (row: Selectable<AudiencesTable>): Audience => ({
+  url: row.url,
+  name: row.name,
+  tokenTtl: row.token_ttl === null ? null : Number(row.token_ttl),
+  signingAlg: row.signing_alg as SigningAlg | null,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+const toClient = (row: Selectable<ClientsTable>, audiences: string[]): Client => ({
+  id: row.id,
+  name: row.name,
+  secretDigest: row.secret_digest,
+  enabled: Number(row.enabled) === 1,
+  tokenTtl: row.token_ttl === null ? null : Number(row.token_ttl),
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+  secretRotatedAt: row.secret_rotated_at,
+  audiences,
+});
+
+const toSigningKey = (row: Selectable<SigningKeysTable>): SigningKey => ({
+  kid: row.kid,
+  alg: row.alg as SigningAlg,
+  publicJwk: row.public_jwk,
+  privateJwkSealed: row.private_jwk_sealed,
+  createdAt: row.created_at,
+  activatesAt: row.activates_at,
+  retiredAt: row.retired_at,
+});
+
+/**
+ * The store on any engine Kysely speaks. Every write records a change in the same transaction, so that a
+ * server process learns of changes made by the CLI or by other instances (see directory.ts).
+ */
+export class KyselyStore implements Store {
+  constructor(
+    private readonly db: Kysely<Database>,
+    readonly engine: Engine,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  async migrate(): Promise<string[]> {
+    const migrator = new Migrator({
+      db: this.db,
+      provider: new StaticMigrationProvider(migrations(this.engine)),
+      migrationTableName: 'tessera_migrations',
+      migrationLockTableName: 'tessera_migrations_lock',
+    });
+    const { error, results } = await migrator.migrateToLatest();
+    if (error) throw error instanceof Error ? error : new Error(String(error));
+    return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+  }
+
+  async ping(): Promise<void> {
+    await sql`select 1`.execute(this.db);
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+
+  private stamp(): string {
+    return this.now().toISOString();
+  }
+
+  private async record(tx: Tx, entity: ChangeEntity, key: string): Promise<void> {
+    await tx.insertInto('changes').values({ entity, key, created_at: this.stamp() }).execute();
+  }
+
+  // --- audiences ---
+
+  async addAudience(audience: NewAudience): Promise<Audience> {
+    return this.db.transaction().execute(async (tx) => {
+      const existing = await tx.selectFrom('audiences').select('url').where('url', '=', audience.url).executeTakeFirst();
+      if (existing) throw new StoreError('conflict', `audience ${audience.url} is already registered`);
+      const at = this.stamp();
+      const row = {
+        url: audience.url,
+        name: audience.name,
+        token_ttl: audience.tokenTtl,
+        signing_alg: audience.signingAlg,
+        created_at: at,
+        updated_at: at,
+      };
+      await tx.insertInto('audiences').values(row).execute();
+      await this.record(tx, 'audience', audience.url);
+      return toAudience(row);
+    });
+  }
+
+  async findAudience(url: string): Promise<Audience | undefined> {
+    const row = await this.db.selectFrom('audiences').selectAll().where('url', '=', url).executeTakeFirst();
+    return row && toAudience(row);
+  }
+
+  async listAudiences(): Promise<Audience[]> {
+    const rows = await this.db.selectFrom('audiences').selectAll().orderBy('url').execute();
+    return rows.map(toAudience);
+  }
+
+  async removeAudience(url: string): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      // Grants go explicitly rather than by cascade alone, so the result does not depend on engine settings.
+      await tx.deleteFrom('grants').where('audience_url', '=', url).execute();
+      const result = await tx.deleteFrom('audiences').where('url', '=', url).executeTakeFirst();
+      if (Number(result.numDeletedRows) === 0) throw new StoreError('not_found', `audience ${url} is not registered`);
+      await this.record(tx, 'audience', url);
+    });
+  }
+
+  // --- clients ---
+
+  private async grantsOf(db: Kysely<Database> | Tx, clientId: string): Promise<string[]> {
+    const rows = await db
+      .selectFrom('grants')
+      .select('audience_url')
+      .where('client_id', '=', clientId)
+      .orderBy('audience_url')
+      .execute();
+    return rows.map((r) => r.audience_url);
+  }
+
+  private async requireClient(db: Kysely<Database> | Tx, id: string): Promise<Client> {
+    const row = await db.selectFrom('clients').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) throw new StoreError('not_found', `client ${id} does not exist`);
+    return toClient(row, await this.grantsOf(db, id));
+  }
+
+  private async requireAudiences(tx: Tx, urls: string[]): Promise<void> {
+    if (urls.length === 0) return;
+    const found = await tx.selectFrom('audiences').select('url').where('url', 'in', urls).execute();
+    const known = new Set(found.map((r) => r.url));
+    const missing = urls.filter((u) => !known.has(u));
+    if (missing.length > 0) throw new StoreError('not_found', `audience ${missing.join(', ')} is not registered`);
+  }
+
+  async createClient(client: NewClient): Promise<Client> {
+    return this.db.transaction().execute(async (tx) => {
+      const existing = await tx.selectFrom('clients').select('id').where('id', '=', client.id).executeTakeFirst();
+      if (existing) throw new StoreError('conflict', `client ${client.id} already exists`);
+      const audiences = [...new Set(client.audiences)].sort();
+      await this.requireAudiences(tx, audiences);
+      const at = this.stamp();
+      const row = {
+        id: client.id,
+        name: client.name,
+        secret_digest: client.secretDigest,
+        enabled: 1,
+        token_ttl: client.tokenTtl,
+        created_at: at,
+        updated_at: at,
+        secret_rotated_at: at,
+      };
+      await tx.insertInto('clients').values(row).execute();
+      if (audiences.length > 0) {
+        await tx
+          .insertInto('grants')
+          .values(audiences.map((audience_url) => ({ client_id: client.id, audience_url, created_at: at })))
+          .execute();
+      }
+      await this.record(tx, 'client', client.id);
+      return toClient(row, audiences);
+    });
+  }
+
+  async findClient(id: string): Promise<Client | undefined> {
+    const row = await this.db.selectFrom('clients').selectAll().where('id', '=', id).executeTakeFirst();
+    return row && toClient(row, await this.grantsOf(this.db, id));
+  }
+
+  async listClients(): Promise<Client[]> {
+    const [rows, grants] = await Promise.all([
+      this.db.selectFrom('clients').selectAll().orderBy('created_at').orderBy('id').execute(),
+      this.db.selectFrom('grants').select(['client_id', 'audience_url']).orderBy('audience_url').execute(),
+    ]);
+    const byClient = new Map<string, string[]>();
+    for (const g of grants) {
+      const list = byClient.get(g.client_id);
+      if (list) list.push(g.audience_url);
+      else byClient.set(g.client_id, [g.audience_url]);
+    }
+    return rows.map((row) => toClient(row, byClient.get(row.id) ?? []));
+  }
+
+  async countClients(): Promise<number> {
+    const row = await this.db
+      .selectFrom('clients')
+      .select((eb) => eb.fn.countAll().as('n'))
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  private async updateClient(id: string, values: Partial<Selectable<ClientsTable>>): Promise<Client> {
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('clients')
+        .set({ ...values, updated_at: this.stamp() })
+        .where('id', '=', id)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) throw new StoreError('not_found', `client ${id} does not exist`);
+      await this.record(tx, 'client', id);
+      return this.requireClient(tx, id);
+    });
+  }
+
+  async setClientSecret(id: string, secretDigest: string): Promise<Client> {
+    return this.updateClient(id, { secret_digest: secretDigest, secret_rotated_at: this.stamp() });
+  }
+
+  async setClientEnabled(id: string, enabled: boolean): Promise<Client> {
+    return this.updateClient(id, { enabled: enabled ? 1 : 0 });
+  }
+
+  async deleteClient(id: string): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      await tx.deleteFrom('grants').where('client_id', '=', id).execute();
+      const result = await tx.deleteFrom('clients').where('id', '=', id).executeTakeFirst();
+      if (Number(result.numDeletedRows) === 0) throw new StoreError('not_found', `client ${id} does not exist`);
+      await this.record(tx, 'client', id);
+    });
+  }
+
+  // --- grants ---
+
+  async addGrant(clientId: string, audienceUrl: string): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      await this.requireClient(tx, clientId);
+      await this.requireAudiences(tx, [audienceUrl]);
+      const existing = await tx
+        .selectFrom('grants')
+        .select('client_id')
+        .where('client_id', '=', clientId)
+        .where('audience_url', '=', audienceUrl)
+        .executeTakeFirst();
+      if (existing) return false;
+      await tx
+        .insertInto('grants')
+        .values({ client_id: clientId, audience_url: audienceUrl, created_at: this.stamp() })
+        .execute();
+      await this.record(tx, 'grant', `${clientId} ${audienceUrl}`);
+      return true;
+    });
+  }
+
+  async removeGrant(clientId: string, audienceUrl: string): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .deleteFrom('grants')
+        .where('client_id', '=', clientId)
+        .where('audience_url', '=', audienceUrl)
+        .executeTakeFirst();
+      if (Number(result.numDeletedRows) === 0) {
+        throw new StoreError('not_found', `client ${clientId} has no grant for ${audienceUrl}`);
+      }
+      await this.record(tx, 'grant', `${clientId} ${audienceUrl}`);
+    });
+  }
+
+  // --- signing keys ---
+
+  async listSigningKeys(): Promise<SigningKey[]> {
+    const rows = await this.db.selectFrom('signing_keys').selectAll().orderBy('created_at').orderBy('kid').execute();
+    return rows.map(toSigningKey);
+  }
+
+  async insertSigningKey(key: SigningKey): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      await tx
+        .insertInto('signing_keys')
+        .values({
+          kid: key.kid,
+          alg: key.alg,
+          public_jwk: key.publicJwk,
+          private_jwk_sealed: key.privateJwkSealed,
+          created_at: key.createdAt,
+          activates_at: key.activatesAt,
+          retired_at: key.retiredAt,
+        })
+        .execute();
+      await this.record(tx, 'key', key.kid);
+    });
+  }
+
+  // --- change feed ---
+
+  async changesSince(seq: number, limit: number): Promise<Change[]> {
+    const rows = await this.db
+      .selectFrom('changes')
+      .select(['seq', 'entity', 'key'])
+      .where('seq', '>', seq)
+      .orderBy('seq')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({ seq: Number(r.seq), entity: r.entity as ChangeEntity, key: r.key }));
+  }
+
+  async latestChange(): Promise<number> {
+    const row = await this.db
+      .selectFrom('changes')
+      .select((eb) => eb.fn.max('seq').as('seq'))
+      .executeTakeFirst();
+    return row?.seq == null ? 0 : Number(row.seq);
+  }
+
+  async pruneChanges(olderThan: Date): Promise<number> {
+    const result = await this.db.deleteFrom('changes').where('created_at', '<', olderThan.toISOString()).executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+}

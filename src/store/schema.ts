@@ -1,0 +1,57 @@
+import type { Generated } from 'kysely';
+
+/** Table shapes as the query layer sees them. Booleans are integers and times ISO-8601 text on every engine. */
+export interface Database {
+  audiences: AudiencesTable;
+  clients: ClientsTable;
+  grants: GrantsTable;
+  signing_keys: SigningKeysTable;
+  changes: ChangesTable;
+}
+
+export interface AudiencesTable {
+  url: string;
+  name: string | null;
+  token_ttl: number | null;
+  signing_alg: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ClientsTable {
+  id: string;
+  name: string;
+  secret_digest: string;
+  enabled: number;
+  token_ttl: number | null;
+  created_at: string;
+  updated_at: string;
+  secret_rotated_at: string;
+}
+
+export interface GrantsTable {
+  client_id: string;
+  audience_url: string;
+  created_at: string;
+}
+
+export interface SigningKeysTable {
+  kid: string;
+  alg: string;
+  public_jwk: string;
+  /** The private JWK as a compact JWE (dir + A256GCM) under the master key. */
+  private_jwk_sealed: string;
+  created_at: string;
+  /** From this time on the key may sign; before it, it is only published. */
+  activates_at: string;
+  /** When it stopped signing; it stays published until every token it signed has expired. */
+  retired_at: string | null;
+}
+
+/** The change feed: every write appends a row in the same transaction, so other processes can follow. */
+export interface ChangesTable {
+  seq: Generated<number>;
+  entity: string;
+  key: string;
+  created_at: string;
+}

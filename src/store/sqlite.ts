@@ -1,0 +1,43 @@
+import { chmodSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { DatabaseSync, type SQLInputValue } from 'node:sqlite';
+import { Kysely, SqliteDialect, type SqliteDatabase, type SqliteStatement } from 'kysely';
+import { KyselyStore } from './kysely-store.js';
+import type { Database } from './schema.js';
+
+/**
+ * Kysely's SQLite dialect expects the better-sqlite3 shape; node:sqlite (built in, no native build) is
+ * adapted to it here. Statements are small and the server reads the store only on a cache miss.
+ */
+function adapt(db: DatabaseSync): SqliteDatabase {
+  return {
+    close: () => db.close(),
+    prepare(query: string): SqliteStatement {
+      const statement = db.prepare(query);
+      return {
+        reader: statement.columns().length > 0,
+        all: (parameters: ReadonlyArray<unknown>) => statement.all(...(parameters as SQLInputValue[])),
+        iterate: (parameters: ReadonlyArray<unknown>) =>
+          statement.iterate(...(parameters as SQLInputValue[])) as IterableIterator<unknown>,
+        run: (parameters: ReadonlyArray<unknown>) => {
+          const { changes, lastInsertRowid } = statement.run(...(parameters as SQLInputValue[]));
+          return { changes, lastInsertRowid };
+        },
+      };
+    },
+  };
+}
+
+/** Opens (creating if needed) the embedded store. The file holds secret digests and sealed keys: mode 0600. */
+export function openSqliteStore(file: string, now?: () => Date): KyselyStore {
+  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  const db = new DatabaseSync(file);
+  if (file !== ':memory:') chmodSync(file, 0o600);
+  db.exec('PRAGMA journal_mode = WAL');
+  // The CLI and the server write the same file; wait for a lock rather than fail.
+  db.exec('PRAGMA busy_timeout = 5000');
+  db.exec('PRAGMA foreign_keys = ON');
+  db.exec('PRAGMA synchronous = NORMAL');
+  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: adapt(db) }) });
+  return new KyselyStore(kysely, 'sqlite', now);
+}

@@ -1,0 +1,120 @@
+import type { SigningAlg } from '../domain/algorithms.js';
+
+export interface Audience {
+  url: string;
+  name: string | null;
+  /** Token lifetime in seconds for this audience, or null for the server default. */
+  tokenTtl: number | null;
+  /** JWS algorithm for this audience, or null for the server default. */
+  signingAlg: SigningAlg | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface Client {
+  id: string;
+  name: string;
+  /** `sha256:<base64url>`; the secret itself is never stored. */
+  secretDigest: string;
+  enabled: boolean;
+  /** Token lifetime in seconds for this client, or null (then the audience's, then the default). */
+  tokenTtl: number | null;
+  createdAt: string;
+  updatedAt: string;
+  secretRotatedAt: string;
+  /** Audience URLs granted to this client, sorted. */
+  audiences: string[];
+}
+
+export interface SigningKey {
+  kid: string;
+  alg: SigningAlg;
+  publicJwk: string;
+  privateJwkSealed: string;
+  createdAt: string;
+  activatesAt: string;
+  retiredAt: string | null;
+}
+
+export type ChangeEntity = 'client' | 'audience' | 'grant' | 'key';
+
+export interface Change {
+  seq: number;
+  entity: ChangeEntity;
+  /** The client id, the audience URL, `<client id> <audience URL>` for a grant, or the kid. */
+  key: string;
+}
+
+export interface NewAudience {
+  url: string;
+  name: string | null;
+  tokenTtl: number | null;
+  signingAlg: SigningAlg | null;
+}
+
+export interface NewClient {
+  id: string;
+  name: string;
+  secretDigest: string;
+  tokenTtl: number | null;
+  audiences: string[];
+}
+
+export interface AudienceStore {
+  addAudience(audience: NewAudience): Promise<Audience>;
+  findAudience(url: string): Promise<Audience | undefined>;
+  listAudiences(): Promise<Audience[]>;
+  /** Removes the audience and every grant of it. */
+  removeAudience(url: string): Promise<void>;
+}
+
+export interface ClientStore {
+  /** Creates the client with its grants in one transaction. */
+  createClient(client: NewClient): Promise<Client>;
+  /** The one query of the token path, made only on a cache miss. */
+  findClient(id: string): Promise<Client | undefined>;
+  listClients(): Promise<Client[]>;
+  countClients(): Promise<number>;
+  setClientSecret(id: string, secretDigest: string): Promise<Client>;
+  setClientEnabled(id: string, enabled: boolean): Promise<Client>;
+  deleteClient(id: string): Promise<void>;
+}
+
+export interface GrantStore {
+  /** Returns false if the grant already existed. */
+  addGrant(clientId: string, audienceUrl: string): Promise<boolean>;
+  removeGrant(clientId: string, audienceUrl: string): Promise<void>;
+}
+
+export interface KeyStore {
+  listSigningKeys(): Promise<SigningKey[]>;
+  insertSigningKey(key: SigningKey): Promise<void>;
+}
+
+export interface ChangeFeed {
+  /** Changes after `seq`, oldest first. */
+  changesSince(seq: number, limit: number): Promise<Change[]>;
+  latestChange(): Promise<number>;
+  /** Drops changes older than the given time; followers are expected to have read them long before. */
+  pruneChanges(olderThan: Date): Promise<number>;
+}
+
+export interface Store extends AudienceStore, ClientStore, GrantStore, KeyStore, ChangeFeed {
+  readonly engine: 'sqlite' | 'postgres';
+  /** Runs pending migrations; returns the names it ran. */
+  migrate(): Promise<string[]>;
+  /** Resolves if the store answers a trivial query. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A stable `code` that the CLI and HTTP layers switch on. */
+export class StoreError extends Error {
+  override name = 'StoreError';
+  constructor(
+    readonly code: 'not_found' | 'conflict',
+    message: string,
+  ) {
+    super(message);
+  }
+}
