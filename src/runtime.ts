@@ -40,7 +40,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       ttlMs: config.cacheTtl * 1000,
       max: config.cacheMax,
       pollMs: config.changePollMs,
-      onError: (error) => logger.error({ err: error }, 'reading the change feed failed'),
+      onError: (error, during) => logger.error({ err: error }, `store error during ${during}`),
       onKeysChanged: () => keyring.reload(),
       // An audience added with an algorithm that has no key yet gets one now, not at its first token.
       onAudiencesChanged: async (audiences) => {

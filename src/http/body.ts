@@ -45,9 +45,11 @@ export function registerBodyParsers(app: FastifyInstance): void {
 
 /** The recognised parameters of a parsed body, each a string; unknown parameters are ignored. */
 export function tokenParams(body: unknown): TokenParams {
-  if (body === undefined || body === null) return {};
+  if (body === undefined) return {}; // no body at all: the missing parameters are named next
   if (body instanceof FormBody) return body.params;
-  if (typeof body !== 'object' || Array.isArray(body)) throw invalidRequest('the JSON body must be an object');
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw invalidRequest('the JSON body must be an object');
+  }
   const params: TokenParams = {};
   for (const name of TOKEN_PARAMS) {
     const value = (body as Record<string, unknown>)[name];

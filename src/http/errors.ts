@@ -58,10 +58,8 @@ export function methodNotAllowed(app: FastifyInstance, url: string, allowed: rea
     method: others,
     url,
     // Answered before the body is parsed, so a PUT with an odd body is a 405, not a 415.
-    onRequest: (_request, reply, done) => {
-      void reply.code(405).headers(NO_STORE).header('allow', allowed.join(', ')).send(body);
-      done();
-    },
+    onRequest: async (_request, reply) =>
+      reply.code(405).headers(NO_STORE).header('allow', allowed.join(', ')).send(body),
     handler: async () => undefined,
   });
 }

@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { temporarilyUnavailable } from '../domain/errors.js';
 import { digestBytes } from '../domain/secrets.js';
 import type { KnownAudience, KnownClient } from '../domain/token-service.js';
 import type { Audience, Change, Client, Store } from './types.js';
@@ -10,7 +11,7 @@ export interface DirectoryOptions {
   max: number;
   /** How often the change feed is read, in milliseconds. */
   pollMs: number;
-  onError?: (error: unknown) => void;
+  onError?: (error: unknown, during: 'change feed' | 'client lookup') => void;
   /** Called after signing keys changed in the store. */
   onKeysChanged?: () => Promise<void>;
   /** Called after the audiences were reloaded. */
@@ -22,6 +23,8 @@ export interface DirectoryOptions {
 const UNKNOWN = Symbol('unknown client');
 type Entry = KnownClient | typeof UNKNOWN;
 
+/** Seconds a client is asked to wait when the store cannot be reached. */
+export const STORE_RETRY_AFTER = 5;
 const CHANGE_BATCH = 1000;
 const CHANGE_RETENTION_MS = 24 * 3600 * 1000;
 const PRUNE_EVERY_MS = 10 * 60 * 1000;
@@ -97,7 +100,14 @@ export class Directory {
 
   private async load(id: string): Promise<KnownClient | undefined> {
     const generation = this.generation;
-    const client = await this.store.findClient(id);
+    let client: Client | undefined;
+    try {
+      client = await this.store.findClient(id);
+    } catch (error) {
+      // The answer cannot be given safely without the store: 503, and the client may retry (INTERFACE.md).
+      this.options.onError?.(error, 'client lookup');
+      throw temporarilyUnavailable(STORE_RETRY_AFTER);
+    }
     const known = client && toKnownClient(client);
     if (generation === this.generation) this.clients.set(id, known ?? UNKNOWN);
     return known;
@@ -106,7 +116,7 @@ export class Directory {
   /** Reads the change feed once; also run by the timer. Never rejects: errors go to onError. */
   poll(): Promise<void> {
     this.polling ??= this.readChanges()
-      .catch((error: unknown) => this.options.onError?.(error))
+      .catch((error: unknown) => this.options.onError?.(error, 'change feed'))
       .finally(() => (this.polling = undefined));
     return this.polling;
   }

@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadConfig, type Config } from '../../src/config/index.js';
+import { digestSecret, generateClientId, generateSecret } from '../../src/domain/secrets.js';
+import { createLogger } from '../../src/logger.js';
+import { startServer, type Server } from '../../src/main.js';
+import type { Client, NewAudience } from '../../src/store/types.js';
+
+/** A port that was free a moment ago (the issuer URL must be known before the server listens). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+export function tempDir(prefix = 'tessera-test-'): string {
+  return mkdtempSync(path.join(tmpdir(), prefix));
+}
+
+export interface TestClient {
+  id: string;
+  secret: string;
+  record: Client;
+}
+
+export interface TestServer {
+  /** Base URL, which is also the issuer. */
+  url: string;
+  config: Config;
+  server: Server;
+  dataDir: string;
+  addAudience(url: string, options?: Partial<Omit<NewAudience, 'url'>>): Promise<void>;
+  createClient(audiences: string[], options?: { id?: string; tokenTtl?: number }): Promise<TestClient>;
+  /** Makes the running server see what was written to the store (instead of waiting for the poll). */
+  sync(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A real Tessera on a real socket, on a fresh data directory that is removed on close. */
+export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const dataDir = tempDir();
+  const port = await freePort();
+  const config = loadConfig({
+    TESSERA_DATA_DIR: dataDir,
+    TESSERA_PORT: String(port),
+    TESSERA_HOST: '127.0.0.1',
+    TESSERA_MASTER_KEY: randomBytes(32).toString('base64'),
+    TESSERA_LOG_LEVEL: 'silent',
+    TESSERA_CHANGE_POLL_MS: '100',
+    ...env,
+  });
+  const server = await startServer(config, createLogger(config));
+  const { store, directory } = server.runtime;
+  const sync = () => directory.poll();
+  return {
+    url: config.issuer,
+    config,
+    server,
+    dataDir,
+    sync,
+    async addAudience(url, options = {}) {
+      await store.addAudience({ url, name: null, tokenTtl: null, signingAlg: null, ...options });
+      await sync();
+    },
+    async createClient(audiences, options = {}) {
+      const secret = generateSecret();
+      const record = await store.createClient({
+        id: options.id ?? generateClientId(),
+        name: 'test client',
+        secretDigest: digestSecret(secret),
+        tokenTtl: options.tokenTtl ?? null,
+        audiences,
+      });
+      await sync();
+      return { id: record.id, secret, record };
+    },
+    async close() {
+      await server.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** POSTs a form body to the token endpoint and returns status, headers and parsed JSON body. */
+export async function postToken(
+  base: string,
+  body: string | Record<string, string> | undefined,
+  init: { headers?: Record<string, string>; json?: boolean; method?: string } = {},
+): Promise<{ status: number; headers: Headers; body: Record<string, unknown> }> {
+  const headers: Record<string, string> = { ...init.headers };
+  let payload: string | undefined;
+  if (typeof body === 'string') payload = body;
+  else if (body !== undefined && init.json) {
+    payload = JSON.stringify(body);
+    headers['content-type'] ??= 'application/json';
+  } else if (body !== undefined) {
+    payload = new URLSearchParams(body).toString();
+    headers['content-type'] ??= 'application/x-www-form-urlencoded';
+  }
+  const response = await fetch(`${base}/oauth/token`, { method: init.method ?? 'POST', headers, body: payload });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+export function basic(id: string, secret: string): string {
+  const enc = (s: string) => encodeURIComponent(s).replace(/%20/g, '+');
+  return 'Basic ' + Buffer.from(`${enc(id)}:${enc(secret)}`).toString('base64');
+}
