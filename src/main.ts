@@ -65,7 +65,8 @@ export function firstTokenHint(issuer: string): string {
 export async function runServer(config: Config): Promise<void> {
   const logger = createLogger(config);
   const server = await startServer(config, logger);
-  if ((await server.runtime.store.countClients()) === 0) process.stderr.write(firstTokenHint(config.issuer) + '\n');
+  if ((await server.runtime.store.countClients()) === 0)
+    process.stderr.write(firstTokenHint(config.issuer) + '\n');
 
   const shutdown = (signal: NodeJS.Signals): void => {
     logger.info({ signal }, 'shutting down: finishing requests in flight');

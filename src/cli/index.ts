@@ -20,7 +20,6 @@ import { formatRecord, formatTable, print, printJson } from './output.js';
 const EXIT_FAILED = 1;
 const EXIT_USAGE = 2;
 
-
 interface JsonFlag {
   json?: boolean;
 }
@@ -157,22 +156,30 @@ export function buildProgram(): Command {
       .option('--ttl <seconds>', 'token lifetime for this audience', parseTtl)
       .addOption(new Option('--alg <alg>', 'signing algorithm for this audience').choices(SIGNING_ALGS)),
   ).action(
-    action(async (store, _config, json, url: string, options: { name?: string; ttl?: number; alg?: string }) => {
-      const added = await store.addAudience({
-        url: validateAudienceUrl(url),
-        name: options.name ?? null,
-        tokenTtl: options.ttl ?? null,
-        signingAlg: options.alg === undefined ? null : validateSigningAlg(options.alg),
-      });
-      if (json) printJson(audienceJson(added));
-      else print(`Audience ${added.url} registered.\n`);
-    }),
+    action(
+      async (store, _config, json, url: string, options: { name?: string; ttl?: number; alg?: string }) => {
+        const added = await store.addAudience({
+          url: validateAudienceUrl(url),
+          name: options.name ?? null,
+          tokenTtl: options.ttl ?? null,
+          signingAlg: options.alg === undefined ? null : validateSigningAlg(options.alg),
+        });
+        if (json) printJson(audienceJson(added));
+        else print(`Audience ${added.url} registered.\n`);
+      },
+    ),
   );
   withJson(audience.command('list').description('list audiences')).action(
     action(async (store, _config, json) => {
       const list = await store.listAudiences();
       if (json) printJson(list.map(audienceJson));
-      else print(formatTable(['url', 'name', 'token_ttl', 'signing_alg', 'created_at'], list.map((a) => [a.url, a.name, a.tokenTtl, a.signingAlg, a.createdAt])));
+      else
+        print(
+          formatTable(
+            ['url', 'name', 'token_ttl', 'signing_alg', 'created_at'],
+            list.map((a) => [a.url, a.name, a.tokenTtl, a.signingAlg, a.createdAt]),
+          ),
+        );
     }),
   );
   withJson(audience.command('remove <url>').description('remove an audience and every grant of it')).action(
@@ -194,22 +201,24 @@ export function buildProgram(): Command {
       .option('--id <client-id>', 'choose the client id instead of a generated one', parseClientId)
       .option('--ttl <seconds>', 'token lifetime for this client', parseTtl),
   ).action(
-    action(async (store, config, json, options: { name: string; grant?: string[]; id?: string; ttl?: number }) => {
-      const secret = generateSecret();
-      const created = await store.createClient({
-        id: options.id ?? generateClientId(),
-        name: options.name,
-        secretDigest: digestSecret(secret),
-        tokenTtl: options.ttl ?? null,
-        audiences: options.grant ?? [],
-      });
-      if (json) printJson({ ...clientJson(created), client_secret: secret });
-      else {
-        print('Client created. The secret is shown this once: store it now.\n\n');
-        print(clientRecord(created, secret));
-        print(curlHint(config, created, secret));
-      }
-    }),
+    action(
+      async (store, config, json, options: { name: string; grant?: string[]; id?: string; ttl?: number }) => {
+        const secret = generateSecret();
+        const created = await store.createClient({
+          id: options.id ?? generateClientId(),
+          name: options.name,
+          secretDigest: digestSecret(secret),
+          tokenTtl: options.ttl ?? null,
+          audiences: options.grant ?? [],
+        });
+        if (json) printJson({ ...clientJson(created), client_secret: secret });
+        else {
+          print('Client created. The secret is shown this once: store it now.\n\n');
+          print(clientRecord(created, secret));
+          print(curlHint(config, created, secret));
+        }
+      },
+    ),
   );
   withJson(client.command('list').description('list clients')).action(
     action(async (store, _config, json) => {
@@ -239,7 +248,9 @@ export function buildProgram(): Command {
     }),
   );
   withJson(
-    client.command('rotate-secret <client-id>').description('replace the secret; the old one stops working at once'),
+    client
+      .command('rotate-secret <client-id>')
+      .description('replace the secret; the old one stops working at once'),
   ).action(
     action(async (store, config, json, id: string) => {
       const secret = generateSecret();
@@ -278,10 +289,13 @@ export function buildProgram(): Command {
     action(async (store, _config, json, id: string, url: string) => {
       const added = await store.addGrant(id, url);
       if (json) printJson({ client_id: id, audience: url, added });
-      else print(added ? `Client ${id} may now get tokens for ${url}.\n` : `Client ${id} already had ${url}.\n`);
+      else
+        print(added ? `Client ${id} may now get tokens for ${url}.\n` : `Client ${id} already had ${url}.\n`);
     }),
   );
-  withJson(grant.command('remove <client-id> <audience>').description('withdraw an audience from a client')).action(
+  withJson(
+    grant.command('remove <client-id> <audience>').description('withdraw an audience from a client'),
+  ).action(
     action(async (store, _config, json, id: string, url: string) => {
       await store.removeGrant(id, url);
       if (json) printJson({ client_id: id, audience: url, removed: true });

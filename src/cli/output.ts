@@ -8,7 +8,10 @@ export function printJson(value: unknown): void {
 }
 
 /** A plain aligned table; empty cells print as "-". */
-export function formatTable(columns: readonly string[], rows: readonly (readonly (string | number | null)[])[]): string {
+export function formatTable(
+  columns: readonly string[],
+  rows: readonly (readonly (string | number | null)[])[],
+): string {
   const cells = rows.map((row) => row.map((c) => (c === null || c === '' ? '-' : String(c))));
   const widths = columns.map((title, i) => Math.max(title.length, ...cells.map((row) => row[i]!.length)));
   const line = (values: readonly string[]): string =>
@@ -22,7 +25,10 @@ export function formatTable(columns: readonly string[], rows: readonly (readonly
 /** Key/value lines for one record. */
 export function formatRecord(entries: readonly (readonly [string, string | number | null])[]): string {
   const width = Math.max(...entries.map(([k]) => k.length));
-  return entries.map(([k, v]) => `  ${k.padEnd(width)}  ${v === null || v === '' ? '-' : String(v)}`).join('\n') + '\n';
+  return (
+    entries.map(([k, v]) => `  ${k.padEnd(width)}  ${v === null || v === '' ? '-' : String(v)}`).join('\n') +
+    '\n'
+  );
 }
 
 export function print(text: string): void {

@@ -51,7 +51,8 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   if (raw === undefined) return fallback;
   if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
   const value = Number(raw);
-  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  if (value < min || value > max)
+    throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
 }
 
@@ -71,7 +72,9 @@ export function normalizeIssuer(raw: string): string {
   }
   if (url.pathname !== '/') {
     // Endpoints are served at the root; a path prefix would need the RFC 8414 §3.1 path-inserted metadata URL.
-    throw new ConfigError('TESSERA_ISSUER must be an origin without a path, such as https://auth.example.com');
+    throw new ConfigError(
+      'TESSERA_ISSUER must be an origin without a path, such as https://auth.example.com',
+    );
   }
   return url.origin;
 }

@@ -42,12 +42,9 @@ export const invalidScope = (description: string): OAuthError =>
   new OAuthError('invalid_scope', description, 400);
 
 export const temporarilyUnavailable = (retryAfterSeconds: number): OAuthError =>
-  new OAuthError(
-    'temporarily_unavailable',
-    'the service cannot answer right now; try again later',
-    503,
-    { 'retry-after': String(retryAfterSeconds) },
-  );
+  new OAuthError('temporarily_unavailable', 'the service cannot answer right now; try again later', 503, {
+    'retry-after': String(retryAfterSeconds),
+  });
 
 export const serverError = (): OAuthError =>
   new OAuthError('server_error', 'the server met an unexpected condition', 500);

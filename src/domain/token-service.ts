@@ -11,7 +11,14 @@ import {
 import { DUMMY_DIGEST, secretMatches } from './secrets.js';
 
 /** The token request parameters Tessera reads (RFC 6749 §4.4.2, RFC 8707 §2); others are ignored. */
-export const TOKEN_PARAMS = ['grant_type', 'client_id', 'client_secret', 'audience', 'resource', 'scope'] as const;
+export const TOKEN_PARAMS = [
+  'grant_type',
+  'client_id',
+  'client_secret',
+  'audience',
+  'resource',
+  'scope',
+] as const;
 export type TokenParam = (typeof TOKEN_PARAMS)[number];
 export type TokenParams = Partial<Record<TokenParam, string>>;
 
@@ -87,10 +94,12 @@ export class TokenService {
     const audienceUrl = this.requestedAudience(params);
     const audience = this.deps.findAudience(audienceUrl);
     if (!audience) throw invalidTarget('the requested audience is not registered');
-    if (!client.audiences.has(audience.url)) throw invalidTarget('the requested audience is not granted to this client');
+    if (!client.audiences.has(audience.url))
+      throw invalidTarget('the requested audience is not granted to this client');
 
     // Scopes do not exist yet: any requested scope is one this client may not have (RFC 6749 §5.2).
-    if (present(params.scope) !== undefined) throw invalidScope('the requested scope is not allowed for this client');
+    if (present(params.scope) !== undefined)
+      throw invalidScope('the requested scope is not allowed for this client');
 
     const ttl = client.tokenTtl ?? audience.tokenTtl ?? this.deps.defaultTtl;
     const iat = Math.floor(this.deps.now() / 1000);
@@ -120,7 +129,9 @@ export class TokenService {
     const bodySecret = present(params.client_secret);
     if (basic) {
       if (bodySecret !== undefined) {
-        throw invalidRequest('use one client authentication method: HTTP Basic or client_secret in the body, not both');
+        throw invalidRequest(
+          'use one client authentication method: HTTP Basic or client_secret in the body, not both',
+        );
       }
       if (bodyId !== undefined && bodyId !== basic.clientId) {
         throw invalidRequest('client_id in the body does not match the client authenticated by HTTP Basic');

@@ -15,6 +15,7 @@ export const MAX_TOKEN_TTL = 86_400;
  */
 export function validateAudienceUrl(raw: string): string {
   if (raw.length > 2048) throw new ValidationError('audience URL is longer than 2048 characters');
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
   if (raw !== raw.trim() || /[\s\u0000-\u001f\u007f]/.test(raw)) {
     throw new ValidationError('audience URL must not contain spaces or control characters');
   }
@@ -34,13 +35,16 @@ export function validateAudienceUrl(raw: string): string {
 
 export function validateTokenTtl(value: number): number {
   if (!Number.isInteger(value) || value < MIN_TOKEN_TTL || value > MAX_TOKEN_TTL) {
-    throw new ValidationError(`token lifetime must be a whole number of seconds from ${MIN_TOKEN_TTL} to ${MAX_TOKEN_TTL}`);
+    throw new ValidationError(
+      `token lifetime must be a whole number of seconds from ${MIN_TOKEN_TTL} to ${MAX_TOKEN_TTL}`,
+    );
   }
   return value;
 }
 
 export function validateSigningAlg(value: string): SigningAlg {
-  if (!isSigningAlg(value)) throw new ValidationError(`signing algorithm must be one of ${SIGNING_ALGS.join(', ')}`);
+  if (!isSigningAlg(value))
+    throw new ValidationError(`signing algorithm must be one of ${SIGNING_ALGS.join(', ')}`);
   return value;
 }
 
@@ -48,7 +52,9 @@ export function validateName(value: string, what: string): string {
   const name = value.trim();
   if (name.length === 0) throw new ValidationError(`${what} name must not be empty`);
   if (name.length > 200) throw new ValidationError(`${what} name is longer than 200 characters`);
-  if (/[\u0000-\u001f\u007f]/.test(name)) throw new ValidationError(`${what} name must not contain control characters`);
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
+  if (/[\u0000-\u001f\u007f]/.test(name))
+    throw new ValidationError(`${what} name must not contain control characters`);
   return name;
 }
 

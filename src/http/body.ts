@@ -16,7 +16,8 @@ function parseForm(text: string): FormBody {
   const params: TokenParams = {};
   for (const [name, value] of new URLSearchParams(text)) {
     if (!KNOWN.has(name)) continue;
-    if (params[name as TokenParam] !== undefined) throw invalidRequest(`parameter ${name} is sent more than once`);
+    if (params[name as TokenParam] !== undefined)
+      throw invalidRequest(`parameter ${name} is sent more than once`);
     params[name as TokenParam] = value;
   }
   return new FormBody(params);

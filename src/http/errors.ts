@@ -22,7 +22,8 @@ function fromFastify(error: FastifyError): OAuthError | undefined {
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return invalidRequest('the Content-Length does not match the body');
   }
-  if (error instanceof SyntaxError || error.statusCode === 400) return invalidRequest('the request body is malformed');
+  if (error instanceof SyntaxError || error.statusCode === 400)
+    return invalidRequest('the request body is malformed');
   if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
     return invalidRequest('the request is malformed', error.statusCode);
   }
@@ -52,8 +53,13 @@ export function registerErrorHandlers(app: FastifyInstance): void {
 
 /** Answers every other method on a path with 405 and its Allow header (RFC 9110 §15.5.6). */
 export function methodNotAllowed(app: FastifyInstance, url: string, allowed: readonly string[]): void {
-  const others = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'].filter((m) => !allowed.includes(m));
-  const body = { error: 'invalid_request', error_description: `method not allowed; use ${allowed.join(' or ')}` };
+  const others = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'].filter(
+    (m) => !allowed.includes(m),
+  );
+  const body = {
+    error: 'invalid_request',
+    error_description: `method not allowed; use ${allowed.join(' or ')}`,
+  };
   app.route({
     method: others,
     url,

@@ -90,7 +90,11 @@ export class Keyring {
       published.push({ ...(JSON.parse(row.publicJwk) as JWK), kid: row.kid, alg: row.alg, use: 'sig' });
       if (retiredAt !== null || Date.parse(row.activatesAt) > now) continue;
       const current = newest.get(row.alg);
-      if (!current || row.activatesAt > current.activatesAt || (row.activatesAt === current.activatesAt && row.kid > current.kid)) {
+      if (
+        !current ||
+        row.activatesAt > current.activatesAt ||
+        (row.activatesAt === current.activatesAt && row.kid > current.kid)
+      ) {
         newest.set(row.alg, row);
       }
     }

@@ -19,9 +19,15 @@ export function parseMasterKey(raw: string, source = 'TESSERA_MASTER_KEY'): Mast
   if (/^[0-9a-fA-F]{64}$/.test(text)) key = Buffer.from(text, 'hex');
   else if (/^[A-Za-z0-9+/_-]{43}=?$/.test(text)) key = Buffer.from(text.replace(/=$/, ''), 'base64url');
   if (!key || key.length !== 32) {
-    throw new ConfigError(`${source} must be 32 random bytes as 64 hex digits or base64 (openssl rand -base64 32)`);
+    throw new ConfigError(
+      `${source} must be 32 random bytes as 64 hex digits or base64 (openssl rand -base64 32)`,
+    );
   }
-  const id = createHash('sha256').update('tessera master key id\0').update(key).digest('base64url').slice(0, 16);
+  const id = createHash('sha256')
+    .update('tessera master key id\0')
+    .update(key)
+    .digest('base64url')
+    .slice(0, 16);
   return { key: new Uint8Array(key), id };
 }
 
@@ -36,7 +42,9 @@ export function resolveMasterKey(
 ): MasterKey {
   if (config.masterKey !== undefined) return parseMasterKey(config.masterKey);
   if (config.production) {
-    throw new ConfigError('TESSERA_MASTER_KEY is required when NODE_ENV=production (openssl rand -base64 32)');
+    throw new ConfigError(
+      'TESSERA_MASTER_KEY is required when NODE_ENV=production (openssl rand -base64 32)',
+    );
   }
   const file = path.join(config.dataDir, MASTER_KEY_FILE);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });

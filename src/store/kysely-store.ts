@@ -92,7 +92,11 @@ export class KyselyStore implements Store {
 
   async addAudience(audience: NewAudience): Promise<Audience> {
     return this.db.transaction().execute(async (tx) => {
-      const existing = await tx.selectFrom('audiences').select('url').where('url', '=', audience.url).executeTakeFirst();
+      const existing = await tx
+        .selectFrom('audiences')
+        .select('url')
+        .where('url', '=', audience.url)
+        .executeTakeFirst();
       if (existing) throw new StoreError('conflict', `audience ${audience.url} is already registered`);
       const at = this.stamp();
       const row = {
@@ -124,7 +128,8 @@ export class KyselyStore implements Store {
       // Grants go explicitly rather than by cascade alone, so the result does not depend on engine settings.
       await tx.deleteFrom('grants').where('audience_url', '=', url).execute();
       const result = await tx.deleteFrom('audiences').where('url', '=', url).executeTakeFirst();
-      if (Number(result.numDeletedRows) === 0) throw new StoreError('not_found', `audience ${url} is not registered`);
+      if (Number(result.numDeletedRows) === 0)
+        throw new StoreError('not_found', `audience ${url} is not registered`);
       await this.record(tx, 'audience', url);
     });
   }
@@ -152,12 +157,17 @@ export class KyselyStore implements Store {
     const found = await tx.selectFrom('audiences').select('url').where('url', 'in', urls).execute();
     const known = new Set(found.map((r) => r.url));
     const missing = urls.filter((u) => !known.has(u));
-    if (missing.length > 0) throw new StoreError('not_found', `audience ${missing.join(', ')} is not registered`);
+    if (missing.length > 0)
+      throw new StoreError('not_found', `audience ${missing.join(', ')} is not registered`);
   }
 
   async createClient(client: NewClient): Promise<Client> {
     return this.db.transaction().execute(async (tx) => {
-      const existing = await tx.selectFrom('clients').select('id').where('id', '=', client.id).executeTakeFirst();
+      const existing = await tx
+        .selectFrom('clients')
+        .select('id')
+        .where('id', '=', client.id)
+        .executeTakeFirst();
       if (existing) throw new StoreError('conflict', `client ${client.id} already exists`);
       const audiences = [...new Set(client.audiences)].sort();
       await this.requireAudiences(tx, audiences);
@@ -218,7 +228,8 @@ export class KyselyStore implements Store {
         .set({ ...values, updated_at: this.stamp() })
         .where('id', '=', id)
         .executeTakeFirst();
-      if (Number(result.numUpdatedRows) === 0) throw new StoreError('not_found', `client ${id} does not exist`);
+      if (Number(result.numUpdatedRows) === 0)
+        throw new StoreError('not_found', `client ${id} does not exist`);
       await this.record(tx, 'client', id);
       return this.requireClient(tx, id);
     });
@@ -236,7 +247,8 @@ export class KyselyStore implements Store {
     await this.db.transaction().execute(async (tx) => {
       await tx.deleteFrom('grants').where('client_id', '=', id).execute();
       const result = await tx.deleteFrom('clients').where('id', '=', id).executeTakeFirst();
-      if (Number(result.numDeletedRows) === 0) throw new StoreError('not_found', `client ${id} does not exist`);
+      if (Number(result.numDeletedRows) === 0)
+        throw new StoreError('not_found', `client ${id} does not exist`);
       await this.record(tx, 'client', id);
     });
   }
@@ -280,7 +292,12 @@ export class KyselyStore implements Store {
   // --- signing keys ---
 
   async listSigningKeys(): Promise<SigningKey[]> {
-    const rows = await this.db.selectFrom('signing_keys').selectAll().orderBy('created_at').orderBy('kid').execute();
+    const rows = await this.db
+      .selectFrom('signing_keys')
+      .selectAll()
+      .orderBy('created_at')
+      .orderBy('kid')
+      .execute();
     return rows.map(toSigningKey);
   }
 
@@ -324,7 +341,10 @@ export class KyselyStore implements Store {
   }
 
   async pruneChanges(olderThan: Date): Promise<number> {
-    const result = await this.db.deleteFrom('changes').where('created_at', '<', olderThan.toISOString()).executeTakeFirst();
+    const result = await this.db
+      .deleteFrom('changes')
+      .where('created_at', '<', olderThan.toISOString())
+      .executeTakeFirst();
     return Number(result.numDeletedRows);
   }
 }

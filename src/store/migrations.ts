@@ -36,7 +36,9 @@ export function migrations(engine: Engine): Record<string, Migration> {
         await db.schema
           .createTable('grants')
           .addColumn('client_id', 'text', (c) => c.notNull().references('clients.id').onDelete('cascade'))
-          .addColumn('audience_url', 'text', (c) => c.notNull().references('audiences.url').onDelete('cascade'))
+          .addColumn('audience_url', 'text', (c) =>
+            c.notNull().references('audiences.url').onDelete('cascade'),
+          )
           .addColumn('created_at', 'text', (c) => c.notNull())
           .addPrimaryKeyConstraint('grants_pk', ['client_id', 'audience_url'])
           .execute();

@@ -105,9 +105,17 @@ export async function postToken(
     payload = new URLSearchParams(body).toString();
     headers['content-type'] ??= 'application/x-www-form-urlencoded';
   }
-  const response = await fetch(`${base}/oauth/token`, { method: init.method ?? 'POST', headers, body: payload });
+  const response = await fetch(`${base}/oauth/token`, {
+    method: init.method ?? 'POST',
+    headers,
+    body: payload,
+  });
   const text = await response.text();
-  return { status: response.status, headers: response.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  return {
+    status: response.status,
+    headers: response.headers,
+    body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+  };
 }
 
 export function basic(id: string, secret: string): string {

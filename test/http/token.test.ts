@@ -15,10 +15,16 @@ const INVALID_CLIENT = { error: 'invalid_client', error_description: 'client aut
 
 type Answer = Awaited<ReturnType<typeof postToken>>;
 
-function expectError(answer: Answer, status: number, body: Record<string, string>, headers: Record<string, string> = {}) {
+function expectError(
+  answer: Answer,
+  status: number,
+  body: Record<string, string>,
+  headers: Record<string, string> = {},
+) {
   expect({ status: answer.status, body: answer.body }).toEqual({ status, body });
   expect(answer.headers.get('content-type')).toBe(JSON_TYPE);
-  for (const [name, value] of Object.entries({ ...NO_STORE, ...headers })) expect(answer.headers.get(name)).toBe(value);
+  for (const [name, value] of Object.entries({ ...NO_STORE, ...headers }))
+    expect(answer.headers.get(name)).toBe(value);
   if (status !== 401) expect(answer.headers.get('www-authenticate')).toBeNull();
 }
 
@@ -56,7 +62,11 @@ describe('POST /oauth/token', () => {
       expect(answer.headers.get('content-type')).toBe(JSON_TYPE);
       expect(answer.headers.get('cache-control')).toBe('no-store');
       expect(answer.headers.get('pragma')).toBe('no-cache');
-      expect(answer.body).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 1800 });
+      expect(answer.body).toEqual({
+        access_token: expect.any(String),
+        token_type: 'Bearer',
+        expires_in: 1800,
+      });
       const token = answer.body.access_token as string;
       expect(decodeProtectedHeader(token)).toEqual({ alg: 'ES256', kid: expect.any(String), typ: 'at+jwt' });
       const claims = decodeJwt(token);
@@ -78,7 +88,9 @@ describe('POST /oauth/token', () => {
     it('client_secret_post, form body with a charset parameter', async () => {
       const body = new URLSearchParams(form()).toString();
       expectToken(
-        await postToken(t.url, body, { headers: { 'content-type': 'application/x-www-form-urlencoded; charset=UTF-8' } }),
+        await postToken(t.url, body, {
+          headers: { 'content-type': 'application/x-www-form-urlencoded; charset=UTF-8' },
+        }),
       );
     });
 
@@ -88,14 +100,22 @@ describe('POST /oauth/token', () => {
 
     it('client_secret_post, JSON body with a charset parameter', async () => {
       expectToken(
-        await postToken(t.url, JSON.stringify(form()), { headers: { 'content-type': 'application/json; charset=utf-8' } }),
+        await postToken(t.url, JSON.stringify(form()), {
+          headers: { 'content-type': 'application/json; charset=utf-8' },
+        }),
       );
     });
 
     it('client_secret_basic, with and without the same client_id in the body', async () => {
       const headers = { authorization: basic(client.id, client.secret) };
       expectToken(await postToken(t.url, { grant_type: 'client_credentials', audience: API }, { headers }));
-      expectToken(await postToken(t.url, { grant_type: 'client_credentials', audience: API, client_id: client.id }, { headers }));
+      expectToken(
+        await postToken(
+          t.url,
+          { grant_type: 'client_credentials', audience: API, client_id: client.id },
+          { headers },
+        ),
+      );
     });
 
     it('client_secret_basic with a lower-case scheme name', async () => {
@@ -134,7 +154,9 @@ describe('POST /oauth/token', () => {
     });
 
     it('disabled client, with its right secret', async () => {
-      expectInvalidClient(await postToken(t.url, form({ client_id: disabled.id, client_secret: disabled.secret })));
+      expectInvalidClient(
+        await postToken(t.url, form({ client_id: disabled.id, client_secret: disabled.secret })),
+      );
     });
 
     it('unknown client and wrong secret give byte-identical answers', async () => {
@@ -153,7 +175,9 @@ describe('POST /oauth/token', () => {
 
     it('wrong Basic credentials', async () => {
       const headers = { authorization: basic(client.id, 'wrong') };
-      expectInvalidClient(await postToken(t.url, { grant_type: 'client_credentials', audience: API }, { headers }));
+      expectInvalidClient(
+        await postToken(t.url, { grant_type: 'client_credentials', audience: API }, { headers }),
+      );
     });
 
     it.each([
@@ -166,14 +190,20 @@ describe('POST /oauth/token', () => {
       ['invalid UTF-8', 'Basic ' + Buffer.from([0xff, 0xfe, 0x3a, 0x61]).toString('base64')],
     ])('malformed Basic header: %s', async (_name, authorization) => {
       expectInvalidClient(
-        await postToken(t.url, { grant_type: 'client_credentials', audience: API }, { headers: { authorization } }),
+        await postToken(
+          t.url,
+          { grant_type: 'client_credentials', audience: API },
+          { headers: { authorization } },
+        ),
       );
     });
 
     it('credentials are checked before anything else is revealed', async () => {
       const wrong = { client_secret: 'wrong' };
       expectInvalidClient(await postToken(t.url, form({ ...wrong, grant_type: 'password' })));
-      expectInvalidClient(await postToken(t.url, form({ ...wrong, audience: 'https://unknown.example.com' })));
+      expectInvalidClient(
+        await postToken(t.url, form({ ...wrong, audience: 'https://unknown.example.com' })),
+      );
       expectInvalidClient(await postToken(t.url, form({ ...wrong, audience: OTHER })));
       expectInvalidClient(await postToken(t.url, form({ ...wrong, scope: 'read' })));
     });
@@ -188,7 +218,10 @@ describe('POST /oauth/token', () => {
     ])('%s missing', async (name, description) => {
       const body = form();
       delete body[name];
-      expectError(await postToken(t.url, body), 400, { error: 'invalid_request', error_description: description });
+      expectError(await postToken(t.url, body), 400, {
+        error: 'invalid_request',
+        error_description: description,
+      });
     });
 
     it.each([
@@ -224,14 +257,19 @@ describe('POST /oauth/token', () => {
       const headers = { authorization: basic(client.id, client.secret) };
       expectError(await postToken(t.url, form(), { headers }), 400, {
         error: 'invalid_request',
-        error_description: 'use one client authentication method: HTTP Basic or client_secret in the body, not both',
+        error_description:
+          'use one client authentication method: HTTP Basic or client_secret in the body, not both',
       });
     });
 
     it('Basic with another client_id in the body', async () => {
       const headers = { authorization: basic(client.id, client.secret) };
       expectError(
-        await postToken(t.url, { grant_type: 'client_credentials', audience: API, client_id: disabled.id }, { headers }),
+        await postToken(
+          t.url,
+          { grant_type: 'client_credentials', audience: API, client_id: disabled.id },
+          { headers },
+        ),
         400,
         {
           error: 'invalid_request',
@@ -248,10 +286,14 @@ describe('POST /oauth/token', () => {
     });
 
     it('malformed JSON', async () => {
-      expectError(await postToken(t.url, '{"client_id": ', { headers: { 'content-type': 'application/json' } }), 400, {
-        error: 'invalid_request',
-        error_description: 'the request body is malformed',
-      });
+      expectError(
+        await postToken(t.url, '{"client_id": ', { headers: { 'content-type': 'application/json' } }),
+        400,
+        {
+          error: 'invalid_request',
+          error_description: 'the request body is malformed',
+        },
+      );
     });
 
     it('empty JSON body', async () => {
@@ -337,13 +379,15 @@ describe('POST /oauth/token', () => {
       error_description: 'the body must be application/x-www-form-urlencoded or application/json',
     };
 
-    it.each([['text/plain'], ['multipart/form-data; boundary=x'], ['application/xml'], ['application/jsonp']])(
-      '415 for %s',
-      async (type) => {
-        const body = new URLSearchParams(form()).toString();
-        expectError(await postToken(t.url, body, { headers: { 'content-type': type } }), 415, type415);
-      },
-    );
+    it.each([
+      ['text/plain'],
+      ['multipart/form-data; boundary=x'],
+      ['application/xml'],
+      ['application/jsonp'],
+    ])('415 for %s', async (type) => {
+      const body = new URLSearchParams(form()).toString();
+      expectError(await postToken(t.url, body, { headers: { 'content-type': type } }), 415, type415);
+    });
 
     it('415 for a body without a content type', async () => {
       const response = await fetch(`${t.url}/oauth/token`, {
@@ -396,7 +440,12 @@ describe('503 temporarily_unavailable', () => {
       const cached = await t.createClient([API]);
       const uncached = await t.createClient([API]);
       const request = (c: TestClient) =>
-        postToken(t.url, { grant_type: 'client_credentials', client_id: c.id, client_secret: c.secret, audience: API });
+        postToken(t.url, {
+          grant_type: 'client_credentials',
+          client_id: c.id,
+          client_secret: c.secret,
+          audience: API,
+        });
       expect((await request(cached)).status).toBe(200);
 
       // Take the store away under the running server.
@@ -405,7 +454,10 @@ describe('503 temporarily_unavailable', () => {
       expectError(
         await request(uncached),
         503,
-        { error: 'temporarily_unavailable', error_description: 'the service cannot answer right now; try again later' },
+        {
+          error: 'temporarily_unavailable',
+          error_description: 'the service cannot answer right now; try again later',
+        },
         { 'retry-after': '5' },
       );
       // A warm client needs no store: still served.

@@ -22,14 +22,24 @@ export function metadata(issuer: string, audiences: readonly string[]): Record<s
 }
 
 /** The two well-known metadata URLs and the JWKS. Bodies are built once per change, not per request. */
-export function discoveryRoutes(app: FastifyInstance, issuer: string, directory: Directory, keyring: Keyring): void {
+export function discoveryRoutes(
+  app: FastifyInstance,
+  issuer: string,
+  directory: Directory,
+  keyring: Keyring,
+): void {
   let audiences: readonly unknown[] | undefined;
   let body = '';
   const current = (): string => {
     const list = directory.listAudiences();
     if (list !== audiences) {
       audiences = list;
-      body = JSON.stringify(metadata(issuer, list.map((a) => a.url)));
+      body = JSON.stringify(
+        metadata(
+          issuer,
+          list.map((a) => a.url),
+        ),
+      );
     }
     return body;
   };

@@ -4,7 +4,12 @@ import type { Keyring } from '../../keys/keyring.js';
 import type { Store } from '../../store/types.js';
 
 /** /healthz: the process answers. /readyz: the store answers and the default signing key is loaded. */
-export function healthRoutes(app: FastifyInstance, store: Store, keyring: Keyring, defaultAlg: SigningAlg): void {
+export function healthRoutes(
+  app: FastifyInstance,
+  store: Store,
+  keyring: Keyring,
+  defaultAlg: SigningAlg,
+): void {
   const noStore = { 'cache-control': 'no-store' };
   app.get('/healthz', (_request, reply) => reply.headers(noStore).send({ status: 'ok' }));
   app.get('/readyz', async (request, reply) => {
