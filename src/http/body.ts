@@ -24,13 +24,60 @@ function parseForm(text: string): FormBody {
 }
 
 /**
+ * The names of a JSON object's own members, duplicates included, which JSON.parse would silently
+ * collapse. Runs only on text JSON.parse has already accepted, so it need not handle malformed input.
+ */
+export function topLevelKeys(text: string): string[] {
+  const keys: string[] = [];
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '{' || c === '[') depth++;
+    else if (c === '}' || c === ']') depth--;
+    else if (c === '"') {
+      const start = i;
+      for (i++; text[i] !== '"'; i++) if (text[i] === '\\') i++;
+      if (depth !== 1) continue;
+      let j = i + 1;
+      while (text[j] === ' ' || text[j] === '\t' || text[j] === '\n' || text[j] === '\r') j++;
+      if (text[j] === ':') keys.push(JSON.parse(text.slice(start, i + 1)) as string);
+    }
+  }
+  return keys;
+}
+
+function rejectDuplicateJsonParams(text: string): void {
+  const seen = new Set<string>();
+  for (const key of topLevelKeys(text)) {
+    if (!KNOWN.has(key)) continue;
+    if (seen.has(key)) throw invalidRequest(`parameter ${key} is sent more than once`);
+    seen.add(key);
+  }
+}
+
+/**
  * The token endpoint reads exactly two encodings: application/x-www-form-urlencoded (RFC 6749) and
  * application/json (the Auth0-style body). Every other type is a 415.
  */
 export function registerBodyParsers(app: FastifyInstance): void {
   const json = app.getDefaultJsonParser('error', 'error');
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, json);
+  app.addContentTypeParser(
+    'application/json',
+    { parseAs: 'string', bodyLimit: BODY_LIMIT },
+    (request, body, done) =>
+      json(request, body as string, (error, value) => {
+        if (error) return done(error, undefined);
+        try {
+          // RFC 6749 §3.2 holds for the JSON encoding too: no parameter more than once.
+          if (typeof value === 'object' && value !== null && !Array.isArray(value))
+            rejectDuplicateJsonParams(body as string);
+        } catch (duplicate) {
+          return done(duplicate as Error, undefined);
+        }
+        done(null, value);
+      }),
+  );
   app.addContentTypeParser(
     'application/x-www-form-urlencoded',
     { parseAs: 'string', bodyLimit: BODY_LIMIT },

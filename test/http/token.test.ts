@@ -253,6 +253,23 @@ describe('POST /oauth/token', () => {
       });
     });
 
+    it.each([
+      ['client_id', `{"client_id":"a","client_secret":"b","client_id":"c"}`],
+      ['audience', `{"audience":"${API}", "grant_type":"client_credentials",\n "audience" : "${OTHER}"}`],
+      ['client_secret', `{"client_secret":"x","client_secret":"x"}`],
+    ])('%s sent twice in a JSON body', async (name, json) => {
+      expectError(await postToken(t.url, json, { headers: { 'content-type': 'application/json' } }), 400, {
+        error: 'invalid_request',
+        error_description: `parameter ${name} is sent more than once`,
+      });
+    });
+
+    it('the same name twice in nested JSON or in an unknown parameter is no duplicate', async () => {
+      const json = JSON.stringify(form()).replace(/}$/, ',"x":{"client_id":1,"y":["client_id"]},"z":1,"z":2}');
+      const answer = await postToken(t.url, json, { headers: { 'content-type': 'application/json' } });
+      expect(answer.status).toBe(200);
+    });
+
     it('Basic and client_secret in the body at once', async () => {
       const headers = { authorization: basic(client.id, client.secret) };
       expectError(await postToken(t.url, form(), { headers }), 400, {
