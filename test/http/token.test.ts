@@ -265,7 +265,10 @@ describe('POST /oauth/token', () => {
     });
 
     it('the same name twice in nested JSON or in an unknown parameter is no duplicate', async () => {
-      const json = JSON.stringify(form()).replace(/}$/, ',"x":{"client_id":1,"y":["client_id"]},"z":1,"z":2}');
+      const json = JSON.stringify(form()).replace(
+        /}$/,
+        ',"x":{"client_id":1,"y":["client_id"]},"z":1,"z":2}',
+      );
       const answer = await postToken(t.url, json, { headers: { 'content-type': 'application/json' } });
       expect(answer.status).toBe(200);
     });
