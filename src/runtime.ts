@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { sqlitePath, type Config } from './config/index.js';
-import type { SigningAlg } from './domain/algorithms.js';
+import { SIGNING_ALGS, type SigningAlg } from './domain/algorithms.js';
 import { TokenService } from './domain/token-service.js';
 import { MAX_TOKEN_TTL } from './domain/validate.js';
 import { Keyring } from './keys/keyring.js';
@@ -42,13 +42,10 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       pollMs: config.changePollMs,
       onError: (error, during) => logger.error({ err: error }, `store error during ${during}`),
       onKeysChanged: () => keyring.reload(),
-      // An audience added with an algorithm that has no key yet gets one now, not at its first token.
-      onAudiencesChanged: async (audiences) => {
-        for (const alg of new Set(audiences.map((a) => a.signingAlg))) if (alg) await keyring.ensure(alg);
-      },
     });
-    await keyring.reload();
-    await keyring.ensure(config.signingAlg);
+    // A key for every algorithm from the first start on: an audience switched to RS256 later must not sign
+    // with a key that resource servers, holding a JWKS fetched a moment ago, have never seen.
+    await keyring.load(SIGNING_ALGS);
     await directory.start();
 
     const tokens = new TokenService({

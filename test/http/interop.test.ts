@@ -29,7 +29,12 @@ const RS = 'https://rs256.example.com';
 const PS = 'https://ps256.example.com';
 const ED = 'https://eddsa.example.com';
 const SHORT = 'https://short-lived.example.com';
-const RS_API = 'https://rs256-api.example.com';
+/** One API per non-default algorithm, each behind its own express-oauth2-jwt-bearer instance. */
+const ALG_APIS = {
+  RS256: 'https://rs256-api.example.com',
+  PS256: 'https://ps256-api.example.com',
+  EdDSA: 'https://eddsa-api.example.com',
+} as const;
 const ALL_ALGS = ['ES256', 'RS256', 'PS256', 'EdDSA'];
 
 let t: TestServer;
@@ -90,10 +95,16 @@ describe('openid-client 6', () => {
   });
 
   it('discovers by the RFC 8414 path too (algorithm: oauth2)', async () => {
-    const config = await client.discovery(new URL(issuer), c.id, c.secret, client.ClientSecretBasic(c.secret), {
-      execute: [client.allowInsecureRequests],
-      algorithm: 'oauth2',
-    });
+    const config = await client.discovery(
+      new URL(issuer),
+      c.id,
+      c.secret,
+      client.ClientSecretBasic(c.secret),
+      {
+        execute: [client.allowInsecureRequests],
+        algorithm: 'oauth2',
+      },
+    );
     expect(config.serverMetadata().issuer).toBe(issuer);
     const r = await client.clientCredentialsGrant(config, { audience: SANDBOX });
     expect(decodeJwt(r.access_token).aud).toBe(SANDBOX);
@@ -132,13 +143,19 @@ describe('openid-client 6', () => {
     const config = await discover(client.ClientSecretBasic(c.secret), c.secret);
     const error = await client
       .clientCredentialsGrant(config, { audience: 'https://unknown.example.com' })
-      .then(() => undefined, (e: unknown) => e);
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(error).toBeInstanceOf(client.ResponseBodyError);
     const e = error as client.ResponseBodyError;
     expect(e.status).toBe(400);
     expect(e.error).toBe('invalid_target');
     expect(e.error_description).toBe('the requested audience is not registered');
-    expect(e.cause).toEqual({ error: 'invalid_target', error_description: 'the requested audience is not registered' });
+    expect(e.cause).toEqual({
+      error: 'invalid_target',
+      error_description: 'the requested audience is not registered',
+    });
   });
 
   it('an audience not granted to the client surfaces as ResponseBodyError invalid_target', async () => {
@@ -156,9 +173,10 @@ describe('openid-client 6', () => {
 
   it('a scope surfaces as ResponseBodyError invalid_scope', async () => {
     const config = await discover(client.ClientSecretPost(c.secret), c.secret);
-    const error = await client
-      .clientCredentialsGrant(config, { audience: SANDBOX, scope: 'read' })
-      .then(() => undefined, (e: unknown) => e);
+    const error = await client.clientCredentialsGrant(config, { audience: SANDBOX, scope: 'read' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(client.ResponseBodyError);
     expect((error as client.ResponseBodyError).error).toBe('invalid_scope');
   });
@@ -199,7 +217,10 @@ describe('openid-client 6', () => {
     expect(error).toBeInstanceOf(client.WWWAuthenticateChallengeError);
     const e = error as client.WWWAuthenticateChallengeError;
     expect(e.status).toBe(401);
-    expect(await e.response.json()).toEqual({ error: 'invalid_client', error_description: 'client authentication failed' });
+    expect(await e.response.json()).toEqual({
+      error: 'invalid_client',
+      error_description: 'client authentication failed',
+    });
   });
 });
 
@@ -244,12 +265,23 @@ describe('oauth4webapi 3', () => {
       expect(result.token_type).toBe('bearer');
       expect(result.expires_in).toBe(1800);
       expect(Object.keys(result).sort()).toEqual(['access_token', 'expires_in', 'token_type']);
-      expect(decodeJwt(result.access_token)).toMatchObject({ aud: SANDBOX, sub: c.id, client_id: c.id, iss: issuer });
+      expect(decodeJwt(result.access_token)).toMatchObject({
+        aud: SANDBOX,
+        sub: c.id,
+        client_id: c.id,
+        iss: issuer,
+      });
     });
 
     it(`${name} with resource instead of audience`, async () => {
       const oc: oauth.Client = { client_id: c.id };
-      const response = await oauth.clientCredentialsGrantRequest(as, oc, method(c.secret), { resource: PROD }, insecure);
+      const response = await oauth.clientCredentialsGrantRequest(
+        as,
+        oc,
+        method(c.secret),
+        { resource: PROD },
+        insecure,
+      );
       const result = await oauth.processClientCredentialsResponse(as, oc, response);
       expect(decodeJwt(result.access_token).aud).toBe(PROD);
     });
@@ -260,7 +292,13 @@ describe('oauth4webapi 3', () => {
     const odd = await t.createClient([SANDBOX], { id: 'svc:a+b c%/é' });
     for (const method of [oauth.ClientSecretBasic, oauth.ClientSecretPost]) {
       const oc: oauth.Client = { client_id: odd.id };
-      const response = await oauth.clientCredentialsGrantRequest(as, oc, method(odd.secret), { audience: SANDBOX }, insecure);
+      const response = await oauth.clientCredentialsGrantRequest(
+        as,
+        oc,
+        method(odd.secret),
+        { audience: SANDBOX },
+        insecure,
+      );
       const result = await oauth.processClientCredentialsResponse(as, oc, response);
       expect(decodeJwt(result.access_token).client_id).toBe('svc:a+b c%/é');
     }
@@ -332,7 +370,12 @@ describe('jose 6 as a resource server', () => {
     const tokens = await Promise.all(Array.from({ length: 50 }, () => token(c, SANDBOX)));
     const jtis = new Set<string>();
     for (const jwt of tokens) {
-      const { payload } = await jwtVerify(jwt, jwks, { issuer, audience: SANDBOX, typ: 'at+jwt', algorithms: ['ES256'] });
+      const { payload } = await jwtVerify(jwt, jwks, {
+        issuer,
+        audience: SANDBOX,
+        typ: 'at+jwt',
+        algorithms: ['ES256'],
+      });
       expect(Buffer.from(payload.jti!, 'base64url').length).toBeGreaterThanOrEqual(16);
       jtis.add(payload.jti!);
     }
@@ -341,7 +384,12 @@ describe('jose 6 as a resource server', () => {
 
   it('a token for another audience fails the audience check', async () => {
     const jwt = await token(c, PROD);
-    const error = await jwtVerify(jwt, jwks, { issuer, audience: SANDBOX, typ: 'at+jwt', algorithms: ['ES256'] }).then(
+    const error = await jwtVerify(jwt, jwks, {
+      issuer,
+      audience: SANDBOX,
+      typ: 'at+jwt',
+      algorithms: ['ES256'],
+    }).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -357,9 +405,9 @@ describe('jose 6 as a resource server', () => {
     await expect(jwtVerify(jwt, jwks, { issuer, audience: SANDBOX, typ: 'JWT' })).rejects.toBeInstanceOf(
       joseErrors.JWTClaimValidationFailed,
     );
-    await expect(jwtVerify(jwt, jwks, { issuer, audience: SANDBOX, algorithms: ['RS256'] })).rejects.toBeInstanceOf(
-      joseErrors.JOSEAlgNotAllowed,
-    );
+    await expect(
+      jwtVerify(jwt, jwks, { issuer, audience: SANDBOX, algorithms: ['RS256'] }),
+    ).rejects.toBeInstanceOf(joseErrors.JOSEAlgNotAllowed);
   });
 });
 
@@ -444,9 +492,15 @@ describe('per-audience algorithms and lifetimes', () => {
   });
 
   it('openid-client reports the per-audience lifetime', async () => {
-    const config = await client.discovery(new URL(issuer), multi.id, multi.secret, client.ClientSecretBasic(multi.secret), {
-      execute: [client.allowInsecureRequests],
-    });
+    const config = await client.discovery(
+      new URL(issuer),
+      multi.id,
+      multi.secret,
+      client.ClientSecretBasic(multi.secret),
+      {
+        execute: [client.allowInsecureRequests],
+      },
+    );
     const r = await client.clientCredentialsGrant(config, { audience: SHORT });
     expect(r.expires_in).toBe(600);
   });
@@ -503,21 +557,38 @@ describe('express-oauth2-jwt-bearer (Auth0 SDK) in front of an express 5 API', (
 
   /** GET /api protected for SANDBOX; GET /strict the same with the RFC 9068 profile (strict: true). */
   beforeAll(async () => {
-    await t.addAudience(RS_API, { signingAlg: 'RS256' });
+    for (const [alg, url] of Object.entries(ALG_APIS))
+      await t.addAudience(url, { signingAlg: alg as keyof typeof ALG_APIS });
     const app = express();
     app.get('/api', auth({ issuerBaseURL: issuer, audience: SANDBOX }), (req: Request, res: Response) => {
       res.json({ sub: req.auth?.payload.sub, aud: req.auth?.payload.aud, alg: req.auth?.header.alg });
     });
-    app.get('/strict', auth({ issuerBaseURL: issuer, audience: SANDBOX, strict: true }), (req: Request, res: Response) => {
-      res.json({ sub: req.auth?.payload.sub, typ: req.auth?.header.typ });
-    });
-    app.get('/rs256', auth({ issuerBaseURL: issuer, audience: RS_API }), (req: Request, res: Response) => {
-      res.json({ alg: req.auth?.header.alg });
-    });
+    app.get(
+      '/strict',
+      auth({ issuerBaseURL: issuer, audience: SANDBOX, strict: true }),
+      (req: Request, res: Response) => {
+        res.json({ sub: req.auth?.payload.sub, typ: req.auth?.header.typ });
+      },
+    );
+    for (const [alg, url] of Object.entries(ALG_APIS)) {
+      app.get(`/${alg}`, auth({ issuerBaseURL: issuer, audience: url }), (req: Request, res: Response) => {
+        res.json({ alg: req.auth?.header.alg, aud: req.auth?.payload.aud });
+      });
+    }
     // The SDK's errors carry status and headers; show them as JSON rather than express's HTML page.
-    app.use((err: Error & { status?: number; headers?: Record<string, string>; code?: string }, _req: Request, res: Response, _next: NextFunction) => {
-      res.status(err.status ?? 500).set(err.headers ?? {}).json({ error: err.code ?? null, message: err.message });
-    });
+    app.use(
+      (
+        err: Error & { status?: number; headers?: Record<string, string>; code?: string },
+        _req: Request,
+        res: Response,
+        _next: NextFunction,
+      ) => {
+        res
+          .status(err.status ?? 500)
+          .set(err.headers ?? {})
+          .json({ error: err.code ?? null, message: err.message });
+      },
+    );
     api = createServer(app);
     await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
     apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
@@ -528,8 +599,14 @@ describe('express-oauth2-jwt-bearer (Auth0 SDK) in front of an express 5 API', (
   });
 
   const get = async (path: string, bearer?: string) => {
-    const r = await fetch(apiUrl + path, { headers: bearer === undefined ? {} : { authorization: `Bearer ${bearer}` } });
-    return { status: r.status, wwwAuthenticate: r.headers.get('www-authenticate'), body: (await r.json()) as Record<string, unknown> };
+    const r = await fetch(apiUrl + path, {
+      headers: bearer === undefined ? {} : { authorization: `Bearer ${bearer}` },
+    });
+    return {
+      status: r.status,
+      wwwAuthenticate: r.headers.get('www-authenticate'),
+      body: (await r.json()) as Record<string, unknown>,
+    };
   };
 
   it('a Tessera token is accepted (200)', async () => {
@@ -573,7 +650,9 @@ describe('express-oauth2-jwt-bearer (Auth0 SDK) in front of an express 5 API', (
   it("a token signed by an unrelated key under Tessera's own kid is 401 invalid_token", async () => {
     const real = await token(c, SANDBOX);
     const { privateKey } = await generateKeyPair('ES256');
-    const forged = await new SignJWT(decodeJwt(real)).setProtectedHeader(decodeProtectedHeader(real) as { alg: string }).sign(privateKey);
+    const forged = await new SignJWT(decodeJwt(real))
+      .setProtectedHeader(decodeProtectedHeader(real) as { alg: string })
+      .sign(privateKey);
     const r = await get('/api', forged);
     expect(r.status).toBe(401);
     expect(r.body.error).toBe('invalid_token');
@@ -601,10 +680,12 @@ describe('express-oauth2-jwt-bearer (Auth0 SDK) in front of an express 5 API', (
     expect(r.status).toBe(401);
   });
 
-  it('an RS256 audience token is accepted by an API configured for it', async () => {
-    const who = await t.createClient([RS_API]);
-    const r = await get('/rs256', await token(who, RS_API));
-    expect(r.status).toBe(200);
-    expect(r.body).toEqual({ alg: 'RS256' });
-  });
+  for (const [alg, url] of Object.entries(ALG_APIS)) {
+    it(`an ${alg} audience token is accepted by an API configured for that audience`, async () => {
+      const who = await t.createClient([url]);
+      const r = await get(`/${alg}`, await token(who, url));
+      expect(r.status).toBe(200);
+      expect(r.body).toEqual({ alg, aud: url });
+    });
+  }
 });
