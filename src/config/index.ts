@@ -70,6 +70,7 @@ export function normalizeIssuer(raw: string): string {
   if (url.search || url.hash || raw.includes('#') || raw.includes('?')) {
     throw new ConfigError('TESSERA_ISSUER must not carry a query or a fragment (RFC 8414 §2)');
   }
+  if (url.username || url.password) throw new ConfigError('TESSERA_ISSUER must not carry credentials');
   if (url.pathname !== '/') {
     // Endpoints are served at the root; a path prefix would need the RFC 8414 §3.1 path-inserted metadata URL.
     throw new ConfigError(
@@ -92,7 +93,11 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
         'TESSERA_DATABASE_URL: PostgreSQL is not supported by this version yet; unset it to use the embedded SQLite store',
       );
     }
-    databaseUrl = path.resolve(cwd, databaseUrl.replace(/^(sqlite|file):(\/\/)?/i, ''));
+    const file = databaseUrl.replace(/^(sqlite|file):(\/\/)?/i, '');
+    if (/^[a-z][a-z0-9+.-]*:/i.test(file)) {
+      throw new ConfigError('TESSERA_DATABASE_URL must be a SQLite file path or a sqlite: or file: URL');
+    }
+    databaseUrl = path.resolve(cwd, file);
   }
 
   const alg = read(env, 'TESSERA_SIGNING_ALG') ?? 'ES256';
@@ -106,8 +111,16 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   }
 
   const redisUrl = read(env, 'TESSERA_REDIS_URL');
-  if (redisUrl !== undefined && !/^rediss?:\/\//i.test(redisUrl)) {
-    throw new ConfigError('TESSERA_REDIS_URL must be a redis:// or rediss:// URL');
+  if (redisUrl !== undefined) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(redisUrl);
+    } catch {
+      parsed = undefined;
+    }
+    if (!/^rediss?:\/\//i.test(redisUrl) || !parsed || parsed.hostname === '') {
+      throw new ConfigError('TESSERA_REDIS_URL must be a redis:// or rediss:// URL');
+    }
   }
 
   return {

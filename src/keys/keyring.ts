@@ -24,6 +24,7 @@ interface ActiveKey {
   kid: string;
   alg: SigningAlg;
   key: CryptoKey;
+  activatesAt: string;
 }
 
 export interface KeyringOptions {
@@ -58,6 +59,8 @@ export class Keyring {
   private published: PublicJwk[] = [];
   private jwksBody = '{"keys":[]}';
   private generating = new Map<SigningAlg, Promise<void>>();
+  private rows: SigningKey[] = [];
+  private refreshAt = Infinity;
   private readonly now: () => number;
   readonly jwksMaxAge: number;
 
@@ -76,44 +79,67 @@ export class Keyring {
     for (const alg of new Set(required)) await this.ensure(alg);
   }
 
-  /** Reads the keys again, as after a change made by another process. */
+  /**
+   * Reads the keys again, as after a change made by another process. Every key that signs now or will
+   * sign later is imported here, so that choosing the active key as time passes needs no I/O.
+   */
   async reload(): Promise<void> {
     const rows = await this.store.listSigningKeys();
+    for (const row of rows) {
+      if (row.retiredAt !== null || this.imported.has(row.kid)) continue;
+      const jwk = await openPrivateJwk(row.privateJwkSealed, this.master, row.kid);
+      this.imported.set(row.kid, (await importJWK(jwk, row.alg)) as CryptoKey);
+    }
+    this.rows = rows;
+    this.select();
+  }
+
+  /**
+   * Picks, as of now, the published keys and the active key per algorithm, and notes the next time that
+   * choice changes (a key activates, a retired key's last token expires).
+   */
+  private select(): void {
     const now = this.now();
+    const ttlMs = this.options.maxTokenTtl * 1000;
     const published: PublicJwk[] = [];
     const active = new Map<SigningAlg, ActiveKey>();
-    const newest = new Map<SigningAlg, SigningKey>();
-    for (const row of rows) {
+    let refreshAt = Infinity;
+    for (const row of this.rows) {
       const retiredAt = row.retiredAt === null ? null : Date.parse(row.retiredAt);
-      // RFC 7517 / INTERFACE.md: every key that can verify an unexpired token stays published.
-      if (retiredAt !== null && retiredAt + this.options.maxTokenTtl * 1000 <= now) continue;
-      published.push({ ...(JSON.parse(row.publicJwk) as JWK), kid: row.kid, alg: row.alg, use: 'sig' });
-      if (retiredAt !== null || Date.parse(row.activatesAt) > now) continue;
-      const current = newest.get(row.alg);
-      if (
-        !current ||
-        row.activatesAt > current.activatesAt ||
-        (row.activatesAt === current.activatesAt && row.kid > current.kid)
-      ) {
-        newest.set(row.alg, row);
+      const activatesAt = Date.parse(row.activatesAt);
+      // INTERFACE.md: every key that can verify an unexpired token stays published, the next one too.
+      if (retiredAt !== null && retiredAt + ttlMs <= now) continue;
+      if (retiredAt !== null) refreshAt = Math.min(refreshAt, retiredAt + ttlMs);
+      else if (activatesAt > now) refreshAt = Math.min(refreshAt, activatesAt);
+      // Only public members are published, whatever the row holds.
+      published.push({
+        ...publicPart(JSON.parse(row.publicJwk) as JWK),
+        kid: row.kid,
+        alg: row.alg,
+        use: 'sig',
+      });
+      if (retiredAt !== null || activatesAt > now) continue;
+      const key = this.imported.get(row.kid);
+      const current = active.get(row.alg);
+      // Rows come oldest first: the latest activated key of an algorithm wins.
+      if (key && (!current || row.activatesAt >= current.activatesAt)) {
+        active.set(row.alg, { kid: row.kid, alg: row.alg, key, activatesAt: row.activatesAt });
       }
-    }
-    for (const [alg, row] of newest) {
-      let key = this.imported.get(row.kid);
-      if (!key) {
-        const jwk = await openPrivateJwk(row.privateJwkSealed, this.master, row.kid);
-        key = (await importJWK(jwk, alg)) as CryptoKey;
-        this.imported.set(row.kid, key);
-      }
-      active.set(alg, { kid: row.kid, alg, key });
     }
     this.active = active;
     this.published = published;
     this.jwksBody = JSON.stringify({ keys: published });
+    this.refreshAt = refreshAt;
+  }
+
+  /** Re-selects when a key has activated or expired since the last choice; a number compare otherwise. */
+  private current(): void {
+    if (this.now() >= this.refreshAt) this.select();
   }
 
   /** Makes sure an algorithm has an active key, generating one if not (once, however many callers ask). */
   async ensure(alg: SigningAlg): Promise<void> {
+    this.current();
     if (this.active.has(alg)) return;
     let pending = this.generating.get(alg);
     if (!pending) {
@@ -142,11 +168,13 @@ export class Keyring {
   }
 
   hasActive(alg: SigningAlg): boolean {
+    this.current();
     return this.active.has(alg);
   }
 
   /** Signs an RFC 9068 access token: `typ: at+jwt` and the `kid` of the active key. */
   async sign(payload: JWTPayload, alg: SigningAlg): Promise<string> {
+    this.current();
     let key = this.active.get(alg);
     if (!key) {
       await this.ensure(alg);
@@ -158,14 +186,17 @@ export class Keyring {
 
   /** The JWKS document, serialised once per change. */
   jwks(): string {
+    this.current();
     return this.jwksBody;
   }
 
   publishedKeys(): readonly PublicJwk[] {
+    this.current();
     return this.published;
   }
 
   activeKids(): Map<SigningAlg, string> {
+    this.current();
     return new Map([...this.active].map(([alg, k]) => [alg, k.kid]));
   }
 }

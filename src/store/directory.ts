@@ -55,6 +55,7 @@ export class Directory {
   private generation = 0;
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
+  private pollAgain: Promise<void> | undefined;
   private lastPrune = 0;
 
   constructor(
@@ -92,8 +93,11 @@ export class Directory {
     if (entry !== undefined) return entry === UNKNOWN ? undefined : entry;
     let pending = this.pending.get(id);
     if (!pending) {
-      pending = this.load(id).finally(() => this.pending.delete(id));
-      this.pending.set(id, pending);
+      const started: Promise<KnownClient | undefined> = this.load(id).finally(() => {
+        if (this.pending.get(id) === started) this.pending.delete(id);
+      });
+      this.pending.set(id, started);
+      pending = started;
     }
     return pending;
   }
@@ -115,7 +119,15 @@ export class Directory {
 
   /** Reads the change feed once; also run by the timer. Never rejects: errors go to onError. */
   poll(): Promise<void> {
-    this.polling ??= this.readChanges()
+    // A poll already in flight may have read the feed before the caller's write: run one more after it.
+    if (this.polling) {
+      this.pollAgain ??= this.polling.then(() => {
+        this.pollAgain = undefined;
+        return this.poll();
+      });
+      return this.pollAgain;
+    }
+    this.polling = this.readChanges()
       .catch((error: unknown) => this.options.onError?.(error, 'change feed'))
       .finally(() => (this.polling = undefined));
     return this.polling;
@@ -140,6 +152,8 @@ export class Directory {
     let audiences = false;
     let keys = false;
     this.generation++;
+    // A lookup in flight may have read before these changes: later callers must not join it.
+    this.pending.clear();
     for (const change of changes) {
       switch (change.entity) {
         case 'client':

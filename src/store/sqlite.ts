@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync, type SQLInputValue } from 'node:sqlite';
 import { Kysely, SqliteDialect, type SqliteDatabase, type SqliteStatement } from 'kysely';
@@ -31,8 +31,12 @@ function adapt(db: DatabaseSync): SqliteDatabase {
 /** Opens (creating if needed) the embedded store. The file holds secret digests and sealed keys: mode 0600. */
 export function openSqliteStore(file: string, now?: () => Date): KyselyStore {
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  if (file !== ':memory:') {
+    // Created 0600 before SQLite opens it, so there is no moment when others may read it; tightened if older.
+    closeSync(openSync(file, 'a', 0o600));
+    chmodSync(file, 0o600);
+  }
   const db = new DatabaseSync(file);
-  if (file !== ':memory:') chmodSync(file, 0o600);
   db.exec('PRAGMA journal_mode = WAL');
   // The CLI and the server write the same file; wait for a lock rather than fail.
   db.exec('PRAGMA busy_timeout = 5000');

@@ -1,0 +1,331 @@
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, normalizeIssuer, sqlitePath, type Config } from '../src/config/index.js';
+
+const CWD = '/srv/tessera';
+
+function configError(env: Record<string, string | undefined>): ConfigError {
+  let thrown: unknown;
+  try {
+    loadConfig(env, CWD);
+  } catch (error) {
+    thrown = error;
+  }
+  expect(thrown).toBeInstanceOf(ConfigError);
+  expect((thrown as Error).name).toBe('ConfigError');
+  return thrown as ConfigError;
+}
+
+describe('loadConfig defaults', () => {
+  it('gives every documented default with an empty environment', () => {
+    expect(loadConfig({}, CWD)).toEqual({
+      port: 8080,
+      host: '0.0.0.0',
+      issuer: 'http://localhost:8080',
+      dataDir: '/srv/tessera/data',
+      databaseUrl: undefined,
+      tokenTtl: 1800,
+      signingAlg: 'ES256',
+      masterKey: undefined,
+      redisUrl: undefined,
+      logLevel: 'info',
+      cacheTtl: 60,
+      cacheMax: 100_000,
+      changePollMs: 500,
+      production: false,
+    } satisfies Config);
+  });
+
+  it('treats empty and blank values as unset', () => {
+    const env: Record<string, string> = {};
+    for (const name of [
+      'TESSERA_PORT',
+      'TESSERA_HOST',
+      'TESSERA_ISSUER',
+      'TESSERA_DATA_DIR',
+      'TESSERA_DATABASE_URL',
+      'TESSERA_TOKEN_TTL',
+      'TESSERA_SIGNING_ALG',
+      'TESSERA_MASTER_KEY',
+      'TESSERA_REDIS_URL',
+      'TESSERA_LOG_LEVEL',
+      'TESSERA_CACHE_TTL',
+      'TESSERA_CACHE_MAX',
+      'TESSERA_CHANGE_POLL_MS',
+    ]) {
+      env[name] = name.length % 2 ? '' : '   ';
+    }
+    expect(loadConfig(env, CWD)).toEqual(loadConfig({}, CWD));
+  });
+
+  it('reads process.env and process.cwd() when given nothing', () => {
+    const config = loadConfig();
+    expect(config.dataDir).toBe(
+      path.resolve(process.cwd(), process.env.TESSERA_DATA_DIR?.trim() || './data'),
+    );
+  });
+
+  it('derives the default issuer from the port', () => {
+    expect(loadConfig({ TESSERA_PORT: '9443' }, CWD).issuer).toBe('http://localhost:9443');
+  });
+});
+
+describe('loadConfig reads each TESSERA_* variable', () => {
+  it('TESSERA_PORT', () => {
+    expect(loadConfig({ TESSERA_PORT: '3000' }, CWD).port).toBe(3000);
+    expect(loadConfig({ TESSERA_PORT: ' 3000 ' }, CWD).port).toBe(3000);
+    expect(loadConfig({ TESSERA_PORT: '0' }, CWD).port).toBe(0);
+    expect(loadConfig({ TESSERA_PORT: '65535' }, CWD).port).toBe(65535);
+  });
+
+  it('TESSERA_HOST', () => {
+    expect(loadConfig({ TESSERA_HOST: '127.0.0.1' }, CWD).host).toBe('127.0.0.1');
+    expect(loadConfig({ TESSERA_HOST: '::' }, CWD).host).toBe('::');
+  });
+
+  it('TESSERA_ISSUER, normalised to its origin', () => {
+    expect(loadConfig({ TESSERA_ISSUER: 'https://auth.example.com' }, CWD).issuer).toBe(
+      'https://auth.example.com',
+    );
+    expect(loadConfig({ TESSERA_ISSUER: 'https://auth.example.com/' }, CWD).issuer).toBe(
+      'https://auth.example.com',
+    );
+    expect(loadConfig({ TESSERA_ISSUER: 'https://Auth.Example.COM:8443' }, CWD).issuer).toBe(
+      'https://auth.example.com:8443',
+    );
+    expect(loadConfig({ TESSERA_ISSUER: 'https://auth.example.com:443' }, CWD).issuer).toBe(
+      'https://auth.example.com',
+    );
+    expect(loadConfig({ TESSERA_ISSUER: 'http://127.0.0.1:8080' }, CWD).issuer).toBe('http://127.0.0.1:8080');
+    // The issuer is independent of the port it listens on (behind a proxy).
+    expect(loadConfig({ TESSERA_ISSUER: 'https://auth.example.com', TESSERA_PORT: '3000' }, CWD).issuer).toBe(
+      'https://auth.example.com',
+    );
+  });
+
+  it('TESSERA_DATA_DIR, resolved against the working directory', () => {
+    expect(loadConfig({ TESSERA_DATA_DIR: 'var/db' }, CWD).dataDir).toBe('/srv/tessera/var/db');
+    expect(loadConfig({ TESSERA_DATA_DIR: '../shared' }, CWD).dataDir).toBe('/srv/shared');
+    expect(loadConfig({ TESSERA_DATA_DIR: '/var/lib/tessera' }, CWD).dataDir).toBe('/var/lib/tessera');
+  });
+
+  it('TESSERA_DATABASE_URL as a SQLite file path or sqlite:/file: URL, resolved against the working directory', () => {
+    expect(loadConfig({ TESSERA_DATABASE_URL: '/var/lib/t.db' }, CWD).databaseUrl).toBe('/var/lib/t.db');
+    expect(loadConfig({ TESSERA_DATABASE_URL: 't.db' }, CWD).databaseUrl).toBe('/srv/tessera/t.db');
+    expect(loadConfig({ TESSERA_DATABASE_URL: 'sqlite:///var/lib/t.db' }, CWD).databaseUrl).toBe(
+      '/var/lib/t.db',
+    );
+    expect(loadConfig({ TESSERA_DATABASE_URL: 'sqlite://t.db' }, CWD).databaseUrl).toBe('/srv/tessera/t.db');
+    expect(loadConfig({ TESSERA_DATABASE_URL: 'sqlite:t.db' }, CWD).databaseUrl).toBe('/srv/tessera/t.db');
+    expect(loadConfig({ TESSERA_DATABASE_URL: 'file:///var/lib/t.db' }, CWD).databaseUrl).toBe(
+      '/var/lib/t.db',
+    );
+    expect(loadConfig({ TESSERA_DATABASE_URL: 'SQLITE:///var/lib/t.db' }, CWD).databaseUrl).toBe(
+      '/var/lib/t.db',
+    );
+  });
+
+  it('TESSERA_TOKEN_TTL, from 60 to 86400 seconds', () => {
+    expect(loadConfig({ TESSERA_TOKEN_TTL: '60' }, CWD).tokenTtl).toBe(60);
+    expect(loadConfig({ TESSERA_TOKEN_TTL: '3600' }, CWD).tokenTtl).toBe(3600);
+    expect(loadConfig({ TESSERA_TOKEN_TTL: '86400' }, CWD).tokenTtl).toBe(86_400);
+  });
+
+  it.each(['ES256', 'RS256', 'PS256', 'EdDSA'] as const)('TESSERA_SIGNING_ALG=%s', (alg) => {
+    expect(loadConfig({ TESSERA_SIGNING_ALG: alg }, CWD).signingAlg).toBe(alg);
+  });
+
+  it('TESSERA_MASTER_KEY, passed on as written (trimmed) for keys/master-key.ts to parse', () => {
+    expect(loadConfig({ TESSERA_MASTER_KEY: ' abc \n' }, CWD).masterKey).toBe('abc');
+  });
+
+  it('TESSERA_REDIS_URL, redis:// or rediss://', () => {
+    expect(loadConfig({ TESSERA_REDIS_URL: 'redis://localhost:6379/0' }, CWD).redisUrl).toBe(
+      'redis://localhost:6379/0',
+    );
+    expect(loadConfig({ TESSERA_REDIS_URL: 'rediss://:pw@cache.example.com:6380' }, CWD).redisUrl).toBe(
+      'rediss://:pw@cache.example.com:6380',
+    );
+  });
+
+  it.each(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const)(
+    'TESSERA_LOG_LEVEL=%s',
+    (level) => {
+      expect(loadConfig({ TESSERA_LOG_LEVEL: level }, CWD).logLevel).toBe(level);
+    },
+  );
+
+  it('TESSERA_LOG_LEVEL in any case', () => {
+    expect(loadConfig({ TESSERA_LOG_LEVEL: 'DEBUG' }, CWD).logLevel).toBe('debug');
+  });
+
+  it('TESSERA_CACHE_TTL, TESSERA_CACHE_MAX, TESSERA_CHANGE_POLL_MS', () => {
+    const config = loadConfig(
+      { TESSERA_CACHE_TTL: '5', TESSERA_CACHE_MAX: '1000', TESSERA_CHANGE_POLL_MS: '250' },
+      CWD,
+    );
+    expect([config.cacheTtl, config.cacheMax, config.changePollMs]).toEqual([5, 1000, 250]);
+    expect(
+      loadConfig({ TESSERA_CACHE_TTL: '1', TESSERA_CACHE_MAX: '100', TESSERA_CHANGE_POLL_MS: '50' }, CWD),
+    ).toMatchObject({ cacheTtl: 1, cacheMax: 100, changePollMs: 50 });
+    expect(
+      loadConfig(
+        { TESSERA_CACHE_TTL: '3600', TESSERA_CACHE_MAX: '10000000', TESSERA_CHANGE_POLL_MS: '10000' },
+        CWD,
+      ),
+    ).toMatchObject({ cacheTtl: 3600, cacheMax: 10_000_000, changePollMs: 10_000 });
+  });
+
+  it('NODE_ENV=production, and nothing else, means production', () => {
+    expect(loadConfig({ NODE_ENV: 'production' }, CWD).production).toBe(true);
+    expect(loadConfig({ NODE_ENV: 'development' }, CWD).production).toBe(false);
+    expect(loadConfig({ NODE_ENV: 'test' }, CWD).production).toBe(false);
+  });
+
+  it('ignores variables it does not know', () => {
+    expect(loadConfig({ TESSERA_NOPE: 'x', PORT: '1' }, CWD)).toEqual(loadConfig({}, CWD));
+  });
+});
+
+describe('loadConfig refuses invalid values with a ConfigError', () => {
+  it.each(['abc', '-1', '80.5', '1e3', '0x50', '65536', '99999999999999999999', '8080 8081'])(
+    'TESSERA_PORT=%j',
+    (value) => {
+      expect(configError({ TESSERA_PORT: value }).message).toMatch(/^TESSERA_PORT must be /);
+    },
+  );
+
+  it('says what was wrong with the port', () => {
+    expect(configError({ TESSERA_PORT: 'abc' }).message).toBe(
+      'TESSERA_PORT must be a whole number, got "abc"',
+    );
+    expect(configError({ TESSERA_PORT: '65536' }).message).toBe(
+      'TESSERA_PORT must be between 0 and 65535, got 65536',
+    );
+  });
+
+  it.each(['0', '59', '86401', '1800s', '30m', '-60', '1800.5'])('TESSERA_TOKEN_TTL=%j', (value) => {
+    expect(configError({ TESSERA_TOKEN_TTL: value }).message).toMatch(/^TESSERA_TOKEN_TTL must be /);
+  });
+
+  it('says the token lifetime range', () => {
+    expect(configError({ TESSERA_TOKEN_TTL: '59' }).message).toBe(
+      'TESSERA_TOKEN_TTL must be between 60 and 86400, got 59',
+    );
+    expect(configError({ TESSERA_TOKEN_TTL: '86401' }).message).toBe(
+      'TESSERA_TOKEN_TTL must be between 60 and 86400, got 86401',
+    );
+  });
+
+  it.each(['HS256', 'none', 'es256', 'RS384', 'ES512', 'Ed25519'])('TESSERA_SIGNING_ALG=%j', (alg) => {
+    expect(configError({ TESSERA_SIGNING_ALG: alg }).message).toBe(
+      `TESSERA_SIGNING_ALG must be one of ES256, RS256, PS256, EdDSA, got "${alg}"`,
+    );
+  });
+
+  it.each([
+    [
+      'a path',
+      'https://auth.example.com/tessera',
+      'TESSERA_ISSUER must be an origin without a path, such as https://auth.example.com',
+    ],
+    [
+      'a path with a trailing slash',
+      'https://auth.example.com/oauth/',
+      'TESSERA_ISSUER must be an origin without a path, such as https://auth.example.com',
+    ],
+    [
+      'a query',
+      'https://auth.example.com?tenant=1',
+      'TESSERA_ISSUER must not carry a query or a fragment (RFC 8414 §2)',
+    ],
+    [
+      'an empty query',
+      'https://auth.example.com/?',
+      'TESSERA_ISSUER must not carry a query or a fragment (RFC 8414 §2)',
+    ],
+    [
+      'a fragment',
+      'https://auth.example.com#x',
+      'TESSERA_ISSUER must not carry a query or a fragment (RFC 8414 §2)',
+    ],
+    [
+      'an empty fragment',
+      'https://auth.example.com#',
+      'TESSERA_ISSUER must not carry a query or a fragment (RFC 8414 §2)',
+    ],
+    [
+      'another scheme',
+      'ftp://auth.example.com',
+      'TESSERA_ISSUER must be an http(s) URL, got "ftp://auth.example.com"',
+    ],
+    ['no scheme', 'auth.example.com', 'TESSERA_ISSUER must be an absolute URL, got "auth.example.com"'],
+    ['a relative path', '/oauth', 'TESSERA_ISSUER must be an absolute URL, got "/oauth"'],
+  ])('TESSERA_ISSUER with %s', (_, value, message) => {
+    expect(configError({ TESSERA_ISSUER: value }).message).toBe(message);
+  });
+
+  it('refuses an issuer that carries credentials rather than silently dropping them', () => {
+    configError({ TESSERA_ISSUER: 'https://user:secret@auth.example.com' });
+  });
+
+  it.each(['http://localhost:6379', 'localhost:6379', 'redis:/localhost', 'memcached://x'])(
+    'TESSERA_REDIS_URL=%j',
+    (value) => {
+      expect(configError({ TESSERA_REDIS_URL: value }).message).toBe(
+        'TESSERA_REDIS_URL must be a redis:// or rediss:// URL',
+      );
+    },
+  );
+
+  it.each(['redis://', 'redis://not a host'])('TESSERA_REDIS_URL=%j (not a usable URL)', (value) => {
+    configError({ TESSERA_REDIS_URL: value });
+  });
+
+  it.each(['postgres://u:p@db:5432/tessera', 'postgresql://db/tessera', 'POSTGRES://db/tessera'])(
+    'TESSERA_DATABASE_URL=%j (PostgreSQL is refused for now)',
+    (value) => {
+      expect(configError({ TESSERA_DATABASE_URL: value }).message).toBe(
+        'TESSERA_DATABASE_URL: PostgreSQL is not supported by this version yet; unset it to use the embedded SQLite store',
+      );
+    },
+  );
+
+  it.each(['mysql://db/tessera', 'postgress://db/tessera', 'redis://db'])(
+    'TESSERA_DATABASE_URL=%j (another scheme is not a relative file name)',
+    (value) => {
+      configError({ TESSERA_DATABASE_URL: value });
+    },
+  );
+
+  it.each(['verbose', 'warning', '10'])('TESSERA_LOG_LEVEL=%j', (value) => {
+    expect(configError({ TESSERA_LOG_LEVEL: value }).message).toBe(
+      `TESSERA_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "${value}"`,
+    );
+  });
+
+  it.each([
+    ['TESSERA_CACHE_TTL', '0'],
+    ['TESSERA_CACHE_TTL', '3601'],
+    ['TESSERA_CACHE_MAX', '99'],
+    ['TESSERA_CACHE_MAX', '10000001'],
+    ['TESSERA_CHANGE_POLL_MS', '49'],
+    ['TESSERA_CHANGE_POLL_MS', '10001'],
+    ['TESSERA_CHANGE_POLL_MS', 'fast'],
+  ])('%s=%j', (name, value) => {
+    expect(configError({ [name]: value }).message).toMatch(new RegExp(`^${name} must be `));
+  });
+});
+
+describe('normalizeIssuer and sqlitePath', () => {
+  it('normalizeIssuer returns the origin', () => {
+    expect(normalizeIssuer('https://auth.example.com/')).toBe('https://auth.example.com');
+    expect(normalizeIssuer('http://localhost:8080')).toBe('http://localhost:8080');
+  });
+
+  it('sqlitePath is the database URL when set, else <dataDir>/tessera.db', () => {
+    expect(sqlitePath({ dataDir: '/srv/data', databaseUrl: undefined })).toBe('/srv/data/tessera.db');
+    expect(sqlitePath({ dataDir: '/srv/data', databaseUrl: '/var/lib/t.db' })).toBe('/var/lib/t.db');
+    expect(sqlitePath(loadConfig({}, CWD))).toBe('/srv/tessera/data/tessera.db');
+  });
+});

@@ -1,0 +1,445 @@
+import type { JWTPayload } from 'jose';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { SigningAlg } from '../../src/domain/algorithms.js';
+import { OAuthError } from '../../src/domain/errors.js';
+import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
+import {
+  TokenService,
+  type KnownAudience,
+  type KnownClient,
+  type TokenRequest,
+  type TokenServiceDeps,
+} from '../../src/domain/token-service.js';
+
+const NOW = Date.parse('2030-01-02T03:04:05.678Z');
+const IAT = Math.floor(NOW / 1000);
+const ISSUER = 'https://auth.example.com';
+const JTI = 'fixed-jti-0123456789abcdef';
+const SECRET = 'the-right-secret-with-plenty-of-entropy';
+
+const API = 'https://api.example.com'; // no overrides
+const SHORT = 'https://short.example.com'; // tokenTtl 300, signingAlg EdDSA
+const OTHER = 'https://other.example.com'; // registered, granted to nobody
+
+const AUDIENCES: KnownAudience[] = [
+  { url: API, tokenTtl: null, signingAlg: null },
+  { url: SHORT, tokenTtl: 300, signingAlg: 'EdDSA' },
+  { url: OTHER, tokenTtl: null, signingAlg: 'RS256' },
+];
+
+const client = (id: string, extra: Partial<KnownClient> = {}): KnownClient => ({
+  id,
+  enabled: true,
+  secretDigest: digestBytes(digestSecret(SECRET)),
+  audiences: new Set([API, SHORT]),
+  tokenTtl: null,
+  ...extra,
+});
+
+const CLIENTS = new Map<string, KnownClient>([
+  ['svc', client('svc')],
+  ['long', client('long', { tokenTtl: 7200 })],
+  ['off', client('off', { enabled: false })],
+  ['a b:c', client('a b:c')],
+]);
+
+interface Signed {
+  payload: JWTPayload;
+  alg: SigningAlg;
+}
+
+function setup(overrides: Partial<TokenServiceDeps> = {}) {
+  const signed: Signed[] = [];
+  const lookups: string[] = [];
+  const deps: TokenServiceDeps = {
+    findClient: (id) => {
+      lookups.push(id);
+      return CLIENTS.get(id);
+    },
+    findAudience: (url) => AUDIENCES.find((a) => a.url === url),
+    sign: async (payload, alg) => {
+      signed.push({ payload, alg });
+      return JSON.stringify({ payload, alg });
+    },
+    now: () => NOW,
+    newJti: () => JTI,
+    issuer: ISSUER,
+    defaultTtl: 1800,
+    defaultAlg: 'ES256',
+    ...overrides,
+  };
+  return { service: new TokenService(deps), signed, lookups };
+}
+
+const post = (params: TokenRequest['params']): TokenRequest => ({
+  params: {
+    grant_type: 'client_credentials',
+    client_id: 'svc',
+    client_secret: SECRET,
+    audience: API,
+    ...params,
+  },
+});
+
+interface Failure {
+  error: string;
+  description: string;
+  status: number;
+  headers: Readonly<Record<string, string>>;
+}
+
+async function failure(service: TokenService, request: TokenRequest): Promise<Failure> {
+  let thrown: unknown;
+  try {
+    await service.issue(request);
+  } catch (error) {
+    thrown = error;
+  }
+  expect(thrown).toBeInstanceOf(OAuthError);
+  const e = thrown as OAuthError;
+  expect(e.toJSON()).toEqual({ error: e.error, error_description: e.description });
+  return { error: e.error, description: e.description, status: e.status, headers: e.headers };
+}
+
+const INVALID_CLIENT: Failure = {
+  error: 'invalid_client',
+  description: 'client authentication failed',
+  status: 401,
+  headers: { 'www-authenticate': 'Basic realm="tessera"' },
+};
+const invalidRequest = (description: string): Failure => ({
+  error: 'invalid_request',
+  description,
+  status: 400,
+  headers: {},
+});
+const UNSUPPORTED_GRANT: Failure = {
+  error: 'unsupported_grant_type',
+  description: 'only grant_type=client_credentials is supported',
+  status: 400,
+  headers: {},
+};
+const NOT_REGISTERED: Failure = {
+  error: 'invalid_target',
+  description: 'the requested audience is not registered',
+  status: 400,
+  headers: {},
+};
+const NOT_GRANTED: Failure = {
+  error: 'invalid_target',
+  description: 'the requested audience is not granted to this client',
+  status: 400,
+  headers: {},
+};
+const INVALID_SCOPE: Failure = {
+  error: 'invalid_scope',
+  description: 'the requested scope is not allowed for this client',
+  status: 400,
+  headers: {},
+};
+
+describe('TokenService: issuing', () => {
+  let t: ReturnType<typeof setup>;
+  beforeEach(() => {
+    t = setup();
+  });
+
+  it('issues a token with exactly the RFC 9068 claims', async () => {
+    const issued = await t.service.issue(post({}));
+    const payload = {
+      iss: ISSUER,
+      sub: 'svc',
+      aud: API,
+      client_id: 'svc',
+      iat: IAT,
+      exp: IAT + 1800,
+      jti: JTI,
+    };
+    expect(issued).toEqual({
+      response: {
+        access_token: JSON.stringify({ payload, alg: 'ES256' }),
+        token_type: 'Bearer',
+        expires_in: 1800,
+      },
+      clientId: 'svc',
+      audience: API,
+      jti: JTI,
+    });
+    expect(t.signed).toEqual([{ payload, alg: 'ES256' }]);
+    expect(Object.keys(issued.response)).toEqual(['access_token', 'token_type', 'expires_in']);
+  });
+
+  it('takes iat from the clock, in whole seconds rounded down', async () => {
+    const { service, signed } = setup({ now: () => 1_999_999_999_999 });
+    await service.issue(post({}));
+    expect(signed[0]?.payload.iat).toBe(1_999_999_999);
+    expect(signed[0]?.payload.exp).toBe(1_999_999_999 + 1800);
+  });
+
+  it('asks for a fresh jti for every token', async () => {
+    let n = 0;
+    const { service, signed } = setup({ newJti: () => `jti-${++n}` });
+    const first = await service.issue(post({}));
+    const second = await service.issue(post({}));
+    expect([first.jti, second.jti]).toEqual(['jti-1', 'jti-2']);
+    expect(signed.map((s) => s.payload.jti)).toEqual(['jti-1', 'jti-2']);
+  });
+
+  it('uses the default lifetime and algorithm for an audience without its own', async () => {
+    const { service, signed } = setup({ defaultTtl: 900, defaultAlg: 'PS256' });
+    const issued = await service.issue(post({}));
+    expect(issued.response.expires_in).toBe(900);
+    expect(signed[0]).toEqual({ payload: expect.objectContaining({ exp: IAT + 900 }), alg: 'PS256' });
+  });
+
+  it('prefers the audience lifetime and algorithm to the defaults', async () => {
+    const issued = await t.service.issue(post({ audience: SHORT }));
+    expect(issued.response.expires_in).toBe(300);
+    expect(t.signed[0]).toEqual({
+      payload: { iss: ISSUER, sub: 'svc', aud: SHORT, client_id: 'svc', iat: IAT, exp: IAT + 300, jti: JTI },
+      alg: 'EdDSA',
+    });
+  });
+
+  it('prefers the client lifetime to the audience and default ones; the algorithm stays the audience’s', async () => {
+    const toShort = await t.service.issue(post({ client_id: 'long', audience: SHORT }));
+    expect(toShort.response.expires_in).toBe(7200);
+    expect(t.signed[0]?.payload.exp).toBe(IAT + 7200);
+    expect(t.signed[0]?.alg).toBe('EdDSA');
+
+    const toApi = await t.service.issue(post({ client_id: 'long' }));
+    expect(toApi.response.expires_in).toBe(7200);
+    expect(t.signed[1]?.alg).toBe('ES256');
+  });
+
+  it('accepts `resource` (RFC 8707) alone for the audience', async () => {
+    const issued = await t.service.issue(post({ audience: undefined, resource: SHORT }));
+    expect(issued.audience).toBe(SHORT);
+    expect(t.signed[0]?.payload.aud).toBe(SHORT);
+  });
+
+  it('treats an empty audience as absent when resource is given, and vice versa', async () => {
+    expect((await t.service.issue(post({ audience: '', resource: SHORT }))).audience).toBe(SHORT);
+    expect((await t.service.issue(post({ audience: SHORT, resource: '' }))).audience).toBe(SHORT);
+  });
+
+  it('treats an empty scope as absent', async () => {
+    await expect(t.service.issue(post({ scope: '' }))).resolves.toMatchObject({ clientId: 'svc' });
+  });
+
+  it('authenticates by HTTP Basic', async () => {
+    const issued = await t.service.issue({
+      params: { grant_type: 'client_credentials', audience: API },
+      basic: { clientId: 'svc', clientSecret: SECRET },
+    });
+    expect(issued.clientId).toBe('svc');
+  });
+
+  it('allows the same client_id in the body with Basic, and an empty client_secret in the body', async () => {
+    const basic = { clientId: 'svc', clientSecret: SECRET };
+    await expect(
+      t.service.issue({
+        params: { grant_type: 'client_credentials', audience: API, client_id: 'svc' },
+        basic,
+      }),
+    ).resolves.toMatchObject({ clientId: 'svc' });
+    await expect(
+      t.service.issue({
+        params: { grant_type: 'client_credentials', audience: API, client_secret: '' },
+        basic,
+      }),
+    ).resolves.toMatchObject({ clientId: 'svc' });
+  });
+
+  it('takes a client id with spaces and colons as decoded by the Basic parser', async () => {
+    const issued = await t.service.issue({
+      params: { grant_type: 'client_credentials', audience: API },
+      basic: { clientId: 'a b:c', clientSecret: SECRET },
+    });
+    expect(issued.clientId).toBe('a b:c');
+    expect(t.signed[0]?.payload.sub).toBe('a b:c');
+  });
+
+  it('awaits a cache miss (findClient returning a promise)', async () => {
+    const { service } = setup({ findClient: async (id) => CLIENTS.get(id) });
+    expect((await service.issue(post({}))).clientId).toBe('svc');
+    expect(await failure(service, post({ client_id: 'nobody' }))).toEqual(INVALID_CLIENT);
+  });
+
+  it('matches the audience exactly', async () => {
+    expect(await failure(t.service, post({ audience: `${API}/` }))).toEqual(NOT_REGISTERED);
+    expect(await failure(t.service, post({ audience: API.toUpperCase() }))).toEqual(NOT_REGISTERED);
+  });
+});
+
+describe('TokenService: errors', () => {
+  let t: ReturnType<typeof setup>;
+  beforeEach(() => {
+    t = setup();
+  });
+
+  it('client_id missing', async () => {
+    expect(await failure(t.service, post({ client_id: undefined }))).toEqual(
+      invalidRequest('client_id is required'),
+    );
+  });
+
+  it('client_secret missing', async () => {
+    expect(await failure(t.service, post({ client_secret: undefined }))).toEqual(
+      invalidRequest('client_secret is required'),
+    );
+  });
+
+  it('client_id and client_secret empty count as missing', async () => {
+    expect(await failure(t.service, post({ client_id: '' }))).toEqual(
+      invalidRequest('client_id is required'),
+    );
+    expect(await failure(t.service, post({ client_secret: '' }))).toEqual(
+      invalidRequest('client_secret is required'),
+    );
+    expect(t.lookups).toEqual([]);
+  });
+
+  it('asks for client_id before client_secret', async () => {
+    expect(await failure(t.service, post({ client_id: undefined, client_secret: undefined }))).toEqual(
+      invalidRequest('client_id is required'),
+    );
+  });
+
+  it('Basic and client_secret in the body both', async () => {
+    const error = await failure(t.service, {
+      params: { grant_type: 'client_credentials', audience: API, client_secret: SECRET },
+      basic: { clientId: 'svc', clientSecret: SECRET },
+    });
+    expect(error).toEqual(
+      invalidRequest(
+        'use one client authentication method: HTTP Basic or client_secret in the body, not both',
+      ),
+    );
+    expect(t.lookups).toEqual([]);
+  });
+
+  it('Basic with another client_id in the body', async () => {
+    const error = await failure(t.service, {
+      params: { grant_type: 'client_credentials', audience: API, client_id: 'long' },
+      basic: { clientId: 'svc', clientSecret: SECRET },
+    });
+    expect(error).toEqual(
+      invalidRequest('client_id in the body does not match the client authenticated by HTTP Basic'),
+    );
+    expect(t.lookups).toEqual([]);
+  });
+
+  it('unknown client, wrong secret and disabled client give the identical invalid_client', async () => {
+    const unknown = await failure(t.service, post({ client_id: 'nobody' }));
+    const wrong = await failure(t.service, post({ client_secret: 'not-the-secret' }));
+    const disabled = await failure(t.service, post({ client_id: 'off' }));
+    const disabledWrong = await failure(t.service, post({ client_id: 'off', client_secret: 'nope' }));
+    const wrongBasic = await failure(t.service, {
+      params: { grant_type: 'client_credentials', audience: API },
+      basic: { clientId: 'svc', clientSecret: 'nope' },
+    });
+    for (const error of [unknown, wrong, disabled, disabledWrong, wrongBasic])
+      expect(error).toEqual(INVALID_CLIENT);
+    expect(t.signed).toEqual([]);
+  });
+
+  it('a secret that differs only in case or by a suffix is wrong', async () => {
+    expect(await failure(t.service, post({ client_secret: SECRET.toUpperCase() }))).toEqual(INVALID_CLIENT);
+    expect(await failure(t.service, post({ client_secret: SECRET + ' ' }))).toEqual(INVALID_CLIENT);
+    expect(await failure(t.service, post({ client_secret: SECRET.slice(0, -1) }))).toEqual(INVALID_CLIENT);
+  });
+
+  it('checks credentials before grant_type, audience and scope', async () => {
+    const bad = { client_secret: 'nope' };
+    expect(await failure(t.service, post({ ...bad, grant_type: 'password' }))).toEqual(INVALID_CLIENT);
+    expect(await failure(t.service, post({ ...bad, grant_type: undefined }))).toEqual(INVALID_CLIENT);
+    expect(await failure(t.service, post({ ...bad, audience: 'https://unknown.example.com' }))).toEqual(
+      INVALID_CLIENT,
+    );
+    expect(await failure(t.service, post({ ...bad, audience: OTHER }))).toEqual(INVALID_CLIENT);
+    expect(await failure(t.service, post({ ...bad, audience: undefined }))).toEqual(INVALID_CLIENT);
+    expect(await failure(t.service, post({ ...bad, scope: 'read' }))).toEqual(INVALID_CLIENT);
+    expect(await failure(t.service, post({ client_id: 'nobody', grant_type: 'password' }))).toEqual(
+      INVALID_CLIENT,
+    );
+    expect(await failure(t.service, post({ client_id: 'off', audience: OTHER }))).toEqual(INVALID_CLIENT);
+  });
+
+  it('grant_type missing or empty', async () => {
+    expect(await failure(t.service, post({ grant_type: undefined }))).toEqual(
+      invalidRequest('grant_type is required'),
+    );
+    expect(await failure(t.service, post({ grant_type: '' }))).toEqual(
+      invalidRequest('grant_type is required'),
+    );
+  });
+
+  it.each(['password', 'authorization_code', 'refresh_token', 'Client_Credentials', 'client_credentials '])(
+    'grant_type=%j',
+    async (grantType) => {
+      expect(await failure(t.service, post({ grant_type: grantType }))).toEqual(UNSUPPORTED_GRANT);
+    },
+  );
+
+  it('checks grant_type before the audience', async () => {
+    expect(
+      await failure(t.service, post({ grant_type: 'password', audience: 'https://unknown.example.com' })),
+    ).toEqual(UNSUPPORTED_GRANT);
+  });
+
+  it('audience missing, or empty', async () => {
+    expect(await failure(t.service, post({ audience: undefined }))).toEqual(
+      invalidRequest('audience is required'),
+    );
+    expect(await failure(t.service, post({ audience: '' }))).toEqual(invalidRequest('audience is required'));
+    expect(await failure(t.service, post({ audience: '', resource: '' }))).toEqual(
+      invalidRequest('audience is required'),
+    );
+  });
+
+  it('audience and resource both, even with the same value', async () => {
+    const both = invalidRequest('send audience or resource, not both');
+    expect(await failure(t.service, post({ audience: API, resource: SHORT }))).toEqual(both);
+    expect(await failure(t.service, post({ audience: API, resource: API }))).toEqual(both);
+  });
+
+  it('an unknown audience and one not granted are both invalid_target, told apart by the description', async () => {
+    expect(await failure(t.service, post({ audience: 'https://unknown.example.com' }))).toEqual(
+      NOT_REGISTERED,
+    );
+    expect(
+      await failure(t.service, post({ resource: 'https://unknown.example.com', audience: undefined })),
+    ).toEqual(NOT_REGISTERED);
+    expect(await failure(t.service, post({ audience: OTHER }))).toEqual(NOT_GRANTED);
+    expect(await failure(t.service, post({ resource: OTHER, audience: undefined }))).toEqual(NOT_GRANTED);
+    expect(NOT_REGISTERED.description).not.toBe(NOT_GRANTED.description);
+  });
+
+  it('checks the audience before the scope', async () => {
+    expect(await failure(t.service, post({ audience: OTHER, scope: 'read' }))).toEqual(NOT_GRANTED);
+  });
+
+  it.each(['read', 'read write'])('scope=%j is invalid_scope', async (scope) => {
+    expect(await failure(t.service, post({ scope }))).toEqual(INVALID_SCOPE);
+  });
+
+  it('signs nothing on any failure', async () => {
+    await failure(t.service, post({ scope: 'read' }));
+    await failure(t.service, post({ audience: OTHER }));
+    await failure(t.service, post({ grant_type: 'password' }));
+    expect(t.signed).toEqual([]);
+  });
+
+  it('passes a signing failure through untouched', async () => {
+    const boom = new Error('no key');
+    const { service } = setup({ sign: async () => Promise.reject(boom) });
+    await expect(service.issue(post({}))).rejects.toBe(boom);
+  });
+
+  it('passes a store failure during the lookup through untouched', async () => {
+    const boom = new Error('store down');
+    const { service } = setup({ findClient: async () => Promise.reject(boom) });
+    await expect(service.issue(post({}))).rejects.toBe(boom);
+  });
+});

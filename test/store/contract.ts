@@ -1,0 +1,542 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  StoreError,
+  type Change,
+  type NewClient,
+  type SigningKey,
+  type Store,
+} from '../../src/store/types.js';
+
+/**
+ * Opens a store on a fresh, empty, unmigrated database. The store must take its time from `now` when given
+ * (every engine's factory accepts an injected clock), so that timestamps and pruning can be asserted exactly.
+ */
+export type OpenStore = (now?: () => Date) => Promise<Store>;
+
+/** A clock that stands still until moved. */
+export class TestClock {
+  constructor(private time: number = Date.parse('2030-01-02T03:04:05.006Z')) {}
+  readonly now = (): Date => new Date(this.time);
+  iso(): string {
+    return new Date(this.time).toISOString();
+  }
+  advance(ms: number): void {
+    this.time += ms;
+  }
+}
+
+const A = 'https://api.a.example.com';
+const B = 'https://api.b.example.com';
+const C = 'https://api.c.example.com';
+const DIGEST_1 = 'sha256:' + Buffer.alloc(32, 1).toString('base64url');
+const DIGEST_2 = 'sha256:' + Buffer.alloc(32, 2).toString('base64url');
+
+const newClient = (id: string, audiences: string[] = [], extra: Partial<NewClient> = {}): NewClient => ({
+  id,
+  name: `client ${id}`,
+  secretDigest: DIGEST_1,
+  tokenTtl: null,
+  audiences,
+  ...extra,
+});
+
+/** Resolves to the StoreError a promise rejected with; fails the test if it resolved or threw something else. */
+async function storeError(promise: Promise<unknown>): Promise<StoreError> {
+  let outcome: unknown;
+  try {
+    await promise;
+  } catch (error) {
+    outcome = error;
+  }
+  expect(outcome).toBeInstanceOf(StoreError);
+  return outcome as StoreError;
+}
+
+/** The changes recorded after `seq`, as [entity, key] pairs. */
+async function changesAfter(store: Store, seq: number): Promise<[string, string][]> {
+  return (await store.changesSince(seq, 1000)).map((c) => [c.entity, c.key]);
+}
+
+/** Runs `write` and asserts that it appended exactly the given changes, and returns what it resolved to. */
+async function expectChanges<T>(
+  store: Store,
+  write: () => Promise<T>,
+  expected: [string, string][],
+): Promise<T> {
+  const before = await store.latestChange();
+  const result = await write();
+  expect(await changesAfter(store, before)).toEqual(expected);
+  return result;
+}
+
+/** Runs a write that must fail and asserts that it appended no change. */
+async function expectNoChange(store: Store, write: () => Promise<unknown>): Promise<StoreError> {
+  const before = await store.latestChange();
+  const error = await storeError(write());
+  expect(await changesAfter(store, before)).toEqual([]);
+  return error;
+}
+
+function signingKey(kid: string, extra: Partial<SigningKey> = {}): SigningKey {
+  return {
+    kid,
+    alg: 'ES256',
+    publicJwk: JSON.stringify({ kty: 'EC', crv: 'P-256', x: `x-${kid}`, y: `y-${kid}` }),
+    privateJwkSealed: `sealed-${kid}`,
+    createdAt: '2030-01-01T00:00:00.000Z',
+    activatesAt: '2030-01-01T00:00:00.000Z',
+    retiredAt: null,
+    ...extra,
+  };
+}
+
+/**
+ * The behaviour every Store implementation shares. Uses only the Store interface, so that it runs unchanged
+ * on every engine (SQLite now, PostgreSQL later).
+ */
+export function storeContract(name: string, open: OpenStore): void {
+  describe(`Store contract: ${name}`, () => {
+    let clock: TestClock;
+    let store: Store;
+
+    beforeEach(async () => {
+      clock = new TestClock();
+      store = await open(clock.now);
+      await store.migrate();
+    });
+
+    afterEach(async () => {
+      await store.close();
+    });
+
+    describe('migrate, ping', () => {
+      it('runs every migration once on a fresh database, and nothing the second time', async () => {
+        const fresh = await open(clock.now);
+        try {
+          expect(await fresh.migrate()).toEqual(['0001_initial']);
+          expect(await fresh.migrate()).toEqual([]);
+          expect(await fresh.migrate()).toEqual([]);
+        } finally {
+          await fresh.close();
+        }
+      });
+
+      it('answers ping', async () => {
+        await expect(store.ping()).resolves.toBeUndefined();
+      });
+
+      it('starts empty', async () => {
+        expect(await store.listAudiences()).toEqual([]);
+        expect(await store.listClients()).toEqual([]);
+        expect(await store.countClients()).toBe(0);
+        expect(await store.listSigningKeys()).toEqual([]);
+        expect(await store.latestChange()).toBe(0);
+        expect(await store.changesSince(0, 100)).toEqual([]);
+      });
+    });
+
+    describe('audiences', () => {
+      it('adds an audience and returns it with both timestamps from the clock', async () => {
+        const at = clock.iso();
+        const added = await store.addAudience({ url: A, name: 'API A', tokenTtl: 600, signingAlg: 'RS256' });
+        const expected = {
+          url: A,
+          name: 'API A',
+          tokenTtl: 600,
+          signingAlg: 'RS256',
+          createdAt: at,
+          updatedAt: at,
+        };
+        expect(added).toEqual(expected);
+        expect(await store.findAudience(A)).toEqual(expected);
+      });
+
+      it('keeps nulls as nulls', async () => {
+        const at = clock.iso();
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        expect(await store.findAudience(A)).toEqual({
+          url: A,
+          name: null,
+          tokenTtl: null,
+          signingAlg: null,
+          createdAt: at,
+          updatedAt: at,
+        });
+      });
+
+      it('refuses a second audience with the same URL (conflict) and keeps the first', async () => {
+        await store.addAudience({ url: A, name: 'first', tokenTtl: null, signingAlg: null });
+        const error = await expectNoChange(store, () =>
+          store.addAudience({ url: A, name: 'second', tokenTtl: 60, signingAlg: 'EdDSA' }),
+        );
+        expect(error.code).toBe('conflict');
+        expect((await store.findAudience(A))?.name).toBe('first');
+        expect(await store.listAudiences()).toHaveLength(1);
+      });
+
+      it('matches URLs exactly: a trailing slash or another case is another audience', async () => {
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        expect(await store.findAudience(`${A}/`)).toBeUndefined();
+        expect(await store.findAudience(A.toUpperCase())).toBeUndefined();
+        await store.addAudience({ url: `${A}/`, name: null, tokenTtl: null, signingAlg: null });
+        expect((await store.listAudiences()).map((a) => a.url)).toEqual([A, `${A}/`]);
+      });
+
+      it('finds nothing for an unknown URL', async () => {
+        expect(await store.findAudience('https://nowhere.example.com')).toBeUndefined();
+      });
+
+      it('lists audiences sorted by URL (code-unit order, whatever the insertion order or collation)', async () => {
+        // Upper case and punctuation sort differently under a locale collation than by code unit.
+        const urls = [C, 'https://Z.example.com', A, 'https://a-b.example.com', 'https://ab.example.com', B];
+        for (const url of urls)
+          await store.addAudience({ url, name: null, tokenTtl: null, signingAlg: null });
+        expect((await store.listAudiences()).map((a) => a.url)).toEqual([...urls].sort());
+      });
+
+      it('removes an audience and every grant of it, and nothing else', async () => {
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        await store.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null });
+        await store.createClient(newClient('one', [A, B]));
+        await store.createClient(newClient('two', [A]));
+        await expectChanges(store, () => store.removeAudience(A), [['audience', A]]);
+        expect(await store.findAudience(A)).toBeUndefined();
+        expect((await store.listAudiences()).map((a) => a.url)).toEqual([B]);
+        expect((await store.findClient('one'))?.audiences).toEqual([B]);
+        expect((await store.findClient('two'))?.audiences).toEqual([]);
+        const listed = (await store.listClients()).map((c) => [c.id, c.audiences]);
+        expect(listed.sort()).toEqual([
+          ['one', [B]],
+          ['two', []],
+        ]);
+        // The grant is really gone: it can be added again once the audience is back.
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        expect(await store.addGrant('two', A)).toBe(true);
+      });
+
+      it('refuses to remove an unknown audience (not_found)', async () => {
+        const error = await expectNoChange(store, () => store.removeAudience(A));
+        expect(error.code).toBe('not_found');
+      });
+    });
+
+    describe('clients', () => {
+      beforeEach(async () => {
+        for (const url of [A, B, C])
+          await store.addAudience({ url, name: null, tokenTtl: null, signingAlg: null });
+      });
+
+      it('creates a client with its grants, and returns it enabled with three equal timestamps', async () => {
+        const at = clock.iso();
+        const created = await store.createClient(
+          newClient('svc-1', [C, A], { name: 'Billing', tokenTtl: 300 }),
+        );
+        const expected = {
+          id: 'svc-1',
+          name: 'Billing',
+          secretDigest: DIGEST_1,
+          enabled: true,
+          tokenTtl: 300,
+          createdAt: at,
+          updatedAt: at,
+          secretRotatedAt: at,
+          audiences: [A, C],
+        };
+        expect(created).toEqual(expected);
+        expect(await store.findClient('svc-1')).toEqual(expected);
+      });
+
+      it('creates a client without grants', async () => {
+        const created = await store.createClient(newClient('lonely'));
+        expect(created.audiences).toEqual([]);
+        expect((await store.findClient('lonely'))?.audiences).toEqual([]);
+      });
+
+      it('ignores a duplicated audience in the new grants', async () => {
+        const created = await store.createClient(newClient('dup', [B, A, B]));
+        expect(created.audiences).toEqual([A, B]);
+        expect((await store.findClient('dup'))?.audiences).toEqual([A, B]);
+      });
+
+      it('returns the granted audiences sorted by code unit, from create, find and list alike', async () => {
+        const odd = ['https://Z.example.com', 'https://a-b.example.com', 'https://ab.example.com'];
+        for (const url of odd) await store.addAudience({ url, name: null, tokenTtl: null, signingAlg: null });
+        const grants = [C, ...odd, A];
+        const sorted = [...grants].sort();
+        expect((await store.createClient(newClient('sorted', grants))).audiences).toEqual(sorted);
+        expect((await store.findClient('sorted'))?.audiences).toEqual(sorted);
+        expect((await store.listClients())[0]?.audiences).toEqual(sorted);
+      });
+
+      it('creates nothing when a granted audience is unknown (not_found), in one transaction', async () => {
+        const error = await expectNoChange(store, () =>
+          store.createClient(newClient('half', [A, 'https://unknown.example.com'])),
+        );
+        expect(error.code).toBe('not_found');
+        expect(error.message).toContain('https://unknown.example.com');
+        expect(await store.findClient('half')).toBeUndefined();
+        expect(await store.countClients()).toBe(0);
+        // Nothing of it is left behind: the same id can be created afterwards.
+        expect((await store.createClient(newClient('half', [A]))).audiences).toEqual([A]);
+      });
+
+      it('refuses a duplicate id (conflict) and keeps the first client as it was', async () => {
+        const first = await store.createClient(newClient('svc', [A]));
+        clock.advance(1000);
+        const error = await expectNoChange(store, () =>
+          store.createClient(newClient('svc', [B], { name: 'other', secretDigest: DIGEST_2 })),
+        );
+        expect(error.code).toBe('conflict');
+        expect(await store.findClient('svc')).toEqual(first);
+        expect(await store.countClients()).toBe(1);
+      });
+
+      it('finds nothing for an unknown id; ids are case-sensitive', async () => {
+        await store.createClient(newClient('svc'));
+        expect(await store.findClient('nobody')).toBeUndefined();
+        expect(await store.findClient('SVC')).toBeUndefined();
+      });
+
+      it('lists every client with its grants and counts them', async () => {
+        const one = await store.createClient(newClient('one', [B, A]));
+        clock.advance(1000);
+        const two = await store.createClient(newClient('two'));
+        clock.advance(1000);
+        const three = await store.createClient(newClient('three', [C]));
+        const listed = await store.listClients();
+        expect([...listed].sort((x, y) => x.id.localeCompare(y.id))).toEqual([one, three, two]);
+        expect(await store.countClients()).toBe(3);
+      });
+
+      it('setClientSecret replaces the digest and stamps updated_at and secret_rotated_at', async () => {
+        const created = await store.createClient(newClient('svc', [A]));
+        clock.advance(60_000);
+        const at = clock.iso();
+        const updated = await expectChanges(store, () => store.setClientSecret('svc', DIGEST_2), [
+          ['client', 'svc'],
+        ]);
+        const expected = { ...created, secretDigest: DIGEST_2, updatedAt: at, secretRotatedAt: at };
+        expect(updated).toEqual(expected);
+        expect(await store.findClient('svc')).toEqual(expected);
+      });
+
+      it('setClientEnabled toggles the flag and stamps updated_at only', async () => {
+        const created = await store.createClient(newClient('svc', [A, B]));
+        clock.advance(60_000);
+        const disabledAt = clock.iso();
+        const disabled = await expectChanges(store, () => store.setClientEnabled('svc', false), [
+          ['client', 'svc'],
+        ]);
+        expect(disabled).toEqual({ ...created, enabled: false, updatedAt: disabledAt });
+        expect(await store.findClient('svc')).toEqual(disabled);
+        clock.advance(60_000);
+        const enabledAt = clock.iso();
+        const enabled = await store.setClientEnabled('svc', true);
+        expect(enabled).toEqual({ ...created, enabled: true, updatedAt: enabledAt });
+        expect((await store.listClients())[0]).toEqual(enabled);
+      });
+
+      it('refuses to update an unknown client (not_found)', async () => {
+        expect((await expectNoChange(store, () => store.setClientSecret('nobody', DIGEST_2))).code).toBe(
+          'not_found',
+        );
+        expect((await expectNoChange(store, () => store.setClientEnabled('nobody', false))).code).toBe(
+          'not_found',
+        );
+        expect(await store.countClients()).toBe(0);
+      });
+
+      it('deletes a client with its grants', async () => {
+        await store.createClient(newClient('gone', [A, B]));
+        await store.createClient(newClient('stays', [A]));
+        await expectChanges(store, () => store.deleteClient('gone'), [['client', 'gone']]);
+        expect(await store.findClient('gone')).toBeUndefined();
+        expect(await store.countClients()).toBe(1);
+        expect((await store.listClients()).map((c) => [c.id, c.audiences])).toEqual([['stays', [A]]]);
+        // The audiences are untouched, and the id can be used again, without any grant of the old one.
+        expect(await store.listAudiences()).toHaveLength(3);
+        expect((await store.createClient(newClient('gone'))).audiences).toEqual([]);
+        expect((await store.findClient('gone'))?.audiences).toEqual([]);
+      });
+
+      it('refuses to delete an unknown client (not_found)', async () => {
+        expect((await expectNoChange(store, () => store.deleteClient('nobody'))).code).toBe('not_found');
+      });
+    });
+
+    describe('grants', () => {
+      beforeEach(async () => {
+        for (const url of [A, B])
+          await store.addAudience({ url, name: null, tokenTtl: null, signingAlg: null });
+        await store.createClient(newClient('svc', [A]));
+      });
+
+      it('adds a grant once: true, then false with no change recorded', async () => {
+        expect(await expectChanges(store, () => store.addGrant('svc', B), [['grant', `svc ${B}`]])).toBe(
+          true,
+        );
+        expect((await store.findClient('svc'))?.audiences).toEqual([A, B]);
+        const before = await store.latestChange();
+        expect(await store.addGrant('svc', B)).toBe(false);
+        expect(await store.addGrant('svc', A)).toBe(false);
+        expect(await store.latestChange()).toBe(before);
+        expect((await store.findClient('svc'))?.audiences).toEqual([A, B]);
+      });
+
+      it('does not change the client record itself', async () => {
+        const before = await store.findClient('svc');
+        clock.advance(1000);
+        await store.addGrant('svc', B);
+        expect(await store.findClient('svc')).toEqual({ ...before, audiences: [A, B] });
+      });
+
+      it('refuses a grant for an unknown client or audience (not_found)', async () => {
+        expect((await expectNoChange(store, () => store.addGrant('nobody', A))).code).toBe('not_found');
+        expect(
+          (await expectNoChange(store, () => store.addGrant('svc', 'https://unknown.example.com'))).code,
+        ).toBe('not_found');
+        expect((await store.findClient('svc'))?.audiences).toEqual([A]);
+      });
+
+      it('removes a grant', async () => {
+        await expectChanges(store, () => store.removeGrant('svc', A), [['grant', `svc ${A}`]]);
+        expect((await store.findClient('svc'))?.audiences).toEqual([]);
+        expect(await store.findAudience(A)).toBeDefined();
+      });
+
+      it('refuses to remove a grant that does not exist (not_found)', async () => {
+        expect((await expectNoChange(store, () => store.removeGrant('svc', B))).code).toBe('not_found');
+        expect((await expectNoChange(store, () => store.removeGrant('nobody', A))).code).toBe('not_found');
+        expect(
+          (await expectNoChange(store, () => store.removeGrant('svc', 'https://unknown.example.com'))).code,
+        ).toBe('not_found');
+        expect((await store.findClient('svc'))?.audiences).toEqual([A]);
+      });
+    });
+
+    describe('signing keys', () => {
+      it('inserts keys and lists them oldest first, every field as given', async () => {
+        const newer = signingKey('kid-new', {
+          alg: 'EdDSA',
+          createdAt: '2030-01-03T00:00:00.000Z',
+          activatesAt: '2030-01-04T00:00:00.000Z',
+        });
+        const older = signingKey('kid-old', {
+          alg: 'RS256',
+          createdAt: '2030-01-01T00:00:00.000Z',
+          activatesAt: '2030-01-01T00:00:00.000Z',
+          retiredAt: '2030-01-04T00:00:00.000Z',
+        });
+        await expectChanges(store, () => store.insertSigningKey(newer), [['key', 'kid-new']]);
+        await expectChanges(store, () => store.insertSigningKey(older), [['key', 'kid-old']]);
+        expect(await store.listSigningKeys()).toEqual([older, newer]);
+      });
+
+      it('orders keys created at the same time by kid', async () => {
+        await store.insertSigningKey(signingKey('b'));
+        await store.insertSigningKey(signingKey('a'));
+        expect((await store.listSigningKeys()).map((k) => k.kid)).toEqual(['a', 'b']);
+      });
+
+      it('refuses a second key with the same kid, and records no change', async () => {
+        await store.insertSigningKey(signingKey('same'));
+        const before = await store.latestChange();
+        await expect(store.insertSigningKey(signingKey('same', { alg: 'PS256' }))).rejects.toThrow();
+        expect(await store.latestChange()).toBe(before);
+        expect(await store.listSigningKeys()).toEqual([signingKey('same')]);
+      });
+    });
+
+    describe('change feed', () => {
+      it('records exactly one change per write, with the entity and key of what changed, in order', async () => {
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        await store.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null });
+        await store.createClient(newClient('svc', [A]));
+        await store.addGrant('svc', B);
+        await store.addGrant('svc', B); // already there: not a write
+        await store.setClientSecret('svc', DIGEST_2);
+        await store.setClientEnabled('svc', false);
+        await store.removeGrant('svc', A);
+        await store.insertSigningKey(signingKey('k1'));
+        await store.removeAudience(B);
+        await store.deleteClient('svc');
+
+        const changes = await store.changesSince(0, 100);
+        expect(changes.map((c) => [c.entity, c.key])).toEqual([
+          ['audience', A],
+          ['audience', B],
+          ['client', 'svc'],
+          ['grant', `svc ${B}`],
+          ['client', 'svc'],
+          ['client', 'svc'],
+          ['grant', `svc ${A}`],
+          ['key', 'k1'],
+          ['audience', B],
+          ['client', 'svc'],
+        ]);
+        const seqs = changes.map((c) => c.seq);
+        for (const seq of seqs) expect(Number.isSafeInteger(seq) && seq > 0).toBe(true);
+        for (let i = 1; i < seqs.length; i++) expect(seqs[i]!).toBeGreaterThan(seqs[i - 1]!);
+        expect(await store.latestChange()).toBe(seqs[seqs.length - 1]);
+      });
+
+      it('returns plain numbers and only the documented fields', async () => {
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        const [change] = await store.changesSince(0, 10);
+        expect(change).toEqual({ seq: expect.any(Number), entity: 'audience', key: A } satisfies Change);
+        expect(Object.keys(change!).sort()).toEqual(['entity', 'key', 'seq']);
+      });
+
+      it('pages with changesSince(seq, limit), oldest first', async () => {
+        const urls = Array.from({ length: 5 }, (_, i) => `https://api${i}.example.com`);
+        for (const url of urls)
+          await store.addAudience({ url, name: null, tokenTtl: null, signingAlg: null });
+        const all = await store.changesSince(0, 100);
+        expect(all.map((c) => c.key)).toEqual(urls);
+
+        const first = await store.changesSince(0, 2);
+        expect(first).toEqual(all.slice(0, 2));
+        const second = await store.changesSince(first[1]!.seq, 2);
+        expect(second).toEqual(all.slice(2, 4));
+        const third = await store.changesSince(second[1]!.seq, 2);
+        expect(third).toEqual(all.slice(4));
+        expect(await store.changesSince(third[0]!.seq, 2)).toEqual([]);
+        expect(await store.changesSince(all[2]!.seq, 100)).toEqual(all.slice(3));
+        expect(await store.latestChange()).toBe(all[4]!.seq);
+      });
+
+      it('prunes changes older than the given time, by the store clock, and keeps the rest', async () => {
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        clock.advance(60_000);
+        await store.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null });
+        const cutoff = clock.now();
+        clock.advance(60_000);
+        await store.addAudience({ url: C, name: null, tokenTtl: null, signingAlg: null });
+        const all = await store.changesSince(0, 100);
+
+        // Strictly older: the change stamped at exactly `cutoff` stays.
+        expect(await store.pruneChanges(cutoff)).toBe(1);
+        expect(await store.changesSince(0, 100)).toEqual(all.slice(1));
+        expect(await store.pruneChanges(cutoff)).toBe(0);
+        expect(await store.pruneChanges(new Date(cutoff.getTime() + 1))).toBe(1);
+        expect(await store.changesSince(0, 100)).toEqual(all.slice(2));
+        expect(await store.latestChange()).toBe(all[2]!.seq);
+        // Pruning records no change of its own, and never touches the data.
+        expect((await store.listAudiences()).map((a) => a.url)).toEqual([A, B, C]);
+      });
+
+      it('never reuses a sequence number, even after every change was pruned', async () => {
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        await store.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null });
+        const last = await store.latestChange();
+        clock.advance(1000);
+        expect(await store.pruneChanges(clock.now())).toBe(2);
+        expect(await store.changesSince(0, 100)).toEqual([]);
+        await store.addAudience({ url: C, name: null, tokenTtl: null, signingAlg: null });
+        const [next] = await store.changesSince(0, 100);
+        expect(next?.key).toBe(C);
+        expect(next!.seq).toBeGreaterThan(last);
+      });
+    });
+  });
+}

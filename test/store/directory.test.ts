@@ -1,0 +1,585 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
+import type { KnownClient } from '../../src/domain/token-service.js';
+import { OAuthError } from '../../src/domain/errors.js';
+import {
+  Directory,
+  STORE_RETRY_AFTER,
+  toKnownClient,
+  type DirectoryOptions,
+} from '../../src/store/directory.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import type { Audience, SigningKey, Store } from '../../src/store/types.js';
+
+const A = 'https://api.a.example.com';
+const B = 'https://api.b.example.com';
+const SECRET_1 = 'first secret, long enough for a test';
+const SECRET_2 = 'second secret, long enough for a test';
+
+interface Deferred {
+  promise: Promise<void>;
+  resolve: () => void;
+}
+function deferred(): Deferred {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** A gate on one store method: the real call completes (`read`), then the answer is held until `release`. */
+interface Gate {
+  read: Deferred;
+  release: Deferred;
+}
+
+/**
+ * The store the Directory reads, wrapped: every method call is recorded in `calls`, and a method can be
+ * made to fail or be held back after it has read.
+ */
+function instrument(store: Store) {
+  const calls: string[] = [];
+  const gates = new Map<string, Gate>();
+  const failures = new Map<string, unknown>();
+  const proxy = new Proxy(store, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== 'function' || typeof property !== 'string') return value;
+      return async (...args: unknown[]) => {
+        calls.push(property);
+        const failure = failures.get(property);
+        if (failure !== undefined) throw failure;
+        const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        const gate = gates.get(property);
+        if (gate) {
+          gates.delete(property);
+          gate.read.resolve();
+          await gate.release.promise;
+        }
+        return result;
+      };
+    },
+  });
+  return {
+    store: proxy,
+    calls,
+    /** Store calls other than those named, since the last reset. */
+    reset: () => calls.splice(0),
+    gate(method: string): Gate {
+      const gate = { read: deferred(), release: deferred() };
+      gates.set(method, gate);
+      return gate;
+    },
+    fail(method: string, error: unknown) {
+      failures.set(method, error);
+    },
+    heal(method: string) {
+      failures.delete(method);
+    },
+  };
+}
+
+const isPromise = (value: unknown): value is Promise<unknown> => value instanceof Promise;
+
+describe('Directory', () => {
+  let dir: string;
+  let server: Store; // the store the directory reads, as the server process has it
+  let cli: Store; // another store on the same file, as the CLI or another instance has it
+  let spy: ReturnType<typeof instrument>;
+  let directory: Directory;
+  let onError: ReturnType<typeof vi.fn<NonNullable<DirectoryOptions['onError']>>>;
+  let onKeysChanged: ReturnType<typeof vi.fn<() => Promise<void>>>;
+  let onAudiencesChanged: ReturnType<typeof vi.fn<(audiences: readonly Audience[]) => void>>;
+
+  async function startDirectory(options: Partial<DirectoryOptions> = {}): Promise<Directory> {
+    directory = new Directory(spy.store, {
+      ttlMs: 3_600_000,
+      max: 1000,
+      pollMs: 3_600_000, // polls only when the test says so
+      onError,
+      onKeysChanged,
+      onAudiencesChanged,
+      ...options,
+    });
+    await directory.start();
+    spy.reset();
+    return directory;
+  }
+
+  async function createClient(id: string, audiences: string[], secret = SECRET_1) {
+    return cli.createClient({ id, name: id, secretDigest: digestSecret(secret), tokenTtl: null, audiences });
+  }
+
+  /** Looks a client up, awaiting a miss; tells whether it was a hit. */
+  async function lookup(id: string): Promise<{ hit: boolean; client: KnownClient | undefined }> {
+    const found = directory.findClient(id);
+    return isPromise(found) ? { hit: false, client: await found } : { hit: true, client: found };
+  }
+
+  beforeEach(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'tessera-directory-'));
+    const file = path.join(dir, 'tessera.db');
+    server = openSqliteStore(file);
+    await server.migrate();
+    cli = openSqliteStore(file);
+    spy = instrument(server);
+    onError = vi.fn<NonNullable<DirectoryOptions['onError']>>();
+    onKeysChanged = vi.fn<() => Promise<void>>(async () => {});
+    onAudiencesChanged = vi.fn<(audiences: readonly Audience[]) => void>();
+    await cli.addAudience({ url: A, name: 'A', tokenTtl: 600, signingAlg: 'RS256' });
+    await cli.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null });
+  });
+
+  afterEach(async () => {
+    await directory?.stop();
+    await server.close();
+    await cli.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  describe('audiences', () => {
+    it('loads every audience at start and hands them to onAudiencesChanged', async () => {
+      await startDirectory();
+      expect(directory.findAudience(A)).toEqual({ url: A, tokenTtl: 600, signingAlg: 'RS256' });
+      expect(directory.findAudience(B)).toEqual({ url: B, tokenTtl: null, signingAlg: null });
+      expect(directory.findAudience('https://unknown.example.com')).toBeUndefined();
+      const listed = await server.listAudiences();
+      expect(directory.listAudiences()).toEqual(listed);
+      expect(onAudiencesChanged.mock.calls).toEqual([[listed]]);
+    });
+
+    it('answers audience lookups without store I/O', async () => {
+      await startDirectory();
+      directory.findAudience(A);
+      directory.findAudience('https://unknown.example.com');
+      directory.listAudiences();
+      expect(spy.calls).toEqual([]);
+    });
+
+    it('sees an audience added elsewhere after poll()', async () => {
+      await startDirectory();
+      await cli.addAudience({
+        url: 'https://api.c.example.com',
+        name: null,
+        tokenTtl: 120,
+        signingAlg: 'EdDSA',
+      });
+      expect(directory.findAudience('https://api.c.example.com')).toBeUndefined();
+      await directory.poll();
+      expect(directory.findAudience('https://api.c.example.com')).toEqual({
+        url: 'https://api.c.example.com',
+        tokenTtl: 120,
+        signingAlg: 'EdDSA',
+      });
+      expect(directory.listAudiences().map((a) => a.url)).toEqual([A, B, 'https://api.c.example.com']);
+      expect(onAudiencesChanged).toHaveBeenCalledTimes(2);
+    });
+
+    it('forgets a removed audience and the cached grants of it', async () => {
+      await createClient('svc', [A, B]);
+      await startDirectory();
+      expect((await lookup('svc')).client?.audiences).toEqual(new Set([A, B]));
+
+      await cli.removeAudience(A);
+      await directory.poll();
+      expect(directory.findAudience(A)).toBeUndefined();
+      expect(directory.listAudiences().map((a) => a.url)).toEqual([B]);
+      expect(onAudiencesChanged).toHaveBeenLastCalledWith(await server.listAudiences());
+
+      spy.reset();
+      const after = await lookup('svc');
+      expect(after.hit).toBe(false);
+      expect(after.client?.audiences).toEqual(new Set([B]));
+      expect(spy.calls).toEqual(['findClient']);
+    });
+  });
+
+  describe('clients', () => {
+    it('loads a client on a miss, as the token path needs it', async () => {
+      const created = await createClient('svc', [B, A]);
+      await startDirectory();
+      const first = await lookup('svc');
+      expect(first.hit).toBe(false);
+      expect(first.client).toEqual({
+        id: 'svc',
+        enabled: true,
+        secretDigest: digestBytes(digestSecret(SECRET_1)),
+        audiences: new Set([A, B]),
+        tokenTtl: null,
+      });
+      expect(first.client).toEqual(toKnownClient(created));
+      expect(spy.calls).toEqual(['findClient']);
+    });
+
+    it('answers a hit synchronously with no store I/O', async () => {
+      await createClient('svc', [A]);
+      await startDirectory();
+      const loaded = await lookup('svc');
+      spy.reset();
+      for (let i = 0; i < 3; i++) {
+        const found = directory.findClient('svc');
+        expect(isPromise(found)).toBe(false);
+        expect(found).toBe(loaded.client);
+      }
+      expect(spy.calls).toEqual([]);
+    });
+
+    it('remembers an unknown id as unknown, without asking the store again', async () => {
+      await startDirectory();
+      const first = await lookup('nobody');
+      expect(first).toEqual({ hit: false, client: undefined });
+      expect(spy.calls).toEqual(['findClient']);
+      spy.reset();
+      const second = directory.findClient('nobody');
+      expect(isPromise(second)).toBe(false);
+      expect(second).toBeUndefined();
+      expect(spy.calls).toEqual([]);
+    });
+
+    it('shares one store lookup between concurrent misses of the same id', async () => {
+      await createClient('svc', [A]);
+      await startDirectory();
+      const first = directory.findClient('svc');
+      const second = directory.findClient('svc');
+      expect(isPromise(first)).toBe(true);
+      expect(second).toBe(first);
+      const [a, b] = await Promise.all([first, second]);
+      expect(a).toBe(b);
+      expect(a?.id).toBe('svc');
+      expect(spy.calls).toEqual(['findClient']);
+      // And a different id is a lookup of its own.
+      await lookup('other');
+      expect(spy.calls).toEqual(['findClient', 'findClient']);
+    });
+
+    it('shares one lookup between concurrent misses of an unknown id too', async () => {
+      await startDirectory();
+      const first = directory.findClient('nobody');
+      expect(directory.findClient('nobody')).toBe(first);
+      expect(await first).toBeUndefined();
+      expect(spy.calls).toEqual(['findClient']);
+    });
+
+    it('evicts the least recently used client beyond `max`', async () => {
+      for (const id of ['c1', 'c2', 'c3']) await createClient(id, [A]);
+      await startDirectory({ max: 2 });
+      await lookup('c1');
+      await lookup('c2');
+      await lookup('c3'); // evicts c1
+      spy.reset();
+      expect((await lookup('c3')).hit).toBe(true);
+      expect((await lookup('c2')).hit).toBe(true);
+      expect((await lookup('c1')).hit).toBe(false);
+      expect(spy.calls).toEqual(['findClient']);
+    });
+
+    it('forgets a cached client after ttlMs, even with no change', async () => {
+      await createClient('svc', [A]);
+      await startDirectory({ ttlMs: 40 });
+      await lookup('svc');
+      expect((await lookup('svc')).hit).toBe(true);
+      await new Promise((r) => setTimeout(r, 80));
+      spy.reset();
+      expect((await lookup('svc')).hit).toBe(false);
+      expect(spy.calls).toEqual(['findClient']);
+    });
+  });
+
+  describe('changes made by another store instance', () => {
+    beforeEach(async () => {
+      await createClient('svc', [A]);
+      await createClient('bystander', [A, B]);
+      await startDirectory();
+      await lookup('svc');
+      await lookup('bystander');
+      spy.reset();
+    });
+
+    /** Polls, then looks `svc` up again: it must be a miss that reads the store. */
+    async function pollAndReload(): Promise<KnownClient | undefined> {
+      await directory.poll();
+      spy.reset();
+      const after = await lookup('svc');
+      expect(after.hit).toBe(false);
+      expect(spy.calls).toEqual(['findClient']);
+      // An unrelated client stays cached (unless audiences changed, which is not the case here).
+      spy.reset();
+      expect((await lookup('bystander')).hit).toBe(true);
+      expect(spy.calls).toEqual([]);
+      return after.client;
+    }
+
+    it('keeps serving the cached entry until poll() reads the change', async () => {
+      await cli.setClientEnabled('svc', false);
+      const before = await lookup('svc');
+      expect(before.hit).toBe(true);
+      expect(before.client?.enabled).toBe(true);
+      expect(spy.calls).toEqual([]);
+    });
+
+    it('client disabled', async () => {
+      await cli.setClientEnabled('svc', false);
+      expect((await pollAndReload())?.enabled).toBe(false);
+    });
+
+    it('client enabled again', async () => {
+      await cli.setClientEnabled('svc', false);
+      await directory.poll();
+      await lookup('svc');
+      await cli.setClientEnabled('svc', true);
+      expect((await pollAndReload())?.enabled).toBe(true);
+    });
+
+    it('secret rotated', async () => {
+      await cli.setClientSecret('svc', digestSecret(SECRET_2));
+      expect((await pollAndReload())?.secretDigest).toEqual(digestBytes(digestSecret(SECRET_2)));
+    });
+
+    it('grant added', async () => {
+      await cli.addGrant('svc', B);
+      expect((await pollAndReload())?.audiences).toEqual(new Set([A, B]));
+    });
+
+    it('grant removed', async () => {
+      await cli.removeGrant('svc', A);
+      expect((await pollAndReload())?.audiences).toEqual(new Set());
+    });
+
+    it('client deleted', async () => {
+      await cli.deleteClient('svc');
+      expect(await pollAndReload()).toBeUndefined();
+      // ... and now remembered as unknown.
+      spy.reset();
+      expect(await lookup('svc')).toEqual({ hit: true, client: undefined });
+    });
+
+    it('client created after its id was looked up as unknown', async () => {
+      expect(await lookup('late')).toEqual({ hit: false, client: undefined });
+      expect(await lookup('late')).toEqual({ hit: true, client: undefined });
+      await createClient('late', [B]);
+      await directory.poll();
+      spy.reset();
+      const after = await lookup('late');
+      expect(after.hit).toBe(false);
+      expect(after.client?.audiences).toEqual(new Set([B]));
+    });
+
+    it('changes more than one batch (1000) long are all read by one poll()', async () => {
+      await createClient('noisy', []);
+      for (let i = 0; i < 600; i++) {
+        await cli.addGrant('noisy', A);
+        await cli.removeGrant('noisy', A);
+      }
+      await cli.setClientEnabled('svc', false);
+      expect((await pollAndReload())?.enabled).toBe(false);
+    });
+
+    it('does not read anything when nothing changed', async () => {
+      await directory.poll();
+      expect(spy.calls.filter((c) => c !== 'pruneChanges')).toEqual(['changesSince']);
+      expect((await lookup('svc')).hit).toBe(true);
+    });
+  });
+
+  describe('races', () => {
+    it('does not cache what a lookup in flight across an invalidation read', async () => {
+      await createClient('svc', [A]);
+      await startDirectory();
+      const gate = spy.gate('findClient');
+      const inFlight = directory.findClient('svc');
+      await gate.read.promise; // the store has answered: enabled
+
+      await cli.setClientEnabled('svc', false);
+      await directory.poll();
+      gate.release.resolve();
+      expect((await inFlight)?.enabled).toBe(true); // the request that started before the change
+
+      spy.reset();
+      const after = await lookup('svc');
+      expect(after.hit).toBe(false);
+      expect(after.client?.enabled).toBe(false);
+    });
+
+    it('does not hand a lookup started after an invalidation the answer of one started before it', async () => {
+      await createClient('svc', [A]);
+      await startDirectory();
+      const gate = spy.gate('findClient');
+      const inFlight = directory.findClient('svc');
+      await gate.read.promise; // the store has answered: enabled
+
+      await cli.setClientEnabled('svc', false);
+      await directory.poll(); // the directory now knows svc is disabled...
+      const later = directory.findClient('svc'); // ... so this lookup must not join the stale one
+      gate.release.resolve();
+      await inFlight;
+      expect((await later)?.enabled).toBe(false);
+    });
+
+    it('a poll() called while another is in flight still sees the writes made before the call', async () => {
+      await createClient('svc', [A]);
+      await startDirectory();
+      await lookup('svc');
+      const gate = spy.gate('changesSince');
+      const first = directory.poll();
+      await gate.read.promise; // the first poll has read the feed: nothing new
+
+      await cli.setClientEnabled('svc', false);
+      const second = directory.poll(); // e.g. `sync()` after a write, while the timer's poll runs
+      gate.release.resolve();
+      await Promise.all([first, second]);
+      expect((await lookup('svc')).client?.enabled).toBe(false);
+    });
+  });
+
+  describe('keys and errors', () => {
+    const key = (kid: string): SigningKey => ({
+      kid,
+      alg: 'ES256',
+      publicJwk: '{}',
+      privateJwkSealed: 'sealed',
+      createdAt: '2030-01-01T00:00:00.000Z',
+      activatesAt: '2030-01-01T00:00:00.000Z',
+      retiredAt: null,
+    });
+
+    it('calls onKeysChanged once per poll that read key changes, and not for other changes', async () => {
+      await startDirectory();
+      await createClient('svc', [A]);
+      await directory.poll();
+      expect(onKeysChanged).not.toHaveBeenCalled();
+
+      await cli.insertSigningKey(key('k1'));
+      await cli.insertSigningKey(key('k2'));
+      await directory.poll();
+      expect(onKeysChanged).toHaveBeenCalledTimes(1);
+      await directory.poll();
+      expect(onKeysChanged).toHaveBeenCalledTimes(1);
+
+      await cli.insertSigningKey(key('k3'));
+      await directory.poll();
+      expect(onKeysChanged).toHaveBeenCalledTimes(2);
+    });
+
+    it('sends a poll error to onError, resolves, and reads the same changes next time', async () => {
+      await createClient('svc', [A]);
+      await startDirectory();
+      await lookup('svc');
+      await cli.setClientEnabled('svc', false);
+
+      const boom = new Error('store unreachable');
+      spy.fail('changesSince', boom);
+      await expect(directory.poll()).resolves.toBeUndefined();
+      expect(onError.mock.calls).toEqual([[boom, 'change feed']]);
+      expect((await lookup('svc')).client?.enabled).toBe(true);
+
+      spy.heal('changesSince');
+      await directory.poll();
+      expect(onError).toHaveBeenCalledTimes(1);
+      expect((await lookup('svc')).client?.enabled).toBe(false);
+    });
+
+    it('sends a failing onKeysChanged to onError and retries the change on the next poll', async () => {
+      await startDirectory();
+      const boom = new Error('reload failed');
+      onKeysChanged.mockRejectedValueOnce(boom);
+      await cli.insertSigningKey(key('k1'));
+      await expect(directory.poll()).resolves.toBeUndefined();
+      expect(onError.mock.calls).toEqual([[boom, 'change feed']]);
+      await directory.poll();
+      expect(onKeysChanged).toHaveBeenCalledTimes(2);
+      await directory.poll();
+      expect(onKeysChanged).toHaveBeenCalledTimes(2);
+    });
+
+    it('never rejects, even without onError', async () => {
+      await startDirectory({ onError: undefined });
+      spy.fail('changesSince', new Error('store unreachable'));
+      await expect(directory.poll()).resolves.toBeUndefined();
+    });
+
+    it('answers a failed client lookup with temporarily_unavailable, reports it, and caches nothing', async () => {
+      await createClient('svc', [A]);
+      await startDirectory();
+      const boom = new Error('store unreachable');
+      spy.fail('findClient', boom);
+      let failure: unknown;
+      try {
+        await directory.findClient('svc');
+      } catch (error) {
+        failure = error;
+      }
+      expect(failure).toBeInstanceOf(OAuthError);
+      const oauth = failure as OAuthError;
+      expect([oauth.error, oauth.description, oauth.status, oauth.headers]).toEqual([
+        'temporarily_unavailable',
+        'the service cannot answer right now; try again later',
+        503,
+        { 'retry-after': String(STORE_RETRY_AFTER) },
+      ]);
+      expect(STORE_RETRY_AFTER).toBe(5);
+      expect(onError.mock.calls).toEqual([[boom, 'client lookup']]);
+      spy.heal('findClient');
+      spy.reset();
+      const after = await lookup('svc');
+      expect(after.hit).toBe(false);
+      expect(after.client?.id).toBe('svc');
+    });
+  });
+
+  describe('following the feed', () => {
+    it('polls on its own every pollMs once started, and stops on stop()', async () => {
+      await createClient('svc', [A]);
+      await startDirectory({ pollMs: 20 });
+      await lookup('svc');
+      await cli.setClientEnabled('svc', false);
+      await vi.waitFor(
+        () => {
+          const found = directory.findClient('svc');
+          expect(isPromise(found)).toBe(true);
+        },
+        { timeout: 2000, interval: 10 },
+      );
+      await directory.stop();
+      spy.reset();
+      await new Promise((r) => setTimeout(r, 80));
+      expect(spy.calls.filter((c) => c === 'changesSince')).toEqual([]);
+    });
+
+    it('prunes changes older than 24 hours, at most every 10 minutes', async () => {
+      let now = Date.parse('2030-06-01T00:00:00.000Z');
+      await startDirectory({ now: () => new Date(now) });
+      const pruned = vi.spyOn(server, 'pruneChanges');
+
+      await directory.poll();
+      expect(pruned.mock.calls).toEqual([[new Date(now - 24 * 3600 * 1000)]]);
+
+      now += 9 * 60 * 1000;
+      await directory.poll();
+      expect(pruned).toHaveBeenCalledTimes(1);
+
+      now += 2 * 60 * 1000;
+      await directory.poll();
+      expect(pruned).toHaveBeenCalledTimes(2);
+      expect(pruned.mock.calls[1]).toEqual([new Date(now - 24 * 3600 * 1000)]);
+    });
+
+    it('starts from the current end of the feed, not from its beginning', async () => {
+      await createClient('svc', [A]);
+      await cli.insertSigningKey({
+        kid: 'old',
+        alg: 'ES256',
+        publicJwk: '{}',
+        privateJwkSealed: 'sealed',
+        createdAt: '2030-01-01T00:00:00.000Z',
+        activatesAt: '2030-01-01T00:00:00.000Z',
+        retiredAt: null,
+      });
+      await startDirectory();
+      await directory.poll();
+      expect(onKeysChanged).not.toHaveBeenCalled();
+      expect(onAudiencesChanged).toHaveBeenCalledTimes(1); // at start only
+    });
+  });
+});

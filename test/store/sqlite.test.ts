@@ -1,0 +1,143 @@
+import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import type { Store } from '../../src/store/types.js';
+import { storeContract } from './contract.js';
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tessera-sqlite-'));
+  dirs.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+let counter = 0;
+storeContract('sqlite', async (now) => openSqliteStore(path.join(tempDir(), `store-${++counter}.db`), now));
+
+const mode = (file: string) => statSync(file).mode & 0o777;
+
+describe('openSqliteStore', () => {
+  let dir: string;
+  const open: Store[] = [];
+
+  beforeEach(() => {
+    dir = tempDir();
+  });
+  afterEach(async () => {
+    for (const store of open.splice(0)) await store.close();
+  });
+
+  it('reports its engine', async () => {
+    const store = openSqliteStore(path.join(dir, 'tessera.db'));
+    open.push(store);
+    expect(store.engine).toBe('sqlite');
+  });
+
+  it('creates the data directory (and its parents) with mode 0700 and the database file with mode 0600', async () => {
+    const dataDir = path.join(dir, 'nested', 'data');
+    const file = path.join(dataDir, 'tessera.db');
+    const store = openSqliteStore(file);
+    open.push(store);
+    expect(mode(dataDir)).toBe(0o700);
+    expect(mode(path.join(dir, 'nested'))).toBe(0o700);
+    expect(mode(file)).toBe(0o600);
+    await store.migrate();
+    await store.addAudience({ url: 'https://api.example.com', name: null, tokenTtl: null, signingAlg: null });
+    expect(mode(file)).toBe(0o600);
+  });
+
+  it('gives the write-ahead log and shared-memory files the same mode 0600', async () => {
+    const file = path.join(dir, 'tessera.db');
+    const store = openSqliteStore(file);
+    open.push(store);
+    await store.migrate();
+    await store.addAudience({ url: 'https://api.example.com', name: null, tokenTtl: null, signingAlg: null });
+    for (const suffix of ['-wal', '-shm']) {
+      expect(existsSync(file + suffix)).toBe(true);
+      expect(mode(file + suffix)).toBe(0o600);
+    }
+  });
+
+  it('tightens the mode of an existing database file to 0600', async () => {
+    const file = path.join(dir, 'tessera.db');
+    const first = openSqliteStore(file);
+    await first.migrate();
+    await first.close();
+    chmodSync(file, 0o644);
+    const second = openSqliteStore(file);
+    open.push(second);
+    expect(mode(file)).toBe(0o600);
+    expect(await second.migrate()).toEqual([]);
+  });
+
+  it('keeps the data across close and reopen', async () => {
+    const file = path.join(dir, 'tessera.db');
+    const first = openSqliteStore(file);
+    await first.migrate();
+    await first.addAudience({
+      url: 'https://api.example.com',
+      name: 'API',
+      tokenTtl: null,
+      signingAlg: null,
+    });
+    await first.close();
+    const second = openSqliteStore(file);
+    open.push(second);
+    expect(await second.migrate()).toEqual([]);
+    expect((await second.findAudience('https://api.example.com'))?.name).toBe('API');
+  });
+
+  it('lets two stores on the same file see each other’s writes, and follow them through the change feed', async () => {
+    const file = path.join(dir, 'tessera.db');
+    const server = openSqliteStore(file);
+    const cli = openSqliteStore(file);
+    open.push(server, cli);
+    await server.migrate();
+    expect(await cli.migrate()).toEqual([]);
+
+    const start = await server.latestChange();
+    await cli.addAudience({ url: 'https://api.example.com', name: null, tokenTtl: null, signingAlg: null });
+    await cli.createClient({
+      id: 'svc',
+      name: 'svc',
+      secretDigest: 'sha256:' + Buffer.alloc(32, 7).toString('base64url'),
+      tokenTtl: null,
+      audiences: ['https://api.example.com'],
+    });
+    const seen = await server.changesSince(start, 100);
+    expect(seen.map((c) => [c.entity, c.key])).toEqual([
+      ['audience', 'https://api.example.com'],
+      ['client', 'svc'],
+    ]);
+    expect((await server.findClient('svc'))?.audiences).toEqual(['https://api.example.com']);
+
+    await server.setClientEnabled('svc', false);
+    const back = await cli.changesSince(seen[1]!.seq, 100);
+    expect(back.map((c) => [c.entity, c.key])).toEqual([['client', 'svc']]);
+    expect((await cli.findClient('svc'))?.enabled).toBe(false);
+    expect(await cli.latestChange()).toBe(await server.latestChange());
+  });
+
+  it('uses the real clock when none is injected', async () => {
+    const store = openSqliteStore(path.join(dir, 'tessera.db'));
+    open.push(store);
+    await store.migrate();
+    const before = Date.now();
+    const audience = await store.addAudience({
+      url: 'https://api.example.com',
+      name: null,
+      tokenTtl: null,
+      signingAlg: null,
+    });
+    const after = Date.now();
+    const at = Date.parse(audience.createdAt);
+    expect(at).toBeGreaterThanOrEqual(before);
+    expect(at).toBeLessThanOrEqual(after);
+    expect(audience.createdAt).toBe(new Date(at).toISOString());
+  });
+});
