@@ -18,6 +18,22 @@ import {
 
 type Tx = Transaction<Database>;
 
+/** A unique or primary key violation, on either engine (SQLite extended codes 2067/1555, PostgreSQL 23505). */
+function isUniqueViolation(error: unknown): boolean {
+  const e = error as { errcode?: number; code?: string };
+  return e?.errcode === 2067 || e?.errcode === 1555 || e?.code === '23505';
+}
+
+/** Another writer got there between our check and our insert: the same answer as if we had seen it first. */
+async function orConflict<T>(write: Promise<T>, message: string): Promise<T> {
+  try {
+    return await write;
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new StoreError('conflict', message);
+    throw error;
+  }
+}
+
 const toAudience = (row: Selectable<AudiencesTable>): Audience => ({
   url: row.url,
   name: row.name,
@@ -91,26 +107,30 @@ export class KyselyStore implements Store {
   // --- audiences ---
 
   async addAudience(audience: NewAudience): Promise<Audience> {
-    return this.db.transaction().execute(async (tx) => {
-      const existing = await tx
-        .selectFrom('audiences')
-        .select('url')
-        .where('url', '=', audience.url)
-        .executeTakeFirst();
-      if (existing) throw new StoreError('conflict', `audience ${audience.url} is already registered`);
-      const at = this.stamp();
-      const row = {
-        url: audience.url,
-        name: audience.name,
-        token_ttl: audience.tokenTtl,
-        signing_alg: audience.signingAlg,
-        created_at: at,
-        updated_at: at,
-      };
-      await tx.insertInto('audiences').values(row).execute();
-      await this.record(tx, 'audience', audience.url);
-      return toAudience(row);
-    });
+    const conflict = `audience ${audience.url} is already registered`;
+    return orConflict(
+      this.db.transaction().execute(async (tx) => {
+        const existing = await tx
+          .selectFrom('audiences')
+          .select('url')
+          .where('url', '=', audience.url)
+          .executeTakeFirst();
+        if (existing) throw new StoreError('conflict', conflict);
+        const at = this.stamp();
+        const row = {
+          url: audience.url,
+          name: audience.name,
+          token_ttl: audience.tokenTtl,
+          signing_alg: audience.signingAlg,
+          created_at: at,
+          updated_at: at,
+        };
+        await tx.insertInto('audiences').values(row).execute();
+        await this.record(tx, 'audience', audience.url);
+        return toAudience(row);
+      }),
+      conflict,
+    );
   }
 
   async findAudience(url: string): Promise<Audience | undefined> {
@@ -162,36 +182,40 @@ export class KyselyStore implements Store {
   }
 
   async createClient(client: NewClient): Promise<Client> {
-    return this.db.transaction().execute(async (tx) => {
-      const existing = await tx
-        .selectFrom('clients')
-        .select('id')
-        .where('id', '=', client.id)
-        .executeTakeFirst();
-      if (existing) throw new StoreError('conflict', `client ${client.id} already exists`);
-      const audiences = [...new Set(client.audiences)].sort();
-      await this.requireAudiences(tx, audiences);
-      const at = this.stamp();
-      const row = {
-        id: client.id,
-        name: client.name,
-        secret_digest: client.secretDigest,
-        enabled: 1,
-        token_ttl: client.tokenTtl,
-        created_at: at,
-        updated_at: at,
-        secret_rotated_at: at,
-      };
-      await tx.insertInto('clients').values(row).execute();
-      if (audiences.length > 0) {
-        await tx
-          .insertInto('grants')
-          .values(audiences.map((audience_url) => ({ client_id: client.id, audience_url, created_at: at })))
-          .execute();
-      }
-      await this.record(tx, 'client', client.id);
-      return toClient(row, audiences);
-    });
+    const conflict = `client ${client.id} already exists`;
+    return orConflict(
+      this.db.transaction().execute(async (tx) => {
+        const existing = await tx
+          .selectFrom('clients')
+          .select('id')
+          .where('id', '=', client.id)
+          .executeTakeFirst();
+        if (existing) throw new StoreError('conflict', conflict);
+        const audiences = [...new Set(client.audiences)].sort();
+        await this.requireAudiences(tx, audiences);
+        const at = this.stamp();
+        const row = {
+          id: client.id,
+          name: client.name,
+          secret_digest: client.secretDigest,
+          enabled: 1,
+          token_ttl: client.tokenTtl,
+          created_at: at,
+          updated_at: at,
+          secret_rotated_at: at,
+        };
+        await tx.insertInto('clients').values(row).execute();
+        if (audiences.length > 0) {
+          await tx
+            .insertInto('grants')
+            .values(audiences.map((audience_url) => ({ client_id: client.id, audience_url, created_at: at })))
+            .execute();
+        }
+        await this.record(tx, 'client', client.id);
+        return toClient(row, audiences);
+      }),
+      conflict,
+    );
   }
 
   async findClient(id: string): Promise<Client | undefined> {
