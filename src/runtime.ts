@@ -1,18 +1,23 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { sqlitePath, type Config } from './config/index.js';
+import { isPostgresUrl, sqlitePath, type Config } from './config/index.js';
 import { SIGNING_ALGS, type SigningAlg } from './domain/algorithms.js';
 import { TokenService } from './domain/token-service.js';
 import { MAX_TOKEN_TTL } from './domain/validate.js';
 import { Keyring } from './keys/keyring.js';
 import { resolveMasterKey } from './keys/master-key.js';
 import { Directory } from './store/directory.js';
+import { openPostgresStore } from './store/postgres.js';
 import { openSqliteStore } from './store/sqlite.js';
 import type { Store } from './store/types.js';
 
 /** Opens the configured store and brings its schema up to date. */
-export async function openStore(config: Config): Promise<Store> {
-  const store = openSqliteStore(sqlitePath(config));
+export async function openStore(config: Config, options: { poolSize?: number } = {}): Promise<Store> {
+  const url = config.databaseUrl;
+  const store =
+    url !== undefined && isPostgresUrl(url)
+      ? openPostgresStore(url, { max: options.poolSize })
+      : openSqliteStore(sqlitePath(config));
   try {
     await store.migrate();
   } catch (error) {

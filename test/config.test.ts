@@ -1,6 +1,13 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, normalizeIssuer, sqlitePath, type Config } from '../src/config/index.js';
+import {
+  ConfigError,
+  isPostgresUrl,
+  loadConfig,
+  normalizeIssuer,
+  sqlitePath,
+  type Config,
+} from '../src/config/index.js';
 
 const CWD = '/srv/tessera';
 
@@ -283,13 +290,19 @@ describe('loadConfig refuses invalid values with a ConfigError', () => {
   });
 
   it.each(['postgres://u:p@db:5432/tessera', 'postgresql://db/tessera', 'POSTGRES://db/tessera'])(
-    'TESSERA_DATABASE_URL=%j (PostgreSQL is refused for now)',
+    'TESSERA_DATABASE_URL=%j is PostgreSQL, kept as given',
     (value) => {
-      expect(configError({ TESSERA_DATABASE_URL: value }).message).toBe(
-        'TESSERA_DATABASE_URL: PostgreSQL is not supported by this version yet; unset it to use the embedded SQLite store',
-      );
+      const config = loadConfig({ TESSERA_DATABASE_URL: value }, CWD);
+      expect(config.databaseUrl).toBe(value);
+      expect(isPostgresUrl(config.databaseUrl)).toBe(true);
     },
   );
+
+  it('TESSERA_DATABASE_URL that is not a parseable postgres URL', () => {
+    expect(configError({ TESSERA_DATABASE_URL: 'postgres://[bad' }).message).toBe(
+      'TESSERA_DATABASE_URL is not a valid postgres:// URL',
+    );
+  });
 
   it.each(['mysql://db/tessera', 'postgress://db/tessera', 'redis://db'])(
     'TESSERA_DATABASE_URL=%j (another scheme is not a relative file name)',

@@ -12,7 +12,7 @@ export interface Config {
   issuer: string;
   /** Directory of the embedded SQLite file and, outside production, of the generated master key. */
   dataDir: string;
-  /** Where the store lives: an absolute SQLite file path, or undefined for `<dataDir>/tessera.db`. */
+  /** Where the store lives: a postgres:// URL, an absolute SQLite file path, or undefined for `<dataDir>/tessera.db`. */
   databaseUrl: string | undefined;
   /** Default access token lifetime in seconds; an audience may set its own. */
   tokenTtl: number;
@@ -88,16 +88,21 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
 
   let databaseUrl = read(env, 'TESSERA_DATABASE_URL');
   if (databaseUrl !== undefined) {
-    if (/^postgres(ql)?:\/\//i.test(databaseUrl)) {
-      throw new ConfigError(
-        'TESSERA_DATABASE_URL: PostgreSQL is not supported by this version yet; unset it to use the embedded SQLite store',
-      );
+    if (isPostgresUrl(databaseUrl)) {
+      try {
+        new URL(databaseUrl);
+      } catch {
+        throw new ConfigError('TESSERA_DATABASE_URL is not a valid postgres:// URL');
+      }
+    } else {
+      const file = databaseUrl.replace(/^(sqlite|file):(\/\/)?/i, '');
+      if (/^[a-z][a-z0-9+.-]*:/i.test(file)) {
+        throw new ConfigError(
+          'TESSERA_DATABASE_URL must be a postgres:// URL, a SQLite file path or a sqlite: or file: URL',
+        );
+      }
+      databaseUrl = path.resolve(cwd, file);
     }
-    const file = databaseUrl.replace(/^(sqlite|file):(\/\/)?/i, '');
-    if (/^[a-z][a-z0-9+.-]*:/i.test(file)) {
-      throw new ConfigError('TESSERA_DATABASE_URL must be a SQLite file path or a sqlite: or file: URL');
-    }
-    databaseUrl = path.resolve(cwd, file);
   }
 
   const alg = read(env, 'TESSERA_SIGNING_ALG') ?? 'ES256';
@@ -141,7 +146,11 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   };
 }
 
-/** Where the embedded SQLite file lives. */
+export function isPostgresUrl(url: string | undefined): boolean {
+  return url !== undefined && /^postgres(ql)?:\/\//i.test(url);
+}
+
+/** Where the embedded SQLite file lives (when the store is not PostgreSQL). */
 export function sqlitePath(config: Pick<Config, 'dataDir' | 'databaseUrl'>): string {
   return config.databaseUrl ?? path.join(config.dataDir, 'tessera.db');
 }

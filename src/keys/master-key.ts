@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { ConfigError, type Config } from '../config/index.js';
+import { ConfigError, isPostgresUrl, type Config } from '../config/index.js';
 
 /** The key that seals private signing keys at rest (AES-256-GCM), and a short id that names it. */
 export interface MasterKey {
@@ -37,10 +37,16 @@ export function parseMasterKey(raw: string, source = 'TESSERA_MASTER_KEY'): Mast
  * a key file beside the database it protects protects little.
  */
 export function resolveMasterKey(
-  config: Pick<Config, 'masterKey' | 'dataDir' | 'production'>,
+  config: Pick<Config, 'masterKey' | 'dataDir' | 'production'> & Partial<Pick<Config, 'databaseUrl'>>,
   warn: (message: string) => void,
 ): MasterKey {
   if (config.masterKey !== undefined) return parseMasterKey(config.masterKey);
+  if (isPostgresUrl(config.databaseUrl)) {
+    // Every instance must open the keys the others sealed: one key, given to all, not one file each.
+    throw new ConfigError(
+      'TESSERA_MASTER_KEY is required with PostgreSQL: every instance needs the same one',
+    );
+  }
   if (config.production) {
     throw new ConfigError(
       'TESSERA_MASTER_KEY is required when NODE_ENV=production (openssl rand -base64 32)',

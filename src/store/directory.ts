@@ -54,6 +54,7 @@ export class Directory {
   /** Bumped by every invalidation, so that a lookup in flight across one does not cache what it read before. */
   private generation = 0;
   private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => Promise<void>) | undefined;
   private polling: Promise<void> | undefined;
   private pollAgain: Promise<void> | undefined;
   private lastPrune = 0;
@@ -71,11 +72,18 @@ export class Directory {
     await this.reloadAudiences();
     this.timer = setInterval(() => void this.poll(), this.options.pollMs);
     this.timer.unref();
+    // Where the store pushes (PostgreSQL NOTIFY), read the feed at once; the timer stays as the backstop.
+    this.unsubscribe = await this.store.subscribe?.(
+      () => void this.poll(),
+      (error) => this.options.onError?.(error, 'change feed'),
+    );
   }
 
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    await this.unsubscribe?.();
+    this.unsubscribe = undefined;
     await this.polling;
   }
 

@@ -18,6 +18,9 @@ import {
 
 type Tx = Transaction<Database>;
 
+/** PostgreSQL NOTIFY channel on which every committed change is announced. */
+export const CHANGE_CHANNEL = 'tessera_changes';
+
 /** A unique or primary key violation, on either engine (SQLite extended codes 2067/1555, PostgreSQL 23505). */
 function isUniqueViolation(error: unknown): boolean {
   const e = error as { errcode?: number; code?: string };
@@ -77,11 +80,18 @@ export class KyselyStore implements Store {
   ) {}
 
   async migrate(): Promise<string[]> {
+    // On PostgreSQL, Kysely looks for its tables in every schema unless told which: name ours, so that a
+    // database holding another Tessera schema (tests, staging beside production) is not mistaken for this one.
+    const schema =
+      this.engine === 'postgres'
+        ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(this.db)).rows[0]?.schema
+        : undefined;
     const migrator = new Migrator({
       db: this.db,
       provider: new StaticMigrationProvider(migrations(this.engine)),
       migrationTableName: 'tessera_migrations',
       migrationLockTableName: 'tessera_migrations_lock',
+      ...(schema ? { migrationTableSchema: schema } : {}),
     });
     const { error, results } = await migrator.migrateToLatest();
     if (error) throw error instanceof Error ? error : new Error(String(error));
@@ -101,7 +111,15 @@ export class KyselyStore implements Store {
   }
 
   private async record(tx: Tx, entity: ChangeEntity, key: string): Promise<void> {
+    if (this.engine === 'postgres') {
+      // Sequence numbers are taken at insert but become visible at commit, which may come in another order:
+      // a follower reading `seq > last` could step over a late commit. Writers of changes take this lock
+      // first, so they commit one at a time and seq order is commit order. Writes are rare; reads never wait.
+      await sql`select pg_advisory_xact_lock(7215426781233001)`.execute(tx); // an arbitrary constant key
+    }
     await tx.insertInto('changes').values({ entity, key, created_at: this.stamp() }).execute();
+    // Delivered at commit to every instance that listens (PostgreSQL; SQLite followers poll).
+    if (this.engine === 'postgres') await sql`select pg_notify(${CHANGE_CHANNEL}, '')`.execute(tx);
   }
 
   // --- audiences ---

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type ColumnDefinitionBuilder, type Kysely } from 'kysely';
 import type { Migration, MigrationProvider } from 'kysely/migration';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -8,51 +8,56 @@ export type Engine = 'sqlite' | 'postgres';
  * A database that has migrations this code does not know is refused (Kysely's Migrator checks it).
  */
 export function migrations(engine: Engine): Record<string, Migration> {
+  // Text compares and sorts by code point on every engine (PostgreSQL would otherwise use the locale's rules).
+  const text = (c: ColumnDefinitionBuilder): ColumnDefinitionBuilder =>
+    engine === 'postgres' ? c.modifyFront(sql`collate "C"`) : c;
   return {
     '0001_initial': {
       async up(db: Kysely<unknown>) {
         await db.schema
           .createTable('audiences')
-          .addColumn('url', 'text', (c) => c.primaryKey())
-          .addColumn('name', 'text')
+          .addColumn('url', 'text', (c) => text(c).primaryKey())
+          .addColumn('name', 'text', text)
           .addColumn('token_ttl', 'integer')
-          .addColumn('signing_alg', 'text')
-          .addColumn('created_at', 'text', (c) => c.notNull())
-          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .addColumn('signing_alg', 'text', text)
+          .addColumn('created_at', 'text', (c) => text(c).notNull())
+          .addColumn('updated_at', 'text', (c) => text(c).notNull())
           .execute();
 
         await db.schema
           .createTable('clients')
-          .addColumn('id', 'text', (c) => c.primaryKey())
-          .addColumn('name', 'text', (c) => c.notNull())
-          .addColumn('secret_digest', 'text', (c) => c.notNull())
+          .addColumn('id', 'text', (c) => text(c).primaryKey())
+          .addColumn('name', 'text', (c) => text(c).notNull())
+          .addColumn('secret_digest', 'text', (c) => text(c).notNull())
           .addColumn('enabled', 'integer', (c) => c.notNull().defaultTo(1))
           .addColumn('token_ttl', 'integer')
-          .addColumn('created_at', 'text', (c) => c.notNull())
-          .addColumn('updated_at', 'text', (c) => c.notNull())
-          .addColumn('secret_rotated_at', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => text(c).notNull())
+          .addColumn('updated_at', 'text', (c) => text(c).notNull())
+          .addColumn('secret_rotated_at', 'text', (c) => text(c).notNull())
           .execute();
 
         await db.schema
           .createTable('grants')
-          .addColumn('client_id', 'text', (c) => c.notNull().references('clients.id').onDelete('cascade'))
-          .addColumn('audience_url', 'text', (c) =>
-            c.notNull().references('audiences.url').onDelete('cascade'),
+          .addColumn('client_id', 'text', (c) =>
+            text(c).notNull().references('clients.id').onDelete('cascade'),
           )
-          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('audience_url', 'text', (c) =>
+            text(c).notNull().references('audiences.url').onDelete('cascade'),
+          )
+          .addColumn('created_at', 'text', (c) => text(c).notNull())
           .addPrimaryKeyConstraint('grants_pk', ['client_id', 'audience_url'])
           .execute();
         await db.schema.createIndex('grants_audience_idx').on('grants').column('audience_url').execute();
 
         await db.schema
           .createTable('signing_keys')
-          .addColumn('kid', 'text', (c) => c.primaryKey())
-          .addColumn('alg', 'text', (c) => c.notNull())
-          .addColumn('public_jwk', 'text', (c) => c.notNull())
-          .addColumn('private_jwk_sealed', 'text', (c) => c.notNull())
-          .addColumn('created_at', 'text', (c) => c.notNull())
-          .addColumn('activates_at', 'text', (c) => c.notNull())
-          .addColumn('retired_at', 'text')
+          .addColumn('kid', 'text', (c) => text(c).primaryKey())
+          .addColumn('alg', 'text', (c) => text(c).notNull())
+          .addColumn('public_jwk', 'text', (c) => text(c).notNull())
+          .addColumn('private_jwk_sealed', 'text', (c) => text(c).notNull())
+          .addColumn('created_at', 'text', (c) => text(c).notNull())
+          .addColumn('activates_at', 'text', (c) => text(c).notNull())
+          .addColumn('retired_at', 'text', text)
           .execute();
 
         let changes = db.schema.createTable('changes');
@@ -62,9 +67,9 @@ export function migrations(engine: Engine): Record<string, Migration> {
             : // AUTOINCREMENT: a sequence number is never reused, even after the newest row is pruned.
               changes.addColumn('seq', 'integer', (c) => c.primaryKey().autoIncrement());
         await changes
-          .addColumn('entity', 'text', (c) => c.notNull())
-          .addColumn('key', 'text', (c) => c.notNull())
-          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('entity', 'text', (c) => text(c).notNull())
+          .addColumn('key', 'text', (c) => text(c).notNull())
+          .addColumn('created_at', 'text', (c) => text(c).notNull())
           .execute();
       },
     },

@@ -97,6 +97,11 @@ export interface ChangeFeed {
   latestChange(): Promise<number>;
   /** Drops changes older than the given time; followers are expected to have read them long before. */
   pruneChanges(olderThan: Date): Promise<number>;
+  /**
+   * Calls `listener` soon after any change commits, where the engine can push (PostgreSQL LISTEN/NOTIFY),
+   * and after a lost connection comes back. Followers still poll: a push is a shortcut, not a guarantee.
+   */
+  subscribe?(listener: () => void, onError: (error: unknown) => void): Promise<() => Promise<void>>;
 }
 
 export interface Store extends AudienceStore, ClientStore, GrantStore, KeyStore, ChangeFeed {

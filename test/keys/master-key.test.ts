@@ -144,6 +144,18 @@ describe('resolveMasterKey', () => {
     expect(warnings).toEqual([]);
   });
 
+  it('refuses to start on PostgreSQL without TESSERA_MASTER_KEY, in production or not, and writes nothing', () => {
+    for (const production of [false, true]) {
+      const dataDir = path.join(dir, `pg-${production}`);
+      const config = { masterKey: undefined, dataDir, production, databaseUrl: 'postgres://db/tessera' };
+      expect(configError(() => resolveMasterKey(config, warn)).message).toBe(
+        'TESSERA_MASTER_KEY is required with PostgreSQL: every instance needs the same one',
+      );
+      expect(existsSync(path.join(dataDir, MASTER_KEY_FILE))).toBe(false);
+    }
+    expect(warnings).toEqual([]);
+  });
+
   it('refuses in production even when a generated key file exists', () => {
     resolveMasterKey({ masterKey: undefined, dataDir: dir, production: false }, warn);
     configError(() => resolveMasterKey({ masterKey: undefined, dataDir: dir, production: true }, warn));

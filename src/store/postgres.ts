@@ -1,0 +1,79 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { CHANGE_CHANNEL, KyselyStore } from './kysely-store.js';
+import type { Database } from './schema.js';
+
+const RECONNECT_MS = 1000;
+
+/**
+ * The store on PostgreSQL, shared by every instance. Changes are announced with NOTIFY on commit; each
+ * instance keeps one connection that LISTENs, and reconnects if it drops (the poll covers the gap).
+ */
+export class PostgresStore extends KyselyStore {
+  constructor(
+    pool: pg.Pool,
+    private readonly connectionString: string,
+    now?: () => Date,
+  ) {
+    super(new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), 'postgres', now);
+  }
+
+  async subscribe(listener: () => void, onError: (error: unknown) => void): Promise<() => Promise<void>> {
+    let client: pg.Client | undefined;
+    let closed = false;
+    let timer: NodeJS.Timeout | undefined;
+
+    const connect = async (): Promise<void> => {
+      const next = new pg.Client({ connectionString: this.connectionString });
+      next.on('notification', () => listener());
+      next.on('error', (error) => {
+        onError(error);
+        retry(next);
+      });
+      next.on('end', () => retry(next));
+      await next.connect();
+      await next.query(`LISTEN ${CHANGE_CHANNEL}`);
+      client = next;
+      // Anything committed while no one listened is picked up by reading the feed now.
+      listener();
+    };
+    const retry = (dead: pg.Client): void => {
+      if (closed || client !== dead) return;
+      client = undefined;
+      dead.removeAllListeners('end');
+      void dead.end().catch(() => undefined);
+      timer ??= setTimeout(attempt, RECONNECT_MS);
+    };
+    const attempt = (): void => {
+      timer = undefined;
+      if (closed) return;
+      connect().catch((error: unknown) => {
+        onError(error);
+        timer ??= setTimeout(attempt, RECONNECT_MS);
+      });
+    };
+
+    await connect();
+    return async () => {
+      closed = true;
+      if (timer) clearTimeout(timer);
+      const last = client;
+      client = undefined;
+      if (last) {
+        last.removeAllListeners('end');
+        await last.end().catch(() => undefined);
+      }
+    };
+  }
+}
+
+// int8 (count, bigserial) arrives as a string; the store converts where it reads one.
+export function openPostgresStore(
+  connectionString: string,
+  options: { max?: number; now?: () => Date } = {},
+): PostgresStore {
+  const pool = new pg.Pool({ connectionString, max: options.max ?? 10, idleTimeoutMillis: 30_000 });
+  // An idle client that loses its connection emits here; without a listener it would crash the process.
+  pool.on('error', () => undefined);
+  return new PostgresStore(pool, connectionString, options.now);
+}

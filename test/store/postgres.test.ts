@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPostgresStore } from '../../src/store/postgres.js';
+import type { Store } from '../../src/store/types.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { storeContract } from './contract.js';
+
+/** The same contract as SQLite, on the machine's real PostgreSQL: a fresh database per run, dropped after. */
+let db: TestDatabase;
+const opened: Store[] = [];
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  for (const store of opened) await store.close().catch(() => undefined);
+  await db.drop();
+});
+
+storeContract('postgres', async (now) => {
+  const store = openPostgresStore(await db.freshSchema(), { max: 3, now });
+  opened.push(store);
+  return store;
+});
+
+describe('PostgreSQL change notifications', () => {
+  it('a write through one store reaches a subscriber of another within a second', async () => {
+    const url = await db.freshSchema();
+    const writer = openPostgresStore(url, { max: 2 });
+    const reader = openPostgresStore(url, { max: 2 });
+    opened.push(writer, reader);
+    await writer.migrate();
+    let notified = 0;
+    const unsubscribe = await reader.subscribe(
+      (): void => void notified++,
+      () => undefined,
+    );
+    const afterSubscribe = notified; // one call right after connecting, to catch up
+    const started = Date.now();
+    await writer.addAudience({
+      url: 'https://api.example.com',
+      name: null,
+      tokenTtl: null,
+      signingAlg: null,
+    });
+    while (notified === afterSubscribe && Date.now() - started < 1000)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(notified).toBeGreaterThan(afterSubscribe);
+    expect(await reader.changesSince(0, 10)).toEqual([
+      { seq: 1, entity: 'audience', key: 'https://api.example.com' },
+    ]);
+    await unsubscribe();
+  });
+
+  it('the change feed is in commit order: concurrent writers never leave a later seq visible before an earlier one', async () => {
+    const url = await db.freshSchema();
+    const store = openPostgresStore(url, { max: 8 });
+    opened.push(store);
+    await store.migrate();
+    // Many concurrent writes, while a follower reads: every read must be a gap-free prefix.
+    const writes = Array.from({ length: 40 }, (_, i) =>
+      store.addAudience({ url: `https://api${i}.example.com`, name: null, tokenTtl: null, signingAlg: null }),
+    );
+    const seen: number[][] = [];
+    const reading = (async () => {
+      for (let i = 0; i < 40; i++) {
+        seen.push((await store.changesSince(0, 1000)).map((c) => c.seq));
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    await Promise.all([...writes, reading]);
+    for (const seqs of seen) expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    expect((await store.changesSince(0, 1000)).length).toBe(40);
+  });
+});
