@@ -1,17 +1,10 @@
-import {
-  calculateJwkThumbprint,
-  exportJWK,
-  generateKeyPair,
-  importJWK,
-  SignJWT,
-  type CryptoKey,
-  type JWK,
-  type JWTPayload,
-} from 'jose';
+import { importJWK, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
 import type { KeyStore, SigningKey } from '../store/types.js';
 import type { MasterKey } from './master-key.js';
-import { openPrivateJwk, sealPrivateJwk } from './sealed.js';
+import { mayStillSign, selectKeys } from './lifecycle.js';
+import { generateSigningKey, planFirstKey, publicPart } from './rotation.js';
+import { openPrivateJwk } from './sealed.js';
 
 /** What a resource server needs of a key, as published in the JWKS (RFC 7517). */
 export interface PublicJwk extends JWK {
@@ -24,7 +17,6 @@ interface ActiveKey {
   kid: string;
   alg: SigningAlg;
   key: CryptoKey;
-  activatesAt: string;
 }
 
 export interface KeyringOptions {
@@ -33,19 +25,6 @@ export interface KeyringOptions {
   maxTokenTtl: number;
   /** Cache lifetime of the JWKS in seconds, sent as Cache-Control: max-age. */
   jwksMaxAge?: number;
-}
-
-const GENERATE_OPTIONS: Record<SigningAlg, Parameters<typeof generateKeyPair>[1]> = {
-  ES256: { extractable: true },
-  RS256: { extractable: true, modulusLength: 2048 },
-  PS256: { extractable: true, modulusLength: 2048 },
-  EdDSA: { extractable: true, crv: 'Ed25519' },
-};
-
-/** Public members only: a private JWK never leaves this module unsealed. */
-function publicPart(jwk: JWK): JWK {
-  const { kty, crv, x, y, n, e } = jwk;
-  return Object.fromEntries(Object.entries({ kty, crv, x, y, n, e }).filter(([, v]) => v !== undefined));
 }
 
 /**
@@ -80,13 +59,14 @@ export class Keyring {
   }
 
   /**
-   * Reads the keys again, as after a change made by another process. Every key that signs now or will
-   * sign later is imported here, so that choosing the active key as time passes needs no I/O.
+   * Reads the keys again, as after a change made by another process. Every key that signs now or may sign
+   * later is imported here, so that following the schedule as time passes needs no I/O.
    */
   async reload(): Promise<void> {
     const rows = await this.store.listSigningKeys();
+    const now = this.now();
     for (const row of rows) {
-      if (row.retiredAt !== null || this.imported.has(row.kid)) continue;
+      if (!mayStillSign(row, now) || this.imported.has(row.kid)) continue;
       const jwk = await openPrivateJwk(row.privateJwkSealed, this.master, row.kid);
       this.imported.set(row.kid, (await importJWK(jwk, row.alg)) as CryptoKey);
     }
@@ -94,42 +74,24 @@ export class Keyring {
     this.select();
   }
 
-  /**
-   * Picks, as of now, the published keys and the active key per algorithm, and notes the next time that
-   * choice changes (a key activates, a retired key's last token expires).
-   */
+  /** Applies the schedule as of now: what is published, what signs, and when that changes next. */
   private select(): void {
-    const now = this.now();
-    const ttlMs = this.options.maxTokenTtl * 1000;
-    const published: PublicJwk[] = [];
+    const selection = selectKeys(this.rows, this.now(), this.options.maxTokenTtl * 1000);
     const active = new Map<SigningAlg, ActiveKey>();
-    let refreshAt = Infinity;
-    for (const row of this.rows) {
-      const retiredAt = row.retiredAt === null ? null : Date.parse(row.retiredAt);
-      const activatesAt = Date.parse(row.activatesAt);
-      // INTERFACE.md: every key that can verify an unexpired token stays published, the next one too.
-      if (retiredAt !== null && retiredAt + ttlMs <= now) continue;
-      if (retiredAt !== null) refreshAt = Math.min(refreshAt, retiredAt + ttlMs);
-      else if (activatesAt > now) refreshAt = Math.min(refreshAt, activatesAt);
-      // Only public members are published, whatever the row holds.
-      published.push({
-        ...publicPart(JSON.parse(row.publicJwk) as JWK),
-        kid: row.kid,
-        alg: row.alg,
-        use: 'sig',
-      });
-      if (retiredAt !== null || activatesAt > now) continue;
+    for (const [alg, row] of selection.active) {
       const key = this.imported.get(row.kid);
-      const current = active.get(row.alg);
-      // Rows come oldest first: the latest activated key of an algorithm wins.
-      if (key && (!current || row.activatesAt >= current.activatesAt)) {
-        active.set(row.alg, { kid: row.kid, alg: row.alg, key, activatesAt: row.activatesAt });
-      }
+      if (key) active.set(alg, { kid: row.kid, alg, key });
     }
+    // Only public members are published, whatever the row holds.
+    this.published = selection.published.map((row) => ({
+      ...publicPart(JSON.parse(row.publicJwk) as JWK),
+      kid: row.kid,
+      alg: row.alg,
+      use: 'sig',
+    }));
     this.active = active;
-    this.published = published;
-    this.jwksBody = JSON.stringify({ keys: published });
-    this.refreshAt = refreshAt;
+    this.jwksBody = JSON.stringify({ keys: this.published });
+    this.refreshAt = selection.changesAt;
   }
 
   /** Re-selects when a key has activated or expired since the last choice; a number compare otherwise. */
@@ -150,20 +112,11 @@ export class Keyring {
   }
 
   private async generate(alg: SigningAlg): Promise<void> {
-    const { publicKey, privateKey } = await generateKeyPair(alg, GENERATE_OPTIONS[alg]);
-    const publicJwk = publicPart(await exportJWK(publicKey));
-    // RFC 7638 thumbprint: a kid that is unique, stable, and says nothing but which key it is.
-    const kid = await calculateJwkThumbprint(publicJwk);
-    const at = new Date(this.now()).toISOString();
-    await this.store.insertSigningKey({
-      kid,
-      alg,
-      publicJwk: JSON.stringify(publicJwk),
-      privateJwkSealed: await sealPrivateJwk(await exportJWK(privateKey), this.master, kid),
-      createdAt: at,
-      activatesAt: at,
-      retiredAt: null,
-    });
+    const now = this.now();
+    // Another instance may be doing the same: the plan inside the store's transaction lets only one win.
+    await this.store.changeSigningKeys(
+      planFirstKey(await generateSigningKey(alg, this.master, now, now), now),
+    );
     await this.reload();
   }
 

@@ -10,6 +10,7 @@ import {
   type Change,
   type ChangeEntity,
   type Client,
+  type KeyChange,
   type NewAudience,
   type NewClient,
   type SigningKey,
@@ -345,20 +346,62 @@ export class KyselyStore implements Store {
 
   async insertSigningKey(key: SigningKey): Promise<void> {
     await this.db.transaction().execute(async (tx) => {
-      await tx
-        .insertInto('signing_keys')
-        .values({
-          kid: key.kid,
-          alg: key.alg,
-          public_jwk: key.publicJwk,
-          private_jwk_sealed: key.privateJwkSealed,
-          created_at: key.createdAt,
-          activates_at: key.activatesAt,
-          retired_at: key.retiredAt,
-        })
-        .execute();
+      await this.insertKeyRow(tx, key);
       await this.record(tx, 'key', key.kid);
     });
+  }
+
+  private async insertKeyRow(tx: Tx, key: SigningKey): Promise<void> {
+    await tx
+      .insertInto('signing_keys')
+      .values({
+        kid: key.kid,
+        alg: key.alg,
+        public_jwk: key.publicJwk,
+        private_jwk_sealed: key.privateJwkSealed,
+        created_at: key.createdAt,
+        activates_at: key.activatesAt,
+        retired_at: key.retiredAt,
+      })
+      .execute();
+  }
+
+  async changeSigningKeys(
+    plan: (keys: SigningKey[]) => KeyChange | undefined,
+  ): Promise<KeyChange | undefined> {
+    const nothing = Symbol('nothing to write');
+    try {
+      return await this.db.transaction().execute(async (tx) => {
+        // Write first: on SQLite that takes the write lock before reading, on PostgreSQL the change-feed
+        // lock; either way no other writer reads the keys between our read and our write.
+        await this.record(tx, 'key', '*');
+        const rows = await tx
+          .selectFrom('signing_keys')
+          .selectAll()
+          .orderBy('created_at')
+          .orderBy('kid')
+          .execute();
+        const change = plan(rows.map(toSigningKey));
+        if (!change || (!change.insert && !change.update?.length)) throw nothing;
+        if (change.insert) await this.insertKeyRow(tx, change.insert);
+        for (const { kid, activatesAt, retiredAt } of change.update ?? []) {
+          const result = await tx
+            .updateTable('signing_keys')
+            .set({
+              ...(activatesAt === undefined ? {} : { activates_at: activatesAt }),
+              ...(retiredAt === undefined ? {} : { retired_at: retiredAt }),
+            })
+            .where('kid', '=', kid)
+            .executeTakeFirst();
+          if (Number(result.numUpdatedRows) === 0)
+            throw new StoreError('not_found', `signing key ${kid} does not exist`);
+        }
+        return change;
+      });
+    } catch (error) {
+      if (error === nothing) return undefined;
+      throw error;
+    }
   }
 
   // --- change feed ---

@@ -86,9 +86,21 @@ export interface GrantStore {
   removeGrant(clientId: string, audienceUrl: string): Promise<void>;
 }
 
+/** What one key operation writes: a new key, and new times for existing ones. */
+export interface KeyChange {
+  insert?: SigningKey;
+  update?: { kid: string; activatesAt?: string; retiredAt?: string }[];
+}
+
 export interface KeyStore {
   listSigningKeys(): Promise<SigningKey[]>;
   insertSigningKey(key: SigningKey): Promise<void>;
+  /**
+   * Reads the keys and writes what `plan` makes of them, in one transaction serialised with every other
+   * writer, so two instances deciding at once (first key, rotation) cannot both act. A plan that returns
+   * undefined writes nothing. Returns what was written.
+   */
+  changeSigningKeys(plan: (keys: SigningKey[]) => KeyChange | undefined): Promise<KeyChange | undefined>;
 }
 
 export interface ChangeFeed {

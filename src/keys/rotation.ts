@@ -1,0 +1,83 @@
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
+import type { SigningAlg } from '../domain/algorithms.js';
+import { StoreError, type KeyChange, type SigningKey } from '../store/types.js';
+import { canSign, mayStillSign, selectKeys } from './lifecycle.js';
+import type { MasterKey } from './master-key.js';
+import { sealPrivateJwk } from './sealed.js';
+
+const GENERATE_OPTIONS: Record<SigningAlg, Parameters<typeof generateKeyPair>[1]> = {
+  ES256: { extractable: true },
+  RS256: { extractable: true, modulusLength: 2048 },
+  PS256: { extractable: true, modulusLength: 2048 },
+  EdDSA: { extractable: true, crv: 'Ed25519' },
+};
+
+/** Public members only: a private JWK never leaves this module unsealed. */
+export function publicPart(jwk: JWK): JWK {
+  const { kty, crv, x, y, n, e } = jwk;
+  return Object.fromEntries(Object.entries({ kty, crv, x, y, n, e }).filter(([, v]) => v !== undefined));
+}
+
+/** A new key pair as a store row: the private part sealed under the master key, the kid its RFC 7638 thumbprint. */
+export async function generateSigningKey(
+  alg: SigningAlg,
+  master: MasterKey,
+  createdAt: number,
+  activatesAt: number,
+): Promise<SigningKey> {
+  const { publicKey, privateKey } = await generateKeyPair(alg, GENERATE_OPTIONS[alg]);
+  const publicJwk = publicPart(await exportJWK(publicKey));
+  const kid = await calculateJwkThumbprint(publicJwk);
+  return {
+    kid,
+    alg,
+    publicJwk: JSON.stringify(publicJwk),
+    privateJwkSealed: await sealPrivateJwk(await exportJWK(privateKey), master, kid),
+    createdAt: new Date(createdAt).toISOString(),
+    activatesAt: new Date(activatesAt).toISOString(),
+    retiredAt: null,
+  };
+}
+
+const pending = (keys: SigningKey[], alg: SigningAlg, now: number): SigningKey | undefined =>
+  keys.find((k) => k.alg === alg && Date.parse(k.activatesAt) > now && mayStillSign(k, now));
+
+/** A key for an algorithm that has none signing now: it signs at once, as there is nothing to hand over from. */
+export function planFirstKey(candidate: SigningKey, now: number) {
+  return (keys: SigningKey[]): KeyChange | undefined =>
+    keys.some((k) => k.alg === candidate.alg && canSign(k, now)) ? undefined : { insert: candidate };
+}
+
+/**
+ * Rotation: `next` is published now and signs from its activatesAt on, when the current key stops signing
+ * and starts its retirement (published until its last token expires). Nothing happens if a next key is
+ * already scheduled, so every instance may ask at once.
+ */
+export function planRotation(next: SigningKey, now: number) {
+  return (keys: SigningKey[]): KeyChange | undefined => {
+    if (pending(keys, next.alg, now)) return undefined;
+    const current = keys.filter((k) => k.alg === next.alg && canSign(k, now));
+    return { insert: next, update: current.map((k) => ({ kid: k.kid, retiredAt: next.activatesAt })) };
+  };
+}
+
+/**
+ * Retiring a key at once (it is suspected, say): it stops signing now and stays published until its last
+ * token expires. If it was the signing key, the scheduled next key signs from now, or else `replacement`.
+ */
+export function planRetire(kid: string, replacement: SigningKey, now: number, maxTokenTtlMs: number) {
+  return (keys: SigningKey[]): KeyChange | undefined => {
+    const key = keys.find((k) => k.kid === kid);
+    if (!key) throw new StoreError('not_found', `signing key ${kid} does not exist`);
+    if (!mayStillSign(key, now)) return undefined;
+    const at = new Date(now).toISOString();
+    const change: KeyChange = { update: [{ kid, retiredAt: at }] };
+    const wasSigning = selectKeys(keys, now, maxTokenTtlMs).active.get(key.alg)?.kid === kid;
+    if (wasSigning) {
+      const next = pending(keys, key.alg, now);
+      if (next) change.update!.push({ kid: next.kid, activatesAt: at });
+      else change.insert = replacement;
+    }
+    return change;
+  };
+}
