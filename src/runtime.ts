@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { isPostgresUrl, sqlitePath, type Config } from './config/index.js';
+import { isPostgresUrl, jwksMaxAge, sqlitePath, type Config } from './config/index.js';
 import { SIGNING_ALGS, type SigningAlg } from './domain/algorithms.js';
 import { TokenService } from './domain/token-service.js';
 import { MAX_TOKEN_TTL } from './domain/validate.js';
 import { Keyring } from './keys/keyring.js';
 import { resolveMasterKey } from './keys/master-key.js';
+import { KeyRotator } from './keys/rotator.js';
 import { Directory } from './store/directory.js';
 import { openPostgresStore } from './store/postgres.js';
 import { openSqliteStore } from './store/sqlite.js';
@@ -40,7 +41,21 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
   const master = resolveMasterKey(config, (message) => logger.warn(message));
   const store = await openStore(config);
   try {
-    const keyring = new Keyring(store, master, { maxTokenTtl: MAX_TOKEN_TTL });
+    const keyring = new Keyring(store, master, {
+      maxTokenTtl: MAX_TOKEN_TTL,
+      jwksMaxAge: jwksMaxAge(config),
+    });
+    const rotator =
+      config.keyRotationInterval > 0
+        ? new KeyRotator(store, master, {
+            intervalMs: config.keyRotationInterval * 1000,
+            publishAheadMs: config.keyPublishAhead * 1000,
+            maxTokenTtlMs: MAX_TOKEN_TTL * 1000,
+            onRotated: (alg, kid, activatesAt) =>
+              logger.info({ alg, kid, activatesAt }, 'signing key rotation scheduled'),
+            onError: (error) => logger.error({ err: error }, 'automatic key rotation failed'),
+          })
+        : undefined;
     const directory = new Directory(store, {
       ttlMs: config.cacheTtl * 1000,
       max: config.cacheMax,
@@ -52,6 +67,8 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     // with a key that resource servers, holding a JWKS fetched a moment ago, have never seen.
     await keyring.load(SIGNING_ALGS);
     await directory.start();
+    rotator?.start();
+    void rotator?.check();
 
     const tokens = new TokenService({
       findClient: (id) => directory.findClient(id),
@@ -69,6 +86,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       directory,
       tokens,
       async close() {
+        await rotator?.stop();
         await directory.stop();
         await store.close();
       },

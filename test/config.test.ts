@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   ConfigError,
   isPostgresUrl,
+  jwksMaxAge,
   loadConfig,
   normalizeIssuer,
   sqlitePath,
@@ -39,8 +40,51 @@ describe('loadConfig defaults', () => {
       cacheTtl: 60,
       cacheMax: 100_000,
       changePollMs: 500,
+      keyRotationInterval: 30 * 86_400,
+      keyPublishAhead: 3600,
       production: false,
     } satisfies Config);
+  });
+
+  describe('key rotation settings', () => {
+    it.each([
+      ['90', 90],
+      ['90s', 90],
+      ['15m', 900],
+      ['2h', 7200],
+      ['1d', 86_400],
+    ])('TESSERA_KEY_PUBLISH_AHEAD=%j is %d seconds, and the JWKS max-age is half of it', (raw, seconds) => {
+      const config = loadConfig({ TESSERA_KEY_PUBLISH_AHEAD: raw }, CWD);
+      expect(config.keyPublishAhead).toBe(seconds);
+      expect(jwksMaxAge(config)).toBe(Math.floor(seconds / 2));
+    });
+
+    it('TESSERA_KEY_ROTATION_INTERVAL accepts durations, and 0 turns automatic rotation off', () => {
+      expect(loadConfig({ TESSERA_KEY_ROTATION_INTERVAL: '7d' }, CWD).keyRotationInterval).toBe(7 * 86_400);
+      expect(loadConfig({ TESSERA_KEY_ROTATION_INTERVAL: '0' }, CWD).keyRotationInterval).toBe(0);
+    });
+
+    it.each([
+      [
+        { TESSERA_KEY_PUBLISH_AHEAD: '1' },
+        'TESSERA_KEY_PUBLISH_AHEAD must be between 2 and 604800 seconds, got 1',
+      ],
+      [{ TESSERA_KEY_PUBLISH_AHEAD: '0' }, 'TESSERA_KEY_PUBLISH_AHEAD must be at least 2 seconds'],
+      [
+        { TESSERA_KEY_PUBLISH_AHEAD: 'soon' },
+        'TESSERA_KEY_PUBLISH_AHEAD must be a duration such as 3600, 90s, 15m, 12h or 30d, got "soon"',
+      ],
+      [
+        { TESSERA_KEY_ROTATION_INTERVAL: '10m' },
+        'TESSERA_KEY_ROTATION_INTERVAL must be between 3600 and 157680000 seconds, got 600',
+      ],
+      [
+        { TESSERA_KEY_ROTATION_INTERVAL: '2h', TESSERA_KEY_PUBLISH_AHEAD: '3h' },
+        'TESSERA_KEY_ROTATION_INTERVAL must be longer than TESSERA_KEY_PUBLISH_AHEAD',
+      ],
+    ])('refuses %j', (env, message) => {
+      expect(() => loadConfig(env, CWD)).toThrow(new ConfigError(message));
+    });
   });
 
   it('treats empty and blank values as unset', () => {

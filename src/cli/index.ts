@@ -1,6 +1,6 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, loadConfig, type Config } from '../config/index.js';
-import { SIGNING_ALGS } from '../domain/algorithms.js';
+import { SIGNING_ALGS, type SigningAlg } from '../domain/algorithms.js';
 import { digestSecret, generateClientId, generateSecret } from '../domain/secrets.js';
 import {
   validateAudienceUrl,
@@ -9,7 +9,11 @@ import {
   validateSigningAlg,
   validateTokenTtl,
   ValidationError,
+  MAX_TOKEN_TTL,
 } from '../domain/validate.js';
+import { keyState, mayStillSign, selectKeys, type KeySelection } from '../keys/lifecycle.js';
+import { resolveMasterKey } from '../keys/master-key.js';
+import { generateSigningKey, planRetire, planRotation } from '../keys/rotation.js';
 import { MasterKeyMismatchError } from '../keys/sealed.js';
 import { runServer } from '../main.js';
 import { openStore } from '../runtime.js';
@@ -45,11 +49,6 @@ const clientJson = (c: Client) => ({
   updated_at: c.updatedAt,
   secret_rotated_at: c.secretRotatedAt,
 });
-
-function keyStatus(key: SigningKey, now: number): string {
-  if (key.retiredAt !== null) return 'retired';
-  return Date.parse(key.activatesAt) > now ? 'next' : 'active';
-}
 
 function clientRecord(c: Client, secret?: string): string {
   return formatRecord([
@@ -304,29 +303,107 @@ export function buildProgram(): Command {
   );
 
   // --- keys ---
-  const keys = program.command('keys').description('signing keys');
-  withJson(keys.command('list').description('list signing keys (public parts only)')).action(
-    action(async (store, _config, json) => {
-      const now = Date.now();
-      const list = await store.listSigningKeys();
-      if (json)
-        printJson(
-          list.map((k) => ({
-            kid: k.kid,
-            alg: k.alg,
-            status: keyStatus(k, now),
-            created_at: k.createdAt,
-            activates_at: k.activatesAt,
-            retired_at: k.retiredAt,
-          })),
-        );
+  const keys = program.command('keys').description('signing keys: list, rotate, retire');
+  const keyJson = (k: SigningKey, selection: KeySelection, now: number) => ({
+    kid: k.kid,
+    alg: k.alg,
+    status: keyState(k, selection, now),
+    created_at: k.createdAt,
+    activates_at: k.activatesAt,
+    retired_at: k.retiredAt,
+  });
+  const printKeys = (list: SigningKey[], json: boolean): void => {
+    const now = Date.now();
+    const selection = selectKeys(list, now, MAX_TOKEN_TTL * 1000);
+    if (json) printJson(list.map((k) => keyJson(k, selection, now)));
+    else
+      print(
+        formatTable(
+          ['kid', 'alg', 'status', 'created_at', 'activates_at', 'retired_at'],
+          list.map((k) => [
+            k.kid,
+            k.alg,
+            keyState(k, selection, now),
+            k.createdAt,
+            k.activatesAt,
+            k.retiredAt,
+          ]),
+        ),
+      );
+  };
+  const masterKey = (config: Config, json: boolean) =>
+    resolveMasterKey(config, (message) => {
+      if (!json) process.stderr.write(`tessera: ${message}\n`);
+    });
+
+  withJson(keys.command('list').description('list signing keys (public parts only) and their status')).action(
+    action(async (store, _config, json) => printKeys(await store.listSigningKeys(), json)),
+  );
+  withJson(
+    keys
+      .command('rotate')
+      .description(
+        'publish a new key now; it signs after TESSERA_KEY_PUBLISH_AHEAD, when the current one retires',
+      )
+      .addOption(
+        new Option('--alg <alg>', 'only this algorithm (default: every algorithm)').choices(SIGNING_ALGS),
+      ),
+  ).action(
+    action(async (store, config, json, options: { alg?: SigningAlg }) => {
+      const master = masterKey(config, json);
+      const results = [];
+      for (const alg of options.alg ? [options.alg] : SIGNING_ALGS) {
+        const now = Date.now();
+        const next = await generateSigningKey(alg, master, now, now + config.keyPublishAhead * 1000);
+        const written = await store.changeSigningKeys(planRotation(next, now));
+        const scheduled = written
+          ? next
+          : (await store.listSigningKeys()).find(
+              (k) => k.alg === alg && Date.parse(k.activatesAt) > now && mayStillSign(k, now),
+            );
+        results.push({
+          alg,
+          kid: scheduled?.kid ?? null,
+          activates_at: scheduled?.activatesAt ?? null,
+          already_scheduled: !written,
+          retiring: written?.update?.map((u) => u.kid) ?? [],
+        });
+      }
+      if (json) printJson(results);
       else
-        print(
-          formatTable(
-            ['kid', 'alg', 'status', 'created_at', 'activates_at', 'retired_at'],
-            list.map((k) => [k.kid, k.alg, keyStatus(k, now), k.createdAt, k.activatesAt, k.retiredAt]),
-          ),
+        for (const r of results)
+          print(
+            r.already_scheduled
+              ? `${r.alg}: a next key is already scheduled (${r.kid}, signs from ${r.activates_at}).\n`
+              : `${r.alg}: new key ${r.kid} published; it signs from ${r.activates_at}` +
+                  (r.retiring.length ? `, when ${r.retiring.join(', ')} retires.\n` : '.\n'),
+          );
+    }),
+  );
+  withJson(
+    keys
+      .command('retire <kid>')
+      .description('stop signing with a key now (it stays published until its tokens expire)'),
+  ).action(
+    action(async (store, config, json, kid: string) => {
+      const list = await store.listSigningKeys();
+      const key = list.find((k) => k.kid === kid);
+      if (!key) throw new StoreError('not_found', `signing key ${kid} does not exist`);
+      const now = Date.now();
+      const replacement = await generateSigningKey(key.alg, masterKey(config, json), now, now);
+      await store.changeSigningKeys(planRetire(kid, replacement, now, MAX_TOKEN_TTL * 1000));
+      const after = await store.listSigningKeys();
+      if (json)
+        printKeys(
+          after.filter((k) => k.alg === key.alg),
+          true,
         );
+      else {
+        const signing = selectKeys(after, Date.now(), MAX_TOKEN_TTL * 1000).active.get(key.alg);
+        print(
+          `Key ${kid} retired; ${key.alg} tokens are now signed by ${signing?.kid ?? 'the next server-generated key'}.\n`,
+        );
+      }
     }),
   );
 
@@ -343,13 +420,21 @@ function fail(json: boolean, code: string, message: string, exitCode: number): v
 export async function main(argv: string[] = process.argv): Promise<void> {
   const json = argv.includes('--json');
   const program = buildProgram();
-  if (json) program.configureOutput({ writeErr: () => undefined });
+  // Each subcommand copied the output settings when it was made, so configure every one: with --json,
+  // commander's own message and help stay off stderr, which holds the one JSON document.
+  const quiet = (command: Command): void => {
+    command.configureOutput({ writeErr: () => undefined });
+    command.commands.forEach(quiet);
+  };
+  if (json) quiet(program);
   try {
     await program.parseAsync(argv);
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.exitCode === 0) return; // --help, --version
-      if (json) fail(true, 'usage', error.message.replace(/^error: /, ''), EXIT_USAGE);
+      // A command group without its subcommand shows help; commander's message is then "(outputHelp)".
+      const message = error.code === 'commander.help' ? 'a command is required (see --help)' : error.message;
+      if (json) fail(true, 'usage', message.replace(/^error: /, ''), EXIT_USAGE);
       else process.exitCode = EXIT_USAGE; // commander has printed the message and the usage
     } else if (error instanceof ValidationError) {
       fail(json, 'invalid_argument', error.message, EXIT_USAGE);

@@ -29,6 +29,10 @@ export interface Config {
   cacheMax: number;
   /** How often, in milliseconds, the change feed is read for changes made by other processes. */
   changePollMs: number;
+  /** Seconds between automatic key rotations; 0 turns automatic rotation off. */
+  keyRotationInterval: number;
+  /** Seconds a new key is published before it signs. The JWKS max-age is half of it (see jwksMaxAge). */
+  keyPublishAhead: number;
   /** NODE_ENV=production: refuses settings that are only safe on a developer's machine. */
   production: boolean;
 }
@@ -44,6 +48,30 @@ type Env = Record<string, string | undefined>;
 function read(env: Env, name: string): string | undefined {
   const value = env[name]?.trim();
   return value === undefined || value === '' ? undefined : value;
+}
+
+const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** A duration in seconds: `90`, `90s`, `15m`, `12h`, `30d`. */
+function duration(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  const match = /^(\d+)([smhd]?)$/.exec(raw);
+  if (!match)
+    throw new ConfigError(`${name} must be a duration such as 3600, 90s, 15m, 12h or 30d, got "${raw}"`);
+  const value = Number(match[1]) * UNITS[match[2] || 's']!;
+  if (value !== 0 && (value < min || value > max)) {
+    throw new ConfigError(`${name} must be between ${min} and ${max} seconds, got ${value}`);
+  }
+  return value;
+}
+
+/**
+ * The JWKS `Cache-Control: max-age`, derived from how early keys are published: a verifier that fetched the
+ * JWKS just before a new key appeared refetches by the time the key signs (INTERFACE.md, RFC 7517).
+ */
+export function jwksMaxAge(config: Pick<Config, 'keyPublishAhead'>): number {
+  return Math.floor(config.keyPublishAhead / 2);
 }
 
 function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
@@ -128,6 +156,19 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     }
   }
 
+  const keyPublishAhead = duration(env, 'TESSERA_KEY_PUBLISH_AHEAD', 3600, 2, 7 * 86_400);
+  if (keyPublishAhead === 0) throw new ConfigError('TESSERA_KEY_PUBLISH_AHEAD must be at least 2 seconds');
+  const keyRotationInterval = duration(
+    env,
+    'TESSERA_KEY_ROTATION_INTERVAL',
+    30 * 86_400,
+    3600,
+    5 * 365 * 86_400,
+  );
+  if (keyRotationInterval !== 0 && keyRotationInterval <= keyPublishAhead) {
+    throw new ConfigError('TESSERA_KEY_ROTATION_INTERVAL must be longer than TESSERA_KEY_PUBLISH_AHEAD');
+  }
+
   return {
     port,
     host,
@@ -142,6 +183,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     cacheTtl: integer(env, 'TESSERA_CACHE_TTL', 60, 1, 3600),
     cacheMax: integer(env, 'TESSERA_CACHE_MAX', 100_000, 100, 10_000_000),
     changePollMs: integer(env, 'TESSERA_CHANGE_POLL_MS', 500, 50, 10_000),
+    keyRotationInterval,
+    keyPublishAhead,
     production: env.NODE_ENV === 'production',
   };
 }

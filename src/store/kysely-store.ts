@@ -87,16 +87,33 @@ export class KyselyStore implements Store {
       this.engine === 'postgres'
         ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(this.db)).rows[0]?.schema
         : undefined;
-    const migrator = new Migrator({
-      db: this.db,
-      provider: new StaticMigrationProvider(migrations(this.engine)),
-      migrationTableName: 'tessera_migrations',
-      migrationLockTableName: 'tessera_migrations_lock',
-      ...(schema ? { migrationTableSchema: schema } : {}),
+    const run = async (db: Kysely<Database>): Promise<string[]> => {
+      const migrator = new Migrator({
+        db,
+        provider: new StaticMigrationProvider(migrations(this.engine)),
+        migrationTableName: 'tessera_migrations',
+        migrationLockTableName: 'tessera_migrations_lock',
+        ...(schema ? { migrationTableSchema: schema } : {}),
+      });
+      const { error, results } = await migrator.migrateToLatest();
+      if (error) throw error instanceof Error ? error : new Error(String(error));
+      return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+    };
+    if (this.engine !== 'sqlite') return run(this.db);
+    // Kysely takes no lock on SQLite and runs the migrations outside a transaction. Hold SQLite's write lock
+    // for the whole run: another process migrating the same file waits, then finds nothing to do; and a
+    // migration that fails leaves nothing behind.
+    return this.db.connection().execute(async (conn) => {
+      await sql`begin immediate`.execute(conn);
+      try {
+        const ran = await run(conn);
+        await sql`commit`.execute(conn);
+        return ran;
+      } catch (error) {
+        await sql`rollback`.execute(conn);
+        throw error;
+      }
     });
-    const { error, results } = await migrator.migrateToLatest();
-    if (error) throw error instanceof Error ? error : new Error(String(error));
-    return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
   }
 
   async ping(): Promise<void> {

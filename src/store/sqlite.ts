@@ -1,7 +1,16 @@
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync, type SQLInputValue } from 'node:sqlite';
-import { Kysely, SqliteDialect, type SqliteDatabase, type SqliteStatement } from 'kysely';
+import {
+  CompiledQuery,
+  Kysely,
+  SqliteDialect,
+  SqliteDriver,
+  type DatabaseConnection,
+  type Driver,
+  type SqliteDatabase,
+  type SqliteStatement,
+} from 'kysely';
 import { KyselyStore } from './kysely-store.js';
 import type { Database } from './schema.js';
 
@@ -28,6 +37,26 @@ function adapt(db: DatabaseSync): SqliteDatabase {
   };
 }
 
+/**
+ * Every transaction of the store writes. BEGIN IMMEDIATE takes the write lock at the start, waiting for it up
+ * to busy_timeout; a plain BEGIN reads first and then fails at once with SQLITE_BUSY when another process
+ * wrote meanwhile (a WAL reader cannot upgrade a stale snapshot, and SQLite does not retry that).
+ */
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+  }
+}
+
+class ImmediateSqliteDialect extends SqliteDialect {
+  constructor(private readonly database: SqliteDatabase) {
+    super({ database });
+  }
+  override createDriver(): Driver {
+    return new ImmediateSqliteDriver({ database: this.database });
+  }
+}
+
 /** Opens (creating if needed) the embedded store. The file holds secret digests and sealed keys: mode 0600. */
 export function openSqliteStore(file: string, now?: () => Date): KyselyStore {
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
@@ -37,11 +66,12 @@ export function openSqliteStore(file: string, now?: () => Date): KyselyStore {
     chmodSync(file, 0o600);
   }
   const db = new DatabaseSync(file);
-  db.exec('PRAGMA journal_mode = WAL');
-  // The CLI and the server write the same file; wait for a lock rather than fail.
+  // The CLI and the server write the same file; wait for a lock rather than fail. Set first, so that
+  // switching a new file to WAL waits too.
   db.exec('PRAGMA busy_timeout = 5000');
+  db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA foreign_keys = ON');
   db.exec('PRAGMA synchronous = NORMAL');
-  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: adapt(db) }) });
+  const kysely = new Kysely<Database>({ dialect: new ImmediateSqliteDialect(adapt(db)) });
   return new KyselyStore(kysely, 'sqlite', now);
 }

@@ -90,7 +90,7 @@ describe('JWKS', () => {
     const r = await fetch(t.url + JWKS_PATH);
     expect(r.status).toBe(200);
     expect(r.headers.get('content-type')).toBe('application/jwk-set+json; charset=utf-8');
-    expect(r.headers.get('cache-control')).toBe('public, max-age=300');
+    expect(r.headers.get('cache-control')).toBe('public, max-age=1800'); // half of TESSERA_KEY_PUBLISH_AHEAD
     const body = (await r.json()) as { keys: Record<string, unknown>[] };
     expect(Object.keys(body)).toEqual(['keys']);
     // The default algorithm has exactly one published key (more only during a rotation).
@@ -133,7 +133,7 @@ describe('JWKS', () => {
     const r = await fetch(t.url + JWKS_PATH, { method: 'HEAD' });
     expect(r.status).toBe(200);
     expect(r.headers.get('content-type')).toBe('application/jwk-set+json; charset=utf-8');
-    expect(r.headers.get('cache-control')).toBe('public, max-age=300');
+    expect(r.headers.get('cache-control')).toBe('public, max-age=1800'); // half of TESSERA_KEY_PUBLISH_AHEAD
     expect(await r.text()).toBe('');
   });
 

@@ -1,0 +1,67 @@
+import { SIGNING_ALGS } from '../domain/algorithms.js';
+import type { KeyStore } from '../store/types.js';
+import { selectKeys } from './lifecycle.js';
+import type { MasterKey } from './master-key.js';
+import { generateSigningKey, planRotation } from './rotation.js';
+
+export interface RotatorOptions {
+  /** A key signs this long (ms) before its successor is scheduled. */
+  intervalMs: number;
+  /** The successor is published this long (ms) before it signs. */
+  publishAheadMs: number;
+  maxTokenTtlMs: number;
+  now?: () => number;
+  onRotated?: (alg: string, kid: string, activatesAt: string) => void;
+  onError?: (error: unknown) => void;
+}
+
+/**
+ * Automatic rotation. Every instance runs one; the store's serialised plan lets exactly one of them
+ * schedule each successor. A check is one read of the key table, once a minute at most.
+ */
+export class KeyRotator {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly store: KeyStore,
+    private readonly master: MasterKey,
+    private readonly options: RotatorOptions,
+  ) {
+    this.now = options.now ?? Date.now;
+  }
+
+  start(): void {
+    const every = Math.min(60_000, Math.max(1000, Math.floor(this.options.intervalMs / 4)));
+    this.timer = setInterval(() => void this.check(), every);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  /** Schedules a successor for every algorithm whose signing key is due. Never rejects. */
+  check(): Promise<void> {
+    this.running ??= this.rotateDue()
+      .catch((error: unknown) => this.options.onError?.(error))
+      .finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async rotateDue(): Promise<void> {
+    const now = this.now();
+    const keys = await this.store.listSigningKeys();
+    const { active } = selectKeys(keys, now, this.options.maxTokenTtlMs);
+    for (const alg of SIGNING_ALGS) {
+      const current = active.get(alg);
+      if (!current || now - Date.parse(current.activatesAt) < this.options.intervalMs) continue;
+      const next = await generateSigningKey(alg, this.master, now, now + this.options.publishAheadMs);
+      const written = await this.store.changeSigningKeys(planRotation(next, now));
+      if (written?.insert) this.options.onRotated?.(alg, next.kid, next.activatesAt);
+    }
+  }
+}
