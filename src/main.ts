@@ -62,10 +62,10 @@ export function firstTokenHint(issuer: string): string {
 }
 
 /** `tessera serve`: runs until SIGTERM or SIGINT, then shuts down gracefully. */
-export async function runServer(config: Config): Promise<void> {
+export async function runServer(config: Config, options: { hint?: boolean } = {}): Promise<void> {
   const logger = createLogger(config);
   const server = await startServer(config, logger);
-  if ((await server.runtime.store.countClients()) === 0)
+  if (options.hint !== false && (await server.runtime.store.countClients()) === 0)
     process.stderr.write(firstTokenHint(config.issuer) + '\n');
 
   const shutdown = (signal: NodeJS.Signals): void => {

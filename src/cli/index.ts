@@ -15,6 +15,7 @@ import { keyState, mayStillSign, selectKeys, type KeySelection } from '../keys/l
 import { resolveMasterKey } from '../keys/master-key.js';
 import { generateSigningKey, planRetire, planRotation } from '../keys/rotation.js';
 import { MasterKeyMismatchError } from '../keys/sealed.js';
+import { runCluster } from '../cluster.js';
 import { runServer } from '../main.js';
 import { openStore } from '../runtime.js';
 import { StoreError, type Audience, type Client, type SigningKey, type Store } from '../store/types.js';
@@ -91,6 +92,12 @@ const parseTtl = wrap((value: string) => {
 const parseUrl = wrap(validateAudienceUrl);
 const parseName = wrap((value: string) => validateName(value, 'the'));
 const parseClientId = wrap(validateClientId);
+const parseWorkers = wrap((value: string) => {
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 256) {
+    throw new ValidationError('workers must be a whole number from 1 to 256');
+  }
+  return Number(value);
+});
 const collect = (value: string, previous: string[] = []): string[] => [...previous, parseUrl(value)];
 
 // --- the program ---
@@ -127,11 +134,15 @@ export function buildProgram(): Command {
     .description('run the token server (settings from TESSERA_* variables)')
     .option('--port <port>', 'TCP port (overrides TESSERA_PORT)')
     .option('--host <host>', 'interface to bind (overrides TESSERA_HOST)')
-    .action(async (options: { port?: string; host?: string }) => {
+    .option('--workers <n>', 'processes sharing the port (overrides TESSERA_WORKERS)', parseWorkers)
+    .action(async (options: { port?: string; host?: string; workers?: number }) => {
       const env = { ...process.env };
       if (options.port !== undefined) env.TESSERA_PORT = options.port;
       if (options.host !== undefined) env.TESSERA_HOST = options.host;
-      await runServer(loadConfig(env));
+      if (options.workers !== undefined) env.TESSERA_WORKERS = String(options.workers);
+      const config = loadConfig(env);
+      if (config.workers > 1) await runCluster(config, config.workers);
+      else await runServer(config);
     });
 
   withJson(program.command('migrate').description('bring the store schema up to date')).action(

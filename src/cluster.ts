@@ -1,0 +1,86 @@
+import cluster, { type Worker } from 'node:cluster';
+import type { Logger } from 'pino';
+import type { Config } from './config/index.js';
+import { SIGNING_ALGS } from './domain/algorithms.js';
+import { MAX_TOKEN_TTL } from './domain/validate.js';
+import { Keyring } from './keys/keyring.js';
+import { resolveMasterKey } from './keys/master-key.js';
+import { createLogger } from './logger.js';
+import { firstTokenHint, runServer } from './main.js';
+import { openStore } from './runtime.js';
+
+const STOP_TIMEOUT_MS = 30_000;
+const MAX_RESTART_DELAY_MS = 30_000;
+/** A worker that lived this long is considered healthy: the restart back-off starts over. */
+const HEALTHY_AFTER_MS = 10_000;
+
+/**
+ * The primary prepares the store once (migrations, a key per algorithm), so workers never race to do it,
+ * and tells the operator how to get a first token.
+ */
+async function prepare(config: Config, logger: Logger): Promise<void> {
+  const master = resolveMasterKey(config, (message) => logger.warn(message));
+  const store = await openStore(config, { poolSize: 2 });
+  try {
+    await new Keyring(store, master, { maxTokenTtl: MAX_TOKEN_TTL }).load(SIGNING_ALGS);
+    if ((await store.countClients()) === 0) process.stderr.write(firstTokenHint(config.issuer) + '\n');
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * `tessera serve --workers N`: N processes share one port (node:cluster hands connections out round-robin),
+ * each with its own cache and the same behaviour. A worker that dies is replaced, with a growing delay if it
+ * keeps dying young. SIGTERM/SIGINT stop every worker gracefully.
+ */
+export async function runCluster(config: Config, workers: number): Promise<void> {
+  if (cluster.isWorker) return runServer(config, { hint: false });
+
+  const logger = createLogger(config);
+  await prepare(config, logger);
+
+  let stopping = false;
+  let restartDelay = 500;
+  const started = new Map<Worker, number>();
+  const fork = (): void => {
+    const worker = cluster.fork();
+    started.set(worker, Date.now());
+  };
+
+  cluster.on('exit', (worker, code, signal) => {
+    const lived = Date.now() - (started.get(worker) ?? 0);
+    started.delete(worker);
+    if (stopping) {
+      if (started.size === 0) {
+        logger.info('all workers stopped');
+        process.exit(0);
+      }
+      return;
+    }
+    restartDelay = lived > HEALTHY_AFTER_MS ? 500 : Math.min(restartDelay * 2, MAX_RESTART_DELAY_MS);
+    logger.warn(
+      { pid: worker.process.pid, code, signal, restartInMs: restartDelay },
+      'worker died; replacing it',
+    );
+    setTimeout(() => !stopping && fork(), restartDelay);
+  });
+
+  const stop = (signal: NodeJS.Signals): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal, workers: started.size }, 'stopping workers: finishing requests in flight');
+    if (started.size === 0) process.exit(0);
+    for (const worker of started.keys()) worker.process.kill('SIGTERM');
+    setTimeout(() => {
+      logger.error('workers did not stop in time; killing them');
+      for (const worker of started.keys()) worker.process.kill('SIGKILL');
+      process.exit(1);
+    }, STOP_TIMEOUT_MS).unref();
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+
+  for (let i = 0; i < workers; i++) fork();
+  logger.info({ workers, pid: process.pid }, 'primary started');
+}
