@@ -115,7 +115,7 @@ export class Keyring {
     const now = this.now();
     // Another instance may be doing the same: the plan inside the store's transaction lets only one win.
     await this.store.changeSigningKeys(
-      planFirstKey(await generateSigningKey(alg, this.master, now, now), now),
+      planFirstKey(await generateSigningKey(alg, this.master, now, now), this.now),
     );
     await this.reload();
   }

@@ -42,10 +42,16 @@ export async function generateSigningKey(
 const pending = (keys: SigningKey[], alg: SigningAlg, now: number): SigningKey | undefined =>
   keys.find((k) => k.alg === alg && Date.parse(k.activatesAt) > now && mayStillSign(k, now));
 
-/** A key for an algorithm that has none signing now: it signs at once, as there is nothing to hand over from. */
-export function planFirstKey(candidate: SigningKey, now: number) {
-  return (keys: SigningKey[]): KeyChange | undefined =>
-    keys.some((k) => k.alg === candidate.alg && canSign(k, now)) ? undefined : { insert: candidate };
+/**
+ * A key for an algorithm that has none signing now: it signs at once, as there is nothing to hand over from.
+ * The clock is read when the plan runs, inside the store's lock: a key another instance made while this one
+ * was generating its candidate has an activation time later than the start of that generation.
+ */
+export function planFirstKey(candidate: SigningKey, clock: () => number) {
+  return (keys: SigningKey[]): KeyChange | undefined => {
+    const now = clock();
+    return keys.some((k) => k.alg === candidate.alg && canSign(k, now)) ? undefined : { insert: candidate };
+  };
 }
 
 /**
