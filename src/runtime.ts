@@ -44,6 +44,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     const keyring = new Keyring(store, master, {
       maxTokenTtl: MAX_TOKEN_TTL,
       jwksMaxAge: jwksMaxAge(config),
+      onError: (error) => logger.error({ err: error }, 'signing key unavailable'),
     });
     const rotator =
       config.keyRotationInterval > 0
@@ -63,10 +64,11 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       onError: (error, during) => logger.error({ err: error }, `store error during ${during}`),
       onKeysChanged: () => keyring.reload(),
     });
+    // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
+    await directory.start();
     // A key for every algorithm from the first start on: an audience switched to RS256 later must not sign
     // with a key that resource servers, holding a JWKS fetched a moment ago, have never seen.
     await keyring.load(SIGNING_ALGS);
-    await directory.start();
     rotator?.start();
     void rotator?.check();
 

@@ -12,9 +12,9 @@ import {
   MAX_TOKEN_TTL,
 } from '../domain/validate.js';
 import { keyState, mayStillSign, selectKeys, type KeySelection } from '../keys/lifecycle.js';
-import { resolveMasterKey } from '../keys/master-key.js';
-import { generateSigningKey, planRetire, planRotation } from '../keys/rotation.js';
-import { MasterKeyMismatchError } from '../keys/sealed.js';
+import { resolveMasterKey, type MasterKey } from '../keys/master-key.js';
+import { generateSigningKey, pendingKey, planRetire, planRotation } from '../keys/rotation.js';
+import { assertSameMasterKey, MasterKeyMismatchError } from '../keys/sealed.js';
 import { runCluster } from '../cluster.js';
 import { runServer } from '../main.js';
 import { openStore } from '../runtime.js';
@@ -342,10 +342,18 @@ export function buildProgram(): Command {
         ),
       );
   };
-  const masterKey = (config: Config, json: boolean) =>
-    resolveMasterKey(config, (message) => {
+  /** The master key the servers use: the one every stored key that may still sign is sealed under. */
+  const masterKey = async (store: Store, config: Config, json: boolean): Promise<MasterKey> => {
+    const master = resolveMasterKey(config, (message) => {
       if (!json) process.stderr.write(`tessera: ${message}\n`);
     });
+    const now = Date.now();
+    assertSameMasterKey(
+      (await store.listSigningKeys()).filter((k) => mayStillSign(k, now)),
+      master,
+    );
+    return master;
+  };
 
   withJson(keys.command('list').description('list signing keys (public parts only) and their status')).action(
     action(async (store, _config, json) => printKeys(await store.listSigningKeys(), json)),
@@ -361,17 +369,13 @@ export function buildProgram(): Command {
       ),
   ).action(
     action(async (store, config, json, options: { alg?: SigningAlg }) => {
-      const master = masterKey(config, json);
+      const master = await masterKey(store, config, json);
       const results = [];
       for (const alg of options.alg ? [options.alg] : SIGNING_ALGS) {
         const now = Date.now();
         const next = await generateSigningKey(alg, master, now, now + config.keyPublishAhead * 1000);
         const written = await store.changeSigningKeys(planRotation(next, now));
-        const scheduled = written
-          ? next
-          : (await store.listSigningKeys()).find(
-              (k) => k.alg === alg && Date.parse(k.activatesAt) > now && mayStillSign(k, now),
-            );
+        const scheduled = written ? next : pendingKey(await store.listSigningKeys(), alg, now);
         results.push({
           alg,
           kid: scheduled?.kid ?? null,
@@ -401,7 +405,7 @@ export function buildProgram(): Command {
       const key = list.find((k) => k.kid === kid);
       if (!key) throw new StoreError('not_found', `signing key ${kid} does not exist`);
       const now = Date.now();
-      const replacement = await generateSigningKey(key.alg, masterKey(config, json), now, now);
+      const replacement = await generateSigningKey(key.alg, await masterKey(store, config, json), now, now);
       await store.changeSigningKeys(planRetire(kid, replacement, now, MAX_TOKEN_TTL * 1000));
       const after = await store.listSigningKeys();
       if (json)

@@ -1,5 +1,6 @@
 import { importJWK, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
+import { temporarilyUnavailable } from '../domain/errors.js';
 import type { KeyStore, SigningKey } from '../store/types.js';
 import type { MasterKey } from './master-key.js';
 import { mayStillSign, selectKeys } from './lifecycle.js';
@@ -25,6 +26,8 @@ export interface KeyringOptions {
   maxTokenTtl: number;
   /** Cache lifetime of the JWKS in seconds, sent as Cache-Control: max-age. */
   jwksMaxAge?: number;
+  /** A key that could not be opened on reload. */
+  onError?: (error: unknown) => void;
 }
 
 /**
@@ -39,6 +42,7 @@ export class Keyring {
   private jwksBody = '{"keys":[]}';
   private generating = new Map<SigningAlg, Promise<void>>();
   private rows: SigningKey[] = [];
+  private chain: Promise<void> = Promise.resolve();
   private refreshAt = Infinity;
   private readonly now: () => number;
   readonly jwksMaxAge: number;
@@ -52,23 +56,43 @@ export class Keyring {
     this.jwksMaxAge = options.jwksMaxAge ?? 300;
   }
 
-  /** Loads the keys from the store and generates a first key for each required algorithm that has none. */
+  /**
+   * Loads the keys from the store and generates a first key for each required algorithm that has none. At
+   * start every key that may still sign must open: a wrong master key stops the process here, clearly.
+   */
   async load(required: Iterable<SigningAlg>): Promise<void> {
-    await this.reload();
+    await this.serially(() => this.read(true));
     for (const alg of new Set(required)) await this.ensure(alg);
   }
 
   /**
    * Reads the keys again, as after a change made by another process. Every key that signs now or may sign
-   * later is imported here, so that following the schedule as time passes needs no I/O.
+   * later is imported here, so that following the schedule as time passes needs no I/O. A key that cannot
+   * be opened (sealed under another master key) is reported and left out; its algorithm is then not ready.
    */
-  async reload(): Promise<void> {
+  reload(): Promise<void> {
+    return this.serially(() => this.read(false));
+  }
+
+  /** Reloads run one after another, each reading afresh, so an older read never replaces a newer one. */
+  private serially(work: () => Promise<void>): Promise<void> {
+    const run = this.chain.then(work);
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  private async read(strict: boolean): Promise<void> {
     const rows = await this.store.listSigningKeys();
     const now = this.now();
     for (const row of rows) {
       if (!mayStillSign(row, now) || this.imported.has(row.kid)) continue;
-      const jwk = await openPrivateJwk(row.privateJwkSealed, this.master, row.kid);
-      this.imported.set(row.kid, (await importJWK(jwk, row.alg)) as CryptoKey);
+      try {
+        const jwk = await openPrivateJwk(row.privateJwkSealed, this.master, row.kid);
+        this.imported.set(row.kid, (await importJWK(jwk, row.alg)) as CryptoKey);
+      } catch (error) {
+        if (strict) throw error;
+        this.options.onError?.(error);
+      }
     }
     this.rows = rows;
     this.select();
@@ -130,9 +154,10 @@ export class Keyring {
     this.current();
     let key = this.active.get(alg);
     if (!key) {
-      await this.ensure(alg);
+      await this.ensure(alg).catch((error: unknown) => this.options.onError?.(error));
       key = this.active.get(alg);
-      if (!key) throw new Error(`no active signing key for ${alg}`);
+      // The store is unreachable, or the signing key cannot be opened: not an answer to give unsafely.
+      if (!key) throw temporarilyUnavailable(5);
     }
     return new SignJWT(payload).setProtectedHeader({ alg, kid: key.kid, typ: 'at+jwt' }).sign(key.key);
   }

@@ -39,7 +39,12 @@ export async function generateSigningKey(
   };
 }
 
-const pending = (keys: SigningKey[], alg: SigningAlg, now: number): SigningKey | undefined =>
+/** The key scheduled to take over an algorithm's signing, if any: published, not signing yet. */
+export const pendingKey = (
+  keys: readonly SigningKey[],
+  alg: SigningAlg,
+  now: number,
+): SigningKey | undefined =>
   keys.find((k) => k.alg === alg && Date.parse(k.activatesAt) > now && mayStillSign(k, now));
 
 /**
@@ -61,7 +66,7 @@ export function planFirstKey(candidate: SigningKey, clock: () => number) {
  */
 export function planRotation(next: SigningKey, now: number) {
   return (keys: SigningKey[]): KeyChange | undefined => {
-    if (pending(keys, next.alg, now)) return undefined;
+    if (pendingKey(keys, next.alg, now)) return undefined;
     const current = keys.filter((k) => k.alg === next.alg && canSign(k, now));
     return { insert: next, update: current.map((k) => ({ kid: k.kid, retiredAt: next.activatesAt })) };
   };
@@ -77,11 +82,18 @@ export function planRetire(kid: string, replacement: SigningKey, now: number, ma
     if (!key) throw new StoreError('not_found', `signing key ${kid} does not exist`);
     if (!mayStillSign(key, now)) return undefined;
     const at = new Date(now).toISOString();
-    const change: KeyChange = { update: [{ kid, retiredAt: at }] };
-    const wasSigning = selectKeys(keys, now, maxTokenTtlMs).active.get(key.alg)?.kid === kid;
-    if (wasSigning) {
-      const next = pending(keys, key.alg, now);
-      if (next) change.update!.push({ kid: next.kid, activatesAt: at });
+    const update: NonNullable<KeyChange['update']> = [{ kid, retiredAt: at }];
+    const change: KeyChange = { update };
+    if (Date.parse(key.activatesAt) > now) {
+      // A scheduled key withdrawn before it signs: the keys that were to hand over to it keep signing.
+      for (const k of keys) {
+        if (k.alg === key.alg && canSign(k, now) && k.retiredAt === key.activatesAt) {
+          update.push({ kid: k.kid, retiredAt: null });
+        }
+      }
+    } else if (selectKeys(keys, now, maxTokenTtlMs).active.get(key.alg)?.kid === kid) {
+      const next = pendingKey(keys, key.alg, now);
+      if (next) update.push({ kid: next.kid, activatesAt: at });
       else change.insert = replacement;
     }
     return change;

@@ -31,3 +31,22 @@ export async function openPrivateJwk(sealed: string, master: MasterKey, kid: str
   });
   return JSON.parse(new TextDecoder().decode(plaintext)) as JWK;
 }
+
+/**
+ * Refuses to add a key sealed under `master` to a store whose keys were sealed under another master key:
+ * the servers could not open it, and would stop following the key schedule.
+ */
+export function assertSameMasterKey(
+  keys: readonly { kid: string; privateJwkSealed: string }[],
+  master: MasterKey,
+): void {
+  for (const key of keys) {
+    const sealedUnder = decodeProtectedHeader(key.privateJwkSealed).kid;
+    if (sealedUnder !== master.id) {
+      throw new MasterKeyMismatchError(
+        `signing key ${key.kid} was sealed under another master key (${String(sealedUnder)}, this one is ${master.id}); ` +
+          'use the TESSERA_MASTER_KEY the servers use',
+      );
+    }
+  }
+}

@@ -58,6 +58,7 @@ export class Directory {
   private polling: Promise<void> | undefined;
   private pollAgain: Promise<void> | undefined;
   private lastPrune = 0;
+  private lastFullRefresh = 0;
 
   constructor(
     private readonly store: Store,
@@ -69,6 +70,7 @@ export class Directory {
   /** Loads the audiences, notes where the change feed stands, and starts following it. */
   async start(): Promise<void> {
     this.lastSeq = await this.store.latestChange();
+    this.lastFullRefresh = (this.options.now ?? (() => new Date()))().getTime();
     await this.reloadAudiences();
     this.timer = setInterval(() => void this.poll(), this.options.pollMs);
     this.timer.unref();
@@ -150,6 +152,12 @@ export class Directory {
       if (changes.length < CHANGE_BATCH) break;
     }
     const now = (this.options.now ?? (() => new Date()))();
+    // The backstop behind the feed: once per cache TTL, audiences and keys are read afresh whatever happened.
+    if (now.getTime() - this.lastFullRefresh >= this.options.ttlMs) {
+      this.lastFullRefresh = now.getTime();
+      await this.reloadAudiences();
+      await this.keysChanged();
+    }
     if (now.getTime() - this.lastPrune > PRUNE_EVERY_MS) {
       this.lastPrune = now.getTime();
       await this.store.pruneChanges(new Date(now.getTime() - CHANGE_RETENTION_MS));
@@ -183,7 +191,16 @@ export class Directory {
       this.clients.clear();
       await this.reloadAudiences();
     }
-    if (keys) await this.options.onKeysChanged?.();
+    if (keys) await this.keysChanged();
+  }
+
+  /** A key reload that fails (a key that cannot be opened) must not hold up the feed for everything else. */
+  private async keysChanged(): Promise<void> {
+    try {
+      await this.options.onKeysChanged?.();
+    } catch (error) {
+      this.options.onError?.(error, 'change feed');
+    }
   }
 
   private async reloadAudiences(): Promise<void> {

@@ -89,7 +89,8 @@ export interface GrantStore {
 /** What one key operation writes: a new key, and new times for existing ones. */
 export interface KeyChange {
   insert?: SigningKey;
-  update?: { kid: string; activatesAt?: string; retiredAt?: string }[];
+  /** `retiredAt: null` cancels a scheduled retirement. */
+  update?: { kid: string; activatesAt?: string; retiredAt?: string | null }[];
 }
 
 export interface KeyStore {

@@ -132,6 +132,17 @@ describe('planRetire', () => {
     expect(planRetire('gone', replacement, T, TTL)([row('gone', T - DAY, T - MIN)])).toBeUndefined();
   });
 
+  it('withdrawing a scheduled key cancels the handover: the current key keeps signing, no unpublished key signs', () => {
+    const next = row('next', T + 10 * MIN);
+    const current = row('cur', T - DAY, T + 10 * MIN); // scheduled to retire when `next` activates
+    expect(planRetire('next', replacement, T, TTL)([current, next])).toEqual({
+      update: [
+        { kid: 'next', retiredAt: iso(T) },
+        { kid: 'cur', retiredAt: null },
+      ],
+    });
+  });
+
   it('refuses an unknown kid', () => {
     expect(() => planRetire('nope', replacement, T, TTL)([])).toThrow('signing key nope does not exist');
   });

@@ -480,15 +480,21 @@ describe('Directory', () => {
       expect((await lookup('svc')).client?.enabled).toBe(false);
     });
 
-    it('sends a failing onKeysChanged to onError and retries the change on the next poll', async () => {
-      await startDirectory();
+    it('sends a failing onKeysChanged to onError, goes on with the feed, and retries the keys at the full refresh', async () => {
+      let now = Date.parse('2026-01-01T00:00:00Z');
+      await startDirectory({ ttlMs: 60_000, now: () => new Date(now) });
       const boom = new Error('reload failed');
       onKeysChanged.mockRejectedValueOnce(boom);
       await cli.insertSigningKey(key('k1'));
       await expect(directory.poll()).resolves.toBeUndefined();
       expect(onError.mock.calls).toEqual([[boom, 'change feed']]);
+      // The feed moved on: later changes are applied, and the key change is not read again and again.
+      await createClient('late', [A]);
       await directory.poll();
-      expect(onKeysChanged).toHaveBeenCalledTimes(2);
+      expect(await directory.findClient('late')).toMatchObject({ id: 'late' });
+      expect(onKeysChanged).toHaveBeenCalledTimes(1);
+      // The backstop: once per TTL, the keys are reloaded whatever the feed said.
+      now += 60_000;
       await directory.poll();
       expect(onKeysChanged).toHaveBeenCalledTimes(2);
     });

@@ -1,0 +1,131 @@
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { tessera, tesseraOk } from './helpers/process.js';
+import { tempDir } from './helpers/server.js';
+
+/** `tessera keys list|rotate|retire` against a real store, as an operator runs them. */
+
+interface KeyRow {
+  kid: string;
+  alg: string;
+  status: string;
+  created_at: string;
+  activates_at: string;
+  retired_at: string | null;
+}
+
+describe('tessera keys', () => {
+  let dir: string;
+  let env: NodeJS.ProcessEnv;
+  const keys = async () => (await tesseraOk(env, 'keys', 'list', '--json')).json as KeyRow[];
+  const of = (list: KeyRow[], alg: string) => list.filter((k) => k.alg === alg);
+
+  beforeEach(async () => {
+    dir = tempDir();
+    env = {
+      ...process.env,
+      TESSERA_DATA_DIR: dir,
+      TESSERA_MASTER_KEY: randomBytes(32).toString('base64'),
+      TESSERA_KEY_PUBLISH_AHEAD: '1h',
+    };
+    await tesseraOk(env, 'migrate');
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('rotate on a store without keys schedules a first key, published an hour ahead', async () => {
+    const out = (await tesseraOk(env, 'keys', 'rotate', '--alg', 'ES256', '--json')).json;
+    expect(out).toEqual([
+      {
+        alg: 'ES256',
+        kid: expect.any(String),
+        activates_at: expect.any(String),
+        already_scheduled: false,
+        retiring: [],
+      },
+    ]);
+    const list = await keys();
+    expect(list).toEqual([{ ...list[0], alg: 'ES256', status: 'next', retired_at: null }]);
+    const ahead = Date.parse(list[0]!.activates_at) - Date.parse(list[0]!.created_at);
+    expect(ahead).toBe(3600_000);
+  });
+
+  it('rotate schedules one successor per algorithm, once; the current key retires when it activates', async () => {
+    // A current key that signs now, as the server makes at first start.
+    await tesseraOk({ ...env, TESSERA_KEY_PUBLISH_AHEAD: '2s' }, 'keys', 'rotate', '--json');
+    await new Promise((resolve) => setTimeout(resolve, 2100));
+    const before = await keys();
+    expect(before.map((k) => k.status)).toEqual(['active', 'active', 'active', 'active']);
+
+    const first = (await tesseraOk(env, 'keys', 'rotate', '--json')).json as {
+      alg: string;
+      kid: string;
+      retiring: string[];
+    }[];
+    expect(first.map((r) => r.alg)).toEqual(['ES256', 'RS256', 'PS256', 'EdDSA']);
+    for (const r of first) expect(r.retiring).toEqual([of(before, r.alg)[0]!.kid]);
+    const again = (await tesseraOk(env, 'keys', 'rotate', '--alg', 'RS256', '--json')).json;
+    expect(again).toEqual([
+      {
+        alg: 'RS256',
+        kid: first.find((r) => r.alg === 'RS256')!.kid,
+        activates_at: expect.any(String),
+        already_scheduled: true,
+        retiring: [],
+      },
+    ]);
+    const after = await keys();
+    for (const alg of ['ES256', 'RS256', 'PS256', 'EdDSA']) {
+      const [current, next] = of(after, alg) as [KeyRow, KeyRow];
+      expect([current.status, next.status]).toEqual(['active', 'next']);
+      expect(current.retired_at).toBe(next.activates_at);
+    }
+    const text = await tesseraOk(env, 'keys', 'rotate', '--alg', 'EdDSA');
+    expect(text.stdout).toMatch(/^EdDSA: a next key is already scheduled \(.+, signs from .+\)\.\n$/);
+  }, 20_000);
+
+  it('retire: the signing key stops now, the scheduled next key takes over; retiring the next key cancels it', async () => {
+    await tesseraOk({ ...env, TESSERA_KEY_PUBLISH_AHEAD: '2s' }, 'keys', 'rotate', '--alg', 'ES256');
+    await new Promise((resolve) => setTimeout(resolve, 2100));
+    const [current] = await keys();
+    const [scheduled] = (await tesseraOk(env, 'keys', 'rotate', '--alg', 'ES256', '--json')).json;
+
+    // Withdraw the scheduled key: the current one keeps signing, with no retirement planned.
+    await tesseraOk(env, 'keys', 'retire', scheduled.kid);
+    let list = await keys();
+    expect(list.map((k) => [k.kid, k.status, k.retired_at === null])).toEqual([
+      [current!.kid, 'active', true],
+      [scheduled.kid, 'retired', false],
+    ]);
+
+    // Retire the signing key with nothing scheduled: a new key signs at once.
+    const retired = await tesseraOk(env, 'keys', 'retire', current!.kid);
+    list = await keys();
+    const replacement = list.find((k) => k.status === 'active')!;
+    expect(retired.stdout).toBe(
+      `Key ${current!.kid} retired; ES256 tokens are now signed by ${replacement.kid}.\n`,
+    );
+    expect(list.find((k) => k.kid === current!.kid)?.status).toBe('retired');
+  }, 20_000);
+
+  it('refuses to add a key under another master key than the stored keys were sealed with', async () => {
+    await tesseraOk(env, 'keys', 'rotate', '--alg', 'ES256');
+    const other = { ...env, TESSERA_MASTER_KEY: randomBytes(32).toString('base64') };
+    const result = await tessera(other, 'keys', 'rotate', '--alg', 'ES256', '--json');
+    expect(result.code).toBe(1);
+    expect(JSON.parse(result.stderr)).toEqual({
+      error: 'master_key_mismatch',
+      message: expect.stringMatching(/^signing key .+ was sealed under another master key/),
+    });
+    expect(await keys()).toHaveLength(1);
+  });
+
+  it('retire of an unknown kid: exit 1, not_found', async () => {
+    const result = await tessera(env, 'keys', 'retire', 'nope', '--json');
+    expect(result.code).toBe(1);
+    expect(JSON.parse(result.stderr)).toEqual({
+      error: 'not_found',
+      message: 'signing key nope does not exist',
+    });
+  });
+});
