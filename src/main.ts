@@ -24,6 +24,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     keyring: runtime.keyring,
     store: runtime.store,
     logger,
+    requestTimeoutMs: config.requestTimeout * 1000,
   });
   let address: string;
   try {

@@ -40,6 +40,7 @@ describe('loadConfig defaults', () => {
       cacheTtl: 60,
       cacheMax: 100_000,
       changePollMs: 500,
+      requestTimeout: 10,
       workers: 1,
       keyRotationInterval: 30 * 86_400,
       keyPublishAhead: 3600,

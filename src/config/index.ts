@@ -29,6 +29,8 @@ export interface Config {
   cacheMax: number;
   /** How often, in milliseconds, the change feed is read for changes made by other processes. */
   changePollMs: number;
+  /** Seconds a client has to send a whole request; slower ones get 408 and are disconnected. */
+  requestTimeout: number;
   /** Processes serving the port (`tessera serve --workers`); 1 serves in this process. */
   workers: number;
   /** Seconds between automatic key rotations; 0 turns automatic rotation off. */
@@ -185,6 +187,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     cacheTtl: integer(env, 'TESSERA_CACHE_TTL', 60, 1, 3600),
     cacheMax: integer(env, 'TESSERA_CACHE_MAX', 100_000, 100, 10_000_000),
     changePollMs: integer(env, 'TESSERA_CHANGE_POLL_MS', 500, 50, 10_000),
+    requestTimeout: integer(env, 'TESSERA_REQUEST_TIMEOUT', 10, 1, 300),
     workers: integer(env, 'TESSERA_WORKERS', 1, 1, 256),
     keyRotationInterval,
     keyPublishAhead,

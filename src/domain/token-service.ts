@@ -9,6 +9,7 @@ import {
   unsupportedGrantType,
 } from './errors.js';
 import { DUMMY_DIGEST, secretMatches } from './secrets.js';
+import { isPossibleClientId } from './validate.js';
 
 /** The token request parameters Tessera reads (RFC 6749 §4.4.2, RFC 8707 §2); others are ignored. */
 export const TOKEN_PARAMS = [
@@ -148,7 +149,8 @@ export class TokenService {
    * client is unknown, so unknown, wrong and disabled give the same answer by the same work.
    */
   private async authenticate(clientId: string, secret: string): Promise<KnownClient> {
-    const found = this.deps.findClient(clientId);
+    // An id no client can have (a NUL, 8 KiB of junk) is unknown without a cache entry or a store query.
+    const found = isPossibleClientId(clientId) ? this.deps.findClient(clientId) : undefined;
     const client = found instanceof Promise ? await found : found;
     const matches = secretMatches(secret, client?.secretDigest ?? DUMMY_DIGEST);
     if (!client) throw invalidClient('unknown client');

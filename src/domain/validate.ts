@@ -58,9 +58,16 @@ export function validateName(value: string, what: string): string {
   return name;
 }
 
+const CLIENT_ID = /^[A-Za-z0-9._~-]{3,128}$/;
+
+/** Whether a string could be a client id at all; anything else is known not to exist without asking the store. */
+export function isPossibleClientId(value: string): boolean {
+  return CLIENT_ID.test(value);
+}
+
 /** Client ids are chosen by Tessera, or by the operator within these characters (all URL- and Basic-safe). */
 export function validateClientId(value: string): string {
-  if (!/^[A-Za-z0-9._~-]{3,128}$/.test(value)) {
+  if (!CLIENT_ID.test(value)) {
     throw new ValidationError('client id must be 3 to 128 characters of A-Z a-z 0-9 . _ ~ -');
   }
   return value;

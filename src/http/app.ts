@@ -11,6 +11,9 @@ import { discoveryRoutes } from './routes/discovery.js';
 import { healthRoutes } from './routes/health.js';
 import { tokenRoutes } from './routes/token.js';
 
+/** An idle connection (keep-alive between requests included) is closed after this. */
+export const CONNECTION_TIMEOUT_MS = 75_000;
+
 export interface AppDeps {
   issuer: string;
   defaultAlg: SigningAlg;
@@ -19,6 +22,8 @@ export interface AppDeps {
   keyring: Keyring;
   store: Store;
   logger: Logger;
+  /** Time a client has to send a whole request (a token request is a few hundred bytes). */
+  requestTimeoutMs: number;
 }
 
 /** The HTTP shell: builds the Fastify app without listening, so tests and main() can do that part. */
@@ -29,11 +34,19 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
     return503OnClosing: true,
+    // A client that sends its headers and then trickles the body (or nothing) is answered 408 and cut off.
+    requestTimeout: deps.requestTimeoutMs,
+    handlerTimeout: deps.requestTimeoutMs,
+    connectionTimeout: CONNECTION_TIMEOUT_MS,
     forceCloseConnections: 'idle',
   }) as unknown as FastifyInstance;
 
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     reply.header('x-content-type-options', 'nosniff');
+    // Shutting down: close each connection after its answer, instead of keeping it alive (and the process
+    // with it) until the client leaves.
+    if (!app.server.listening) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   registerBodyParsers(app);

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
-import { invalidRequest, OAuthError, serverError } from '../domain/errors.js';
+import { invalidRequest, OAuthError, serverError, temporarilyUnavailable } from '../domain/errors.js';
 import { BODY_LIMIT } from './body.js';
 
 /** RFC 6749 §5.1/§5.2: token responses, successful or not, must not be cached. */
@@ -39,6 +39,17 @@ export function registerErrorHandlers(app: FastifyInstance): void {
     if (error instanceof OAuthError) {
       if (error.debug) request.log.debug({ error: error.error, reason: error.debug }, 'request refused');
       return sendOAuthError(reply, error);
+    }
+    if (error.code === 'FST_ERR_HANDLER_TIMEOUT') {
+      // The body never arrived in time (RFC 9110 §15.5.9: 408, and the connection is closed), or we were slow.
+      return sendOAuthError(
+        reply,
+        request.raw.complete
+          ? temporarilyUnavailable(5)
+          : new OAuthError('invalid_request', 'the request was not received in time', 408, {
+              connection: 'close',
+            }),
+      );
     }
     const mapped = fromFastify(error);
     if (mapped) return sendOAuthError(reply, mapped);

@@ -19,9 +19,11 @@ export interface DirectoryOptions {
   now?: () => Date;
 }
 
-/** An id looked up and not found: remembered too, so guessing ids does not reach the store each time. */
-const UNKNOWN = Symbol('unknown client');
-type Entry = KnownClient | typeof UNKNOWN;
+/**
+ * Ids looked up and not found are remembered too, so repeating a wrong id does not reach the store each
+ * time; in their own, smaller LRU, so that a flood of made-up ids cannot push real clients out of the cache.
+ */
+const UNKNOWN_MAX = 10_000;
 
 /** Seconds a client is asked to wait when the store cannot be reached. */
 export const STORE_RETRY_AFTER = 5;
@@ -46,7 +48,8 @@ export function toKnownClient(client: Client): KnownClient {
  * `pollMs`; the TTL is only a backstop.
  */
 export class Directory {
-  private readonly clients: LRUCache<string, Entry>;
+  private readonly clients: LRUCache<string, KnownClient>;
+  private readonly unknown: LRUCache<string, true>;
   private readonly pending = new Map<string, Promise<KnownClient | undefined>>();
   private audiences = new Map<string, KnownAudience>();
   private audienceList: readonly Audience[] = [];
@@ -64,7 +67,16 @@ export class Directory {
     private readonly store: Store,
     private readonly options: DirectoryOptions,
   ) {
-    this.clients = new LRUCache<string, Entry>({ max: options.max, ttl: options.ttlMs, ttlAutopurge: false });
+    this.clients = new LRUCache<string, KnownClient>({
+      max: options.max,
+      ttl: options.ttlMs,
+      ttlAutopurge: false,
+    });
+    this.unknown = new LRUCache<string, true>({
+      max: Math.min(options.max, UNKNOWN_MAX),
+      ttl: options.ttlMs,
+      ttlAutopurge: false,
+    });
   }
 
   /** Loads the audiences, notes where the change feed stands, and starts following it. */
@@ -99,8 +111,9 @@ export class Directory {
 
   /** Synchronous on a hit; a promise on a miss, shared by concurrent lookups of the same id. */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined> {
-    const entry = this.clients.get(id);
-    if (entry !== undefined) return entry === UNKNOWN ? undefined : entry;
+    const known = this.clients.get(id);
+    if (known !== undefined) return known;
+    if (this.unknown.has(id)) return undefined;
     let pending = this.pending.get(id);
     if (!pending) {
       const started: Promise<KnownClient | undefined> = this.load(id).finally(() => {
@@ -123,7 +136,10 @@ export class Directory {
       throw temporarilyUnavailable(STORE_RETRY_AFTER);
     }
     const known = client && toKnownClient(client);
-    if (generation === this.generation) this.clients.set(id, known ?? UNKNOWN);
+    if (generation === this.generation) {
+      if (known) this.clients.set(id, known);
+      else this.unknown.set(id, true);
+    }
     return known;
   }
 
@@ -174,6 +190,7 @@ export class Directory {
       switch (change.entity) {
         case 'client':
           this.clients.delete(change.key);
+          this.unknown.delete(change.key);
           break;
         case 'grant':
           this.clients.delete(change.key.slice(0, change.key.indexOf(' ')));
@@ -189,6 +206,7 @@ export class Directory {
     if (audiences) {
       // Removing an audience removes its grants too; cached grant sets may be stale, so start afresh.
       this.clients.clear();
+      this.unknown.clear();
       await this.reloadAudiences();
     }
     if (keys) await this.keysChanged();

@@ -251,13 +251,18 @@ describe('TokenService: issuing', () => {
     ).resolves.toMatchObject({ clientId: 'svc' });
   });
 
-  it('takes a client id with spaces and colons as decoded by the Basic parser', async () => {
-    const issued = await t.service.issue({
-      params: { grant_type: 'client_credentials', audience: API },
-      basic: { clientId: 'a b:c', clientSecret: SECRET },
-    });
-    expect(issued.clientId).toBe('a b:c');
-    expect(t.signed[0]?.payload.sub).toBe('a b:c');
+  it('an id no client can have (spaces, colons, a NUL) is invalid_client without a lookup', async () => {
+    const lookups: string[] = [];
+    const { service } = setup({ findClient: (id) => (lookups.push(id), CLIENTS.get(id)) });
+    for (const clientId of ['a b:c', 'svc\u0000', 'x'.repeat(129), 'é']) {
+      expect(
+        await failure(service, {
+          params: { grant_type: 'client_credentials', audience: API },
+          basic: { clientId, clientSecret: SECRET },
+        }),
+      ).toEqual(INVALID_CLIENT);
+    }
+    expect(lookups).toEqual([]);
   });
 
   it('awaits a cache miss (findClient returning a promise)', async () => {

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
@@ -449,6 +450,37 @@ describe('POST /oauth/token', () => {
       expect(response.status).toBe(405);
       expect(response.headers.get('allow')).toBe('POST');
     });
+  });
+});
+
+describe('408 for a request that does not arrive in time', () => {
+  it('headers, then half the body, then nothing: 408 invalid_request and the connection is closed', async () => {
+    const t = await startTestServer({ TESSERA_REQUEST_TIMEOUT: '1' });
+    try {
+      const { port } = new URL(t.url);
+      const socket = connect(Number(port), '127.0.0.1');
+      let received = '';
+      socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
+      const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())));
+      const started = Date.now();
+      socket.write(
+        'POST /oauth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n' +
+          'Content-Length: 100\r\n\r\ngrant_type=client',
+      );
+      const elapsed = (await closed) - started;
+      expect(elapsed).toBeGreaterThanOrEqual(900);
+      expect(elapsed).toBeLessThan(5000);
+      const [head, body] = received.split('\r\n\r\n') as [string, string];
+      expect(head.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
+      expect(head.toLowerCase()).toContain('\r\nconnection: close');
+      expect(head.toLowerCase()).toContain('\r\ncache-control: no-store');
+      expect(JSON.parse(body)).toEqual({
+        error: 'invalid_request',
+        error_description: 'the request was not received in time',
+      });
+    } finally {
+      await t.close();
+    }
   });
 });
 

@@ -1,0 +1,546 @@
+/**
+ * Graceful shutdown of `tessera serve`, as an orchestrator does it: SIGTERM while requests are in flight.
+ * A request is held in flight by sending its headers and half of its body on a raw TCP connection; the rest
+ * is sent after the signal. Every such request must be answered in full, new connections must be refused
+ * (or answered 503) rather than hang, and the process must then exit with code 0.
+ *
+ * The CLI loads dist/, so `npm run build` must have run (`npm test` does). Linux only (/proc).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { connect, createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from 'jose';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+
+// --- processes ---
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const NODE_ARGS = ['--disable-warning=ExperimentalWarning', 'bin/tessera.js'];
+const AUDIENCE = 'https://api.example.com';
+const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** Runs `tessera <args>` to completion (bounded: killed after 15 s). */
+function runCli(
+  env: NodeJS.ProcessEnv,
+  ...args: string[]
+): Promise<Exit & { stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...NODE_ARGS, ...args], {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+/** A running `tessera serve`: its JSON log lines (stdout, shared by workers), stderr and exit. */
+interface Serve {
+  child: ChildProcess;
+  pid: number;
+  port: number;
+  logs: LogLine[];
+  stderr(): string;
+  exited: Promise<Exit>;
+  /** Waits until `count` log lines have this message; throws after `timeoutMs`. */
+  waitForLog(msg: string, count?: number, timeoutMs?: number): Promise<LogLine[]>;
+}
+
+function spawnServe(env: NodeJS.ProcessEnv, port: number, ...args: string[]): Serve {
+  const child = spawn(process.execPath, [...NODE_ARGS, 'serve', ...args], {
+    cwd: ROOT,
+    env: { ...env, TESSERA_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: LogLine[] = [];
+  let stderr = '';
+  let partial = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    const lines = (partial + chunk).split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) {
+      try {
+        logs.push(JSON.parse(line) as LogLine);
+      } catch {
+        // not a log line
+      }
+    }
+  });
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  // 'exit', not 'close': workers that outlived the primary would keep the pipes open.
+  const exited = new Promise<Exit>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    child,
+    pid: child.pid!,
+    port,
+    logs,
+    stderr: () => stderr,
+    exited,
+    async waitForLog(msg, count = 1, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const found = logs.filter((line) => line.msg === msg);
+        if (found.length >= count) return found;
+        if (Date.now() > deadline)
+          throw new Error(`no ${count} × "${msg}" in ${timeoutMs} ms; logs: ${JSON.stringify(logs)}`);
+        await sleep(20);
+      }
+    },
+  };
+}
+
+/** Resolves with the exit, or undefined when the process has not exited within `ms`. */
+async function exitWithin(serve: Serve, ms: number): Promise<Exit | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  try {
+    return await Promise.race([serve.exited, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function procStat(pid: number): { state: string; ppid: number } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: fields[0]!, ppid: Number(fields[1]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** A process that exists and is not a zombie. */
+function alive(pid: number): boolean {
+  const stat = procStat(pid);
+  return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
+}
+
+/** Live child processes of `pid`, sorted. */
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const child = Number(entry);
+    const stat = procStat(child);
+    if (stat?.ppid === pid && alive(child)) children.push(child);
+  }
+  return children.sort((a, b) => a - b);
+}
+
+/** Whether `pid` is a process started with this test's data directory (guards against a reused pid). */
+function startedWith(pid: number, dataDir: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(`TESSERA_DATA_DIR=${dataDir}`);
+  } catch {
+    return false;
+  }
+}
+
+// --- raw HTTP/1.1 over one TCP connection ---
+
+interface RawResponse {
+  statusLine: string;
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Reads one complete response (Content-Length framed) from the socket; rejects on close or after `ms`. */
+function readResponse(socket: Socket, ms: number): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    let buffer = Buffer.alloc(0);
+    const done = (error?: Error, response?: RawResponse) => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('close', onClose);
+      socket.off('error', onError);
+      if (error) reject(error);
+      else resolve(response!);
+    };
+    const onData = (chunk: Buffer) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      const end = buffer.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const [statusLine, ...lines] = buffer.subarray(0, end).toString('latin1').split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const line of lines) {
+        const colon = line.indexOf(':');
+        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      const length = headers['content-length'];
+      if (length === undefined) return done(new Error(`response without Content-Length: ${statusLine}`));
+      const body = buffer.subarray(end + 4);
+      if (body.length < Number(length)) return;
+      if (body.length > Number(length))
+        return done(new Error(`bytes after the response: ${buffer.toString()}`));
+      done(undefined, {
+        statusLine: statusLine!,
+        status: Number(statusLine!.split(' ')[1]),
+        headers,
+        body: body.toString('utf8'),
+      });
+    };
+    const onClose = () =>
+      done(new Error(`connection closed before a complete response: "${buffer.toString()}"`));
+    const onError = (error: Error) => done(error);
+    const timer = setTimeout(() => done(new Error(`no complete response within ${ms} ms`)), ms);
+    socket.on('data', onData);
+    socket.once('close', onClose);
+    socket.once('error', onError);
+  });
+}
+
+/** Every socket a test opened, destroyed after it. */
+const sockets = new Set<Socket>();
+
+function openSocket(port: number, ms = 5000): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    sockets.add(socket);
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no connection within ${ms} ms`));
+    }, ms);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      resolve(socket);
+    });
+    socket.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+}
+
+/** Resolves when the socket closes; rejects after `ms`. */
+function closed(socket: Socket, ms: number): Promise<void> {
+  if (socket.destroyed) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the connection is still open after ${ms} ms`)), ms);
+    socket.once('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+function getRequest(port: number, target: string, connection = 'keep-alive'): string {
+  return `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: ${connection}\r\n\r\n`;
+}
+
+async function get(port: number, target: string): Promise<RawResponse> {
+  const socket = await openSocket(port);
+  try {
+    const answer = readResponse(socket, 5000);
+    socket.write(getRequest(port, target, 'close'));
+    return await answer;
+  } finally {
+    socket.destroy();
+  }
+}
+
+/** A token request on its own connection, of which only the headers and half of the body have been sent. */
+interface HalfSent {
+  socket: Socket;
+  /** The answer, read from the moment the request was started (so an early answer is not missed). */
+  response: Promise<RawResponse>;
+  /** Sends the rest of the body. */
+  finish(): void;
+}
+
+async function halfSend(port: number, form: string): Promise<HalfSent> {
+  const socket = await openSocket(port);
+  const body = Buffer.from(form);
+  const half = Math.floor(body.length / 2);
+  const response = readResponse(socket, 15_000);
+  response.catch(() => undefined); // asserted by the test; never an unhandled rejection
+  socket.write(
+    `POST /oauth/token HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n` +
+      `Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\n\r\n`,
+  );
+  socket.write(body.subarray(0, half));
+  return { socket, response, finish: () => socket.write(body.subarray(half)) };
+}
+
+/**
+ * What a new connection gets while the server drains: refused, or a 503. Anything else (a hang, a reset,
+ * another status) is returned as a description, so the assertion shows it.
+ */
+async function newConnectionOutcome(port: number): Promise<string> {
+  let socket: Socket;
+  try {
+    socket = await openSocket(port, 5000);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? 'refused' : String(error);
+  }
+  try {
+    const answer = readResponse(socket, 5000);
+    socket.write(getRequest(port, '/healthz', 'close'));
+    const response = await answer;
+    return response.status === 503 ? '503' : `answered ${response.statusLine} ${response.body}`;
+  } catch (error) {
+    return String(error);
+  } finally {
+    socket.destroy();
+  }
+}
+
+// --- the tests ---
+
+describe('graceful shutdown: requests in flight at SIGTERM are answered', () => {
+  let dataDir: string;
+  let env: NodeJS.ProcessEnv;
+  let client: { id: string; secret: string };
+  let form: string;
+  let serve: Serve | undefined;
+  /** Every pid a test's server ran as (primary and workers), for the clean-up. */
+  const pids = new Set<number>();
+
+  async function start(...args: string[]): Promise<Serve> {
+    serve = spawnServe(env, await freePort(), ...args);
+    pids.add(serve.pid);
+    const workers = args.includes('--workers') ? Number(args[args.indexOf('--workers') + 1]) : 1;
+    await Promise.race([
+      serve.waitForLog('tessera is listening', workers, 15_000),
+      serve.exited.then((exit) => {
+        throw new Error(`tessera serve exited early: ${JSON.stringify(exit)}: ${serve!.stderr()}`);
+      }),
+    ]);
+    for (const pid of childrenOf(serve.pid)) pids.add(pid);
+    return serve;
+  }
+
+  /** The JWKS, to verify the tokens answered during the shutdown. */
+  async function keySet(port: number) {
+    const jwks = await get(port, '/.well-known/jwks.json');
+    expect(jwks.status).toBe(200);
+    return createLocalJWKSet(JSON.parse(jwks.body) as JSONWebKeySet);
+  }
+
+  /** A complete HTTP/1.1 200 token response, with a token that verifies. */
+  async function expectToken(
+    response: RawResponse,
+    port: number,
+    keys: ReturnType<typeof createLocalJWKSet>,
+  ) {
+    expect(response.statusLine).toBe('HTTP/1.1 200 OK');
+    expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(response.headers['cache-control']).toBe('no-store');
+    expect(response.headers['pragma']).toBe('no-cache');
+    expect(Number(response.headers['content-length'])).toBe(Buffer.byteLength(response.body));
+    const body = JSON.parse(response.body) as { access_token: string };
+    expect(body).toEqual({
+      access_token: expect.stringMatching(JWT),
+      token_type: 'Bearer',
+      expires_in: 1800,
+    });
+    const { payload } = await jwtVerify(body.access_token, keys, {
+      issuer: `http://localhost:${port}`,
+      audience: AUDIENCE,
+      typ: 'at+jwt',
+    });
+    expect(payload).toMatchObject({ sub: client.id, client_id: client.id });
+    return body.access_token;
+  }
+
+  /** SIGTERM, then waits until the server (each worker) has logged that it is shutting down. */
+  async function sigterm(s: Serve, processes = 1) {
+    s.child.kill('SIGTERM');
+    await s.waitForLog('shutting down: finishing requests in flight', processes, 5000);
+  }
+
+  beforeAll(async () => {
+    dataDir = mkdtempSync(path.join(tmpdir(), 'tessera-shutdown-test-'));
+    const inherited = Object.fromEntries(
+      Object.entries(process.env).filter(([name]) => !name.startsWith('TESSERA_')),
+    );
+    env = {
+      ...inherited,
+      TESSERA_DATA_DIR: dataDir,
+      TESSERA_MASTER_KEY: randomBytes(32).toString('base64'),
+      TESSERA_LOG_LEVEL: 'info',
+      TESSERA_HOST: '127.0.0.1',
+    };
+    const added = await runCli(env, 'audience', 'add', AUDIENCE, '--json');
+    expect(added).toMatchObject({ code: 0, stderr: '' });
+    const created = await runCli(env, 'client', 'create', '--name', 'drain', '--grant', AUDIENCE, '--json');
+    expect(created).toMatchObject({ code: 0, stderr: '' });
+    const record = JSON.parse(created.stdout) as { client_id: string; client_secret: string };
+    client = { id: record.client_id, secret: record.client_secret };
+    form = new URLSearchParams({
+      grant_type: 'client_credentials',
+      client_id: client.id,
+      client_secret: client.secret,
+      audience: AUDIENCE,
+    }).toString();
+  }, 30_000);
+
+  afterEach(async () => {
+    for (const socket of sockets) socket.destroy();
+    sockets.clear();
+    if (serve) {
+      if (alive(serve.pid)) for (const pid of childrenOf(serve.pid)) pids.add(pid);
+      for (const pid of pids)
+        if (pid !== serve.pid && alive(pid) && startedWith(pid, dataDir)) process.kill(pid, 'SIGKILL');
+      if (serve.child.exitCode === null && serve.child.signalCode === null) {
+        serve.child.kill('SIGKILL');
+        await exitWithin(serve, 5000);
+      }
+      serve.child.stdout?.destroy();
+      serve.child.stderr?.destroy();
+      serve = undefined;
+    }
+    pids.clear();
+  });
+
+  afterAll(() => {
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('a half-sent token request is answered in full after SIGTERM, then the process exits 0', async () => {
+    const s = await start();
+    const keys = await keySet(s.port);
+    const request = await halfSend(s.port, form);
+    await sleep(200);
+
+    await sigterm(s);
+    await sleep(200);
+    // Still draining: not exited, nothing answered yet (the body is incomplete).
+    expect(s.child.exitCode).toBe(null);
+    const early = await Promise.race([
+      request.response.then(() => 'answered'),
+      sleep(0).then(() => 'pending'),
+    ]);
+    expect(early).toBe('pending');
+
+    request.finish();
+    await expectToken(await request.response, s.port, keys);
+    // Answered, the connection is closed by the server (it is not left to the client's keep-alive).
+    await closed(request.socket, 5000);
+    expect(await exitWithin(s, 5000), s.stderr()).toEqual({ code: 0, signal: null });
+    expect(s.logs.map((line) => line.msg)).toContain('stopped');
+    expect(s.logs.filter((line) => line.level >= 50)).toEqual([]);
+  });
+
+  it('20 half-sent requests on separate connections: all 20 answered 200 after SIGTERM', async () => {
+    const s = await start();
+    const keys = await keySet(s.port);
+    const requests = await Promise.all(Array.from({ length: 20 }, () => halfSend(s.port, form)));
+    await sleep(200);
+
+    await sigterm(s);
+    await sleep(200);
+    expect(s.child.exitCode).toBe(null);
+
+    for (const request of requests) request.finish();
+    const responses = await Promise.allSettled(requests.map((request) => request.response));
+    const statuses = responses.map((r) => (r.status === 'fulfilled' ? r.value.statusLine : String(r.reason)));
+    expect(statuses).toEqual(Array(20).fill('HTTP/1.1 200 OK'));
+    const tokens = new Set<string>();
+    for (const r of responses)
+      tokens.add(await expectToken((r as PromiseFulfilledResult<RawResponse>).value, s.port, keys));
+    expect(tokens.size).toBe(20);
+    await Promise.all(requests.map((request) => closed(request.socket, 5000)));
+    expect(await exitWithin(s, 5000), s.stderr()).toEqual({ code: 0, signal: null });
+  });
+
+  it('while draining: a new connection is refused or answered 503 within 5 s, an idle one is closed', async () => {
+    const s = await start();
+    const keys = await keySet(s.port);
+    // An idle keep-alive connection: one request answered, the connection left open.
+    const idle = await openSocket(s.port);
+    const first = readResponse(idle, 5000);
+    idle.write(getRequest(s.port, '/healthz'));
+    expect((await first).status).toBe(200);
+    const request = await halfSend(s.port, form);
+    await sleep(200);
+
+    await sigterm(s);
+    await sleep(200);
+    const started = performance.now();
+    expect(['refused', '503']).toContain(await newConnectionOutcome(s.port));
+    expect(performance.now() - started).toBeLessThan(5000);
+    await closed(idle, 5000);
+
+    expect(s.child.exitCode).toBe(null);
+    request.finish();
+    await expectToken(await request.response, s.port, keys);
+    // Answered, the connection is closed by the server (it is not left to the client's keep-alive).
+    await closed(request.socket, 5000);
+    expect(await exitWithin(s, 5000), s.stderr()).toEqual({ code: 0, signal: null });
+  });
+
+  it('--workers 2: a half-sent request is answered after SIGTERM to the primary; all exit, code 0', async () => {
+    const s = await start('--workers', '2');
+    const workers = childrenOf(s.pid);
+    expect(workers).toHaveLength(2);
+    const keys = await keySet(s.port);
+    const request = await halfSend(s.port, form);
+    await sleep(200);
+
+    await sigterm(s, 2);
+    expect((await s.waitForLog('stopping workers: finishing requests in flight'))[0]).toMatchObject({
+      signal: 'SIGTERM',
+      workers: 2,
+    });
+    await sleep(200);
+    // The primary waits for the worker that holds the request.
+    expect(s.child.exitCode).toBe(null);
+    const started = performance.now();
+    expect(['refused', '503']).toContain(await newConnectionOutcome(s.port));
+    expect(performance.now() - started).toBeLessThan(5000);
+
+    request.finish();
+    await expectToken(await request.response, s.port, keys);
+    // Answered, the connection is closed by the server (it is not left to the client's keep-alive).
+    await closed(request.socket, 5000);
+    expect(await exitWithin(s, 5000), s.stderr()).toEqual({ code: 0, signal: null });
+    for (const pid of workers) expect(alive(pid)).toBe(false);
+    expect(await s.waitForLog('stopped', 2, 0)).toHaveLength(2);
+    expect(await s.waitForLog('all workers stopped', 1, 0)).toHaveLength(1);
+    expect(s.logs.filter((line) => line.level >= 50)).toEqual([]);
+  });
+});
