@@ -65,6 +65,13 @@ export function firstTokenHint(issuer: string): string {
 /** `tessera serve`: runs until SIGTERM or SIGINT, then shuts down gracefully. */
 export async function runServer(config: Config, options: { hint?: boolean } = {}): Promise<void> {
   const logger = createLogger(config);
+  if (config.production && config.issuer.startsWith('http://')) {
+    // RFC 6749 §3.2 and RFC 9700: the token endpoint must be reached over TLS.
+    logger.warn(
+      { issuer: config.issuer },
+      'TESSERA_ISSUER is http:// in production; clients must reach Tessera over https',
+    );
+  }
   const server = await startServer(config, logger);
   if (options.hint !== false && (await server.runtime.store.countClients()) === 0)
     process.stderr.write(firstTokenHint(config.issuer) + '\n');

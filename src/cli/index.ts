@@ -157,7 +157,10 @@ export function buildProgram(): Command {
   );
 
   // --- audiences ---
-  const audience = program.command('audience').description('environment URLs tokens can be issued for');
+  const audience = program
+    .command('audience')
+    .alias('audiences')
+    .description('environment URLs tokens can be issued for');
   withJson(
     audience
       .command('add <url>')
@@ -201,7 +204,7 @@ export function buildProgram(): Command {
   );
 
   // --- clients ---
-  const client = program.command('client').description('API clients and their secrets');
+  const client = program.command('client').alias('clients').description('API clients and their secrets');
   withJson(
     client
       .command('create')
@@ -294,7 +297,10 @@ export function buildProgram(): Command {
   );
 
   // --- grants ---
-  const grant = program.command('grant').description('which client may get tokens for which audience');
+  const grant = program
+    .command('grant')
+    .alias('grants')
+    .description('which client may get tokens for which audience');
   withJson(grant.command('add <client-id> <audience>').description('allow a client an audience')).action(
     action(async (store, _config, json, id: string, url: string) => {
       const added = await store.addGrant(id, url);

@@ -1,8 +1,4 @@
 /** Output of the CLI: one JSON document with --json, otherwise readable text. */
-export interface Output {
-  json: boolean;
-}
-
 export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value, null, 2) + '\n');
 }

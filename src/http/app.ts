@@ -53,6 +53,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerErrorHandlers(app);
   tokenRoutes(app, deps.tokens);
   discoveryRoutes(app, deps.issuer, deps.directory, deps.keyring);
-  healthRoutes(app, deps.store, deps.keyring, deps.defaultAlg);
+  healthRoutes(app, deps.store, deps.keyring, deps.directory, deps.defaultAlg);
   return app;
 }

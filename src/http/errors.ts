@@ -37,7 +37,7 @@ function fromFastify(error: FastifyError): OAuthError | undefined {
 export function registerErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | OAuthError, request, reply) => {
     if (error instanceof OAuthError) {
-      if (error.debug) request.log.debug({ error: error.error, reason: error.debug }, 'request refused');
+      request.log.debug({ error: error.error, status: error.status, reason: error.debug }, 'request refused');
       return sendOAuthError(reply, error);
     }
     if (error.code === 'FST_ERR_HANDLER_TIMEOUT') {

@@ -84,6 +84,9 @@ export class Keyring {
   private async read(strict: boolean): Promise<void> {
     const rows = await this.store.listSigningKeys();
     const now = this.now();
+    // A key that will never sign again has no business in memory.
+    const live = new Set(rows.filter((row) => mayStillSign(row, now)).map((row) => row.kid));
+    for (const kid of this.imported.keys()) if (!live.has(kid)) this.imported.delete(kid);
     for (const row of rows) {
       if (!mayStillSign(row, now) || this.imported.has(row.kid)) continue;
       try {

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, isPostgresUrl, type Config } from '../config/index.js';
 
@@ -62,11 +62,16 @@ export function resolveMasterKey(
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
+  // Written whole to a private temporary file, then linked into place: a process starting at the same moment
+  // sees either no key file or a complete one, never an empty one; if another got there first, theirs wins.
+  const temporary = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`;
+  writeFileSync(temporary, randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' });
   try {
-    // 'wx': if another process created it meanwhile, fail and read theirs rather than overwrite it.
-    writeFileSync(file, randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' });
+    linkSync(temporary, file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  } finally {
+    unlinkSync(temporary);
   }
   warn(`TESSERA_MASTER_KEY is not set: generated ${file} (mode 0600); set TESSERA_MASTER_KEY in production`);
   return parseMasterKey(readFileSync(file, 'utf8'), file);

@@ -62,6 +62,8 @@ export class Directory {
   private pollAgain: Promise<void> | undefined;
   private lastPrune = 0;
   private lastFullRefresh = 0;
+  /** When the feed was last read without error (wall clock, for readiness). */
+  private lastRead = Date.now();
 
   constructor(
     private readonly store: Store,
@@ -98,7 +100,13 @@ export class Directory {
     this.timer = undefined;
     await this.unsubscribe?.();
     this.unsubscribe = undefined;
+    await this.pollAgain;
     await this.polling;
+  }
+
+  /** Whether the change feed was read successfully within `withinMs`: if not, changes may be going unseen. */
+  following(withinMs: number): boolean {
+    return Date.now() - this.lastRead <= withinMs;
   }
 
   findAudience(url: string): KnownAudience | undefined {
@@ -167,6 +175,7 @@ export class Directory {
       this.lastSeq = changes[changes.length - 1]!.seq;
       if (changes.length < CHANGE_BATCH) break;
     }
+    this.lastRead = Date.now();
     const now = (this.options.now ?? (() => new Date()))();
     // The backstop behind the feed: once per cache TTL, audiences and keys are read afresh whatever happened.
     if (now.getTime() - this.lastFullRefresh >= this.options.ttlMs) {

@@ -31,8 +31,20 @@ export class PostgresStore extends KyselyStore {
         retry(next);
       });
       next.on('end', () => retry(next));
-      await next.connect();
-      await next.query(`LISTEN ${CHANGE_CHANNEL}`);
+      try {
+        await next.connect();
+        await next.query(`LISTEN ${CHANGE_CHANNEL}`);
+      } catch (error) {
+        next.removeAllListeners();
+        await next.end().catch(() => undefined);
+        throw error;
+      }
+      if (closed) {
+        // Unsubscribed while this connection was being made.
+        next.removeAllListeners();
+        await next.end().catch(() => undefined);
+        return;
+      }
       client = next;
       // Anything committed while no one listened is picked up by reading the feed now.
       listener();

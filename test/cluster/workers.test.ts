@@ -471,7 +471,10 @@ describe('tessera serve --workers 2', () => {
     for (let i = 0; i < 8; i++) {
       const ready = await onNewConnection(port, getRequest(port, '/readyz'), workers);
       expect(ready.statusLine).toBe('HTTP/1.1 200 OK');
-      expect(JSON.parse(ready.body)).toEqual({ status: 'ready', checks: { store: 'ok', signing_key: 'ok' } });
+      expect(JSON.parse(ready.body)).toEqual({
+        status: 'ready',
+        checks: { store: 'ok', signing_key: 'ok', change_feed: 'ok' },
+      });
       expect(workers).toContain(ready.owner);
       answeredBy.add(ready.owner!);
 

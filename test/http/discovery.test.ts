@@ -166,7 +166,10 @@ describe('health and readiness', () => {
     expect(r.status).toBe(200);
     expect(r.headers.get('content-type')).toBe('application/json; charset=utf-8');
     expect(r.headers.get('cache-control')).toBe('no-store');
-    expect(await r.json()).toEqual({ status: 'ready', checks: { store: 'ok', signing_key: 'ok' } });
+    expect(await r.json()).toEqual({
+      status: 'ready',
+      checks: { store: 'ok', signing_key: 'ok', change_feed: 'ok' },
+    });
   });
 
   it('HEAD /healthz works', async () => {

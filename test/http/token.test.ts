@@ -514,6 +514,13 @@ describe('503 temporarily_unavailable', () => {
       );
       // A warm client needs no store: still served.
       expect((await request(cached)).status).toBe(200);
+      // And the instance says it is not ready, so a load balancer sends traffic elsewhere.
+      const ready = await fetch(`${t.url}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toEqual({
+        status: 'not_ready',
+        checks: { store: 'unreachable', signing_key: 'ok', change_feed: 'ok' },
+      });
     } finally {
       await t.server.app.close();
     }
