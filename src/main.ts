@@ -25,6 +25,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     store: runtime.store,
     logger,
     requestTimeoutMs: config.requestTimeout * 1000,
+    trustProxy: config.trustProxy,
   });
   let address: string;
   try {

@@ -7,6 +7,7 @@ import { MAX_TOKEN_TTL } from './domain/validate.js';
 import { Keyring } from './keys/keyring.js';
 import { resolveMasterKey } from './keys/master-key.js';
 import { KeyRotator } from './keys/rotator.js';
+import { FailedAttempts } from './limits/attempts.js';
 import { Directory } from './store/directory.js';
 import { openPostgresStore } from './store/postgres.js';
 import { openSqliteStore } from './store/sqlite.js';
@@ -40,6 +41,16 @@ export interface Runtime {
 export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
   const master = resolveMasterKey(config, (message) => logger.warn(message));
   const store = await openStore(config);
+  const attempts = new FailedAttempts({
+    redisUrl: config.redisUrl,
+    keyPrefix: config.redisPrefix,
+    onRedisDown: (error) =>
+      logger.error(
+        { err: error },
+        'Redis is unreachable: counting failed attempts in memory until it is back',
+      ),
+    onRedisUp: () => logger.info('Redis is back: failed attempts are counted in Redis again'),
+  });
   try {
     const keyring = new Keyring(store, master, {
       maxTokenTtl: MAX_TOKEN_TTL,
@@ -78,6 +89,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       sign: (payload, alg: SigningAlg) => keyring.sign(payload, alg),
       now: Date.now,
       newJti: () => randomBytes(16).toString('base64url'),
+      attempts,
       issuer: config.issuer,
       defaultTtl: config.tokenTtl,
       defaultAlg: config.signingAlg,
@@ -89,11 +101,13 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       tokens,
       async close() {
         await rotator?.stop();
+        await attempts.close();
         await directory.stop();
         await store.close();
       },
     };
   } catch (error) {
+    await attempts.close();
     await store.close();
     throw error;
   }

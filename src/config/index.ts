@@ -22,6 +22,8 @@ export interface Config {
   masterKey: string | undefined;
   /** Redis for shared counters across instances (failed-attempt limits, quotas). */
   redisUrl: string | undefined;
+  /** Prefix of every Redis key, so several deployments (or test runs) can share one Redis. */
+  redisPrefix: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Backstop lifetime in seconds of a cached client; changes normally arrive through the change feed. */
   cacheTtl: number;
@@ -29,6 +31,12 @@ export interface Config {
   cacheMax: number;
   /** How often, in milliseconds, the change feed is read for changes made by other processes. */
   changePollMs: number;
+  /**
+   * Which proxies' X-Forwarded-For to believe for the caller's address (the failed-attempt limits count per
+   * address): false (none), true (any: only when every request comes through the proxy), or a list of the
+   * proxies' addresses and CIDR ranges (the safe choice).
+   */
+  trustProxy: boolean | string[];
   /** Seconds a client has to send a whole request; slower ones get 408 and are disconnected. */
   requestTimeout: number;
   /** Processes serving the port (`tessera serve --workers`); 1 serves in this process. */
@@ -76,6 +84,30 @@ function duration(env: Env, name: string, fallback: number, min: number, max: nu
  */
 export function jwksMaxAge(config: Pick<Config, 'keyPublishAhead'>): number {
   return Math.floor(config.keyPublishAhead / 2);
+}
+
+function prefix(raw: string): string {
+  if (!/^[A-Za-z0-9._:-]{1,64}$/.test(raw)) {
+    throw new ConfigError('TESSERA_REDIS_PREFIX must be 1 to 64 characters of A-Z a-z 0-9 . _ : -');
+  }
+  return raw;
+}
+
+function trustProxy(raw: string | undefined): Config['trustProxy'] {
+  if (raw === undefined || raw === 'false') return false;
+  if (raw === 'true') return true;
+  const list = raw.split(',').map((entry) => entry.trim());
+  for (const entry of list) {
+    if (
+      !/^[0-9a-fA-F.:]+(\/\d{1,3})?$/.test(entry) &&
+      !['loopback', 'linklocal', 'uniquelocal'].includes(entry)
+    ) {
+      throw new ConfigError(
+        `TESSERA_TRUST_PROXY: "${entry}" is not an address, a CIDR range, loopback, linklocal or uniquelocal`,
+      );
+    }
+  }
+  return list;
 }
 
 function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
@@ -183,11 +215,13 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     signingAlg: alg,
     masterKey: read(env, 'TESSERA_MASTER_KEY'),
     redisUrl,
+    redisPrefix: prefix(read(env, 'TESSERA_REDIS_PREFIX') ?? 'tessera'),
     logLevel: logLevel as Config['logLevel'],
     cacheTtl: integer(env, 'TESSERA_CACHE_TTL', 60, 1, 3600),
     cacheMax: integer(env, 'TESSERA_CACHE_MAX', 100_000, 100, 10_000_000),
     changePollMs: integer(env, 'TESSERA_CHANGE_POLL_MS', 500, 50, 10_000),
     requestTimeout: integer(env, 'TESSERA_REQUEST_TIMEOUT', 10, 1, 300),
+    trustProxy: trustProxy(read(env, 'TESSERA_TRUST_PROXY')),
     workers: integer(env, 'TESSERA_WORKERS', 1, 1, 256),
     keyRotationInterval,
     keyPublishAhead,

@@ -46,5 +46,11 @@ export const temporarilyUnavailable = (retryAfterSeconds: number): OAuthError =>
     'retry-after': String(retryAfterSeconds),
   });
 
+/** INTERFACE.md: too many failed attempts, an invalid_request-shaped body with Retry-After (RFC 6585 §4). */
+export const tooManyAttempts = (retryAfterSeconds: number): OAuthError =>
+  new OAuthError('invalid_request', 'too many failed attempts; try again later', 429, {
+    'retry-after': String(retryAfterSeconds),
+  });
+
 export const serverError = (): OAuthError =>
   new OAuthError('server_error', 'the server met an unexpected condition', 500);

@@ -1,11 +1,12 @@
 import type { JWTPayload } from 'jose';
 import type { SigningAlg } from './algorithms.js';
-import type { BasicCredentials } from './client-auth.js';
+import { parseBasicAuthorization, type BasicCredentials } from './client-auth.js';
 import {
   invalidClient,
   invalidRequest,
   invalidScope,
   invalidTarget,
+  tooManyAttempts,
   unsupportedGrantType,
 } from './errors.js';
 import { DUMMY_DIGEST, secretMatches } from './secrets.js';
@@ -25,8 +26,18 @@ export type TokenParams = Partial<Record<TokenParam, string>>;
 
 export interface TokenRequest {
   params: TokenParams;
-  /** Credentials from an `Authorization: Basic` header, already decoded. */
-  basic?: BasicCredentials | undefined;
+  /** The Authorization header, if any (client_secret_basic). */
+  authorization?: string | undefined;
+  /** The caller's address, for the failed-attempt limits. */
+  source: string;
+}
+
+/** Failed authentications, counted per client id + source and per source (see limits/attempts.ts). */
+export interface AttemptLimiter {
+  /** Seconds the caller must still wait, or 0; answered from memory. */
+  blockedFor(clientId: string | undefined, source: string): number;
+  /** Counts a failure; the caller does not wait for it. */
+  failed(clientId: string | undefined, source: string): Promise<void>;
 }
 
 export interface TokenResponse {
@@ -60,6 +71,7 @@ export interface TokenServiceDeps {
   now(): number;
   /** A unique token id with at least 128 random bits. */
   newJti(): string;
+  attempts: AttemptLimiter;
   issuer: string;
   defaultTtl: number;
   defaultAlg: SigningAlg;
@@ -84,9 +96,9 @@ export class TokenService {
   constructor(private readonly deps: TokenServiceDeps) {}
 
   async issue(request: TokenRequest): Promise<IssuedToken> {
-    const { params } = request;
-    const credentials = this.credentials(request);
-    const client = await this.authenticate(credentials.clientId, credentials.clientSecret);
+    const { params, source } = request;
+    const credentials = this.credentials(params, this.basic(request.authorization, source));
+    const client = await this.authenticate(credentials.clientId, credentials.clientSecret, source);
 
     const grantType = present(params.grant_type);
     if (grantType === undefined) throw invalidRequest('grant_type is required');
@@ -124,8 +136,20 @@ export class TokenService {
     };
   }
 
+  /** A malformed Basic header is a failed authentication too, counted against its source. */
+  private basic(authorization: string | undefined, source: string): BasicCredentials | undefined {
+    try {
+      return parseBasicAuthorization(authorization);
+    } catch (error) {
+      const wait = this.deps.attempts.blockedFor(undefined, source);
+      if (wait > 0) throw tooManyAttempts(wait);
+      void this.deps.attempts.failed(undefined, source);
+      throw error;
+    }
+  }
+
   /** client_secret_basic or client_secret_post, never both (RFC 6749 §2.3: one method per request). */
-  private credentials({ params, basic }: TokenRequest): BasicCredentials {
+  private credentials(params: TokenParams, basic: BasicCredentials | undefined): BasicCredentials {
     const bodyId = present(params.client_id);
     const bodySecret = present(params.client_secret);
     if (basic) {
@@ -148,15 +172,26 @@ export class TokenService {
    * One path for every failure: the secret is always hashed and compared, against a dummy digest when the
    * client is unknown, so unknown, wrong and disabled give the same answer by the same work.
    */
-  private async authenticate(clientId: string, secret: string): Promise<KnownClient> {
+  private async authenticate(clientId: string, secret: string, source: string): Promise<KnownClient> {
+    // Blocked callers learn nothing more, not even whether this attempt would have been right.
+    const wait = this.deps.attempts.blockedFor(clientId, source);
+    if (wait > 0) throw tooManyAttempts(wait);
     // An id no client can have (a NUL, 8 KiB of junk) is unknown without a cache entry or a store query.
     const found = isPossibleClientId(clientId) ? this.deps.findClient(clientId) : undefined;
     const client = found instanceof Promise ? await found : found;
     const matches = secretMatches(secret, client?.secretDigest ?? DUMMY_DIGEST);
-    if (!client) throw invalidClient('unknown client');
-    if (!matches) throw invalidClient('wrong secret');
-    if (!client.enabled) throw invalidClient('client is disabled');
-    return client;
+    const failure = !client
+      ? 'unknown client'
+      : !matches
+        ? 'wrong secret'
+        : !client.enabled
+          ? 'client is disabled'
+          : '';
+    if (failure) {
+      void this.deps.attempts.failed(clientId, source);
+      throw invalidClient(failure);
+    }
+    return client!;
   }
 
   /** `audience` (Auth0, Hydra) and `resource` (RFC 8707) name the same thing; one of them, not both. */

@@ -22,6 +22,7 @@ export interface AppDeps {
   keyring: Keyring;
   store: Store;
   logger: Logger;
+  trustProxy: boolean | string[];
   /** Time a client has to send a whole request (a token request is a few hundred bytes). */
   requestTimeoutMs: number;
 }
@@ -34,6 +35,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
     return503OnClosing: true,
+    // The caller's address counts for the failed-attempt limits; behind a proxy it comes from X-Forwarded-For.
+    trustProxy: deps.trustProxy,
     // A client that sends its headers and then trickles the body (or nothing) is answered 408 and cut off.
     requestTimeout: deps.requestTimeoutMs,
     handlerTimeout: deps.requestTimeoutMs,

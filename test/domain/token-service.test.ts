@@ -63,6 +63,7 @@ function setup(overrides: Partial<TokenServiceDeps> = {}) {
     },
     now: () => NOW,
     newJti: () => JTI,
+    attempts: { blockedFor: () => 0, failed: async () => undefined },
     issuer: ISSUER,
     defaultTtl: 1800,
     defaultAlg: 'ES256',
@@ -70,6 +71,8 @@ function setup(overrides: Partial<TokenServiceDeps> = {}) {
   };
   return { service: new TokenService(deps), signed, lookups };
 }
+
+const SOURCE = '192.0.2.7';
 
 const post = (params: TokenRequest['params']): TokenRequest => ({
   params: {
@@ -79,7 +82,14 @@ const post = (params: TokenRequest['params']): TokenRequest => ({
     audience: API,
     ...params,
   },
+  source: SOURCE,
 });
+
+/** client_secret_basic as a client sends it (RFC 6749 §2.3.1: form-encoded, then base64). */
+function basicHeader(id: string, secret: string): string {
+  const enc = (v: string) => encodeURIComponent(v).replace(/%20/g, '+');
+  return 'Basic ' + Buffer.from(`${enc(id)}:${enc(secret)}`).toString('base64');
+}
 
 interface Failure {
   error: string;
@@ -230,7 +240,8 @@ describe('TokenService: issuing', () => {
   it('authenticates by HTTP Basic', async () => {
     const issued = await t.service.issue({
       params: { grant_type: 'client_credentials', audience: API },
-      basic: { clientId: 'svc', clientSecret: SECRET },
+      authorization: basicHeader('svc', SECRET),
+      source: SOURCE,
     });
     expect(issued.clientId).toBe('svc');
   });
@@ -240,13 +251,15 @@ describe('TokenService: issuing', () => {
     await expect(
       t.service.issue({
         params: { grant_type: 'client_credentials', audience: API, client_id: 'svc' },
-        basic,
+        authorization: basicHeader(basic.clientId, basic.clientSecret),
+        source: SOURCE,
       }),
     ).resolves.toMatchObject({ clientId: 'svc' });
     await expect(
       t.service.issue({
         params: { grant_type: 'client_credentials', audience: API, client_secret: '' },
-        basic,
+        authorization: basicHeader(basic.clientId, basic.clientSecret),
+        source: SOURCE,
       }),
     ).resolves.toMatchObject({ clientId: 'svc' });
   });
@@ -258,7 +271,8 @@ describe('TokenService: issuing', () => {
       expect(
         await failure(service, {
           params: { grant_type: 'client_credentials', audience: API },
-          basic: { clientId, clientSecret: SECRET },
+          authorization: basicHeader(clientId, SECRET),
+          source: SOURCE,
         }),
       ).toEqual(INVALID_CLIENT);
     }
@@ -314,7 +328,8 @@ describe('TokenService: errors', () => {
   it('Basic and client_secret in the body both', async () => {
     const error = await failure(t.service, {
       params: { grant_type: 'client_credentials', audience: API, client_secret: SECRET },
-      basic: { clientId: 'svc', clientSecret: SECRET },
+      authorization: basicHeader('svc', SECRET),
+      source: SOURCE,
     });
     expect(error).toEqual(
       invalidRequest(
@@ -327,7 +342,8 @@ describe('TokenService: errors', () => {
   it('Basic with another client_id in the body', async () => {
     const error = await failure(t.service, {
       params: { grant_type: 'client_credentials', audience: API, client_id: 'long' },
-      basic: { clientId: 'svc', clientSecret: SECRET },
+      authorization: basicHeader('svc', SECRET),
+      source: SOURCE,
     });
     expect(error).toEqual(
       invalidRequest('client_id in the body does not match the client authenticated by HTTP Basic'),
@@ -342,7 +358,8 @@ describe('TokenService: errors', () => {
     const disabledWrong = await failure(t.service, post({ client_id: 'off', client_secret: 'nope' }));
     const wrongBasic = await failure(t.service, {
       params: { grant_type: 'client_credentials', audience: API },
-      basic: { clientId: 'svc', clientSecret: 'nope' },
+      authorization: basicHeader('svc', 'nope'),
+      source: SOURCE,
     });
     for (const error of [unknown, wrong, disabled, disabledWrong, wrongBasic])
       expect(error).toEqual(INVALID_CLIENT);

@@ -45,7 +45,11 @@ export interface TestServer {
 }
 
 /** A real Tessera on a real socket, on a fresh data directory that is removed on close. */
-export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+export async function startTestServer(
+  env: Record<string, string> = {},
+  /** Receives every log line, when given (set TESSERA_LOG_LEVEL too). */
+  log?: (line: string) => void,
+): Promise<TestServer> {
   const dataDir = tempDir();
   const port = await freePort();
   const config = loadConfig({
@@ -57,7 +61,8 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     TESSERA_CHANGE_POLL_MS: '100',
     ...env,
   });
-  const server = await startServer(config, createLogger(config));
+  const destination = log && { write: (line: string) => log(line) };
+  const server = await startServer(config, createLogger(config, destination));
   const { store, directory } = server.runtime;
   const sync = () => directory.poll();
   return {

@@ -1,5 +1,4 @@
 import type { FastifyInstance } from 'fastify';
-import { parseBasicAuthorization } from '../../domain/client-auth.js';
 import type { TokenService } from '../../domain/token-service.js';
 import { tokenParams } from '../body.js';
 import { methodNotAllowed, NO_STORE } from '../errors.js';
@@ -8,8 +7,11 @@ import { methodNotAllowed, NO_STORE } from '../errors.js';
 export function tokenRoutes(app: FastifyInstance, tokens: TokenService): void {
   app.post('/oauth/token', async (request, reply) => {
     const params = tokenParams(request.body);
-    const basic = parseBasicAuthorization(request.headers.authorization);
-    const issued = await tokens.issue({ params, basic });
+    const issued = await tokens.issue({
+      params,
+      authorization: request.headers.authorization,
+      source: request.ip,
+    });
     return reply.headers(NO_STORE).send(issued.response);
   });
   methodNotAllowed(app, '/oauth/token', ['POST']);

@@ -1,0 +1,149 @@
+import { Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
+import {
+  RateLimiterMemory,
+  RateLimiterRedis,
+  RateLimiterRes,
+  type RateLimiterAbstract,
+} from 'rate-limiter-flexible';
+import type { AttemptLimiter } from '../domain/token-service.js';
+
+/** A limit: this many failures within the window block the key for `blockSeconds`. */
+export interface Threshold {
+  failures: number;
+  windowSeconds: number;
+  blockSeconds: number;
+}
+
+/**
+ * The failed-attempt limits (documented in the README):
+ * - per client id + source address: a guessing caller is stopped for that client, from that address only,
+ *   so an attacker elsewhere cannot lock a legitimate client out of its own address;
+ * - per source address, whatever the client ids: stops spraying many ids from one place.
+ */
+export const PER_CLIENT_AND_SOURCE: Threshold = { failures: 10, windowSeconds: 300, blockSeconds: 300 };
+export const PER_SOURCE: Threshold = { failures: 100, windowSeconds: 300, blockSeconds: 900 };
+
+/** Blocks are checked in memory only, so the token path does no I/O for them; this many at most. */
+const MAX_BLOCKED = 100_000;
+
+export interface AttemptLimiterOptions {
+  /** Shared counters across instances; memory only when undefined. */
+  redisUrl?: string | undefined;
+  /** Prefix of every Redis key (tests give each run its own). */
+  keyPrefix?: string;
+  perClientAndSource?: Threshold;
+  perSource?: Threshold;
+  onRedisDown?: (error: unknown) => void;
+  onRedisUp?: () => void;
+  now?: () => number;
+}
+
+/**
+ * Failed authentications, counted per client id + source address and per source address, in Redis when
+ * one is configured (shared by every instance) and in memory otherwise. If Redis cannot be reached, each
+ * instance counts in memory until it comes back (rate-limiter-flexible's insurance limiter), and says so.
+ *
+ * Counting happens on failures only. Whether a caller is blocked is decided from memory: an instance learns
+ * of a block when one of its own failures reaches the limit, so across N instances a guesser gets at most
+ * N - 1 extra attempts, and a successful request never waits on Redis.
+ */
+export class FailedAttempts implements AttemptLimiter {
+  private readonly blocked = new LRUCache<string, number>({ max: MAX_BLOCKED });
+  private readonly pair: RateLimiterAbstract;
+  private readonly source: RateLimiterAbstract;
+  private readonly redis: Redis | undefined;
+  private readonly now: () => number;
+  private readonly thresholds: { pair: Threshold; source: Threshold };
+  private closing = false;
+
+  constructor(options: AttemptLimiterOptions = {}) {
+    this.now = options.now ?? Date.now;
+    const perPair = options.perClientAndSource ?? PER_CLIENT_AND_SOURCE;
+    const perSource = options.perSource ?? PER_SOURCE;
+    const prefix = options.keyPrefix ?? 'tessera';
+    if (options.redisUrl) {
+      let down = false;
+      this.redis = new Redis(options.redisUrl, {
+        // Fail at once while disconnected, so the insurance limiter answers instead of a queue that waits.
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 1,
+        connectTimeout: 2000,
+        retryStrategy: (times) => Math.min(times * 200, 2000),
+        lazyConnect: false,
+      });
+      // Lost as soon as the connection closes (not at the first failed reconnect), found again when ready.
+      this.redis.on('close', () => {
+        if (!down && !this.closing) options.onRedisDown?.(new Error('connection to Redis closed'));
+        down = true;
+      });
+      this.redis.on('error', (error: unknown) => {
+        if (!down && !this.closing) options.onRedisDown?.(error);
+        down = true;
+      });
+      this.redis.on('ready', () => {
+        if (down) options.onRedisUp?.();
+        down = false;
+      });
+    }
+    const limiter = (name: string, t: Threshold): RateLimiterAbstract => {
+      const common = { points: t.failures, duration: t.windowSeconds, keyPrefix: `${prefix}:fail:${name}` };
+      const memory = new RateLimiterMemory(common);
+      return this.redis
+        ? new RateLimiterRedis({
+            ...common,
+            storeClient: this.redis,
+            insuranceLimiter: memory,
+            rejectIfRedisNotReady: true,
+          })
+        : memory;
+    };
+    this.pair = limiter('client', perPair);
+    this.source = limiter('source', perSource);
+    this.thresholds = { pair: perPair, source: perSource };
+  }
+
+  /** Seconds the caller must still wait, or 0. Memory only. */
+  blockedFor(clientId: string | undefined, source: string): number {
+    const now = this.now();
+    let until = this.blocked.get(`s ${source}`) ?? 0;
+    if (clientId !== undefined) until = Math.max(until, this.blocked.get(`c ${source} ${clientId}`) ?? 0);
+    return until > now ? Math.ceil((until - now) / 1000) : 0;
+  }
+
+  /** Counts a failed authentication; resolves once counted (never rejects). */
+  async failed(clientId: string | undefined, source: string): Promise<void> {
+    const counts: Promise<void>[] = [this.count(this.source, source, `s ${source}`, this.thresholds.source)];
+    if (clientId !== undefined) {
+      counts.push(
+        this.count(this.pair, `${source} ${clientId}`, `c ${source} ${clientId}`, this.thresholds.pair),
+      );
+    }
+    await Promise.all(counts);
+  }
+
+  private async count(
+    limiter: RateLimiterAbstract,
+    key: string,
+    blockKey: string,
+    t: Threshold,
+  ): Promise<void> {
+    let consumed: number;
+    try {
+      consumed = (await limiter.consume(key)).consumedPoints;
+    } catch (result) {
+      // consume() rejects with a RateLimiterRes once the points are used up; anything else is a store error.
+      if (!(result instanceof RateLimiterRes)) return;
+      consumed = result.consumedPoints;
+    }
+    if (consumed >= t.failures) this.blocked.set(blockKey, this.now() + t.blockSeconds * 1000);
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    if (!this.redis) return;
+    // quit() waits for the server, which may be gone: only ask politely when connected.
+    if (this.redis.status === 'ready') await this.redis.quit().catch(() => undefined);
+    this.redis.disconnect();
+  }
+}

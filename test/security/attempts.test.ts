@@ -1,0 +1,173 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FailedAttempts, PER_CLIENT_AND_SOURCE, PER_SOURCE } from '../../src/limits/attempts.js';
+import { dropPrefix, REDIS_URL, testPrefix, throwawayRedis } from '../helpers/redis.js';
+import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+
+/**
+ * INTERFACE.md's 429 row: too many failed attempts for a client id or a source address. The thresholds are
+ * the documented ones: 10 failures per client id + source in 5 minutes (blocked 5 minutes), 100 per source
+ * (blocked 15 minutes).
+ */
+
+const API = 'https://api.example.com';
+const TOO_MANY = { error: 'invalid_request', error_description: 'too many failed attempts; try again later' };
+
+const attempt = (t: TestServer, c: TestClient, source: string, secret = c.secret) =>
+  postToken(
+    t.url,
+    { grant_type: 'client_credentials', client_id: c.id, client_secret: secret, audience: API },
+    { headers: { 'x-forwarded-for': source } },
+  );
+
+describe('FailedAttempts', () => {
+  it('blocks a client id + source after the limit, for the block time, and nothing else', async () => {
+    let now = 1_000_000;
+    const limits = new FailedAttempts({ now: () => now });
+    for (let i = 0; i < PER_CLIENT_AND_SOURCE.failures - 1; i++) await limits.failed('svc', '198.51.100.1');
+    expect(limits.blockedFor('svc', '198.51.100.1')).toBe(0);
+    await limits.failed('svc', '198.51.100.1');
+    expect(limits.blockedFor('svc', '198.51.100.1')).toBe(PER_CLIENT_AND_SOURCE.blockSeconds);
+    // Another address, another client from the same address: not blocked.
+    expect(limits.blockedFor('svc', '198.51.100.2')).toBe(0);
+    expect(limits.blockedFor('other', '198.51.100.1')).toBe(0);
+    now += PER_CLIENT_AND_SOURCE.blockSeconds * 1000 - 1500;
+    expect(limits.blockedFor('svc', '198.51.100.1')).toBe(2);
+    now += 1500;
+    expect(limits.blockedFor('svc', '198.51.100.1')).toBe(0);
+    await limits.close();
+  });
+
+  it('blocks a source spraying client ids after the per-source limit', async () => {
+    const limits = new FailedAttempts();
+    for (let i = 0; i < PER_SOURCE.failures; i++) await limits.failed(`id-${i}`, '203.0.113.9');
+    expect(limits.blockedFor('anyone', '203.0.113.9')).toBe(PER_SOURCE.blockSeconds);
+    expect(limits.blockedFor(undefined, '203.0.113.9')).toBe(PER_SOURCE.blockSeconds);
+    expect(limits.blockedFor('anyone', '203.0.113.10')).toBe(0);
+    await limits.close();
+  });
+});
+
+describe('429 at the token endpoint (in memory)', () => {
+  let t: TestServer;
+  let client: TestClient;
+  beforeAll(async () => {
+    t = await startTestServer({ TESSERA_TRUST_PROXY: 'loopback' });
+    await t.addAudience(API);
+    client = await t.createClient([API]);
+  });
+  afterAll(async () => t.close());
+
+  it('ten wrong secrets from one address: then 429 from there, even with the right secret; 200 from elsewhere', async () => {
+    for (let i = 0; i < 10; i++) expect((await attempt(t, client, '198.51.100.1', 'wrong')).status).toBe(401);
+    const blocked = await attempt(t, client, '198.51.100.1');
+    expect({ status: blocked.status, body: blocked.body }).toEqual({ status: 429, body: TOO_MANY });
+    expect(blocked.headers.get('retry-after')).toBe('300');
+    expect(blocked.headers.get('cache-control')).toBe('no-store');
+    expect(blocked.headers.get('pragma')).toBe('no-cache');
+    expect(blocked.headers.get('www-authenticate')).toBeNull();
+    // The attacker at another address cannot lock the client out of its own address.
+    expect((await attempt(t, client, '198.51.100.2')).status).toBe(200);
+  });
+
+  it('a hundred failures with made-up ids from one address: 429 for every client from there', async () => {
+    for (let i = 0; i < 100; i++) {
+      const fake = { id: `guess-${i}`, secret: 'x', record: client.record };
+      expect((await attempt(t, fake, '203.0.113.5')).status).toBe(401);
+    }
+    const blocked = await attempt(t, client, '203.0.113.5');
+    expect({ status: blocked.status, body: blocked.body }).toEqual({ status: 429, body: TOO_MANY });
+    expect(blocked.headers.get('retry-after')).toBe('900');
+    expect((await attempt(t, client, '203.0.113.6')).status).toBe(200);
+  });
+
+  it('malformed Basic headers count against their address', async () => {
+    const send = () =>
+      postToken(
+        t.url,
+        { grant_type: 'client_credentials', audience: API },
+        { headers: { authorization: 'Basic !!!', 'x-forwarded-for': '203.0.113.77' } },
+      );
+    for (let i = 0; i < 100; i++) expect((await send()).status).toBe(401);
+    expect((await send()).status).toBe(429);
+  });
+});
+
+describe('shared through Redis by every instance', () => {
+  const prefix = testPrefix();
+  let a: TestServer;
+  let b: TestServer;
+  let client: TestClient;
+  beforeAll(async () => {
+    const env = {
+      TESSERA_TRUST_PROXY: 'loopback',
+      TESSERA_REDIS_URL: REDIS_URL,
+      TESSERA_REDIS_PREFIX: prefix,
+    };
+    a = await startTestServer(env);
+    b = await startTestServer(env);
+    // Two stores here (SQLite each), so the same client is created in both with the same id and secret.
+    await a.addAudience(API);
+    await b.addAudience(API);
+    client = await a.createClient([API]);
+    await b.server.runtime.store.createClient({
+      id: client.id,
+      name: 'same',
+      secretDigest: client.record.secretDigest,
+      tokenTtl: null,
+      audiences: [API],
+    });
+    await b.sync();
+  });
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+    await dropPrefix(prefix);
+  });
+
+  it('failures at A and at B add up: the tenth, wherever it lands, blocks', async () => {
+    for (let i = 0; i < 6; i++) expect((await attempt(a, client, '198.51.100.50', 'wrong')).status).toBe(401);
+    for (let i = 0; i < 4; i++) expect((await attempt(b, client, '198.51.100.50', 'wrong')).status).toBe(401);
+    await new Promise((r) => setTimeout(r, 100)); // counting is not on the answer's path
+    expect((await attempt(b, client, '198.51.100.50')).status).toBe(429);
+    // A learns of the block at its next failure, at the latest.
+    expect((await attempt(a, client, '198.51.100.50', 'wrong')).status).toBe(401);
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await attempt(a, client, '198.51.100.50')).status).toBe(429);
+  });
+});
+
+describe('Redis going away and coming back', () => {
+  it('counts in memory meanwhile, logs it, keeps serving, and goes back to Redis', async () => {
+    const redis = await throwawayRedis();
+    await redis.start();
+    const lines: string[] = [];
+    const t = await startTestServer(
+      { TESSERA_TRUST_PROXY: 'loopback', TESSERA_REDIS_URL: redis.url, TESSERA_LOG_LEVEL: 'info' },
+      (line) => lines.push(line),
+    );
+    try {
+      await t.addAudience(API);
+      const client = await t.createClient([API]);
+      expect((await attempt(t, client, '198.51.100.80')).status).toBe(200);
+
+      await redis.stop();
+      // Still serving: good credentials 200, bad ones 401, and the limit still applies (in memory).
+      expect((await attempt(t, client, '198.51.100.80')).status).toBe(200);
+      for (let i = 0; i < 10; i++)
+        expect((await attempt(t, client, '198.51.100.81', 'wrong')).status).toBe(401);
+      await new Promise((r) => setTimeout(r, 100));
+      expect((await attempt(t, client, '198.51.100.81')).status).toBe(429);
+      expect(lines.some((l) => l.includes('Redis is unreachable'))).toBe(true);
+
+      await redis.start();
+      for (let i = 0; i < 60 && !lines.some((l) => l.includes('Redis is back')); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(lines.some((l) => l.includes('Redis is back'))).toBe(true);
+      expect((await attempt(t, client, '198.51.100.80')).status).toBe(200);
+    } finally {
+      await t.close();
+      await redis.stop();
+    }
+  }, 30_000);
+});
