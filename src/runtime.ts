@@ -37,6 +37,30 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
+/**
+ * Store errors while the store is down would come twice a second from the feed alone: the first is logged,
+ * then one a minute, and the recovery once.
+ */
+function outageLogger(logger: Logger) {
+  let since: number | undefined;
+  let lastLogged = 0;
+  return {
+    failed(error: unknown, during: string): void {
+      const now = Date.now();
+      since ??= now;
+      if (now - lastLogged < 60_000) return;
+      lastLogged = now;
+      logger.error({ err: error, during, failingForMs: now - since }, 'the store cannot be reached');
+    },
+    recovered(): void {
+      if (since === undefined) return;
+      logger.info({ downForMs: Date.now() - since }, 'the store answers again');
+      since = undefined;
+      lastLogged = 0;
+    },
+  };
+}
+
 /** Everything the server needs, wired: store → keys → cached directory → token service. */
 export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
   const master = resolveMasterKey(config, (message) => logger.warn(message));
@@ -68,11 +92,14 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
             onError: (error) => logger.error({ err: error }, 'automatic key rotation failed'),
           })
         : undefined;
+    const outage = outageLogger(logger);
     const directory = new Directory(store, {
+      onRecovered: () => outage.recovered(),
       ttlMs: config.cacheTtl * 1000,
       max: config.cacheMax,
       pollMs: config.changePollMs,
-      onError: (error, during) => logger.error({ err: error }, `store error during ${during}`),
+      staleWindowMs: config.staleWindow * 1000,
+      onError: (error, during) => outage.failed(error, during),
       onKeysChanged: () => keyring.reload(),
     });
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.

@@ -41,6 +41,7 @@ describe('loadConfig defaults', () => {
       cacheTtl: 60,
       cacheMax: 100_000,
       changePollMs: 500,
+      staleWindow: 60,
       requestTimeout: 10,
       trustProxy: false,
       workers: 1,

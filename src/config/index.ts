@@ -37,6 +37,8 @@ export interface Config {
    * proxies' addresses and CIDR ranges (the safe choice).
    */
   trustProxy: boolean | string[];
+  /** Seconds cached clients are still served while the store cannot be reached; then 503. */
+  staleWindow: number;
   /** Seconds a client has to send a whole request; slower ones get 408 and are disconnected. */
   requestTimeout: number;
   /** Processes serving the port (`tessera serve --workers`); 1 serves in this process. */
@@ -221,6 +223,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     cacheMax: integer(env, 'TESSERA_CACHE_MAX', 100_000, 100, 10_000_000),
     changePollMs: integer(env, 'TESSERA_CHANGE_POLL_MS', 500, 50, 10_000),
     requestTimeout: integer(env, 'TESSERA_REQUEST_TIMEOUT', 10, 1, 300),
+    staleWindow: duration(env, 'TESSERA_STALE_WINDOW', 60, 1, 86_400),
     trustProxy: trustProxy(read(env, 'TESSERA_TRUST_PROXY')),
     workers: integer(env, 'TESSERA_WORKERS', 1, 1, 256),
     keyRotationInterval,

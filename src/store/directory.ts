@@ -11,7 +11,14 @@ export interface DirectoryOptions {
   max: number;
   /** How often the change feed is read, in milliseconds. */
   pollMs: number;
+  /**
+   * How long (ms) cached clients are still served when the change feed cannot be read (the store is down):
+   * after that, every request is refused with 503 until the store answers again.
+   */
+  staleWindowMs?: number;
   onError?: (error: unknown, during: 'change feed' | 'client lookup') => void;
+  /** The feed could be read again after failing. */
+  onRecovered?: () => void;
   /** Called after signing keys changed in the store. */
   onKeysChanged?: () => Promise<void>;
   /** Called after the audiences were reloaded. */
@@ -62,6 +69,8 @@ export class Directory {
   private pollAgain: Promise<void> | undefined;
   private lastPrune = 0;
   private lastFullRefresh = 0;
+  private failing = false;
+  private readonly staleWindowMs: number;
   /** When the feed was last read without error (wall clock, for readiness). */
   private lastRead = Date.now();
 
@@ -69,6 +78,7 @@ export class Directory {
     private readonly store: Store,
     private readonly options: DirectoryOptions,
   ) {
+    this.staleWindowMs = options.staleWindowMs ?? Infinity;
     this.clients = new LRUCache<string, KnownClient>({
       max: options.max,
       ttl: options.ttlMs,
@@ -119,6 +129,8 @@ export class Directory {
 
   /** Synchronous on a hit; a promise on a miss, shared by concurrent lookups of the same id. */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined> {
+    // Without the feed, cached answers may be stale (a client disabled meanwhile): good for a while only.
+    if (Date.now() - this.lastRead > this.staleWindowMs) throw temporarilyUnavailable(STORE_RETRY_AFTER);
     const known = this.clients.get(id);
     if (known !== undefined) return known;
     if (this.unknown.has(id)) return undefined;
@@ -162,7 +174,14 @@ export class Directory {
       return this.pollAgain;
     }
     this.polling = this.readChanges()
-      .catch((error: unknown) => this.options.onError?.(error, 'change feed'))
+      .then(() => {
+        if (this.failing) this.options.onRecovered?.();
+        this.failing = false;
+      })
+      .catch((error: unknown) => {
+        this.failing = true;
+        this.options.onError?.(error, 'change feed');
+      })
       .finally(() => (this.polling = undefined));
     return this.polling;
   }
