@@ -6,6 +6,7 @@ import { TokenService } from './domain/token-service.js';
 import { MAX_TOKEN_TTL } from './domain/validate.js';
 import { Keyring } from './keys/keyring.js';
 import { resolveMasterKey } from './keys/master-key.js';
+import { AuditRecorder } from './audit/recorder.js';
 import { KeyRotator } from './keys/rotator.js';
 import { FailedAttempts } from './limits/attempts.js';
 import { Directory } from './store/directory.js';
@@ -92,6 +93,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
             onError: (error) => logger.error({ err: error }, 'automatic key rotation failed'),
           })
         : undefined;
+    const audit = new AuditRecorder(store, { retentionSeconds: config.auditRetention, logger });
     const outage = outageLogger(logger);
     const directory = new Directory(store, {
       onRecovered: () => outage.recovered(),
@@ -104,6 +106,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     });
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
     await directory.start();
+    audit.start();
     // A key for every algorithm from the first start on: an audience switched to RS256 later must not sign
     // with a key that resource servers, holding a JWKS fetched a moment ago, have never seen.
     await keyring.load(SIGNING_ALGS);
@@ -117,6 +120,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       now: Date.now,
       newJti: () => randomBytes(16).toString('base64url'),
       attempts,
+      audit: (event) => audit.record(event),
       issuer: config.issuer,
       defaultTtl: config.tokenTtl,
       defaultAlg: config.signingAlg,
@@ -128,6 +132,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       tokens,
       async close() {
         await rotator?.stop();
+        await audit.close();
         await attempts.close();
         await directory.stop();
         await store.close();

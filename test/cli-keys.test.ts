@@ -20,6 +20,14 @@ describe('tessera keys', () => {
   let env: NodeJS.ProcessEnv;
   const keys = async () => (await tesseraOk(env, 'keys', 'list', '--json')).json as KeyRow[];
   const of = (list: KeyRow[], alg: string) => list.filter((k) => k.alg === alg);
+  /** The first keys were scheduled 2 s ahead: wait (bounded) until they sign, however busy the machine. */
+  const untilAllActive = async () => {
+    for (let i = 0; i < 60; i++) {
+      if ((await keys()).every((k) => k.status === 'active')) return;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    throw new Error('the first keys did not become active');
+  };
 
   beforeEach(async () => {
     dir = tempDir();
@@ -53,7 +61,7 @@ describe('tessera keys', () => {
   it('rotate schedules one successor per algorithm, once; the current key retires when it activates', async () => {
     // A current key that signs now, as the server makes at first start.
     await tesseraOk({ ...env, TESSERA_KEY_PUBLISH_AHEAD: '2s' }, 'keys', 'rotate', '--json');
-    await new Promise((resolve) => setTimeout(resolve, 2100));
+    await untilAllActive();
     const before = await keys();
     expect(before.map((k) => k.status)).toEqual(['active', 'active', 'active', 'active']);
 
@@ -86,7 +94,7 @@ describe('tessera keys', () => {
 
   it('retire: the signing key stops now, the scheduled next key takes over; retiring the next key cancels it', async () => {
     await tesseraOk({ ...env, TESSERA_KEY_PUBLISH_AHEAD: '2s' }, 'keys', 'rotate', '--alg', 'ES256');
-    await new Promise((resolve) => setTimeout(resolve, 2100));
+    await untilAllActive();
     const [current] = await keys();
     const [scheduled] = (await tesseraOk(env, 'keys', 'rotate', '--alg', 'ES256', '--json')).json;
 

@@ -41,6 +41,7 @@ describe('loadConfig defaults', () => {
       cacheTtl: 60,
       cacheMax: 100_000,
       changePollMs: 500,
+      auditRetention: 90 * 86_400,
       staleWindow: 60,
       requestTimeout: 10,
       trustProxy: false,

@@ -1,5 +1,5 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { ConfigError, loadConfig, type Config } from '../config/index.js';
+import { ConfigError, loadConfig, parseDuration, type Config } from '../config/index.js';
 import { SIGNING_ALGS, type SigningAlg } from '../domain/algorithms.js';
 import { digestSecret, generateClientId, generateSecret } from '../domain/secrets.js';
 import {
@@ -95,6 +95,24 @@ const parseClientId = wrap(validateClientId);
 const parseWorkers = wrap((value: string) => {
   if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 256) {
     throw new ValidationError('workers must be a whole number from 1 to 256');
+  }
+  return Number(value);
+});
+/** An ISO 8601 time, or a duration before now (`15m`, `12h`, `7d`). */
+const parseTime = wrap((value: string) => {
+  const ago = parseDuration(value);
+  if (ago !== undefined) return new Date(Date.now() - ago * 1000).toISOString();
+  const at = Date.parse(value);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(at)) {
+    throw new ValidationError(
+      'a time must be ISO 8601 (2026-01-31T12:00:00Z) or a duration ago (15m, 12h, 7d)',
+    );
+  }
+  return new Date(at).toISOString();
+});
+const parseLimit = wrap((value: string) => {
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 100_000) {
+    throw new ValidationError('limit must be a whole number from 1 to 100000');
   }
   return Number(value);
 });
@@ -426,6 +444,63 @@ export function buildProgram(): Command {
         );
       }
     }),
+  );
+
+  // --- audit ---
+  withJson(
+    program
+      .command('audit')
+      .description('issued tokens and refused requests, newest first')
+      .option('--client <client-id>', 'only this client')
+      .option('--audience <url>', 'only this audience')
+      .addOption(new Option('--outcome <outcome>', 'only issued or refused').choices(['issued', 'refused']))
+      .option('--since <time>', 'from this time: ISO 8601, or a duration ago such as 15m, 12h, 7d', parseTime)
+      .option('--until <time>', 'before this time: ISO 8601, or a duration ago', parseTime)
+      .option('--limit <n>', 'at most this many events (default 100)', parseLimit, 100),
+  ).action(
+    action(
+      async (
+        store,
+        _config,
+        json,
+        options: {
+          client?: string;
+          audience?: string;
+          outcome?: 'issued' | 'refused';
+          since?: string;
+          until?: string;
+          limit: number;
+        },
+      ) => {
+        const events = await store.queryAuditEvents({
+          clientId: options.client,
+          audience: options.audience,
+          outcome: options.outcome,
+          since: options.since,
+          until: options.until,
+          limit: options.limit,
+        });
+        if (json)
+          printJson(
+            events.map((e) => ({
+              at: e.at,
+              outcome: e.outcome,
+              client_id: e.clientId,
+              audience: e.audience,
+              jti: e.jti,
+              reason: e.reason,
+              source: e.source,
+            })),
+          );
+        else
+          print(
+            formatTable(
+              ['at', 'outcome', 'client_id', 'audience', 'jti', 'reason', 'source'],
+              events.map((e) => [e.at, e.outcome, e.clientId, e.audience, e.jti, e.reason, e.source]),
+            ),
+          );
+      },
+    ),
   );
 
   return program;

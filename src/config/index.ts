@@ -37,6 +37,8 @@ export interface Config {
    * proxies' addresses and CIDR ranges (the safe choice).
    */
   trustProxy: boolean | string[];
+  /** Seconds audit events are kept in the store. */
+  auditRetention: number;
   /** Seconds cached clients are still served while the store cannot be reached; then 503. */
   staleWindow: number;
   /** Seconds a client has to send a whole request; slower ones get 408 and are disconnected. */
@@ -66,14 +68,20 @@ function read(env: Env, name: string): string | undefined {
 
 const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
 
+/** A duration in seconds: `90`, `90s`, `15m`, `12h`, `30d`; undefined if it is not one. */
+export function parseDuration(raw: string): number | undefined {
+  const match = /^(\d+)([smhd]?)$/.exec(raw.trim());
+  return match ? Number(match[1]) * UNITS[match[2] || 's']! : undefined;
+}
+
 /** A duration in seconds: `90`, `90s`, `15m`, `12h`, `30d`. */
 function duration(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
-  const match = /^(\d+)([smhd]?)$/.exec(raw);
-  if (!match)
+  const value = parseDuration(raw);
+  if (value === undefined) {
     throw new ConfigError(`${name} must be a duration such as 3600, 90s, 15m, 12h or 30d, got "${raw}"`);
-  const value = Number(match[1]) * UNITS[match[2] || 's']!;
+  }
   if (value !== 0 && (value < min || value > max)) {
     throw new ConfigError(`${name} must be between ${min} and ${max} seconds, got ${value}`);
   }
@@ -224,6 +232,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     changePollMs: integer(env, 'TESSERA_CHANGE_POLL_MS', 500, 50, 10_000),
     requestTimeout: integer(env, 'TESSERA_REQUEST_TIMEOUT', 10, 1, 300),
     staleWindow: duration(env, 'TESSERA_STALE_WINDOW', 60, 1, 86_400),
+    auditRetention: duration(env, 'TESSERA_AUDIT_RETENTION', 90 * 86_400, 3600, 10 * 365 * 86_400),
     trustProxy: trustProxy(read(env, 'TESSERA_TRUST_PROXY')),
     workers: integer(env, 'TESSERA_WORKERS', 1, 1, 256),
     keyRotationInterval,

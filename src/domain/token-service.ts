@@ -2,6 +2,7 @@ import type { JWTPayload } from 'jose';
 import type { SigningAlg } from './algorithms.js';
 import { parseBasicAuthorization, type BasicCredentials } from './client-auth.js';
 import {
+  OAuthError,
   invalidClient,
   invalidRequest,
   invalidScope,
@@ -72,10 +73,26 @@ export interface TokenServiceDeps {
   /** A unique token id with at least 128 random bits. */
   newJti(): string;
   attempts: AttemptLimiter;
+  /** Receives every issued token and every refusal (no secrets, no tokens in them). */
+  audit?: (event: AuditEntry) => void;
   issuer: string;
   defaultTtl: number;
   defaultAlg: SigningAlg;
 }
+
+/** What the audit trail learns of one token request. */
+export interface AuditEntry {
+  at: string;
+  outcome: 'issued' | 'refused';
+  clientId: string | null;
+  audience: string | null;
+  jti: string | null;
+  reason: string | null;
+  source: string | null;
+}
+
+/** Presented values are recorded as sent but never at any length. */
+const clip = (value: string | undefined): string | null => (value === undefined ? null : value.slice(0, 256));
 
 export interface IssuedToken {
   response: TokenResponse;
@@ -96,6 +113,48 @@ export class TokenService {
   constructor(private readonly deps: TokenServiceDeps) {}
 
   async issue(request: TokenRequest): Promise<IssuedToken> {
+    const audit = this.deps.audit;
+    if (!audit) return this.grant(request);
+    try {
+      const issued = await this.grant(request);
+      audit({
+        at: new Date(this.deps.now()).toISOString(),
+        outcome: 'issued',
+        clientId: issued.clientId,
+        audience: issued.audience,
+        jti: issued.jti,
+        reason: null,
+        source: request.source,
+      });
+      return issued;
+    } catch (error) {
+      const oauth = error as OAuthError;
+      audit({
+        at: new Date(this.deps.now()).toISOString(),
+        outcome: 'refused',
+        clientId: clip(request.params.client_id) ?? clip(this.basicId(request.authorization)),
+        audience: clip(request.params.audience ?? request.params.resource),
+        jti: null,
+        reason:
+          oauth instanceof OAuthError
+            ? [oauth.error, oauth.debug ?? oauth.description].join(': ')
+            : 'server_error',
+        source: request.source,
+      });
+      throw error;
+    }
+  }
+
+  /** The client id of a Basic header, for the audit trail only (undefined if it does not parse). */
+  private basicId(authorization: string | undefined): string | undefined {
+    try {
+      return parseBasicAuthorization(authorization)?.clientId;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async grant(request: TokenRequest): Promise<IssuedToken> {
     const { params, source } = request;
     const credentials = this.credentials(params, this.basic(request.authorization, source));
     const client = await this.authenticate(credentials.clientId, credentials.clientSecret, source);

@@ -7,6 +7,8 @@ import type { AudiencesTable, ClientsTable, Database, SigningKeysTable } from '.
 import {
   StoreError,
   type Audience,
+  type AuditEvent,
+  type AuditFilter,
   type Change,
   type ChangeEntity,
   type Client,
@@ -436,6 +438,53 @@ export class KyselyStore implements Store {
       if (error === nothing) return undefined;
       throw error;
     }
+  }
+
+  // --- audit events ---
+
+  async appendAuditEvents(events: readonly AuditEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    await this.db
+      .insertInto('audit_events')
+      .values(
+        events.map((e) => ({
+          at: e.at,
+          outcome: e.outcome,
+          client_id: e.clientId,
+          audience: e.audience,
+          jti: e.jti,
+          reason: e.reason,
+          source: e.source,
+        })),
+      )
+      .execute();
+  }
+
+  async queryAuditEvents(filter: AuditFilter): Promise<AuditEvent[]> {
+    let query = this.db.selectFrom('audit_events').selectAll();
+    if (filter.clientId !== undefined) query = query.where('client_id', '=', filter.clientId);
+    if (filter.audience !== undefined) query = query.where('audience', '=', filter.audience);
+    if (filter.outcome !== undefined) query = query.where('outcome', '=', filter.outcome);
+    if (filter.since !== undefined) query = query.where('at', '>=', filter.since);
+    if (filter.until !== undefined) query = query.where('at', '<', filter.until);
+    const rows = await query.orderBy('at', 'desc').orderBy('id', 'desc').limit(filter.limit).execute();
+    return rows.map((r) => ({
+      at: r.at,
+      outcome: r.outcome as AuditEvent['outcome'],
+      clientId: r.client_id,
+      audience: r.audience,
+      jti: r.jti,
+      reason: r.reason,
+      source: r.source,
+    }));
+  }
+
+  async pruneAuditEvents(olderThan: Date): Promise<number> {
+    const result = await this.db
+      .deleteFrom('audit_events')
+      .where('at', '<', olderThan.toISOString())
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
   }
 
   // --- change feed ---

@@ -73,6 +73,30 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
+    '0002_audit_events': {
+      async up(db: Kysely<unknown>) {
+        let table = db.schema.createTable('audit_events');
+        table =
+          engine === 'postgres'
+            ? table.addColumn('id', 'bigserial', (c) => c.primaryKey())
+            : table.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement());
+        await table
+          .addColumn('at', 'text', (c) => text(c).notNull())
+          .addColumn('outcome', 'text', (c) => text(c).notNull())
+          .addColumn('client_id', 'text', text)
+          .addColumn('audience', 'text', text)
+          .addColumn('jti', 'text', text)
+          .addColumn('reason', 'text', text)
+          .addColumn('source', 'text', text)
+          .execute();
+        await db.schema.createIndex('audit_events_at_idx').on('audit_events').column('at').execute();
+        await db.schema
+          .createIndex('audit_events_client_idx')
+          .on('audit_events')
+          .columns(['client_id', 'at'])
+          .execute();
+      },
+    },
   };
 }
 

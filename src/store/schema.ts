@@ -7,6 +7,19 @@ export interface Database {
   grants: GrantsTable;
   signing_keys: SigningKeysTable;
   changes: ChangesTable;
+  audit_events: AuditEventsTable;
+}
+
+/** What happened at the token endpoint: never a secret, never a token. */
+export interface AuditEventsTable {
+  id: Generated<number>;
+  at: string;
+  outcome: string;
+  client_id: string | null;
+  audience: string | null;
+  jti: string | null;
+  reason: string | null;
+  source: string | null;
 }
 
 export interface AudiencesTable {

@@ -117,7 +117,37 @@ export interface ChangeFeed {
   subscribe?(listener: () => void, onError: (error: unknown) => void): Promise<() => Promise<void>>;
 }
 
-export interface Store extends AudienceStore, ClientStore, GrantStore, KeyStore, ChangeFeed {
+/** One thing that happened at the token endpoint. Never a secret, never a token. */
+export interface AuditEvent {
+  at: string;
+  outcome: 'issued' | 'refused';
+  clientId: string | null;
+  audience: string | null;
+  /** The issued token's jti. */
+  jti: string | null;
+  /** Why a request was refused: the OAuth error code and a short reason. */
+  reason: string | null;
+  source: string | null;
+}
+
+export interface AuditFilter {
+  clientId?: string | undefined;
+  audience?: string | undefined;
+  outcome?: AuditEvent['outcome'] | undefined;
+  since?: string | undefined;
+  until?: string | undefined;
+  limit: number;
+}
+
+export interface AuditStore {
+  appendAuditEvents(events: readonly AuditEvent[]): Promise<void>;
+  /** Newest first. */
+  queryAuditEvents(filter: AuditFilter): Promise<AuditEvent[]>;
+  /** Deletes events older than the given time; returns how many. */
+  pruneAuditEvents(olderThan: Date): Promise<number>;
+}
+
+export interface Store extends AudienceStore, ClientStore, GrantStore, KeyStore, ChangeFeed, AuditStore {
   readonly engine: 'sqlite' | 'postgres';
   /** Runs pending migrations; returns the names it ran. */
   migrate(): Promise<string[]>;

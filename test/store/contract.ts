@@ -113,7 +113,7 @@ export function storeContract(name: string, open: OpenStore): void {
       it('runs every migration once on a fresh database, and nothing the second time', async () => {
         const fresh = await open(clock.now);
         try {
-          expect(await fresh.migrate()).toEqual(['0001_initial']);
+          expect(await fresh.migrate()).toEqual(['0001_initial', '0002_audit_events']);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
         } finally {
