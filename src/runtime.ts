@@ -32,6 +32,7 @@ export async function openStore(config: Config, options: { poolSize?: number } =
 
 export interface Runtime {
   store: Store;
+  audit: AuditRecorder;
   keyring: Keyring;
   directory: Directory;
   tokens: TokenService;
@@ -127,6 +128,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     });
     return {
       store,
+      audit,
       keyring,
       directory,
       tokens,
