@@ -19,6 +19,9 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pin
         '*.client_secret',
         '*.access_token',
         '*.authorization',
+        // Node's HTTP parser errors carry the raw bytes received, Authorization header and body included.
+        'err.rawPacket',
+        '*.rawPacket',
       ],
       censor: '[redacted]',
     },

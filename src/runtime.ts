@@ -9,6 +9,8 @@ import { resolveMasterKey } from './keys/master-key.js';
 import { AuditRecorder } from './audit/recorder.js';
 import { KeyRotator } from './keys/rotator.js';
 import { FailedAttempts } from './limits/attempts.js';
+import { IssuanceQuotas } from './limits/quotas.js';
+import { connectRedis } from './limits/redis.js';
 import { Directory } from './store/directory.js';
 import { openPostgresStore } from './store/postgres.js';
 import { openSqliteStore } from './store/sqlite.js';
@@ -67,16 +69,19 @@ function outageLogger(logger: Logger) {
 export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
   const master = resolveMasterKey(config, (message) => logger.warn(message));
   const store = await openStore(config);
-  const attempts = new FailedAttempts({
-    redisUrl: config.redisUrl,
-    keyPrefix: config.redisPrefix,
-    onRedisDown: (error) =>
-      logger.error(
-        { err: error },
-        'Redis is unreachable: counting failed attempts in memory until it is back',
-      ),
-    onRedisUp: () => logger.info('Redis is back: failed attempts are counted in Redis again'),
-  });
+  const redis =
+    config.redisUrl === undefined
+      ? undefined
+      : connectRedis(config.redisUrl, {
+          onDown: (error) =>
+            logger.error(
+              { err: error },
+              'Redis is unreachable: counting attempts and quotas in memory until it is back',
+            ),
+          onUp: () => logger.info('Redis is back: attempts and quotas are counted in Redis again'),
+        });
+  const attempts = new FailedAttempts({ redis: redis?.client, keyPrefix: config.redisPrefix });
+  const quotas = new IssuanceQuotas({ redis: redis?.client, keyPrefix: config.redisPrefix });
   try {
     const keyring = new Keyring(store, master, {
       maxTokenTtl: MAX_TOKEN_TTL,
@@ -102,7 +107,10 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       max: config.cacheMax,
       pollMs: config.changePollMs,
       staleWindowMs: config.staleWindow * 1000,
-      onError: (error, during) => outage.failed(error, during),
+      onError: (error, during) =>
+        during === 'change listener'
+          ? logger.warn({ err: error }, 'lost the change listener; reconnecting, and polling meanwhile')
+          : outage.failed(error, during),
       onKeysChanged: () => keyring.reload(),
     });
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
@@ -121,6 +129,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       now: Date.now,
       newJti: () => randomBytes(16).toString('base64url'),
       attempts,
+      quotas,
       audit: (event) => audit.record(event),
       issuer: config.issuer,
       defaultTtl: config.tokenTtl,
@@ -135,13 +144,13 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       async close() {
         await rotator?.stop();
         await audit.close();
-        await attempts.close();
+        await redis?.close();
         await directory.stop();
         await store.close();
       },
     };
   } catch (error) {
-    await attempts.close();
+    await redis?.close();
     await store.close();
     throw error;
   }

@@ -326,6 +326,8 @@ group('tessera client', (ws) => {
       name: 'Billing service',
       enabled: true,
       token_ttl: 900,
+      quota_per_minute: null,
+      quota_per_day: null,
       audiences: [API, SANDBOX],
       created_at: anyTime(),
       updated_at: anyTime(),
@@ -343,6 +345,8 @@ group('tessera client', (ws) => {
       name: 'reporting',
       enabled: true,
       token_ttl: null,
+      quota_per_minute: null,
+      quota_per_day: null,
       audiences: [],
       created_at: anyTime(),
       updated_at: anyTime(),
@@ -367,6 +371,7 @@ group('tessera client', (ws) => {
       ['name', 'Ledger'],
       ['enabled', 'yes'],
       ['token_ttl', '-'],
+      ['quota', '-'],
       ['audiences', SANDBOX],
       ['created_at', anyTime()],
       ['updated_at', anyTime()],
@@ -374,7 +379,7 @@ group('tessera client', (ws) => {
     ]);
     // Neither TESSERA_PORT nor TESSERA_ISSUER is set: the default issuer.
     expect(hint).toBe(curlHint('http://localhost:8080', id, secret, SANDBOX));
-    ledger = { client_id: id, client_secret: secret, created_at: record[6]![1] };
+    ledger = { client_id: id, client_secret: secret, created_at: record[7]![1] };
   });
 
   it('list --json lists every client in creation order, without secrets', async () => {
@@ -386,6 +391,8 @@ group('tessera client', (ws) => {
         name: 'Ledger',
         enabled: true,
         token_ttl: null,
+        quota_per_minute: null,
+        quota_per_day: null,
         audiences: [SANDBOX],
         created_at: ledger.created_at,
         updated_at: ledger.created_at,
@@ -416,6 +423,7 @@ group('tessera client', (ws) => {
       ['name', 'Billing service'],
       ['enabled', 'yes'],
       ['token_ttl', '900'],
+      ['quota', '-'],
       ['audiences', `${API}, ${SANDBOX}`],
       ['created_at', billing.created_at],
       ['updated_at', billing.updated_at],
@@ -452,6 +460,7 @@ group('tessera client', (ws) => {
       ['name', 'Ledger'],
       ['enabled', 'yes'],
       ['token_ttl', '-'],
+      ['quota', '-'],
       ['audiences', SANDBOX],
       ['created_at', ledger.created_at],
       ['updated_at', anyTime()],

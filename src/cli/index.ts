@@ -45,11 +45,21 @@ const clientJson = (c: Client) => ({
   name: c.name,
   enabled: c.enabled,
   token_ttl: c.tokenTtl,
+  quota_per_minute: c.quotaPerMinute,
+  quota_per_day: c.quotaPerDay,
   audiences: c.audiences,
   created_at: c.createdAt,
   updated_at: c.updatedAt,
   secret_rotated_at: c.secretRotatedAt,
 });
+
+function quotaText(c: Client): string | null {
+  const parts = [
+    c.quotaPerMinute === null ? '' : `${c.quotaPerMinute}/minute`,
+    c.quotaPerDay === null ? '' : `${c.quotaPerDay}/day`,
+  ].filter(Boolean);
+  return parts.length ? parts.join(', ') : null;
+}
 
 function clientRecord(c: Client, secret?: string): string {
   return formatRecord([
@@ -58,6 +68,7 @@ function clientRecord(c: Client, secret?: string): string {
     ['name', c.name],
     ['enabled', c.enabled ? 'yes' : 'no'],
     ['token_ttl', c.tokenTtl],
+    ['quota', quotaText(c)],
     ['audiences', c.audiences.join(', ')],
     ['created_at', c.createdAt],
     ['updated_at', c.updatedAt],
@@ -113,6 +124,14 @@ const parseTime = wrap((value: string) => {
 const parseLimit = wrap((value: string) => {
   if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 100_000) {
     throw new ValidationError('limit must be a whole number from 1 to 100000');
+  }
+  return Number(value);
+});
+/** A quota: a whole number of tokens, or `none`. */
+const parseQuota = wrap((value: string): number | null => {
+  if (value === 'none') return null;
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 1_000_000_000) {
+    throw new ValidationError('a quota must be a whole number from 1 to 1000000000, or none');
   }
   return Number(value);
 });
@@ -230,16 +249,32 @@ export function buildProgram(): Command {
       .requiredOption('--name <name>', 'display name', parseName)
       .option('--grant <audience>', 'grant an audience (repeatable)', collect)
       .option('--id <client-id>', 'choose the client id instead of a generated one', parseClientId)
-      .option('--ttl <seconds>', 'token lifetime for this client', parseTtl),
+      .option('--ttl <seconds>', 'token lifetime for this client', parseTtl)
+      .option('--quota-minute <n>', 'at most this many tokens a minute', parseQuota)
+      .option('--quota-day <n>', 'at most this many tokens a day', parseQuota),
   ).action(
     action(
-      async (store, config, json, options: { name: string; grant?: string[]; id?: string; ttl?: number }) => {
+      async (
+        store,
+        config,
+        json,
+        options: {
+          name: string;
+          grant?: string[];
+          id?: string;
+          ttl?: number;
+          quotaMinute?: number | null;
+          quotaDay?: number | null;
+        },
+      ) => {
         const secret = generateSecret();
         const created = await store.createClient({
           id: options.id ?? generateClientId(),
           name: options.name,
           secretDigest: digestSecret(secret),
           tokenTtl: options.ttl ?? null,
+          quotaPerMinute: options.quotaMinute ?? null,
+          quotaPerDay: options.quotaDay ?? null,
           audiences: options.grant ?? [],
         });
         if (json) printJson({ ...clientJson(created), client_secret: secret });
@@ -293,6 +328,31 @@ export function buildProgram(): Command {
         print(curlHint(config, updated, secret));
       }
     }),
+  );
+  withJson(
+    client
+      .command('set-quota <client-id>')
+      .description('limit the tokens a client may get (it should cache them); none removes a limit')
+      .option('--per-minute <n>', 'tokens a minute, or none', parseQuota)
+      .option('--per-day <n>', 'tokens a day, or none', parseQuota),
+  ).action(
+    action(
+      async (
+        store,
+        _config,
+        json,
+        id: string,
+        options: { perMinute?: number | null; perDay?: number | null },
+      ) => {
+        const current = await requireClient(store, id);
+        const updated = await store.setClientQuota(id, {
+          perMinute: options.perMinute === undefined ? current.quotaPerMinute : options.perMinute,
+          perDay: options.perDay === undefined ? current.quotaPerDay : options.perDay,
+        });
+        if (json) printJson(clientJson(updated));
+        else print(`Client ${id}: quota ${quotaText(updated) ?? 'none'}.\n`);
+      },
+    ),
   );
   for (const [name, enabled] of [
     ['disable', false],

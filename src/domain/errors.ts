@@ -52,5 +52,16 @@ export const tooManyAttempts = (retryAfterSeconds: number): OAuthError =>
     'retry-after': String(retryAfterSeconds),
   });
 
+/** A client over its issuance quota: it should cache its tokens (same 429 shape, RFC 6585 §4). */
+export const quotaExceeded = (retryAfterSeconds: number): OAuthError =>
+  new OAuthError(
+    'invalid_request',
+    'token quota exceeded for this client; reuse your token until it expires',
+    429,
+    {
+      'retry-after': String(retryAfterSeconds),
+    },
+  );
+
 export const serverError = (): OAuthError =>
   new OAuthError('server_error', 'the server met an unexpected condition', 500);

@@ -7,6 +7,7 @@ import {
   invalidRequest,
   invalidScope,
   invalidTarget,
+  quotaExceeded,
   tooManyAttempts,
   unsupportedGrantType,
 } from './errors.js';
@@ -33,6 +34,18 @@ export interface TokenRequest {
   source: string;
 }
 
+/** Tokens per minute and per day a client may get; null is no limit. */
+export interface Quota {
+  perMinute: number | null;
+  perDay: number | null;
+}
+
+/** Issuance quotas (see limits/quotas.ts). */
+export interface QuotaLimiter {
+  /** Counts one token; resolves with the seconds to wait if that is over a quota, else 0. */
+  take(clientId: string, quota: Quota): Promise<number>;
+}
+
 /** Failed authentications, counted per client id + source and per source (see limits/attempts.ts). */
 export interface AttemptLimiter {
   /** Seconds the caller must still wait, or 0; answered from memory. */
@@ -55,6 +68,7 @@ export interface KnownClient {
   secretDigest: Buffer;
   audiences: ReadonlySet<string>;
   tokenTtl: number | null;
+  quota: Quota;
 }
 
 export interface KnownAudience {
@@ -73,6 +87,7 @@ export interface TokenServiceDeps {
   /** A unique token id with at least 128 random bits. */
   newJti(): string;
   attempts: AttemptLimiter;
+  quotas?: QuotaLimiter;
   /** Receives every issued token and every refusal (no secrets, no tokens in them). */
   audit?: (event: AuditEntry) => void;
   issuer: string;
@@ -173,6 +188,12 @@ export class TokenService {
     if (present(params.scope) !== undefined)
       throw invalidScope('the requested scope is not allowed for this client');
 
+    // Only clients with a quota pay for counting it.
+    if (this.deps.quotas && (client.quota.perMinute !== null || client.quota.perDay !== null)) {
+      const wait = await this.deps.quotas.take(client.id, client.quota);
+      if (wait > 0) throw quotaExceeded(wait);
+    }
+
     const ttl = client.tokenTtl ?? audience.tokenTtl ?? this.deps.defaultTtl;
     const iat = Math.floor(this.deps.now() / 1000);
     const jti = this.deps.newJti();
@@ -247,7 +268,8 @@ export class TokenService {
           ? 'client is disabled'
           : '';
     if (failure) {
-      void this.deps.attempts.failed(clientId, source);
+      // An id no client can have is counted against the address alone: no counter keyed by 8 KiB of junk.
+      void this.deps.attempts.failed(isPossibleClientId(clientId) ? clientId : undefined, source);
       throw invalidClient(failure);
     }
     return client!;

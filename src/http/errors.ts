@@ -57,26 +57,33 @@ export function registerErrorHandlers(app: FastifyInstance): void {
     return sendOAuthError(reply, serverError());
   });
 
+  // A request no route matched (a method Fastify cannot even route included) on a known path is a 405,
+  // answered before its body is read, so a PROPFIND with an odd body is a 405, not a 415.
+  app.addHook('onRequest', async (request, reply) => {
+    if (!request.is404) return;
+    const allowed = allowedMethods.get(app)?.get(request.url.split('?', 1)[0]!);
+    if (!allowed) return;
+    return reply
+      .code(405)
+      .headers(NO_STORE)
+      .header('allow', allowed.join(', '))
+      .send({
+        error: 'invalid_request',
+        error_description: `method not allowed; use ${allowed.join(' or ')}`,
+      });
+  });
+
   app.setNotFoundHandler((_request, reply) =>
     reply.code(404).send({ error: 'not_found', error_description: 'no such endpoint' }),
   );
 }
 
-/** Answers every other method on a path with 405 and its Allow header (RFC 9110 §15.5.6). */
+/** The methods each known path answers; every other method there is a 405 (RFC 9110 §15.5.6). */
+const allowedMethods = new WeakMap<FastifyInstance, Map<string, readonly string[]>>();
+
+/** Declares the methods a path answers: any other method on it, however exotic, gets 405 with Allow. */
 export function methodNotAllowed(app: FastifyInstance, url: string, allowed: readonly string[]): void {
-  const others = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'].filter(
-    (m) => !allowed.includes(m),
-  );
-  const body = {
-    error: 'invalid_request',
-    error_description: `method not allowed; use ${allowed.join(' or ')}`,
-  };
-  app.route({
-    method: others,
-    url,
-    // Answered before the body is parsed, so a PUT with an odd body is a 405, not a 415.
-    onRequest: async (_request, reply) =>
-      reply.code(405).headers(NO_STORE).header('allow', allowed.join(', ')).send(body),
-    handler: async () => undefined,
-  });
+  let paths = allowedMethods.get(app);
+  if (!paths) allowedMethods.set(app, (paths = new Map()));
+  paths.set(url, allowed);
 }

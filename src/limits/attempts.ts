@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import {
   RateLimiterMemory,
@@ -29,20 +29,18 @@ const MAX_BLOCKED = 100_000;
 
 export interface AttemptLimiterOptions {
   /** Shared counters across instances; memory only when undefined. */
-  redisUrl?: string | undefined;
+  redis?: Redis | undefined;
   /** Prefix of every Redis key (tests give each run its own). */
   keyPrefix?: string;
   perClientAndSource?: Threshold;
   perSource?: Threshold;
-  onRedisDown?: (error: unknown) => void;
-  onRedisUp?: () => void;
   now?: () => number;
 }
 
 /**
  * Failed authentications, counted per client id + source address and per source address, in Redis when
  * one is configured (shared by every instance) and in memory otherwise. If Redis cannot be reached, each
- * instance counts in memory until it comes back (rate-limiter-flexible's insurance limiter), and says so.
+ * instance counts in memory until it comes back (rate-limiter-flexible's insurance limiter).
  *
  * Counting happens on failures only. Whether a caller is blocked is decided from memory: an instance learns
  * of a block when one of its own failures reaches the limit, so across N instances a guesser gets at most
@@ -55,37 +53,13 @@ export class FailedAttempts implements AttemptLimiter {
   private readonly redis: Redis | undefined;
   private readonly now: () => number;
   private readonly thresholds: { pair: Threshold; source: Threshold };
-  private closing = false;
 
   constructor(options: AttemptLimiterOptions = {}) {
     this.now = options.now ?? Date.now;
     const perPair = options.perClientAndSource ?? PER_CLIENT_AND_SOURCE;
     const perSource = options.perSource ?? PER_SOURCE;
     const prefix = options.keyPrefix ?? 'tessera';
-    if (options.redisUrl) {
-      let down = false;
-      this.redis = new Redis(options.redisUrl, {
-        // Fail at once while disconnected, so the insurance limiter answers instead of a queue that waits.
-        enableOfflineQueue: false,
-        maxRetriesPerRequest: 1,
-        connectTimeout: 2000,
-        retryStrategy: (times) => Math.min(times * 200, 2000),
-        lazyConnect: false,
-      });
-      // Lost as soon as the connection closes (not at the first failed reconnect), found again when ready.
-      this.redis.on('close', () => {
-        if (!down && !this.closing) options.onRedisDown?.(new Error('connection to Redis closed'));
-        down = true;
-      });
-      this.redis.on('error', (error: unknown) => {
-        if (!down && !this.closing) options.onRedisDown?.(error);
-        down = true;
-      });
-      this.redis.on('ready', () => {
-        if (down) options.onRedisUp?.();
-        down = false;
-      });
-    }
+    this.redis = options.redis;
     const limiter = (name: string, t: Threshold): RateLimiterAbstract => {
       const common = { points: t.failures, duration: t.windowSeconds, keyPrefix: `${prefix}:fail:${name}` };
       const memory = new RateLimiterMemory(common);
@@ -137,13 +111,5 @@ export class FailedAttempts implements AttemptLimiter {
       consumed = result.consumedPoints;
     }
     if (consumed >= t.failures) this.blocked.set(blockKey, this.now() + t.blockSeconds * 1000);
-  }
-
-  async close(): Promise<void> {
-    this.closing = true;
-    if (!this.redis) return;
-    // quit() waits for the server, which may be gone: only ask politely when connected.
-    if (this.redis.status === 'ready') await this.redis.quit().catch(() => undefined);
-    this.redis.disconnect();
   }
 }

@@ -16,8 +16,10 @@ export interface DirectoryOptions {
    * after that, every request is refused with 503 until the store answers again.
    */
   staleWindowMs?: number;
-  onError?: (error: unknown, during: 'change feed' | 'client lookup') => void;
-  /** The feed could be read again after failing. */
+  onError?: (error: unknown, during: 'change feed' | 'change listener' | 'client lookup') => void;
+  /** A cache miss waits this long (ms) for the store at most, then answers 503: a hung store is a down one. */
+  lookupTimeoutMs?: number;
+  /** The feed was read without error (after failures, this is the recovery). */
   onRecovered?: () => void;
   /** Called after signing keys changed in the store. */
   onKeysChanged?: () => Promise<void>;
@@ -35,6 +37,15 @@ const UNKNOWN_MAX = 10_000;
 /** Seconds a client is asked to wait when the store cannot be reached. */
 export const STORE_RETRY_AFTER = 5;
 const CHANGE_BATCH = 1000;
+const LOOKUP_TIMEOUT_MS = 2000;
+
+function deadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the store did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
+}
 const CHANGE_RETENTION_MS = 24 * 3600 * 1000;
 const PRUNE_EVERY_MS = 10 * 60 * 1000;
 
@@ -45,6 +56,7 @@ export function toKnownClient(client: Client): KnownClient {
     secretDigest: digestBytes(client.secretDigest),
     audiences: new Set(client.audiences),
     tokenTtl: client.tokenTtl,
+    quota: { perMinute: client.quotaPerMinute, perDay: client.quotaPerDay },
   };
 }
 
@@ -69,7 +81,6 @@ export class Directory {
   private pollAgain: Promise<void> | undefined;
   private lastPrune = 0;
   private lastFullRefresh = 0;
-  private failing = false;
   private readonly staleWindowMs: number;
   /** When the feed was last read without error (wall clock, for readiness). */
   private lastRead = Date.now();
@@ -101,7 +112,7 @@ export class Directory {
     // Where the store pushes (PostgreSQL NOTIFY), read the feed at once; the timer stays as the backstop.
     this.unsubscribe = await this.store.subscribe?.(
       () => void this.poll(),
-      (error) => this.options.onError?.(error, 'change feed'),
+      (error) => this.options.onError?.(error, 'change listener'),
     );
   }
 
@@ -149,7 +160,7 @@ export class Directory {
     const generation = this.generation;
     let client: Client | undefined;
     try {
-      client = await this.store.findClient(id);
+      client = await deadline(this.store.findClient(id), this.options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS);
     } catch (error) {
       // The answer cannot be given safely without the store: 503, and the client may retry (INTERFACE.md).
       this.options.onError?.(error, 'client lookup');
@@ -175,13 +186,10 @@ export class Directory {
     }
     this.polling = this.readChanges()
       .then(() => {
-        if (this.failing) this.options.onRecovered?.();
-        this.failing = false;
+        // Every good read closes any outage, whatever opened it (a failed lookup, a lost listener).
+        this.options.onRecovered?.();
       })
-      .catch((error: unknown) => {
-        this.failing = true;
-        this.options.onError?.(error, 'change feed');
-      })
+      .catch((error: unknown) => this.options.onError?.(error, 'change feed'))
       .finally(() => (this.polling = undefined));
     return this.polling;
   }

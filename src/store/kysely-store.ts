@@ -58,6 +58,8 @@ const toClient = (row: Selectable<ClientsTable>, audiences: string[]): Client =>
   createdAt: row.created_at,
   updatedAt: row.updated_at,
   secretRotatedAt: row.secret_rotated_at,
+  quotaPerMinute: row.quota_per_minute === null ? null : Number(row.quota_per_minute),
+  quotaPerDay: row.quota_per_day === null ? null : Number(row.quota_per_day),
   audiences,
 });
 
@@ -241,6 +243,8 @@ export class KyselyStore implements Store {
           created_at: at,
           updated_at: at,
           secret_rotated_at: at,
+          quota_per_minute: client.quotaPerMinute ?? null,
+          quota_per_day: client.quotaPerDay ?? null,
         };
         await tx.insertInto('clients').values(row).execute();
         if (audiences.length > 0) {
@@ -320,6 +324,13 @@ export class KyselyStore implements Store {
 
   async setClientEnabled(id: string, enabled: boolean): Promise<Client> {
     return this.updateClient(id, { enabled: enabled ? 1 : 0 });
+  }
+
+  async setClientQuota(
+    id: string,
+    quota: { perMinute: number | null; perDay: number | null },
+  ): Promise<Client> {
+    return this.updateClient(id, { quota_per_minute: quota.perMinute, quota_per_day: quota.perDay });
   }
 
   async deleteClient(id: string): Promise<void> {

@@ -97,6 +97,13 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
+    '0003_client_quotas': {
+      async up(db: Kysely<unknown>) {
+        // One column per statement: SQLite adds columns one at a time.
+        await db.schema.alterTable('clients').addColumn('quota_per_minute', 'integer').execute();
+        await db.schema.alterTable('clients').addColumn('quota_per_day', 'integer').execute();
+      },
+    },
   };
 }
 

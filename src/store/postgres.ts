@@ -6,6 +6,12 @@ import type { Database } from './schema.js';
 const RECONNECT_MS = 1000;
 
 /**
+ * A store that hangs (a frozen host, a network that drops packets) must fail like one that refuses: no
+ * connection attempt or query waits longer than this, and dead peers are noticed by TCP keep-alive.
+ */
+const TIMEOUTS = { connectionTimeoutMillis: 5000, query_timeout: 5000, keepAlive: true } as const;
+
+/**
  * The store on PostgreSQL, shared by every instance. Changes are announced with NOTIFY on commit; each
  * instance keeps one connection that LISTENs, and reconnects if it drops (the poll covers the gap).
  */
@@ -24,7 +30,7 @@ export class PostgresStore extends KyselyStore {
     let timer: NodeJS.Timeout | undefined;
 
     const connect = async (): Promise<void> => {
-      const next = new pg.Client({ connectionString: this.connectionString });
+      const next = new pg.Client({ connectionString: this.connectionString, ...TIMEOUTS });
       next.on('notification', () => listener());
       next.on('error', (error) => {
         onError(error);
@@ -84,8 +90,15 @@ export function openPostgresStore(
   connectionString: string,
   options: { max?: number; now?: () => Date } = {},
 ): PostgresStore {
-  const pool = new pg.Pool({ connectionString, max: options.max ?? 10, idleTimeoutMillis: 30_000 });
-  // An idle client that loses its connection emits here; without a listener it would crash the process.
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.max ?? 10,
+    idleTimeoutMillis: 30_000,
+    ...TIMEOUTS,
+  });
+  // A connection lost while idle emits on the pool, one lost while checked out emits on its client: without
+  // a listener either would crash the process. The query in flight still fails (and its caller answers 503).
   pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return new PostgresStore(pool, connectionString, options.now);
 }

@@ -40,6 +40,8 @@ export interface ClientsTable {
   created_at: string;
   updated_at: string;
   secret_rotated_at: string;
+  quota_per_minute: number | null;
+  quota_per_day: number | null;
 }
 
 export interface GrantsTable {

@@ -22,6 +22,10 @@ export interface Client {
   createdAt: string;
   updatedAt: string;
   secretRotatedAt: string;
+  /** Tokens per minute, or null for no limit. */
+  quotaPerMinute: number | null;
+  /** Tokens per day, or null for no limit. */
+  quotaPerDay: number | null;
   /** Audience URLs granted to this client, sorted. */
   audiences: string[];
 }
@@ -57,6 +61,8 @@ export interface NewClient {
   name: string;
   secretDigest: string;
   tokenTtl: number | null;
+  quotaPerMinute?: number | null;
+  quotaPerDay?: number | null;
   audiences: string[];
 }
 
@@ -77,6 +83,7 @@ export interface ClientStore {
   countClients(): Promise<number>;
   setClientSecret(id: string, secretDigest: string): Promise<Client>;
   setClientEnabled(id: string, enabled: boolean): Promise<Client>;
+  setClientQuota(id: string, quota: { perMinute: number | null; perDay: number | null }): Promise<Client>;
   deleteClient(id: string): Promise<void>;
 }
 

@@ -33,6 +33,7 @@ const client = (id: string, extra: Partial<KnownClient> = {}): KnownClient => ({
   secretDigest: digestBytes(digestSecret(SECRET)),
   audiences: new Set([API, SHORT]),
   tokenTtl: null,
+  quota: { perMinute: null, perDay: null },
   ...extra,
 });
 
@@ -463,5 +464,33 @@ describe('TokenService: errors', () => {
     const boom = new Error('store down');
     const { service } = setup({ findClient: async () => Promise.reject(boom) });
     await expect(service.issue(post({}))).rejects.toBe(boom);
+  });
+});
+
+describe('TokenService: issuance quotas', () => {
+  it('counts tokens only for clients with a quota, and refuses with 429 once over it', async () => {
+    const taken: string[] = [];
+    let wait = 0;
+    const limited = client('limited', { quota: { perMinute: 2, perDay: null } });
+    const { service } = setup({
+      findClient: (id) => (id === 'limited' ? limited : CLIENTS.get(id)),
+      quotas: {
+        take: async (id, quota) => {
+          taken.push(`${id} ${quota.perMinute} ${quota.perDay}`);
+          return wait;
+        },
+      },
+    });
+    await service.issue(post({}));
+    expect(taken).toEqual([]); // svc has no quota: nothing counted
+    await service.issue(post({ client_id: 'limited' }));
+    expect(taken).toEqual(['limited 2 null']);
+    wait = 42;
+    expect(await failure(service, post({ client_id: 'limited' }))).toEqual({
+      error: 'invalid_request',
+      description: 'token quota exceeded for this client; reuse your token until it expires',
+      status: 429,
+      headers: { 'retry-after': '42' },
+    });
   });
 });

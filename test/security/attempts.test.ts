@@ -34,7 +34,6 @@ describe('FailedAttempts', () => {
     expect(limits.blockedFor('svc', '198.51.100.1')).toBe(2);
     now += 1500;
     expect(limits.blockedFor('svc', '198.51.100.1')).toBe(0);
-    await limits.close();
   });
 
   it('blocks a source spraying client ids after the per-source limit', async () => {
@@ -43,7 +42,6 @@ describe('FailedAttempts', () => {
     expect(limits.blockedFor('anyone', '203.0.113.9')).toBe(PER_SOURCE.blockSeconds);
     expect(limits.blockedFor(undefined, '203.0.113.9')).toBe(PER_SOURCE.blockSeconds);
     expect(limits.blockedFor('anyone', '203.0.113.10')).toBe(0);
-    await limits.close();
   });
 });
 

@@ -113,7 +113,7 @@ export function storeContract(name: string, open: OpenStore): void {
       it('runs every migration once on a fresh database, and nothing the second time', async () => {
         const fresh = await open(clock.now);
         try {
-          expect(await fresh.migrate()).toEqual(['0001_initial', '0002_audit_events']);
+          expect(await fresh.migrate()).toEqual(['0001_initial', '0002_audit_events', '0003_client_quotas']);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
         } finally {
@@ -240,6 +240,8 @@ export function storeContract(name: string, open: OpenStore): void {
           createdAt: at,
           updatedAt: at,
           secretRotatedAt: at,
+          quotaPerMinute: null,
+          quotaPerDay: null,
           audiences: [A, C],
         };
         expect(created).toEqual(expected);
@@ -334,6 +336,14 @@ export function storeContract(name: string, open: OpenStore): void {
         const enabled = await store.setClientEnabled('svc', true);
         expect(enabled).toEqual({ ...created, enabled: true, updatedAt: enabledAt });
         expect((await store.listClients())[0]).toEqual(enabled);
+      });
+
+      it('setClientQuota sets and clears the per-minute and per-day quotas', async () => {
+        await store.createClient({ ...newClient('q', [A]), quotaPerMinute: 5 });
+        expect(await store.findClient('q')).toMatchObject({ quotaPerMinute: 5, quotaPerDay: null });
+        const updated = await store.setClientQuota('q', { perMinute: null, perDay: 1000 });
+        expect(updated).toMatchObject({ quotaPerMinute: null, quotaPerDay: 1000 });
+        expect(await store.findClient('q')).toEqual(updated);
       });
 
       it('refuses to update an unknown client (not_found)', async () => {

@@ -208,6 +208,7 @@ describe('Directory', () => {
         secretDigest: digestBytes(digestSecret(SECRET_1)),
         audiences: new Set([A, B]),
         tokenTtl: null,
+        quota: { perMinute: null, perDay: null },
       });
       expect(first.client).toEqual(toKnownClient(created));
       expect(spy.calls).toEqual(['findClient']);

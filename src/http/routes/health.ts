@@ -28,7 +28,11 @@ export function healthRoutes(
       change_feed: directory.following(FEED_STALE_MS) ? 'ok' : 'stale',
     };
     try {
-      await store.ping();
+      // A store that hangs is as unready as one that refuses: answer within two seconds either way.
+      await Promise.race([
+        store.ping(),
+        new Promise((_, reject) => setTimeout(() => reject(new Error('store ping timed out')), 2000).unref()),
+      ]);
     } catch (error) {
       request.log.warn({ err: error }, 'store is not reachable');
       checks.store = 'unreachable';
