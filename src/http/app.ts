@@ -44,8 +44,18 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     forceCloseConnections: 'idle',
   }) as unknown as FastifyInstance;
 
+  // Security headers on every answer: JSON only, never framed, never sniffed, no referrer; HSTS over https.
+  const security: Record<string, string> = {
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+    'referrer-policy': 'no-referrer',
+    ...(deps.issuer.startsWith('https://') ? { 'strict-transport-security': 'max-age=31536000' } : {}),
+  };
   app.addHook('onSend', (_request, reply, payload, done) => {
-    reply.header('x-content-type-options', 'nosniff');
+    reply.headers(security);
+    // Anything that did not choose its caching (errors, 404s) is not to be stored.
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     // Shutting down: close each connection after its answer, instead of keeping it alive (and the process
     // with it) until the client leaves.
     if (!app.server.listening) reply.header('connection', 'close');
