@@ -37,6 +37,7 @@ describe('the audit trail', () => {
     await ask({ client_secret: 'wrong' });
     await ask({ audience: OTHER });
     await ask({ client_id: 'nobody-here' });
+    await ask({ client_id: 'not an id\u0000' });
     await t.server.runtime.audit.flush();
   });
   afterAll(async () => t.close());
@@ -44,6 +45,7 @@ describe('the audit trail', () => {
   it('records every issued token and every refusal, newest first, without secrets or tokens', async () => {
     const events = await t.server.runtime.store.queryAuditEvents({ limit: 100 });
     expect(events.map((e) => [e.outcome, e.clientId, e.audience, e.reason])).toEqual([
+      ['refused', '(not a client id)', API, 'invalid_client: unknown client'],
       ['refused', 'nobody-here', API, 'invalid_client: unknown client'],
       ['refused', client.id, OTHER, 'invalid_target: the requested audience is not granted to this client'],
       ['refused', client.id, API, 'invalid_client: wrong secret'],
@@ -68,6 +70,7 @@ describe('the audit trail', () => {
     expect(audit.map((l) => l.msg)).toEqual([
       'token issued',
       'token issued',
+      'token refused',
       'token refused',
       'token refused',
       'token refused',
@@ -133,6 +136,59 @@ describe('AuditRecorder', () => {
     down = false;
     await recorder.flush();
     expect(written.map((b) => b.length)).toEqual([2, 2, 1]);
+  });
+
+  it('events dropped while a batch is being written are counted, and written ones are not lost or repeated', async () => {
+    const written: string[] = [];
+    let release: () => void = () => undefined;
+    let first = true;
+    const store: AuditStore = {
+      appendAuditEvents: async (events) => {
+        if (first) {
+          first = false;
+          await new Promise<void>((resolve) => (release = resolve));
+        }
+        written.push(...events.map((e) => e.at));
+      },
+      queryAuditEvents: async () => [],
+      pruneAuditEvents: async () => 0,
+    };
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
+    const recorder = new AuditRecorder(store, { retentionSeconds: 3600, logger, batch: 2, maxQueued: 4 });
+    for (let i = 0; i < 4; i++) recorder.record(event(`t${i}`));
+    const flushing = recorder.flush(); // writing t0, t1
+    await new Promise((r) => setTimeout(r, 10));
+    for (let i = 4; i < 7; i++) recorder.record(event(`t${i}`)); // drops t0, t1, t2 from the queue
+    release();
+    await flushing;
+    expect(written).toEqual(['t0', 't1', 't3', 't4', 't5', 't6']);
+    const dropped = lines
+      .map((l) => JSON.parse(l) as { msg: string; dropped?: number })
+      .find((l) => l.dropped);
+    expect(dropped?.dropped).toBe(3);
+  });
+
+  it('cleans control characters (PostgreSQL refuses NUL) out of what it records', async () => {
+    const written: AuditEvent[] = [];
+    const store: AuditStore = {
+      appendAuditEvents: async (events) => void written.push(...events),
+      queryAuditEvents: async () => [],
+      pruneAuditEvents: async () => 0,
+    };
+    const recorder = new AuditRecorder(store, { retentionSeconds: 3600, logger: silent });
+    recorder.record({
+      ...event('t'),
+      clientId: 'a\u0000b',
+      audience: 'https://x\u0000\n',
+      reason: 'r\u001b[31m',
+    });
+    await recorder.flush();
+    expect(written[0]).toMatchObject({
+      clientId: 'a\uFFFDb',
+      audience: 'https://x\uFFFD\uFFFD',
+      reason: 'r\uFFFD[31m',
+    });
   });
 
   it('prunes events older than the retention', async () => {

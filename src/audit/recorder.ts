@@ -15,17 +15,66 @@ export interface AuditRecorderOptions {
 }
 
 const PRUNE_EVERY_MS = 3600_000;
+const FAILURE_LOG_EVERY_MS = 60_000;
+
+/** A fixed-size queue: pushing past capacity drops the oldest in O(1). Sequence numbers never repeat. */
+class Ring<T> {
+  private readonly items: (T | undefined)[];
+  private head = 0; // sequence number of the oldest item held
+  private tail = 0; // sequence number the next item gets
+
+  constructor(private readonly capacity: number) {
+    this.items = new Array<T | undefined>(capacity);
+  }
+
+  get size(): number {
+    return this.tail - this.head;
+  }
+
+  /** Adds an item; returns how many old ones were dropped to make room (0 or 1). */
+  push(item: T): number {
+    let dropped = 0;
+    if (this.size === this.capacity) {
+      this.items[this.head % this.capacity] = undefined;
+      this.head++;
+      dropped = 1;
+    }
+    this.items[this.tail % this.capacity] = item;
+    this.tail++;
+    return dropped;
+  }
+
+  /** Up to `count` of the oldest items, and the sequence number just past them. */
+  peek(count: number): { items: T[]; end: number } {
+    const end = Math.min(this.tail, this.head + count);
+    const items: T[] = [];
+    for (let seq = this.head; seq < end; seq++) items.push(this.items[seq % this.capacity]!);
+    return { items, end };
+  }
+
+  /** Forgets every item before `end` that is still held (some may have been dropped meanwhile). */
+  release(end: number): void {
+    for (; this.head < end; this.head++) this.items[this.head % this.capacity] = undefined;
+  }
+}
+
+/** Text the store can take and a terminal can show: no control characters (PostgreSQL refuses NUL). */
+function clean(value: string | null): string | null {
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is replaced
+  return value === null ? null : value.replace(/[\u0000-\u001f\u007f]/g, '\uFFFD');
+}
 
 /**
  * The audit trail. Each event is logged as JSON at once and queued; the queue is written to the store in
  * batches by a timer, off the token path. While the store is down, events wait in memory (bounded).
  */
 export class AuditRecorder {
-  private queue: AuditEvent[] = [];
+  private readonly queue: Ring<AuditEvent>;
   private dropped = 0;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private lastPrune = 0;
+  private lastFailureLogged = 0;
   private readonly now: () => number;
 
   constructor(
@@ -33,6 +82,7 @@ export class AuditRecorder {
     private readonly options: AuditRecorderOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.queue = new Ring(options.maxQueued ?? 100_000);
   }
 
   start(): void {
@@ -41,12 +91,15 @@ export class AuditRecorder {
   }
 
   record(event: AuditEvent): void {
-    this.options.logger.info({ audit: event }, event.outcome === 'issued' ? 'token issued' : 'token refused');
-    if (this.queue.length >= (this.options.maxQueued ?? 100_000)) {
-      this.queue.shift();
-      this.dropped++;
-    }
-    this.queue.push(event);
+    const safe: AuditEvent = {
+      ...event,
+      clientId: clean(event.clientId),
+      audience: clean(event.audience),
+      reason: clean(event.reason),
+      source: clean(event.source),
+    };
+    this.options.logger.info({ audit: safe }, safe.outcome === 'issued' ? 'token issued' : 'token refused');
+    this.dropped += this.queue.push(safe);
   }
 
   /** Writes what is queued; on failure keeps it for the next attempt. Never rejects. */
@@ -58,10 +111,10 @@ export class AuditRecorder {
   private async write(): Promise<void> {
     const size = this.options.batch ?? 1000;
     try {
-      while (this.queue.length > 0) {
-        const batch = this.queue.slice(0, size);
-        await this.store.appendAuditEvents(batch);
-        this.queue.splice(0, batch.length);
+      while (this.queue.size > 0) {
+        const { items, end } = this.queue.peek(size);
+        await this.store.appendAuditEvents(items);
+        this.queue.release(end);
       }
       if (this.dropped > 0) {
         this.options.logger.error(
@@ -78,8 +131,16 @@ export class AuditRecorder {
         );
         if (pruned > 0) this.options.logger.info({ pruned }, 'old audit events deleted');
       }
-    } catch {
-      // The store is down: the events stay queued; the outage itself is logged by the change feed.
+    } catch (error) {
+      // The events stay queued for the next attempt; say so, once a minute at most.
+      const now = this.now();
+      if (now - this.lastFailureLogged >= FAILURE_LOG_EVERY_MS) {
+        this.lastFailureLogged = now;
+        this.options.logger.error(
+          { err: error, queued: this.queue.size },
+          'audit events could not be written yet',
+        );
+      }
     }
   }
 

@@ -3,12 +3,24 @@ export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value, null, 2) + '\n');
 }
 
+/**
+ * What the CLI prints may come from callers (an audit event's client id): control characters and bidi
+ * overrides are shown escaped, never sent to the operator's terminal.
+ */
+function safe(value: string): string {
+  return value.replace(
+    // eslint-disable-next-line no-control-regex -- control characters are exactly what is escaped
+    /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
 /** A plain aligned table; empty cells print as "-". */
 export function formatTable(
   columns: readonly string[],
   rows: readonly (readonly (string | number | null)[])[],
 ): string {
-  const cells = rows.map((row) => row.map((c) => (c === null || c === '' ? '-' : String(c))));
+  const cells = rows.map((row) => row.map((c) => (c === null || c === '' ? '-' : safe(String(c)))));
   const widths = columns.map((title, i) => Math.max(title.length, ...cells.map((row) => row[i]!.length)));
   const line = (values: readonly string[]): string =>
     values
@@ -22,8 +34,9 @@ export function formatTable(
 export function formatRecord(entries: readonly (readonly [string, string | number | null])[]): string {
   const width = Math.max(...entries.map(([k]) => k.length));
   return (
-    entries.map(([k, v]) => `  ${k.padEnd(width)}  ${v === null || v === '' ? '-' : String(v)}`).join('\n') +
-    '\n'
+    entries
+      .map(([k, v]) => `  ${k.padEnd(width)}  ${v === null || v === '' ? '-' : safe(String(v))}`)
+      .join('\n') + '\n'
   );
 }
 

@@ -33,10 +33,9 @@ export interface Config {
   changePollMs: number;
   /**
    * Which proxies' X-Forwarded-For to believe for the caller's address (the failed-attempt limits count per
-   * address): false (none), true (any: only when every request comes through the proxy), or a list of the
-   * proxies' addresses and CIDR ranges (the safe choice).
+   * address): false (none), or the list of the proxies' addresses and CIDR ranges.
    */
-  trustProxy: boolean | string[];
+  trustProxy: false | string[];
   /** Seconds audit events are kept in the store. */
   auditRetention: number;
   /** Seconds cached clients are still served while the store cannot be reached; then 503. */
@@ -75,14 +74,21 @@ export function parseDuration(raw: string): number | undefined {
 }
 
 /** A duration in seconds: `90`, `90s`, `15m`, `12h`, `30d`. */
-function duration(env: Env, name: string, fallback: number, min: number, max: number): number {
+function duration(
+  env: Env,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+  zeroTurnsOff = false,
+): number {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
   const value = parseDuration(raw);
   if (value === undefined) {
     throw new ConfigError(`${name} must be a duration such as 3600, 90s, 15m, 12h or 30d, got "${raw}"`);
   }
-  if (value !== 0 && (value < min || value > max)) {
+  if ((value !== 0 || !zeroTurnsOff) && (value < min || value > max)) {
     throw new ConfigError(`${name} must be between ${min} and ${max} seconds, got ${value}`);
   }
   return value;
@@ -105,7 +111,10 @@ function prefix(raw: string): string {
 
 function trustProxy(raw: string | undefined): Config['trustProxy'] {
   if (raw === undefined || raw === 'false') return false;
-  if (raw === 'true') return true;
+  if (raw === 'true') {
+    // Trusting every hop means trusting the leftmost X-Forwarded-For entry, which the client writes.
+    throw new ConfigError('TESSERA_TRUST_PROXY must list the proxies (addresses or CIDR ranges), not "true"');
+  }
   const list = raw.split(',').map((entry) => entry.trim());
   for (const entry of list) {
     if (
@@ -203,16 +212,25 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   }
 
   const keyPublishAhead = duration(env, 'TESSERA_KEY_PUBLISH_AHEAD', 3600, 2, 7 * 86_400);
-  if (keyPublishAhead === 0) throw new ConfigError('TESSERA_KEY_PUBLISH_AHEAD must be at least 2 seconds');
   const keyRotationInterval = duration(
     env,
     'TESSERA_KEY_ROTATION_INTERVAL',
     30 * 86_400,
     3600,
     5 * 365 * 86_400,
+    true,
   );
   if (keyRotationInterval !== 0 && keyRotationInterval <= keyPublishAhead) {
     throw new ConfigError('TESSERA_KEY_ROTATION_INTERVAL must be longer than TESSERA_KEY_PUBLISH_AHEAD');
+  }
+
+  const staleWindow = duration(env, 'TESSERA_STALE_WINDOW', 60, 1, 86_400);
+  const changePollMs = integer(env, 'TESSERA_CHANGE_POLL_MS', 500, 50, 10_000);
+  if (staleWindow * 1000 < 2 * changePollMs + 1000) {
+    // Otherwise a healthy store would trip the window between two reads of the feed.
+    throw new ConfigError(
+      'TESSERA_STALE_WINDOW must be at least two TESSERA_CHANGE_POLL_MS intervals plus a second',
+    );
   }
 
   return {
@@ -229,9 +247,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     logLevel: logLevel as Config['logLevel'],
     cacheTtl: integer(env, 'TESSERA_CACHE_TTL', 60, 1, 3600),
     cacheMax: integer(env, 'TESSERA_CACHE_MAX', 100_000, 100, 10_000_000),
-    changePollMs: integer(env, 'TESSERA_CHANGE_POLL_MS', 500, 50, 10_000),
+    changePollMs,
     requestTimeout: integer(env, 'TESSERA_REQUEST_TIMEOUT', 10, 1, 300),
-    staleWindow: duration(env, 'TESSERA_STALE_WINDOW', 60, 1, 86_400),
+    staleWindow,
     auditRetention: duration(env, 'TESSERA_AUDIT_RETENTION', 90 * 86_400, 3600, 10 * 365 * 86_400),
     trustProxy: trustProxy(read(env, 'TESSERA_TRUST_PROXY')),
     workers: integer(env, 'TESSERA_WORKERS', 1, 1, 256),

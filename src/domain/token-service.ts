@@ -108,6 +108,12 @@ export interface AuditEntry {
 
 /** Presented values are recorded as sent but never at any length. */
 const clip = (value: string | undefined): string | null => (value === undefined ? null : value.slice(0, 256));
+/**
+ * A presented client id, if it could be one; otherwise a marker. What does not fit the id alphabet (junk, or
+ * a secret pasted into the wrong field) is not written to the audit trail or the log.
+ */
+const possibleId = (value: string | undefined): string | null =>
+  value === undefined || value === '' ? null : isPossibleClientId(value) ? value : '(not a client id)';
 
 export interface IssuedToken {
   response: TokenResponse;
@@ -147,7 +153,7 @@ export class TokenService {
       audit({
         at: new Date(this.deps.now()).toISOString(),
         outcome: 'refused',
-        clientId: clip(request.params.client_id) ?? clip(this.basicId(request.authorization)),
+        clientId: possibleId(request.params.client_id ?? this.basicId(request.authorization)),
         audience: clip(request.params.audience ?? request.params.resource),
         jti: null,
         reason:
@@ -253,9 +259,6 @@ export class TokenService {
    * client is unknown, so unknown, wrong and disabled give the same answer by the same work.
    */
   private async authenticate(clientId: string, secret: string, source: string): Promise<KnownClient> {
-    // Blocked callers learn nothing more, not even whether this attempt would have been right.
-    const wait = this.deps.attempts.blockedFor(clientId, source);
-    if (wait > 0) throw tooManyAttempts(wait);
     // An id no client can have (a NUL, 8 KiB of junk) is unknown without a cache entry or a store query.
     const found = isPossibleClientId(clientId) ? this.deps.findClient(clientId) : undefined;
     const client = found instanceof Promise ? await found : found;
@@ -267,12 +270,16 @@ export class TokenService {
         : !client.enabled
           ? 'client is disabled'
           : '';
-    if (failure) {
-      // An id no client can have is counted against the address alone: no counter keyed by 8 KiB of junk.
-      void this.deps.attempts.failed(isPossibleClientId(clientId) ? clientId : undefined, source);
-      throw invalidClient(failure);
-    }
-    return client!;
+    if (!failure) return client!;
+    // The limits turn failures into 429s, never a success: an enabled client with its exact secret is let
+    // through even from a blocked address, so nobody sharing that address (a NAT, a proxy) can lock it
+    // out. With 256-bit secrets, letting a blocked guesser learn "wrong" costs nothing.
+    const possible = isPossibleClientId(clientId) ? clientId : undefined;
+    const wait = this.deps.attempts.blockedFor(possible, source);
+    if (wait > 0) throw tooManyAttempts(wait);
+    // An id no client can have is counted against the address alone: no counter keyed by 8 KiB of junk.
+    void this.deps.attempts.failed(possible, source);
+    throw invalidClient(failure);
   }
 
   /** `audience` (Auth0, Hydra) and `resource` (RFC 8707) name the same thing; one of them, not both. */

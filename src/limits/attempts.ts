@@ -24,6 +24,28 @@ export interface Threshold {
 export const PER_CLIENT_AND_SOURCE: Threshold = { failures: 10, windowSeconds: 300, blockSeconds: 300 };
 export const PER_SOURCE: Threshold = { failures: 100, windowSeconds: 300, blockSeconds: 900 };
 
+/**
+ * The address counted: IPv4 as it is, IPv6 by its /64 (one host usually has a whole /64 to pick from),
+ * IPv4-mapped IPv6 as the IPv4 address.
+ */
+export function sourceKey(address: string): string {
+  if (!address.includes(':')) return address;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  const [head = '', tail = ''] = address.toLowerCase().split('::');
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const groups = address.includes('::')
+    ? [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right]
+    : left;
+  return (
+    groups
+      .slice(0, 4)
+      .map((g) => g.replace(/^0+(?=.)/, ''))
+      .join(':') + '::/64'
+  );
+}
+
 /** Blocks are checked in memory only, so the token path does no I/O for them; this many at most. */
 const MAX_BLOCKED = 100_000;
 
@@ -78,7 +100,8 @@ export class FailedAttempts implements AttemptLimiter {
   }
 
   /** Seconds the caller must still wait, or 0. Memory only. */
-  blockedFor(clientId: string | undefined, source: string): number {
+  blockedFor(clientId: string | undefined, address: string): number {
+    const source = sourceKey(address);
     const now = this.now();
     let until = this.blocked.get(`s ${source}`) ?? 0;
     if (clientId !== undefined) until = Math.max(until, this.blocked.get(`c ${source} ${clientId}`) ?? 0);
@@ -86,7 +109,8 @@ export class FailedAttempts implements AttemptLimiter {
   }
 
   /** Counts a failed authentication; resolves once counted (never rejects). */
-  async failed(clientId: string | undefined, source: string): Promise<void> {
+  async failed(clientId: string | undefined, address: string): Promise<void> {
+    const source = sourceKey(address);
     const counts: Promise<void>[] = [this.count(this.source, source, `s ${source}`, this.thresholds.source)];
     if (clientId !== undefined) {
       counts.push(

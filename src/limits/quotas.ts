@@ -37,10 +37,12 @@ export class IssuanceQuotas implements QuotaLimiter {
   }
 
   async take(clientId: string, quota: Quota): Promise<number> {
-    const checks: Promise<number>[] = [];
-    if (quota.perMinute !== null) checks.push(this.count(this.minute, clientId, quota.perMinute));
-    if (quota.perDay !== null) checks.push(this.count(this.day, clientId, quota.perDay));
-    return Math.max(0, ...(await Promise.all(checks)));
+    // The day counts only tokens the minute let through: requests refused for the minute use no day.
+    if (quota.perMinute !== null) {
+      const wait = await this.count(this.minute, clientId, quota.perMinute);
+      if (wait > 0) return wait;
+    }
+    return quota.perDay === null ? 0 : this.count(this.day, clientId, quota.perDay);
   }
 
   /** Seconds until the window resets if this token is over the limit, else 0. */

@@ -20,6 +20,9 @@ export function connectRedis(
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
+    // A Redis that hangs instead of refusing must fail fast too: the memory fallback then answers.
+    commandTimeout: 250,
+    keepAlive: 10_000,
     retryStrategy: (times) => Math.min(times * 200, 2000),
   });
   const lost = (error: unknown): void => {

@@ -37,6 +37,7 @@ const UNKNOWN_MAX = 10_000;
 /** Seconds a client is asked to wait when the store cannot be reached. */
 export const STORE_RETRY_AFTER = 5;
 const CHANGE_BATCH = 1000;
+const STALE_OK = { allowStale: true, noDeleteOnStaleGet: true } as const;
 const LOOKUP_TIMEOUT_MS = 2000;
 
 function deadline<T>(work: Promise<T>, ms: number): Promise<T> {
@@ -81,6 +82,8 @@ export class Directory {
   private pollAgain: Promise<void> | undefined;
   private lastPrune = 0;
   private lastFullRefresh = 0;
+  /** The last read of the feed failed. */
+  private failing = false;
   private readonly staleWindowMs: number;
   /** When the feed was last read without error (wall clock, for readiness). */
   private lastRead = Date.now();
@@ -142,7 +145,9 @@ export class Directory {
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined> {
     // Without the feed, cached answers may be stale (a client disabled meanwhile): good for a while only.
     if (Date.now() - this.lastRead > this.staleWindowMs) throw temporarilyUnavailable(STORE_RETRY_AFTER);
-    const known = this.clients.get(id);
+    // While the feed cannot be read, the TTL backstop must not cut the stale window short: expired entries
+    // are still served (they are as fresh as everything else this process knows).
+    const known = this.clients.get(id, this.failing ? STALE_OK : undefined);
     if (known !== undefined) return known;
     if (this.unknown.has(id)) return undefined;
     let pending = this.pending.get(id);
@@ -187,9 +192,13 @@ export class Directory {
     this.polling = this.readChanges()
       .then(() => {
         // Every good read closes any outage, whatever opened it (a failed lookup, a lost listener).
+        this.failing = false;
         this.options.onRecovered?.();
       })
-      .catch((error: unknown) => this.options.onError?.(error, 'change feed'))
+      .catch((error: unknown) => {
+        this.failing = true;
+        this.options.onError?.(error, 'change feed');
+      })
       .finally(() => (this.polling = undefined));
     return this.polling;
   }

@@ -490,12 +490,21 @@ export class KyselyStore implements Store {
     }));
   }
 
+  /** In batches of 5 000 rows, so that neither engine holds a long lock or hits a statement timeout. */
   async pruneAuditEvents(olderThan: Date): Promise<number> {
-    const result = await this.db
-      .deleteFrom('audit_events')
-      .where('at', '<', olderThan.toISOString())
-      .executeTakeFirst();
-    return Number(result.numDeletedRows);
+    const before = olderThan.toISOString();
+    let total = 0;
+    for (;;) {
+      const result = await this.db
+        .deleteFrom('audit_events')
+        .where('id', 'in', (eb) =>
+          eb.selectFrom('audit_events').select('id').where('at', '<', before).orderBy('id').limit(5000),
+        )
+        .executeTakeFirst();
+      const deleted = Number(result.numDeletedRows);
+      total += deleted;
+      if (deleted < 5000) return total;
+    }
   }
 
   // --- change feed ---

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FailedAttempts, PER_CLIENT_AND_SOURCE, PER_SOURCE } from '../../src/limits/attempts.js';
+import { FailedAttempts, PER_CLIENT_AND_SOURCE, PER_SOURCE, sourceKey } from '../../src/limits/attempts.js';
 import { dropPrefix, REDIS_URL, testPrefix, throwawayRedis } from '../helpers/redis.js';
 import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
 
@@ -45,6 +45,17 @@ describe('FailedAttempts', () => {
   });
 });
 
+describe('sourceKey', () => {
+  it('counts IPv4 as it is, IPv6 by its /64, IPv4-mapped IPv6 as IPv4', () => {
+    expect(sourceKey('198.51.100.7')).toBe('198.51.100.7');
+    expect(sourceKey('2001:db8:1:2:3:4:5:6')).toBe('2001:db8:1:2::/64');
+    expect(sourceKey('2001:db8:1:2::9')).toBe('2001:db8:1:2::/64');
+    expect(sourceKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(sourceKey('::1')).toBe('0:0:0:0::/64');
+    expect(sourceKey('::ffff:198.51.100.7')).toBe('198.51.100.7');
+  });
+});
+
 describe('429 at the token endpoint (in memory)', () => {
   let t: TestServer;
   let client: TestClient;
@@ -55,27 +66,32 @@ describe('429 at the token endpoint (in memory)', () => {
   });
   afterAll(async () => t.close());
 
-  it('ten wrong secrets from one address: then 429 from there, even with the right secret; 200 from elsewhere', async () => {
+  it('ten wrong secrets from one address: then 429 for wrong ones from there, while the right secret still works', async () => {
     for (let i = 0; i < 10; i++) expect((await attempt(t, client, '198.51.100.1', 'wrong')).status).toBe(401);
-    const blocked = await attempt(t, client, '198.51.100.1');
+    const blocked = await attempt(t, client, '198.51.100.1', 'wrong');
     expect({ status: blocked.status, body: blocked.body }).toEqual({ status: 429, body: TOO_MANY });
     expect(blocked.headers.get('retry-after')).toBe('300');
     expect(blocked.headers.get('cache-control')).toBe('no-store');
     expect(blocked.headers.get('pragma')).toBe('no-cache');
     expect(blocked.headers.get('www-authenticate')).toBeNull();
-    // The attacker at another address cannot lock the client out of its own address.
+    // Nobody sharing the address can lock the client out: its exact secret is let through, here and elsewhere.
+    expect((await attempt(t, client, '198.51.100.1')).status).toBe(200);
     expect((await attempt(t, client, '198.51.100.2')).status).toBe(200);
+    // An unknown id from the blocked pair is not blocked by that pair.
+    const other = { id: 'someone-else', secret: 'x', record: client.record };
+    expect((await attempt(t, other, '198.51.100.1')).status).toBe(401);
   });
 
-  it('a hundred failures with made-up ids from one address: 429 for every client from there', async () => {
+  it('a hundred failures with made-up ids from one address: 429 for every failure from there, not for the right secret', async () => {
     for (let i = 0; i < 100; i++) {
       const fake = { id: `guess-${i}`, secret: 'x', record: client.record };
       expect((await attempt(t, fake, '203.0.113.5')).status).toBe(401);
     }
-    const blocked = await attempt(t, client, '203.0.113.5');
+    const blocked = await attempt(t, client, '203.0.113.5', 'wrong');
     expect({ status: blocked.status, body: blocked.body }).toEqual({ status: 429, body: TOO_MANY });
     expect(blocked.headers.get('retry-after')).toBe('900');
-    expect((await attempt(t, client, '203.0.113.6')).status).toBe(200);
+    expect((await attempt(t, client, '203.0.113.5')).status).toBe(200);
+    expect((await attempt(t, client, '203.0.113.6', 'wrong')).status).toBe(401);
   });
 
   it('malformed Basic headers count against their address', async () => {
@@ -126,11 +142,12 @@ describe('shared through Redis by every instance', () => {
     for (let i = 0; i < 6; i++) expect((await attempt(a, client, '198.51.100.50', 'wrong')).status).toBe(401);
     for (let i = 0; i < 4; i++) expect((await attempt(b, client, '198.51.100.50', 'wrong')).status).toBe(401);
     await new Promise((r) => setTimeout(r, 100)); // counting is not on the answer's path
-    expect((await attempt(b, client, '198.51.100.50')).status).toBe(429);
+    expect((await attempt(b, client, '198.51.100.50', 'wrong')).status).toBe(429);
     // A learns of the block at its next failure, at the latest.
     expect((await attempt(a, client, '198.51.100.50', 'wrong')).status).toBe(401);
     await new Promise((r) => setTimeout(r, 100));
-    expect((await attempt(a, client, '198.51.100.50')).status).toBe(429);
+    expect((await attempt(a, client, '198.51.100.50', 'wrong')).status).toBe(429);
+    expect((await attempt(a, client, '198.51.100.50')).status).toBe(200);
   });
 });
 
@@ -154,7 +171,7 @@ describe('Redis going away and coming back', () => {
       for (let i = 0; i < 10; i++)
         expect((await attempt(t, client, '198.51.100.81', 'wrong')).status).toBe(401);
       await new Promise((r) => setTimeout(r, 100));
-      expect((await attempt(t, client, '198.51.100.81')).status).toBe(429);
+      expect((await attempt(t, client, '198.51.100.81', 'wrong')).status).toBe(429);
       expect(lines.some((l) => l.includes('Redis is unreachable'))).toBe(true);
 
       await redis.start();

@@ -280,10 +280,10 @@ describe('log lines at trace level over a full flow', () => {
       body: formOf(good),
     });
     record('405', { status: put.status });
-    // 429: ten wrong secrets from one address, then the right one from there.
+    // 429: ten wrong secrets from one address, then an eleventh (the right one would still pass).
     const source = nextSource();
     for (let i = 0; i < 10; i++) await form({ ...good, client_secret: `${a.secret}${i}` }, {}, source);
-    record('429', await form(good, {}, source));
+    record('429', await form({ ...good, client_secret: `${a.secret}x` }, {}, source));
     // 408: half a body with the secret in it, then nothing (TESSERA_REQUEST_TIMEOUT=1).
     const half = formOf(good);
     const timedOut = await raw(
