@@ -90,7 +90,7 @@ describe('tessera keys', () => {
     }
     const text = await tesseraOk(env, 'keys', 'rotate', '--alg', 'EdDSA');
     expect(text.stdout).toMatch(/^EdDSA: a next key is already scheduled \(.+, signs from .+\)\.\n$/);
-  }, 20_000);
+  }, 60_000);
 
   it('retire: the signing key stops now, the scheduled next key takes over; retiring the next key cancels it', async () => {
     await tesseraOk({ ...env, TESSERA_KEY_PUBLISH_AHEAD: '2s' }, 'keys', 'rotate', '--alg', 'ES256');
@@ -114,7 +114,7 @@ describe('tessera keys', () => {
       `Key ${current!.kid} retired; ES256 tokens are now signed by ${replacement.kid}.\n`,
     );
     expect(list.find((k) => k.kid === current!.kid)?.status).toBe('retired');
-  }, 20_000);
+  }, 60_000);
 
   it('refuses to add a key under another master key than the stored keys were sealed with', async () => {
     await tesseraOk(env, 'keys', 'rotate', '--alg', 'ES256');

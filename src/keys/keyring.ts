@@ -1,4 +1,6 @@
-import { importJWK, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
+import { createPrivateKey, type JsonWebKey } from 'node:crypto';
+import { createSigner } from 'fast-jwt';
+import type { JWK, JWTPayload } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
 import { temporarilyUnavailable } from '../domain/errors.js';
 import type { KeyStore, SigningKey } from '../store/types.js';
@@ -17,7 +19,7 @@ export interface PublicJwk extends JWK {
 interface ActiveKey {
   kid: string;
   alg: SigningAlg;
-  key: CryptoKey;
+  sign: Signer;
 }
 
 export interface KeyringOptions {
@@ -30,6 +32,23 @@ export interface KeyringOptions {
   onError?: (error: unknown) => void;
 }
 
+/** Signs one access token's claims; built once per key. */
+type Signer = (payload: JWTPayload) => string;
+
+/**
+ * The JWS of an access token (RFC 9068: `typ: at+jwt`, the key's `kid`), signed synchronously with
+ * node:crypto through fast-jwt, which encodes the header once per key. jose signs through WebCrypto, whose
+ * per-call machinery (an async job, DOMException and structuredClone setup) cost more than the signature
+ * itself on the token path; jose still makes, exports, seals and thumbprints the keys.
+ */
+function signerFor(jwk: JWK, alg: SigningAlg, kid: string): Signer {
+  const pem = createPrivateKey({ key: jwk as JsonWebKey, format: 'jwk' })
+    .export({ type: 'pkcs8', format: 'pem' })
+    .toString();
+  const sign = createSigner({ key: pem, algorithm: alg, kid, header: { alg, typ: 'at+jwt' } });
+  return (payload) => sign(payload as Record<string, unknown>);
+}
+
 /**
  * The signing keys of this process: imported once (never per request), one active key per algorithm, and
  * the JWKS, serialised once per change. Keys live in the store with their private part sealed under the
@@ -37,7 +56,7 @@ export interface KeyringOptions {
  */
 export class Keyring {
   private active = new Map<SigningAlg, ActiveKey>();
-  private imported = new Map<string, CryptoKey>();
+  private imported = new Map<string, Signer>();
   private published: PublicJwk[] = [];
   private jwksBody = '{"keys":[]}';
   private generating = new Map<SigningAlg, Promise<void>>();
@@ -91,7 +110,7 @@ export class Keyring {
       if (!mayStillSign(row, now) || this.imported.has(row.kid)) continue;
       try {
         const jwk = await openPrivateJwk(row.privateJwkSealed, this.master, row.kid);
-        this.imported.set(row.kid, (await importJWK(jwk, row.alg)) as CryptoKey);
+        this.imported.set(row.kid, signerFor(jwk, row.alg, row.kid));
       } catch (error) {
         if (strict) throw error;
         this.options.onError?.(error);
@@ -106,8 +125,8 @@ export class Keyring {
     const selection = selectKeys(this.rows, this.now(), this.options.maxTokenTtl * 1000);
     const active = new Map<SigningAlg, ActiveKey>();
     for (const [alg, row] of selection.active) {
-      const key = this.imported.get(row.kid);
-      if (key) active.set(alg, { kid: row.kid, alg, key });
+      const sign = this.imported.get(row.kid);
+      if (sign) active.set(alg, { kid: row.kid, alg, sign });
     }
     // Only public members are published, whatever the row holds.
     this.published = selection.published.map((row) => ({
@@ -162,7 +181,7 @@ export class Keyring {
       // The store is unreachable, or the signing key cannot be opened: not an answer to give unsafely.
       if (!key) throw temporarilyUnavailable(5);
     }
-    return new SignJWT(payload).setProtectedHeader({ alg, kid: key.kid, typ: 'at+jwt' }).sign(key.key);
+    return key.sign(payload);
   }
 
   /** The JWKS document, serialised once per change. */
