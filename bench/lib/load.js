@@ -1,0 +1,180 @@
+/* global process, fetch, AbortSignal */
+// The load: autocannon in this process (pinned to the load generator's core). A checked warm-up, in which
+// every answer must be a 200 with a token that verifies against the server's JWKS, then measurements.
+import autocannon from 'autocannon';
+import { createLocalJWKSet, jwtVerify } from 'jose';
+import { commCpuSeconds, machineCpuSeconds, selfCpuSeconds, treeCpuSeconds, treeRssMb } from './proc.js';
+
+function run(options, onResponse) {
+  return new Promise((resolve, reject) => {
+    const instance = autocannon(options, (error, result) => (error ? reject(error) : resolve(result)));
+    if (onResponse) instance.on('response', onResponse);
+  });
+}
+
+/**
+ * The request to send: one fixed body, or a rotation through many (the cold-cache run), shared by every
+ * connection so that consecutive requests name different clients.
+ */
+export function requestPlan(target) {
+  const base = {
+    method: 'POST',
+    path: target.path,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  };
+  if (!target.rotation) return { base, requests: undefined, fixed: { ...base, body: target.body } };
+  const { bodies, clientIds } = target.rotation;
+  return {
+    base,
+    rotating: true,
+    setupRequest(request, context) {
+      const i = target.rotation.next;
+      target.rotation.next = (i + 1) % bodies.length;
+      request.body = bodies[i];
+      context.clientId = clientIds[i];
+      return request;
+    },
+  };
+}
+
+/**
+ * A warm-up of `seconds` at `connections` in which every answer is kept, then checked: status 200, a JSON
+ * body with a Bearer token that jose verifies against the server's JWKS (issuer, audience, typ at+jwt,
+ * ES256) and names the client that asked. Throws on the first failures.
+ */
+export async function checkedWarmup(target, { seconds, connections }) {
+  const plan = requestPlan(target);
+  const answers = [];
+  const record = (status, body, context) =>
+    answers.push([status, body, context?.clientId ?? target.clientId]);
+  const request = plan.rotating
+    ? { ...plan.base, setupRequest: plan.setupRequest, onResponse: record }
+    : { ...plan.base, body: target.body, onResponse: record };
+  const result = await run({
+    url: target.url,
+    connections,
+    duration: seconds,
+    requests: [request],
+    timeout: 10,
+  });
+  if (answers.length === 0) throw new Error('no answer during the warm-up');
+  const response = await fetch(target.jwksUrl, { signal: AbortSignal.timeout(5000) });
+  if (!response.ok) throw new Error(`JWKS at ${target.jwksUrl}: status ${response.status}`);
+  const jwks = createLocalJWKSet(await response.json());
+  const failures = [];
+  let verified = 0;
+  for (const [status, body, clientId] of answers) {
+    try {
+      if (status !== 200) throw new Error(`status ${status}: ${body.slice(0, 200)}`);
+      const json = JSON.parse(body);
+      if (String(json.token_type).toLowerCase() !== 'bearer')
+        throw new Error(`token_type ${json.token_type}`);
+      if (!(json.expires_in > 0)) throw new Error(`expires_in ${json.expires_in}`);
+      const { payload } = await jwtVerify(json.access_token, jwks, {
+        issuer: target.issuer,
+        audience: target.audience,
+        typ: 'at+jwt',
+        algorithms: ['ES256'],
+        requiredClaims: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'client_id'],
+      });
+      if (payload.client_id !== clientId || payload.sub !== clientId)
+        throw new Error(`token for ${payload.client_id}, asked by ${clientId}`);
+      verified++;
+    } catch (error) {
+      if (failures.length < 5) failures.push(error.message);
+    }
+  }
+  const errors = result.errors + result.timeouts;
+  if (failures.length > 0 || errors > 0) {
+    throw new Error(
+      `warm-up: ${answers.length - verified} of ${answers.length} answers failed the check, ` +
+        `${errors} connection errors/timeouts; first failures: ${failures.join(' | ')}`,
+    );
+  }
+  return { answers: answers.length, verified, seconds: result.duration };
+}
+
+/** Exact percentile (nearest rank) of sorted values. */
+function percentile(sorted, p) {
+  if (sorted.length === 0) return NaN;
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[Math.min(sorted.length, rank) - 1];
+}
+
+/**
+ * One measurement: `seconds` of load at `connections`, with the server's CPU time (its process tree,
+ * from /proc) and this process's, over the same wall time, and the server's RSS at the end. Latencies are
+ * taken per response (autocannon's own histogram rounds to whole milliseconds).
+ */
+export async function measure(target, { seconds, connections, serverPid, storeComm }) {
+  const plan = requestPlan(target);
+  const options = { url: target.url, connections, duration: seconds, timeout: 10 };
+  if (plan.rotating) options.requests = [{ ...plan.base, setupRequest: plan.setupRequest }];
+  else
+    Object.assign(options, {
+      url: target.url + target.path,
+      method: 'POST',
+      headers: plan.base.headers,
+      body: target.body,
+    });
+
+  let latencies = new Float64Array(1 << 16);
+  let okCount = 0;
+  let responses = 0;
+  const onResponse = (_client, status, _bytes, ms) => {
+    responses++;
+    if (status < 200 || status > 299) return;
+    if (okCount === latencies.length) {
+      const bigger = new Float64Array(latencies.length * 2);
+      bigger.set(latencies);
+      latencies = bigger;
+    }
+    latencies[okCount++] = ms;
+  };
+
+  const cpu0 = treeCpuSeconds(serverPid);
+  const self0 = selfCpuSeconds();
+  const store0 = storeComm ? commCpuSeconds(storeComm) : 0;
+  const machine0 = machineCpuSeconds();
+  const t0 = process.hrtime.bigint();
+  const result = await run(options, onResponse);
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = treeCpuSeconds(serverPid) - cpu0;
+  const self = selfCpuSeconds() - self0;
+  const store = storeComm ? commCpuSeconds(storeComm) - store0 : undefined;
+  const machine1 = machineCpuSeconds();
+  const tasks = machine1.tasks - machine0.tasks;
+  const interrupts = machine1.interrupts - machine0.interrupts;
+  const rssMb = treeRssMb(serverPid);
+
+  const sorted = latencies.subarray(0, okCount).sort();
+  return {
+    connections,
+    seconds: wall,
+    requests: responses,
+    ok: okCount,
+    reqPerSec: okCount / wall,
+    p50Ms: percentile(sorted, 50),
+    p99Ms: percentile(sorted, 99),
+    maxMs: sorted.length > 0 ? sorted[sorted.length - 1] : NaN,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    non2xx: result.non2xx,
+    statusCodes: result.statusCodeStats,
+    serverCpuCores: cpu / wall,
+    serverCpuUsPerRequest: okCount > 0 ? (cpu * 1e6) / okCount : NaN,
+    serverRssMb: rssMb,
+    loadgenCpuCores: self / wall,
+    storeCpuCores: store === undefined ? undefined : store / wall,
+    // Everything else the machine ran meanwhile (other programs, kernel threads): noise if well above 0.
+    otherCpuCores: Math.max(0, tasks - cpu - self - (store ?? 0)) / wall,
+    // irq and softirq time on every CPU: mostly the loopback network work of this very measurement.
+    interruptCpuCores: interrupts / wall,
+    autocannon: {
+      reqPerSecAverage: result.requests.average,
+      latencyP50: result.latency.p50,
+      latencyP99: result.latency.p99,
+      duration: result.duration,
+    },
+  };
+}

@@ -1,0 +1,298 @@
+// What a run produced, for people: a table (stdout and Markdown), the targets of issue 5, and an SVG chart.
+
+const fixed = (value, digits = 0) =>
+  value === undefined || value === null || Number.isNaN(value) ? '–' : value.toFixed(digits);
+const thousands = (value) =>
+  value === undefined || Number.isNaN(value) ? '–' : Math.round(value).toLocaleString('en-US');
+const percent = (value) =>
+  value === undefined || Number.isNaN(value) ? '–' : `${(value * 100).toFixed(0)} %`;
+
+const COLUMNS = [
+  ['server', (r) => r.label],
+  ['conc.', (r) => String(r.connections)],
+  ['req/s', (r) => thousands(r.reqPerSec)],
+  ['vs ceiling', (r) => percent(r.ratioToCeiling)],
+  ['p50 ms', (r) => fixed(r.p50Ms, 2)],
+  ['p99 ms', (r) => fixed(r.p99Ms, 2)],
+  ['errors', (r) => String(r.errors + r.timeouts)],
+  ['non-2xx', (r) => String(r.non2xx)],
+  ['server CPU', (r) => fixed(r.serverCpuCores, 2)],
+  ['CPU µs/req', (r) => fixed(r.serverCpuUsPerRequest, 0)],
+  ['RSS MB', (r) => fixed(r.serverRssMb, 0)],
+  ['loadgen CPU', (r) => fixed(r.loadgenCpuCores, 2)],
+  ['PG CPU', (r) => (r.storeCpuCores === undefined ? '' : fixed(r.storeCpuCores, 2))],
+  ['other CPU', (r) => fixed(r.otherCpuCores, 2)],
+  ['node', (r) => r.nodeVersion],
+];
+
+/** Plain-text table for the terminal. */
+export function textTable(rows) {
+  const cells = rows.map((row) => COLUMNS.map(([, cell]) => cell(row)));
+  const widths = COLUMNS.map(([title], i) => Math.max(title.length, ...cells.map((c) => c[i].length)));
+  const line = (values) =>
+    values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join('  ');
+  return [
+    line(COLUMNS.map(([title]) => title)),
+    line(widths.map((w) => '-'.repeat(w))),
+    ...cells.map(line),
+  ].join('\n');
+}
+
+function markdownTable(rows) {
+  const header = `| ${COLUMNS.map(([title]) => title).join(' | ')} |`;
+  const rule = `|${COLUMNS.map((_, i) => (i === 0 ? ' --- ' : ' ---: ')).join('|')}|`;
+  const body = rows.map((row) => `| ${COLUMNS.map(([, cell]) => cell(row)).join(' | ')} |`);
+  return [header, rule, ...body].join('\n');
+}
+
+const find = (rows, scenario, connections) =>
+  rows.find((r) => r.scenario === scenario && r.connections === connections);
+
+/** The targets of issue 5, each as {target, measured, pass}; those that cannot be judged are left out. */
+export function targets(rows, concurrencies) {
+  const out = [];
+  const check = (target, measured, pass) => out.push({ target, measured, pass });
+  for (const c of concurrencies) {
+    const t = find(rows, 'tessera-sqlite', c);
+    const ceiling = find(rows, 'ceiling', c);
+    if (t && ceiling)
+      check(
+        `Tessera (SQLite) ≥ 90 % of the ceiling's req/s at concurrency ${c}`,
+        percent(t.ratioToCeiling),
+        t.ratioToCeiling >= 0.9,
+      );
+  }
+  const high = Math.max(...concurrencies);
+  const t100 = find(rows, 'tessera-sqlite', high);
+  const c100 = find(rows, 'ceiling', high);
+  if (t100 && c100)
+    check(
+      `Tessera (SQLite) p99 at concurrency ${high} ≤ 1.5× the ceiling's`,
+      `${fixed(t100.p99Ms, 2)} ms vs ${fixed(c100.p99Ms, 2)} ms (${fixed(t100.p99Ms / c100.p99Ms, 2)}×)`,
+      t100.p99Ms <= 1.5 * c100.p99Ms,
+    );
+  for (const c of concurrencies) {
+    const t = find(rows, 'tessera-sqlite', c);
+    const oidc = find(rows, 'oidc-provider', c);
+    if (t && oidc)
+      check(
+        `Tessera (SQLite) ≥ 2.5× node-oidc-provider's req/s at concurrency ${c}`,
+        `${fixed(t.reqPerSec / oidc.reqPerSec, 2)}×`,
+        t.reqPerSec >= 2.5 * oidc.reqPerSec,
+      );
+  }
+  for (const c of concurrencies) {
+    const warm = find(rows, 'tessera-pg', c);
+    const cold = find(rows, 'tessera-pg-cold', c);
+    if (warm && cold)
+      check(
+        `Cold cache on PostgreSQL ≥ 50 % of the warm figure at concurrency ${c}`,
+        percent(cold.reqPerSec / warm.reqPerSec),
+        cold.reqPerSec >= 0.5 * warm.reqPerSec,
+      );
+  }
+  const single = rows.filter((r) => r.scenario.startsWith('tessera-') && r.workers === 1);
+  if (single.length > 0) {
+    const worst = Math.max(...single.map((r) => r.serverRssMb));
+    check(
+      'Tessera server RSS < 200 MB at the end of every single-process run',
+      `${fixed(worst, 0)} MB at most`,
+      worst < 200,
+    );
+  }
+  return out;
+}
+
+function targetsMarkdown(list) {
+  if (list.length === 0) return '_No target could be judged from the scenarios run._';
+  return [
+    '| target | measured | |',
+    '| --- | --- | --- |',
+    ...list.map((t) => `| ${t.target} | ${t.measured} | ${t.pass ? 'met' : '**not met**'} |`),
+  ].join('\n');
+}
+
+export function targetsText(list) {
+  return list.map((t) => `${t.pass ? 'met    ' : 'NOT MET'}  ${t.target}: ${t.measured}`).join('\n');
+}
+
+/** The Markdown report: environment, table, targets, failures, notes. */
+export function markdown(result) {
+  const { environment: env, settings } = result;
+  const lines = [
+    `# Tessera benchmark, ${result.startedAt}${result.label ? ` (${result.label})` : ''}`,
+    '',
+    `Mode **${settings.mode}**: ${settings.warmupSeconds} s checked warm-up per server, ` +
+      `${settings.seconds} s per measurement, concurrency ${settings.concurrencies.join(' and ')}; ` +
+      `cold-cache runs over ${thousands(settings.coldClients)} clients.`,
+    '',
+    `- Machine: ${env.cpuModel}, ${env.cpus} CPUs, ${env.memoryGb} GB, Linux ${env.kernel}; ` +
+      `${fixed(env.backgroundCpuCoresAtStart, 2)} CPU busy with other work just before the run`,
+    `- Servers pinned to CPU ${settings.serverCpus}, load generator (autocannon ${env.autocannon}) to CPU ${settings.loadCpus}; ` +
+      `\`--workers 2\` on CPUs ${settings.workersCpus}, shared with the load generator`,
+    `- Node: servers ${env.serverNode} (\`${env.serverNodePath}\`), harness ${env.harnessNode}`,
+    `- PostgreSQL: ${env.postgres ?? 'not used'}${env.postgres ? ' (not pinned: its CPU is the "PG CPU" column)' : ''}`,
+    `- Peers: oidc-provider ${env.versions['oidc-provider']}, @node-oauth/oauth2-server ${env.versions['@node-oauth/oauth2-server']}; ` +
+      `Tessera ${env.tesseraCommit} (fastify ${env.versions.fastify}, jose ${env.versions.jose})`,
+    '',
+    markdownTable(result.rows),
+    '',
+    'req/s counts 2xx answers over the wall time of the measurement; p50/p99 are of 2xx answers. Server CPU is ' +
+      'user+system time of the server process and its children over the same wall time (1.00 = one core busy); ' +
+      'RSS is the sum over the process tree at the end. "vs ceiling" compares with the ceiling at the same concurrency. ' +
+      'Loadgen CPU is autocannon (this process); other CPU is every other process and kernel thread that ran ' +
+      'meanwhile (interrupt time, mostly loopback networking, is left out): well above 0, the figures are disturbed.',
+    '',
+    '## Targets (issue 5)',
+    '',
+    targetsMarkdown(result.targets),
+  ];
+  if (result.failures.length > 0) {
+    lines.push('', '## Failures', '');
+    for (const f of result.failures) lines.push(`- **${f.scenario}**: ${f.error.split('\n')[0]}`);
+  }
+  if (result.notes.length > 0) {
+    lines.push('', '## Notes', '');
+    for (const note of result.notes) lines.push(`- ${note}`);
+  }
+  if (result.profiles?.length > 0) {
+    lines.push('', '## CPU profiles (self time, top entries)', '');
+    for (const profile of result.profiles) {
+      lines.push(
+        `### ${profile.scenario} (${profile.file})`,
+        '',
+        '| self % | self ms | function | where |',
+        '| ---: | ---: | --- | --- |',
+      );
+      for (const e of profile.top)
+        lines.push(`| ${e.percent.toFixed(1)} | ${e.selfMs.toFixed(0)} | ${e.name} | ${e.where} |`);
+      lines.push('');
+    }
+  }
+  lines.push('', `Raw figures: \`${result.jsonFile}\`. Chart: \`${result.svgFile}\`.`, '');
+  return lines.join('\n');
+}
+
+const escapeXml = (text) =>
+  String(text).replace(
+    /[<>&"']/g,
+    (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&apos;' })[c],
+  );
+
+const COLORS = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759'];
+
+/** Horizontal grouped bars of req/s per server and concurrency, the ceiling's figures as dashed lines. */
+export function svgChart(result) {
+  const concurrencies = result.settings.concurrencies;
+  const groups = [];
+  for (const row of result.rows) {
+    let group = groups.find((g) => g.scenario === row.scenario);
+    if (!group) groups.push((group = { scenario: row.scenario, label: row.label, bars: [] }));
+    group.bars.push(row);
+  }
+  const labelWidth = 330;
+  const plotWidth = 560;
+  const right = 110;
+  const barHeight = 16;
+  const groupGap = 14;
+  const top = 70;
+  const groupHeight = concurrencies.length * barHeight + groupGap;
+  const height = top + groups.length * groupHeight + 50;
+  const width = labelWidth + plotWidth + right;
+  const max = Math.max(1, ...result.rows.map((r) => r.reqPerSec)) * 1.05;
+  const x = (value) => Math.round((labelWidth + (value / max) * plotWidth) * 10) / 10;
+  const out = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="12">`,
+    `<rect width="${width}" height="${height}" fill="#fff"/>`,
+    `<text x="12" y="22" font-size="15" font-weight="bold">${escapeXml(`Token requests per second (ES256), ${result.startedAt}`)}</text>`,
+    `<text x="12" y="40" fill="#555">${escapeXml(`Node ${result.environment.serverNode}; one server process on one core unless noted; ${result.settings.seconds} s per bar`)}</text>`,
+  ];
+  concurrencies.forEach((c, i) => {
+    const lx = labelWidth + i * 150;
+    out.push(
+      `<rect x="${lx}" y="50" width="12" height="12" fill="${COLORS[i % COLORS.length]}"/>`,
+      `<text x="${lx + 16}" y="60">concurrency ${c}</text>`,
+    );
+  });
+  // Grid and axis.
+  const step = niceStep(max);
+  for (let v = 0; v <= max; v += step) {
+    const gx = x(v);
+    out.push(
+      `<line x1="${gx}" y1="${top - 4}" x2="${gx}" y2="${height - 40}" stroke="#e5e5e5"/>`,
+      `<text x="${gx}" y="${height - 26}" text-anchor="middle" fill="#555">${escapeXml(thousands(v))}</text>`,
+    );
+  }
+  groups.forEach((group, gi) => {
+    const gy = top + gi * groupHeight;
+    out.push(
+      `<text x="${labelWidth - 8}" y="${gy + (concurrencies.length * barHeight) / 2 + 4}" text-anchor="end"${group.scenario === 'ceiling' ? ' font-weight="bold"' : ''}>${escapeXml(group.label)}</text>`,
+    );
+    concurrencies.forEach((c, ci) => {
+      const row = group.bars.find((b) => b.connections === c);
+      if (!row) return;
+      const by = gy + ci * barHeight;
+      const w = Math.max(1, x(row.reqPerSec) - labelWidth);
+      const ratio = row.ratioToCeiling === undefined ? '' : ` (${percent(row.ratioToCeiling)})`;
+      out.push(
+        `<rect x="${labelWidth}" y="${by}" width="${w.toFixed(1)}" height="${barHeight - 3}" fill="${COLORS[ci % COLORS.length]}"/>`,
+        `<text x="${(labelWidth + w + 4).toFixed(1)}" y="${by + barHeight - 5}" fill="#333">${escapeXml(thousands(row.reqPerSec) + ratio)}</text>`,
+      );
+    });
+  });
+  // The ceiling, one dashed line per concurrency, across every group; labels staggered so close lines
+  // do not print over each other.
+  const ceilings = concurrencies
+    .map((c, ci) => ({ c, ci, row: find(result.rows, 'ceiling', c) }))
+    .filter((e) => e.row)
+    .sort((a, b) => a.row.reqPerSec - b.row.reqPerSec);
+  ceilings.forEach(({ c, ci, row }, order) => {
+    const cx = x(row.reqPerSec);
+    const color = COLORS[ci % COLORS.length];
+    const left = order === 0 && ceilings.length > 1;
+    out.push(
+      `<line x1="${cx}" y1="${top - 4}" x2="${cx}" y2="${height - 40}" stroke="${color}" stroke-dasharray="5,4" stroke-width="1.5"/>`,
+      `<text x="${left ? cx - 3 : cx + 3}" y="${height - 8}" text-anchor="${left ? 'end' : 'start'}" fill="${color}">${escapeXml(`ceiling c${c}`)}</text>`,
+    );
+  });
+  out.push('</svg>', '');
+  return out.join('\n');
+}
+
+function niceStep(max) {
+  const raw = max / 6;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * power >= raw) return m * power;
+  return 10 * power;
+}
+
+/**
+ * Top self-time entries of a V8 .cpuprofile, as shares of the time the process was busy ((idle) left out),
+ * and that busy time in milliseconds.
+ */
+export function profileTop(profile, count = 20) {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const perNode = new Map();
+  const { samples = [], timeDeltas = [] } = profile;
+  for (let i = 0; i < samples.length; i++)
+    perNode.set(samples[i], (perNode.get(samples[i]) ?? 0) + (timeDeltas[i] ?? 0));
+  const self = new Map();
+  let busyMs = 0;
+  for (const [id, micros] of perNode) {
+    const frame = byId.get(id)?.callFrame;
+    if (!frame || frame.functionName === '(idle)') continue;
+    const file = frame.url ? frame.url.replace(/^file:\/\//, '').replace(/^.*\/node_modules\//, '') : '';
+    const where = file ? `${file.replace(/^.*\/(dist|bench)\//, '$1/')}:${frame.lineNumber + 1}` : '';
+    const name = frame.functionName || (file ? '(anonymous)' : '(native)');
+    const key = `${name} ${where}`;
+    const entry = self.get(key) ?? { name, where, selfMs: 0 };
+    entry.selfMs += micros / 1000;
+    self.set(key, entry);
+    busyMs += micros / 1000;
+  }
+  const top = [...self.values()]
+    .sort((a, b) => b.selfMs - a.selfMs)
+    .slice(0, count)
+    .map((e) => ({ ...e, percent: (100 * e.selfMs) / busyMs }));
+  return { busyMs, top };
+}

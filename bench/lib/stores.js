@@ -1,0 +1,150 @@
+/* global process, URL */
+// Tessera's stores for the benchmark: a fresh SQLite data directory or a fresh PostgreSQL database, an
+// audience and a client made through the CLI, and for the cold-cache run many more clients written straight
+// into the store with SQL (one transaction), with digests of secrets the benchmark knows.
+import { execFile } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import pg from 'pg';
+
+/** The environment of every Tessera process: none of the caller's TESSERA_* settings, only ours. */
+export function tesseraEnv(settings) {
+  const env = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (name.startsWith('TESSERA_') || name === 'NODE_OPTIONS') continue;
+    env[name] = value;
+  }
+  return { ...env, ...settings };
+}
+
+/** Runs `tessera <args> --json` on the harness's Node and returns the parsed answer. */
+export function tesseraCli(root, env, args, timeoutMs = 60_000) {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ['--disable-warning=ExperimentalWarning', join(root, 'bin/tessera.js'), ...args, '--json'],
+      { cwd: root, env, timeout: timeoutMs, maxBuffer: 16 << 20 },
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`tessera ${args.join(' ')} failed: ${error.message}\n${stderr}`));
+        else resolve(JSON.parse(stdout));
+      },
+    );
+  });
+}
+
+/** An audience and one client granted it, through the CLI as an operator would. */
+export async function provision(root, env, audience) {
+  await tesseraCli(root, env, ['audience', 'add', audience, '--name', 'Benchmark API']);
+  const client = await tesseraCli(root, env, ['client', 'create', '--name', 'bench', '--grant', audience]);
+  return { clientId: client.client_id, clientSecret: client.client_secret };
+}
+
+/** `count` clients with random ids and secrets, as Tessera would generate them, and their stored digests. */
+export function coldClients(count) {
+  const ids = new Array(count);
+  const secrets = new Array(count);
+  const digests = new Array(count);
+  for (let i = 0; i < count; i++) {
+    ids[i] = randomBytes(16).toString('hex');
+    secrets[i] = randomBytes(32).toString('base64url');
+    digests[i] = 'sha256:' + createHash('sha256').update(secrets[i], 'utf8').digest('base64url');
+  }
+  return { ids, secrets, digests };
+}
+
+/** Writes the clients and their grants into a SQLite store (the server must not be running). */
+export async function insertSqlite(file, clients, audience) {
+  const { DatabaseSync } = await import('node:sqlite');
+  const db = new DatabaseSync(file);
+  const now = new Date().toISOString();
+  try {
+    db.exec('PRAGMA busy_timeout = 10000');
+    const client = db.prepare(
+      'INSERT INTO clients (id, name, secret_digest, enabled, token_ttl, created_at, updated_at, ' +
+        'secret_rotated_at, quota_per_minute, quota_per_day) VALUES (?, ?, ?, 1, NULL, ?, ?, ?, NULL, NULL)',
+    );
+    const grant = db.prepare('INSERT INTO grants (client_id, audience_url, created_at) VALUES (?, ?, ?)');
+    db.exec('BEGIN');
+    for (let i = 0; i < clients.ids.length; i++) {
+      client.run(clients.ids[i], `cold ${i}`, clients.digests[i], now, now, now);
+      grant.run(clients.ids[i], audience, now);
+    }
+    db.exec('COMMIT');
+    db.exec('ANALYZE');
+  } finally {
+    db.close();
+  }
+}
+
+/** The same for PostgreSQL: two statements over unnest()ed arrays, in one transaction. */
+export async function insertPostgres(url, clients, audience) {
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  const now = new Date().toISOString();
+  try {
+    await db.query('BEGIN');
+    await db.query(
+      'INSERT INTO clients (id, name, secret_digest, enabled, token_ttl, created_at, updated_at, ' +
+        'secret_rotated_at, quota_per_minute, quota_per_day) ' +
+        "SELECT id, 'cold ' || n, digest, 1, NULL, $3, $3, $3, NULL, NULL " +
+        'FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(id, digest, n)',
+      [clients.ids, clients.digests, now],
+    );
+    await db.query(
+      'INSERT INTO grants (client_id, audience_url, created_at) SELECT id, $2, $3 FROM unnest($1::text[]) AS t(id)',
+      [clients.ids, audience, now],
+    );
+    await db.query('COMMIT');
+    await db.query('ANALYZE clients');
+    await db.query('ANALYZE grants');
+  } catch (error) {
+    await db.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    await db.end();
+  }
+}
+
+/** A fresh database on the PostgreSQL server of `adminUrl`; returns its URL and a function that drops it. */
+export async function createPostgresDatabase(adminUrl) {
+  const name = `tessera_bench_${process.pid}_${Date.now().toString(36)}`;
+  const admin = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 5000 });
+  await admin.connect();
+  let version;
+  try {
+    version = (await admin.query('SHOW server_version')).rows[0].server_version;
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    name,
+    version,
+    async drop() {
+      const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 5000 });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+/** Whether PostgreSQL answers at `adminUrl` (a short attempt). */
+export async function postgresAnswers(adminUrl) {
+  const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}

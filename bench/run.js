@@ -1,0 +1,677 @@
+/* global process, console, setTimeout, clearTimeout, Buffer, URLSearchParams */
+// `npm run bench`: Tessera against the ceiling and its peers, one server at a time, each pinned to one core
+// and loaded by autocannon from the other. See bench/README.md.
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { cpus as osCpus, release, tmpdir, totalmem } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { checkedWarmup, measure } from './lib/load.js';
+import {
+  freePort,
+  killAllNow,
+  machineCpuSeconds,
+  pinSelf,
+  startPinned,
+  stopServer,
+  waitUntilReady,
+} from './lib/proc.js';
+import { markdown, profileTop, svgChart, targets, targetsText, textTable } from './lib/report.js';
+import {
+  coldClients,
+  createPostgresDatabase,
+  insertPostgres,
+  insertSqlite,
+  postgresAnswers,
+  provision,
+  tesseraEnv,
+} from './lib/stores.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const AUDIENCE = 'https://api.bench.example';
+
+const SCENARIOS = [
+  'ceiling',
+  'tessera-sqlite',
+  'tessera-sqlite-cold',
+  'tessera-workers2',
+  'tessera-pg',
+  'tessera-pg-cold',
+  'oidc-provider',
+  'oauth2-server',
+];
+
+const USAGE = `npm run bench [-- options]
+
+  --quick                 short run (1 s warm-up and 1 s per measurement; under a minute in all)
+  --seconds N             seconds per measurement (default 12; quick 1)
+  --warmup N              seconds of checked warm-up per server (default 5; quick 1)
+  --concurrency 10,100    connections of each measurement
+  --cold-clients N        clients in the store for the cold-cache runs (default 100000)
+  --cold-cache-max N      TESSERA_CACHE_MAX of the cold-cache runs (default 1000: every request misses)
+  --only a,b              run only these scenarios: ${SCENARIOS.join(', ')}
+  --skip a,b              run all but these
+  --node PATH             run every server under this Node binary (default: the one running npm)
+  --env NAME=VALUE        extra environment for every Tessera server (repeatable)
+  --profile               run every server with --cpu-prof and print the top self-time entries
+  --label TEXT            a label for the results (shown in the report, appended to the file name)
+  --pg URL                PostgreSQL admin URL (default postgres://postgres@127.0.0.1:5432/postgres)
+  --server-cpus 0         CPUs of a single-process server
+  --load-cpus 1           CPUs of the load generator (this process)
+  --workers-cpus 0,1      CPUs of Tessera --workers 2
+  --out DIR               where results go (default bench/results)
+  --wait-quiet N          before each measurement, wait up to N s for the machine to be idle (default 0)
+`;
+
+function options() {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      seconds: { type: 'string' },
+      warmup: { type: 'string' },
+      concurrency: { type: 'string', default: '10,100' },
+      'cold-clients': { type: 'string', default: '100000' },
+      'cold-cache-max': { type: 'string', default: '1000' },
+      only: { type: 'string' },
+      skip: { type: 'string' },
+      node: { type: 'string' },
+      env: { type: 'string', multiple: true, default: [] },
+      profile: { type: 'boolean', default: false },
+      label: { type: 'string' },
+      pg: { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
+      'server-cpus': { type: 'string', default: '0' },
+      'load-cpus': { type: 'string', default: '1' },
+      'workers-cpus': { type: 'string', default: '0,1' },
+      out: { type: 'string', default: join(ROOT, 'bench/results') },
+      'wait-quiet': { type: 'string', default: '0' },
+      help: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    process.exit(0);
+  }
+  const integer = (name, value, min) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number ≥ ${min}`);
+    return n;
+  };
+  const list = (value) =>
+    value
+      ? value
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : undefined;
+  const only = list(values.only);
+  const skip = list(values.skip) ?? [];
+  for (const id of [...(only ?? []), ...skip])
+    if (!SCENARIOS.includes(id)) throw new Error(`unknown scenario ${id}; known: ${SCENARIOS.join(', ')}`);
+  const extraEnv = {};
+  for (const pair of values.env) {
+    const eq = pair.indexOf('=');
+    if (eq < 1) throw new Error(`--env wants NAME=VALUE, got ${pair}`);
+    extraEnv[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return {
+    mode: values.quick ? 'quick' : 'full',
+    seconds: integer('seconds', values.seconds ?? (values.quick ? 1 : 12), 1),
+    warmupSeconds: integer('warmup', values.warmup ?? (values.quick ? 1 : 5), 1),
+    concurrencies: list(values.concurrency).map((c) => integer('concurrency', c, 1)),
+    coldClients: integer('cold-clients', values['cold-clients'], 1000),
+    coldCacheMax: integer('cold-cache-max', values['cold-cache-max'], 100),
+    scenarios: SCENARIOS.filter((id) => (!only || only.includes(id)) && !skip.includes(id)),
+    nodePath: values.node ? resolve(values.node) : process.execPath,
+    extraEnv,
+    profile: values.profile,
+    label: values.label,
+    pgAdminUrl: values.pg,
+    serverCpus: values['server-cpus'],
+    loadCpus: values['load-cpus'],
+    workersCpus: values['workers-cpus'],
+    out: resolve(values.out),
+    waitQuietSeconds: integer('wait-quiet', values['wait-quiet'], 0),
+  };
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** CPU cores the machine keeps busy over one second (this benchmark is idle meanwhile). */
+async function backgroundCores() {
+  const before = machineCpuSeconds();
+  await sleep(1000);
+  const after = machineCpuSeconds();
+  return Math.max(0, after.tasks + after.interrupts - before.tasks - before.interrupts);
+}
+
+/** Waits up to `seconds` for a second in which the machine is (nearly) idle; returns the last figure. */
+async function waitForQuiet(seconds) {
+  const deadline = Date.now() + seconds * 1000;
+  let cores = await backgroundCores();
+  while (cores >= 0.15 && Date.now() < deadline) cores = await backgroundCores();
+  return cores;
+}
+
+const log = (message) =>
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+
+function versionOf(pkg) {
+  try {
+    return JSON.parse(readFileSync(join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function gitDescription() {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    }).trim();
+    return dirty ? `${commit} + uncommitted changes in src/` : commit;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function preflight(settings) {
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  if (major < 22 || (major === 22 && minor < 13))
+    throw new Error(
+      `the harness needs Node >= 22.13 (it runs the Tessera CLI and node:sqlite), this is ${process.versions.node}: ` +
+        'run it as "npm run bench", which uses the Node 22 that npm installed (--node picks the servers\' Node)',
+    );
+  try {
+    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
+  } catch {
+    throw new Error('taskset not found: install util-linux (apt-get install util-linux)');
+  }
+  const cpuCount = osCpus().length;
+  const needed = [settings.serverCpus, settings.loadCpus, settings.workersCpus].flatMap((s) => s.split(','));
+  for (const cpu of needed)
+    if (Number(cpu) >= cpuCount) throw new Error(`CPU ${cpu} does not exist here (${cpuCount} CPUs)`);
+  if (!existsSync(join(ROOT, 'dist/cli/index.js')))
+    throw new Error('Tessera is not built: run npm run build');
+  if (!existsSync(settings.nodePath)) throw new Error(`no Node binary at ${settings.nodePath}`);
+  return execFileSync(settings.nodePath, ['--version'], { encoding: 'utf8' }).trim().replace(/^v/, '');
+}
+
+async function main() {
+  const settings = options();
+  const serverNode = preflight(settings);
+  pinSelf(settings.loadCpus);
+  const startedAt = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  const stamp =
+    startedAt.replace(/:/g, '-') + (settings.label ? `-${settings.label.replace(/[^\w.-]+/g, '_')}` : '');
+  mkdirSync(settings.out, { recursive: true });
+  const profileDir = join(settings.out, `${stamp}-profiles`);
+
+  const cleanups = [];
+  /** Each cleanup runs once, newest first, whoever asks (the end of the run, a signal, the deadline). */
+  const runCleanups = async () => {
+    while (cleanups.length > 0) {
+      const cleanup = cleanups.pop();
+      try {
+        await cleanup();
+      } catch (error) {
+        log(`cleanup failed: ${error.message}`);
+      }
+    }
+  };
+  const rows = [];
+  const failures = [];
+  const notes = [];
+  const profiles = [];
+
+  // Nothing outlives the benchmark: servers are killed on any exit, and the whole run has a deadline.
+  process.on('exit', killAllNow);
+  let aborting = false;
+  const abort = async (why, code) => {
+    if (aborting) return;
+    aborting = true;
+    log(why);
+    killAllNow();
+    await runCleanups();
+    process.exit(code);
+  };
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'])
+    process.once(signal, () => void abort(`${signal}: stopping every server`, 130));
+  const perScenario =
+    settings.warmupSeconds +
+    settings.concurrencies.length * (settings.seconds + 2 + settings.waitQuietSeconds) +
+    60;
+  const budgetMs = (settings.scenarios.length * perScenario + 180) * 1000;
+  const watchdog = setTimeout(
+    () => void abort(`the run exceeded its time budget (${budgetMs / 1000} s): stopped`, 1),
+    budgetMs,
+  );
+  watchdog.unref();
+
+  const pgUp = settings.scenarios.some((s) => s.startsWith('tessera-pg'))
+    ? await postgresAnswers(settings.pgAdminUrl)
+    : false;
+  const background = await backgroundCores();
+  if (background >= 0.15)
+    log(
+      `the machine is busy before the run (${background.toFixed(2)} CPU in use by others): figures will be disturbed`,
+    );
+  const environment = {
+    backgroundCpuCoresAtStart: background,
+    cpuModel: osCpus()[0]?.model ?? 'unknown',
+    cpus: osCpus().length,
+    memoryGb: Math.round(totalmem() / 2 ** 30),
+    kernel: release(),
+    harnessNode: process.versions.node,
+    serverNode,
+    serverNodePath: settings.nodePath,
+    autocannon: versionOf('autocannon'),
+    tesseraCommit: gitDescription(),
+    postgres: undefined,
+    versions: Object.fromEntries(
+      ['oidc-provider', '@node-oauth/oauth2-server', 'jose', 'fastify', 'autocannon', 'pg'].map((p) => [
+        p,
+        versionOf(p),
+      ]),
+    ),
+  };
+
+  // Stores, made when a scenario first needs them and removed at the end.
+  const masterKey = randomBytes(32).toString('base64');
+  let sqlite;
+  let postgres;
+  let cold;
+  const coldSet = () => {
+    if (!cold) {
+      log(`making ${settings.coldClients.toLocaleString('en-US')} cold-cache clients`);
+      cold = coldClients(settings.coldClients);
+    }
+    return cold;
+  };
+  const storeSettings = (store) => ({
+    TESSERA_MASTER_KEY: masterKey,
+    TESSERA_LOG_LEVEL: 'warn',
+    ...(store.databaseUrl
+      ? { TESSERA_DATABASE_URL: store.databaseUrl }
+      : { TESSERA_DATA_DIR: store.dataDir }),
+  });
+  async function sqliteStore() {
+    if (!sqlite) {
+      const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
+      cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+      sqlite = { engine: 'sqlite', dataDir, coldLoaded: false };
+      sqlite.client = await provision(ROOT, tesseraEnv(storeSettings(sqlite)), AUDIENCE);
+    }
+    return sqlite;
+  }
+  async function postgresStore() {
+    if (!postgres) {
+      if (!pgUp) throw new Error(`PostgreSQL does not answer at ${settings.pgAdminUrl}`);
+      const db = await createPostgresDatabase(settings.pgAdminUrl);
+      cleanups.push(() => db.drop());
+      environment.postgres = db.version;
+      postgres = { engine: 'postgres', databaseUrl: db.url, coldLoaded: false };
+      postgres.client = await provision(ROOT, tesseraEnv(storeSettings(postgres)), AUDIENCE);
+    }
+    return postgres;
+  }
+  async function loadCold(store) {
+    if (store.coldLoaded) return;
+    const clients = coldSet();
+    const t0 = Date.now();
+    if (store.engine === 'sqlite') await insertSqlite(join(store.dataDir, 'tessera.db'), clients, AUDIENCE);
+    else await insertPostgres(store.databaseUrl, clients, AUDIENCE);
+    log(
+      `${clients.ids.length.toLocaleString('en-US')} clients written to ${store.engine} in ${Date.now() - t0} ms`,
+    );
+    store.coldLoaded = true;
+  }
+
+  const form = (params) => new URLSearchParams(params).toString();
+  const tokenBody = (client, audienceParam = 'audience') =>
+    form({
+      grant_type: 'client_credentials',
+      client_id: client.clientId,
+      client_secret: client.clientSecret,
+      [audienceParam]: AUDIENCE,
+    });
+
+  // Requests spread over every cold client, in a random order that repeats no client within a pass.
+  function rotation() {
+    const { ids, secrets } = coldSet();
+    const order = ids.map((_, i) => i);
+    for (let i = order.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [order[i], order[j]] = [order[j], order[i]];
+    }
+    return {
+      next: 0,
+      clientIds: order.map((i) => ids[i]),
+      bodies: order.map((i) => Buffer.from(tokenBody({ clientId: ids[i], clientSecret: secrets[i] }))),
+    };
+  }
+
+  async function startTessera({ id, store, port, workers = 1, cold: isCold = false }) {
+    const env = tesseraEnv({
+      ...storeSettings(store),
+      TESSERA_ISSUER: `http://127.0.0.1:${port}`,
+      ...(isCold ? { TESSERA_CACHE_MAX: String(settings.coldCacheMax) } : {}),
+      ...settings.extraEnv,
+    });
+    const flags = ['--disable-warning=ExperimentalWarning'];
+    if (settings.profile) flags.push('--cpu-prof', `--cpu-prof-dir=${join(profileDir, id)}`);
+    const args = [
+      ...flags,
+      join(ROOT, 'bin/tessera.js'),
+      'serve',
+      '--port',
+      String(port),
+      '--host',
+      '127.0.0.1',
+    ];
+    if (workers > 1) args.push('--workers', String(workers));
+    const server = startPinned({
+      name: id,
+      cpus: workers > 1 ? settings.workersCpus : settings.serverCpus,
+      command: settings.nodePath,
+      args,
+      env,
+      cwd: ROOT,
+    });
+    const url = `http://127.0.0.1:${port}`;
+    const target = {
+      url,
+      path: '/oauth/token',
+      issuer: url,
+      audience: AUDIENCE,
+      jwksUrl: `${url}/.well-known/jwks.json`,
+      clientId: store.client.clientId,
+      body: Buffer.from(tokenBody(store.client)),
+      rotation: isCold ? rotation() : undefined,
+    };
+    return { server, target, readyUrl: `${url}/readyz` };
+  }
+
+  function startPeer({ id, script, port, audienceParam = 'audience' }) {
+    const url = `http://127.0.0.1:${port}`;
+    const client = {
+      clientId: `bench-${randomBytes(8).toString('hex')}`,
+      clientSecret: randomBytes(32).toString('base64url'),
+    };
+    const env = {
+      ...tesseraEnv({}),
+      NODE_ENV: 'production',
+      BENCH_PORT: String(port),
+      BENCH_ISSUER: url,
+      BENCH_AUDIENCE: AUDIENCE,
+      BENCH_CLIENT_ID: client.clientId,
+      BENCH_CLIENT_SECRET: client.clientSecret,
+    };
+    const server = startPinned({
+      name: id,
+      cpus: settings.serverCpus,
+      command: settings.nodePath,
+      args: [
+        ...(settings.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, id)}`] : []),
+        join(ROOT, 'bench/servers', script),
+      ],
+      env,
+      cwd: ROOT,
+    });
+    const target = {
+      url,
+      path: '/oauth/token',
+      issuer: url,
+      audience: AUDIENCE,
+      jwksUrl: `${url}/.well-known/jwks.json`,
+      clientId: client.clientId,
+      body: Buffer.from(tokenBody(client, audienceParam)),
+    };
+    return { server, target, readyUrl: target.jwksUrl };
+  }
+
+  const coldNote = () =>
+    `cold cache: ${settings.coldClients.toLocaleString('en-US')} clients in the store, requests rotate through all of ` +
+    `them in random order, TESSERA_CACHE_MAX=${settings.coldCacheMax} so that practically every request is a cache miss`;
+
+  const definitions = {
+    ceiling: {
+      label: 'ceiling (node:http + node:crypto)',
+      start: (port) => startPeer({ id: 'ceiling', script: 'ceiling.js', port }),
+    },
+    'tessera-sqlite': {
+      label: 'Tessera, SQLite',
+      tessera: true,
+      start: async (port) => startTessera({ id: 'tessera-sqlite', store: await sqliteStore(), port }),
+    },
+    'tessera-sqlite-cold': {
+      label: 'Tessera, SQLite, cold cache',
+      tessera: true,
+      note: coldNote,
+      start: async (port) => {
+        const store = await sqliteStore();
+        await loadCold(store);
+        return startTessera({ id: 'tessera-sqlite-cold', store, port, cold: true });
+      },
+    },
+    'tessera-workers2': {
+      label: 'Tessera, SQLite, --workers 2 *',
+      tessera: true,
+      workers: 2,
+      note: () =>
+        `* --workers 2: a primary and two workers on CPUs ${settings.workersCpus}, and the load generator shares ` +
+        `CPU ${settings.loadCpus} with them: the figure is a lower bound for two dedicated cores; on a machine with ` +
+        `more cores, expect close to N× the single-process figure for N workers, each worker being independent ` +
+        `(its own cache and keys, no shared lock on the token path) as long as the load balancer and the store ` +
+        `keep up`,
+      start: async (port) =>
+        startTessera({ id: 'tessera-workers2', store: await sqliteStore(), port, workers: 2 }),
+    },
+    'tessera-pg': {
+      label: 'Tessera, PostgreSQL',
+      tessera: true,
+      store: 'postgres',
+      start: async (port) => startTessera({ id: 'tessera-pg', store: await postgresStore(), port }),
+    },
+    'tessera-pg-cold': {
+      label: 'Tessera, PostgreSQL, cold cache',
+      tessera: true,
+      store: 'postgres',
+      note: coldNote,
+      start: async (port) => {
+        const store = await postgresStore();
+        await loadCold(store);
+        return startTessera({ id: 'tessera-pg-cold', store, port, cold: true });
+      },
+    },
+    'oidc-provider': {
+      label: 'node-oidc-provider',
+      start: (port) =>
+        startPeer({ id: 'oidc-provider', script: 'oidc-provider.js', port, audienceParam: 'resource' }),
+    },
+    'oauth2-server': {
+      label: '@node-oauth/oauth2-server',
+      start: (port) => startPeer({ id: 'oauth2-server', script: 'oauth2-server.js', port }),
+    },
+  };
+
+  log(
+    `${settings.mode} run: ${settings.scenarios.join(', ')}; servers on Node ${serverNode}, CPUs ${settings.serverCpus}; ` +
+      `load generator on CPU ${settings.loadCpus}`,
+  );
+  const notedOnce = new Set();
+  try {
+    for (const id of settings.scenarios) {
+      if (aborting) break;
+      const definition = definitions[id];
+      if (definition.store === 'postgres' && !pgUp) {
+        failures.push({
+          scenario: id,
+          error: `skipped: PostgreSQL does not answer at ${settings.pgAdminUrl}`,
+        });
+        log(`${id}: skipped, PostgreSQL does not answer`);
+        continue;
+      }
+      let started;
+      try {
+        const port = await freePort();
+        started = await definition.start(port);
+        await waitUntilReady(started.server, started.readyUrl, { timeoutMs: 30_000 });
+        const warm = await checkedWarmup(started.target, {
+          seconds: settings.warmupSeconds,
+          connections: Math.max(...settings.concurrencies),
+        });
+        log(`${id}: warm-up ${warm.answers} answers, every token verified`);
+        for (const connections of settings.concurrencies) {
+          if (settings.waitQuietSeconds > 0) {
+            const cores = await waitForQuiet(settings.waitQuietSeconds);
+            if (cores >= 0.15)
+              log(`still ${cores.toFixed(2)} CPU in use by others after ${settings.waitQuietSeconds} s`);
+          }
+          const result = await measure(started.target, {
+            seconds: settings.seconds,
+            connections,
+            serverPid: started.server.pid,
+            storeComm: definition.store === 'postgres' ? 'postgres' : undefined,
+          });
+          if (started.server.exitCode !== undefined)
+            throw new Error(
+              `${id} exited (${started.server.exitCode}) during the measurement:\n${started.server.output}`,
+            );
+          rows.push({
+            scenario: id,
+            label: definition.label,
+            workers: definition.workers ?? 1,
+            nodeVersion: serverNode,
+            ...result,
+          });
+          log(
+            `${id} c${connections}: ${Math.round(result.reqPerSec)} req/s, p50 ${result.p50Ms.toFixed(2)} ms, ` +
+              `p99 ${result.p99Ms.toFixed(2)} ms, errors ${result.errors + result.timeouts}, non-2xx ${result.non2xx}, ` +
+              `server CPU ${result.serverCpuCores.toFixed(2)}, RSS ${result.serverRssMb.toFixed(0)} MB`,
+          );
+        }
+        const note = definition.note?.();
+        if (note && !notedOnce.has(note)) {
+          notedOnce.add(note);
+          notes.push(note);
+        }
+      } catch (error) {
+        failures.push({ scenario: id, error: error.stack ?? String(error) });
+        log(`${id} FAILED: ${error.message}`);
+      } finally {
+        if (started) await stopServer(started.server);
+      }
+      if (settings.profile) profiles.push(...readProfiles(profileDir, id));
+    }
+  } finally {
+    killAllNow();
+    await runCleanups();
+  }
+
+  for (const row of rows) {
+    const ceiling = rows.find((r) => r.scenario === 'ceiling' && r.connections === row.connections);
+    row.ratioToCeiling = ceiling ? row.reqPerSec / ceiling.reqPerSec : undefined;
+  }
+  for (const row of rows)
+    if (row.errors + row.timeouts + row.non2xx > 0)
+      notes.push(
+        `${row.label} at concurrency ${row.connections}: ${row.errors + row.timeouts} errors and ${row.non2xx} ` +
+          `non-2xx answers (${JSON.stringify(row.statusCodes)})`,
+      );
+  const noisy = rows.filter((r) => r.otherCpuCores >= 0.15);
+  if (noisy.length > 0)
+    notes.push(
+      `other work on the machine during ${noisy.map((r) => `${r.label} c${r.connections} (${r.otherCpuCores.toFixed(2)} CPU)`).join(', ')}: ` +
+        'those figures are disturbed; run again on a quiet machine',
+    );
+  for (const row of rows)
+    if (row.loadgenCpuCores >= 0.9)
+      notes.push(
+        `${row.label} at concurrency ${row.connections}: the load generator used ${row.loadgenCpuCores.toFixed(2)} of a ` +
+          "core; the figure may be its limit rather than the server's",
+      );
+  if (rows.some((r) => r.storeCpuCores !== undefined))
+    notes.push(
+      'PostgreSQL runs unpinned on the same machine; its CPU (all postgres processes) is the "PG CPU" column',
+    );
+
+  const jsonFile = join(settings.out, `${stamp}.json`);
+  const mdFile = join(settings.out, `${stamp}.md`);
+  const svgFile = join(settings.out, `${stamp}.svg`);
+  const result = {
+    startedAt,
+    label: settings.label,
+    settings: { ...settings, extraEnv: settings.extraEnv },
+    environment,
+    rows,
+    targets: targets(rows, settings.concurrencies),
+    failures,
+    notes,
+    profiles,
+    jsonFile: relative(ROOT, jsonFile),
+    svgFile: relative(ROOT, svgFile),
+  };
+  writeFileSync(jsonFile, JSON.stringify(result, null, 2) + '\n');
+  writeFileSync(mdFile, markdown(result));
+  writeFileSync(svgFile, svgChart(result));
+
+  const out = [
+    '',
+    `Tessera benchmark (${settings.mode}), servers on Node ${serverNode}, ${settings.seconds} s per measurement`,
+    '',
+    textTable(rows),
+    '',
+    targetsText(result.targets),
+  ];
+  for (const f of failures) out.push(`FAILED  ${f.scenario}: ${f.error.split('\n')[0]}`);
+  for (const note of notes) out.push(`note: ${note}`);
+  for (const profile of profiles) {
+    out.push(
+      '',
+      `CPU profile ${profile.scenario} (${profile.file}), ${(profile.busyMs / 1000).toFixed(1)} s busy; top self time:`,
+    );
+    for (const e of profile.top.slice(0, 15))
+      out.push(`  ${e.percent.toFixed(1).padStart(5)} %  ${e.name}  ${e.where}`);
+  }
+  out.push('', `results: ${relative(process.cwd(), jsonFile)}, .md, .svg`, '');
+  process.stdout.write(out.join('\n'));
+  clearTimeout(watchdog);
+  process.exitCode = failures.length > 0 ? 1 : 0;
+}
+
+/** The profiles a Tessera run left, summarised; a cluster primary that did nothing but wait is left out. */
+function readProfiles(profileDir, id) {
+  const dir = join(profileDir, id);
+  if (!existsSync(dir)) return [];
+  const profiles = readdirSync(dir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .map((file) => ({
+      scenario: id,
+      file: relative(ROOT, join(dir, file)),
+      ...profileTop(JSON.parse(readFileSync(join(dir, file), 'utf8'))),
+    }));
+  const busiest = Math.max(0, ...profiles.map((p) => p.busyMs));
+  return profiles.filter((p) => p.busyMs >= busiest / 5);
+}
+
+main().catch((error) => {
+  killAllNow();
+  console.error(`bench: ${process.env.BENCH_DEBUG ? (error.stack ?? error) : (error.message ?? error)}`);
+  process.exit(2);
+});

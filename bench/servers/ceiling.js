@@ -1,0 +1,70 @@
+/* global Buffer, URLSearchParams */
+// The ceiling: the fastest a single Node process can answer this token request. Bare node:http, the
+// form body parsed, the secret compared in constant time (sha256 + timingSafeEqual), the audience checked,
+// and an RFC 9068 JWT with Tessera's header and claims signed by node:crypto (ES256, ieee-p1363) with a
+// key made once at start. No framework, no logging, no store.
+import { createServer } from 'node:http';
+import { sign } from 'node:crypto';
+import { authenticate, claims, es256Key, settings, TOKEN_HEADERS } from './common.js';
+
+const key = es256Key();
+const header = Buffer.from(JSON.stringify({ alg: 'ES256', kid: key.kid, typ: 'at+jwt' })).toString(
+  'base64url',
+);
+const JWKS_HEADERS = {
+  'content-type': 'application/json; charset=utf-8',
+  'cache-control': 'public, max-age=1800',
+};
+const KNOWN = new Set(['grant_type', 'client_id', 'client_secret', 'audience', 'resource', 'scope']);
+
+function accessToken(clientId, audience) {
+  const input = header + '.' + Buffer.from(JSON.stringify(claims(clientId, audience))).toString('base64url');
+  const signature = sign('sha256', Buffer.from(input), { key: key.privateKey, dsaEncoding: 'ieee-p1363' });
+  return input + '.' + signature.toString('base64url');
+}
+
+function send(res, status, body, headers = TOKEN_HEADERS) {
+  res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+const error = (res, status, code, description) =>
+  send(res, status, JSON.stringify({ error: code, error_description: description }));
+
+function answer(res, contentType, text) {
+  if (!contentType?.startsWith('application/x-www-form-urlencoded'))
+    return error(res, 415, 'invalid_request', 'the body must be application/x-www-form-urlencoded');
+  const params = {};
+  for (const [name, value] of new URLSearchParams(text)) {
+    if (!KNOWN.has(name)) continue;
+    if (params[name] !== undefined) return error(res, 400, 'invalid_request', `${name} sent twice`);
+    params[name] = value;
+  }
+  if (!authenticate(params.client_id, params.client_secret))
+    return error(res, 401, 'invalid_client', 'client authentication failed');
+  if (params.grant_type !== 'client_credentials') return error(res, 400, 'unsupported_grant_type', '');
+  const audience = params.audience ?? params.resource;
+  if (audience !== settings.audience) return error(res, 400, 'invalid_target', 'audience not granted');
+  const body = JSON.stringify({
+    access_token: accessToken(params.client_id, audience),
+    token_type: 'Bearer',
+    expires_in: settings.ttl,
+  });
+  send(res, 200, body);
+}
+
+createServer((req, res) => {
+  if (req.url === '/oauth/token' && req.method === 'POST') {
+    let text = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk) => {
+      text += chunk;
+      if (text.length > 8192) req.destroy();
+    });
+    req.on('end', () => answer(res, req.headers['content-type'], text));
+  } else if (req.url === '/.well-known/jwks.json' && req.method === 'GET') {
+    send(res, 200, key.jwks, JWKS_HEADERS);
+  } else {
+    send(res, 404, '{"error":"not_found"}');
+  }
+}).listen(settings.port, settings.host);
