@@ -95,7 +95,7 @@ export interface TokenServiceDeps {
   defaultAlg: SigningAlg;
 }
 
-/** What the audit trail learns of one token request. */
+/** What the audit trail learns of one token request. Never a secret, never a token. */
 export interface AuditEntry {
   at: string;
   outcome: 'issued' | 'refused';

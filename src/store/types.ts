@@ -1,4 +1,5 @@
 import type { SigningAlg } from '../domain/algorithms.js';
+import type { AuditEntry } from '../domain/token-service.js';
 
 export interface Audience {
   url: string;
@@ -124,18 +125,8 @@ export interface ChangeFeed {
   subscribe?(listener: () => void, onError: (error: unknown) => void): Promise<() => Promise<void>>;
 }
 
-/** One thing that happened at the token endpoint. Never a secret, never a token. */
-export interface AuditEvent {
-  at: string;
-  outcome: 'issued' | 'refused';
-  clientId: string | null;
-  audience: string | null;
-  /** The issued token's jti. */
-  jti: string | null;
-  /** Why a request was refused: the OAuth error code and a short reason. */
-  reason: string | null;
-  source: string | null;
-}
+/** One thing that happened at the token endpoint (the token service's audit entry, as stored). */
+export type AuditEvent = AuditEntry;
 
 export interface AuditFilter {
   clientId?: string | undefined;

@@ -8,13 +8,14 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { alive, childrenOf, startedWith } from '../helpers/proc.js';
 
 // --- processes ---
 
@@ -139,43 +140,6 @@ async function exitWithin(serve: Serve, ms: number): Promise<Exit | undefined> {
     return await Promise.race([serve.exited, timeout]);
   } finally {
     clearTimeout(timer);
-  }
-}
-
-function procStat(pid: number): { state: string; ppid: number } | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: fields[0]!, ppid: Number(fields[1]) };
-  } catch {
-    return undefined;
-  }
-}
-
-/** A process that exists and is not a zombie. */
-function alive(pid: number): boolean {
-  const stat = procStat(pid);
-  return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
-}
-
-/** Live child processes of `pid`, sorted. */
-function childrenOf(pid: number): number[] {
-  const children: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const child = Number(entry);
-    const stat = procStat(child);
-    if (stat?.ppid === pid && alive(child)) children.push(child);
-  }
-  return children.sort((a, b) => a - b);
-}
-
-/** Whether `pid` is a process started with this test's data directory (guards against a reused pid). */
-function startedWith(pid: number, dataDir: string): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(`TESSERA_DATA_DIR=${dataDir}`);
-  } catch {
-    return false;
   }
 }
 

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { alive, childrenOf, startedWith } from '../helpers/proc.js';
 
 // --- processes ---
 
@@ -141,43 +142,6 @@ async function exitWithin(serve: Serve, ms: number): Promise<Exit | undefined> {
 }
 
 // --- /proc ---
-
-function procStat(pid: number): { state: string; ppid: number } | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: fields[0]!, ppid: Number(fields[1]) };
-  } catch {
-    return undefined;
-  }
-}
-
-/** A process that exists and is not a zombie. */
-function alive(pid: number): boolean {
-  const stat = procStat(pid);
-  return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
-}
-
-/** Live child processes of `pid`, sorted. */
-function childrenOf(pid: number): number[] {
-  const children: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const child = Number(entry);
-    const stat = procStat(child);
-    if (stat?.ppid === pid && alive(child)) children.push(child);
-  }
-  return children.sort((a, b) => a - b);
-}
-
-/** Whether `pid` is a process started with this test's data directory (guards against a reused pid). */
-function startedWith(pid: number, dataDir: string): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(`TESSERA_DATA_DIR=${dataDir}`);
-  } catch {
-    return false;
-  }
-}
 
 /** The inode of the server side of the established IPv4 connection between serverPort and clientPort. */
 function serverSocketInode(serverPort: number, clientPort: number): string | undefined {
