@@ -65,6 +65,25 @@ function outageLogger(logger: Logger) {
   };
 }
 
+/**
+ * Token ids: 128 random bits each, cut from a buffer refilled 1 024 ids at a time, so the token path makes
+ * one call into the CSPRNG per thousand tokens instead of one per token.
+ */
+function jtiSource(): () => string {
+  const SIZE = 16;
+  let pool = Buffer.alloc(0);
+  let offset = 0;
+  return () => {
+    if (offset + SIZE > pool.length) {
+      pool = randomBytes(SIZE * 1024);
+      offset = 0;
+    }
+    const id = pool.toString('base64url', offset, offset + SIZE);
+    offset += SIZE;
+    return id;
+  };
+}
+
 /** Everything the server needs, wired: store → keys → cached directory → token service. */
 export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
   const master = resolveMasterKey(config, (message) => logger.warn(message));
@@ -127,7 +146,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       findAudience: (url) => directory.findAudience(url),
       sign: (payload, alg: SigningAlg) => keyring.sign(payload, alg),
       now: Date.now,
-      newJti: () => randomBytes(16).toString('base64url'),
+      newJti: jtiSource(),
       attempts,
       quotas,
       audit: (event) => audit.record(event),

@@ -33,6 +33,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     loggerInstance: deps.logger,
     // No per-request log lines on the hot path; refusals are logged at debug, failures at error.
     logController: new LogController({ disableRequestLogging: true }),
+    // No child logger per request (pino's child with redaction costs on every token): request.log is the
+    // server's logger, and the few lines logged per request carry what they need.
+    childLoggerFactory: (logger) => logger,
     bodyLimit: BODY_LIMIT,
     return503OnClosing: true,
     // The caller's address counts for the failed-attempt limits; behind a proxy it comes from X-Forwarded-For.

@@ -59,11 +59,11 @@ export function registerErrorHandlers(app: FastifyInstance): void {
 
   // A request no route matched (a method Fastify cannot even route included) on a known path is a 405,
   // answered before its body is read, so a PROPFIND with an odd body is a 405, not a 415.
-  app.addHook('onRequest', async (request, reply) => {
-    if (!request.is404) return;
-    const allowed = allowedMethods.get(app)?.get(request.url.split('?', 1)[0]!);
-    if (!allowed) return;
-    return reply
+  // A callback hook, not an async one: every request passes here, and only 404s need more than a check.
+  app.addHook('onRequest', (request, reply, done) => {
+    const allowed = request.is404 ? allowedMethods.get(app)?.get(request.url.split('?', 1)[0]!) : undefined;
+    if (!allowed) return done();
+    void reply
       .code(405)
       .headers(NO_STORE)
       .header('allow', allowed.join(', '))
