@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { startServe, tesseraOk, waitFor, type ServerProcess } from '../helpers/process.js';
+import { startServe, tesseraOk, waitFor, type Serve } from '../helpers/process.js';
 import { freePort, postToken } from '../helpers/server.js';
 
 /**
@@ -18,10 +18,10 @@ const PUBLISH_AHEAD = 4; // seconds: a rotated key signs 4 s after it is publish
 describe('three instances on one PostgreSQL', () => {
   let db: TestDatabase;
   let env: NodeJS.ProcessEnv;
-  let instances: ServerProcess[] = [];
+  let instances: Serve[] = [];
   let client: { id: string; secret: string };
 
-  const token = (instance: ServerProcess, extra: Record<string, string> = {}) =>
+  const token = (instance: Serve, extra: Record<string, string> = {}) =>
     postToken(instance.url, {
       grant_type: 'client_credentials',
       client_id: client.id,
@@ -29,12 +29,12 @@ describe('three instances on one PostgreSQL', () => {
       audience: API,
       ...extra,
     });
-  const jwks = async (instance: ServerProcess) =>
+  const jwks = async (instance: Serve) =>
     (await (await fetch(`${instance.url}/.well-known/jwks.json`)).json()) as {
       keys: { kid: string; alg: string }[];
     };
   /** Time until `check` holds on every instance, each polled every 20 ms. */
-  const everywhere = async (check: (instance: ServerProcess) => Promise<boolean>, timeoutMs = 1000) =>
+  const everywhere = async (check: (instance: Serve) => Promise<boolean>, timeoutMs = 1000) =>
     Math.max(...(await Promise.all(instances.map((i) => waitFor(() => check(i), timeoutMs, 20)))));
 
   beforeAll(async () => {
@@ -80,7 +80,7 @@ describe('three instances on one PostgreSQL', () => {
   });
 
   it('a token from A verifies with the JWKS fetched from B (and C)', async () => {
-    const [a, b, c] = instances as [ServerProcess, ServerProcess, ServerProcess];
+    const [a, b, c] = instances as [Serve, Serve, Serve];
     const answer = await token(a);
     expect(answer.status).toBe(200);
     for (const other of [b, c]) {

@@ -6,142 +6,22 @@
  *
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does). Linux only (/proc).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { connect, createServer, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { alive, childrenOf, startedWith } from '../helpers/proc.js';
+import { exitWithin, spawnServe, tessera, type Serve } from '../helpers/process.js';
+import { freePort } from '../helpers/server.js';
 
 // --- processes ---
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const NODE_ARGS = ['--disable-warning=ExperimentalWarning', 'bin/tessera.js'];
 const AUDIENCE = 'https://api.example.com';
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
-/** Runs `tessera <args>` to completion (bounded: killed after 15 s). */
-function runCli(
-  env: NodeJS.ProcessEnv,
-  ...args: string[]
-): Promise<Exit & { stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...NODE_ARGS, ...args], {
-      cwd: ROOT,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.once('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
-
-interface LogLine {
-  level: number;
-  msg: string;
-  [key: string]: unknown;
-}
-
-/** A running `tessera serve`: its JSON log lines (stdout, shared by workers), stderr and exit. */
-interface Serve {
-  child: ChildProcess;
-  pid: number;
-  port: number;
-  logs: LogLine[];
-  stderr(): string;
-  exited: Promise<Exit>;
-  /** Waits until `count` log lines have this message; throws after `timeoutMs`. */
-  waitForLog(msg: string, count?: number, timeoutMs?: number): Promise<LogLine[]>;
-}
-
-function spawnServe(env: NodeJS.ProcessEnv, port: number, ...args: string[]): Serve {
-  const child = spawn(process.execPath, [...NODE_ARGS, 'serve', ...args], {
-    cwd: ROOT,
-    env: { ...env, TESSERA_PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const logs: LogLine[] = [];
-  let stderr = '';
-  let partial = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-    const lines = (partial + chunk).split('\n');
-    partial = lines.pop()!;
-    for (const line of lines) {
-      try {
-        logs.push(JSON.parse(line) as LogLine);
-      } catch {
-        // not a log line
-      }
-    }
-  });
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  // 'exit', not 'close': workers that outlived the primary would keep the pipes open.
-  const exited = new Promise<Exit>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  return {
-    child,
-    pid: child.pid!,
-    port,
-    logs,
-    stderr: () => stderr,
-    exited,
-    async waitForLog(msg, count = 1, timeoutMs = 10_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const found = logs.filter((line) => line.msg === msg);
-        if (found.length >= count) return found;
-        if (Date.now() > deadline)
-          throw new Error(`no ${count} × "${msg}" in ${timeoutMs} ms; logs: ${JSON.stringify(logs)}`);
-        await sleep(20);
-      }
-    },
-  };
-}
-
-/** Resolves with the exit, or undefined when the process has not exited within `ms`. */
-async function exitWithin(serve: Serve, ms: number): Promise<Exit | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
-  try {
-    return await Promise.race([serve.exited, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 // --- raw HTTP/1.1 over one TCP connection ---
 
@@ -304,7 +184,7 @@ describe('graceful shutdown: requests in flight at SIGTERM are answered', () => 
   const pids = new Set<number>();
 
   async function start(...args: string[]): Promise<Serve> {
-    serve = spawnServe(env, await freePort(), ...args);
+    serve = spawnServe({ ...env, TESSERA_PORT: String(await freePort()) }, ...args);
     pids.add(serve.pid);
     const workers = args.includes('--workers') ? Number(args[args.indexOf('--workers') + 1]) : 1;
     await Promise.race([
@@ -368,9 +248,9 @@ describe('graceful shutdown: requests in flight at SIGTERM are answered', () => 
       TESSERA_LOG_LEVEL: 'info',
       TESSERA_HOST: '127.0.0.1',
     };
-    const added = await runCli(env, 'audience', 'add', AUDIENCE, '--json');
+    const added = await tessera(env, 'audience', 'add', AUDIENCE, '--json');
     expect(added).toMatchObject({ code: 0, stderr: '' });
-    const created = await runCli(env, 'client', 'create', '--name', 'drain', '--grant', AUDIENCE, '--json');
+    const created = await tessera(env, 'client', 'create', '--name', 'drain', '--grant', AUDIENCE, '--json');
     expect(created).toMatchObject({ code: 0, stderr: '' });
     const record = JSON.parse(created.stdout) as { client_id: string; client_secret: string };
     client = { id: record.client_id, secret: record.client_secret };

@@ -5,141 +5,23 @@
  *
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does). Linux only (/proc).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { connect, createServer, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive, childrenOf, startedWith } from '../helpers/proc.js';
+import { exitWithin, spawnServe, tessera, type Serve } from '../helpers/process.js';
+import { freePort } from '../helpers/server.js';
 
 // --- processes ---
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const NODE_ARGS = ['--disable-warning=ExperimentalWarning', 'bin/tessera.js'];
 const AUDIENCE = 'https://api.example.com';
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
-/** Runs `tessera <args>` to completion (bounded: killed after 15 s). */
-function runCli(
-  env: NodeJS.ProcessEnv,
-  ...args: string[]
-): Promise<Exit & { stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...NODE_ARGS, ...args], {
-      cwd: ROOT,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.once('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
-
-interface LogLine {
-  level: number;
-  msg: string;
-  [key: string]: unknown;
-}
-
-/** A running `tessera serve`: its JSON log lines (stdout, shared by the workers), stderr and exit. */
-interface Serve {
-  child: ChildProcess;
-  pid: number;
-  logs: LogLine[];
-  stderr(): string;
-  exited: Promise<Exit>;
-  /** Waits until `count` log lines have this message; throws after `timeoutMs`. */
-  waitForLog(msg: string, count?: number, timeoutMs?: number): Promise<LogLine[]>;
-}
-
-function startServe(env: NodeJS.ProcessEnv, ...args: string[]): Serve {
-  const child = spawn(process.execPath, [...NODE_ARGS, 'serve', ...args], {
-    cwd: ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const logs: LogLine[] = [];
-  let stderr = '';
-  let partial = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-    const lines = (partial + chunk).split('\n');
-    partial = lines.pop()!;
-    for (const line of lines) {
-      try {
-        logs.push(JSON.parse(line) as LogLine);
-      } catch {
-        // not a log line
-      }
-    }
-  });
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  // 'exit', not 'close': workers that outlived the primary would keep the pipes open.
-  const exited = new Promise<Exit>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  return {
-    child,
-    pid: child.pid!,
-    logs,
-    stderr: () => stderr,
-    exited,
-    async waitForLog(msg, count = 1, timeoutMs = 10_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const found = logs.filter((line) => line.msg === msg);
-        if (found.length >= count) return found;
-        if (Date.now() > deadline)
-          throw new Error(`no ${count} × "${msg}" in ${timeoutMs} ms; logs: ${JSON.stringify(logs)}`);
-        await sleep(50);
-      }
-    },
-  };
-}
-
-/** Resolves with the exit, or undefined when the process has not exited within `ms`. */
-async function exitWithin(serve: Serve, ms: number): Promise<Exit | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
-  try {
-    return await Promise.race([serve.exited, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 // --- /proc ---
 
@@ -381,9 +263,9 @@ describe('tessera serve --workers 2', () => {
       TESSERA_HOST: '127.0.0.1',
       TESSERA_PORT: String(port),
     };
-    const added = await runCli(env, 'audience', 'add', AUDIENCE, '--json');
+    const added = await tessera(env, 'audience', 'add', AUDIENCE, '--json');
     expect(added).toMatchObject({ code: 0, stderr: '' });
-    const created = await runCli(env, 'client', 'create', '--name', 'load', '--grant', AUDIENCE, '--json');
+    const created = await tessera(env, 'client', 'create', '--name', 'load', '--grant', AUDIENCE, '--json');
     expect(created).toMatchObject({ code: 0, stderr: '' });
     const record = JSON.parse(created.stdout) as { client_id: string; client_secret: string };
     client = { id: record.client_id, secret: record.client_secret };
@@ -395,7 +277,7 @@ describe('tessera serve --workers 2', () => {
     }).toString();
 
     spawnedAt = performance.now();
-    serve = startServe(env, '--workers', '2');
+    serve = spawnServe(env, '--workers', '2');
     await Promise.race([
       serve.waitForLog('tessera is listening', 2, 15_000),
       serve.exited.then((exit) => {
@@ -655,7 +537,7 @@ describe('tessera serve --workers: bad values are usage errors', () => {
 
   for (const value of ['0', 'x', '-1', '1.5', '257', '']) {
     it(`--workers "${value}": exit code 2, the reason on stderr, nothing started`, async () => {
-      const r = await runCli(env, 'serve', '--workers', value, '--json');
+      const r = await tessera(env, 'serve', '--workers', value, '--json');
       expect(r.code).toBe(2);
       expect(r.stdout).toBe('');
       expect(JSON.parse(r.stderr)).toEqual({
@@ -668,7 +550,7 @@ describe('tessera serve --workers: bad values are usage errors', () => {
   }
 
   it('--workers 0 in text mode: exit code 2 and the reason', async () => {
-    const r = await runCli(env, 'serve', '--workers', '0');
+    const r = await tessera(env, 'serve', '--workers', '0');
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toContain(
@@ -677,7 +559,7 @@ describe('tessera serve --workers: bad values are usage errors', () => {
   });
 
   it('TESSERA_WORKERS=0: exit code 2 (invalid_config)', async () => {
-    const r = await runCli({ ...env, TESSERA_WORKERS: '0' }, 'serve', '--json');
+    const r = await tessera({ ...env, TESSERA_WORKERS: '0' }, 'serve', '--json');
     expect(r.code).toBe(2);
     expect(JSON.parse(r.stderr)).toEqual({
       error: 'invalid_config',

@@ -26,8 +26,14 @@ export function tessera(env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliR
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.once('error', reject);
+    // Bounded: a CLI that hangs is killed after 15 s and shows up as a failed run.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
     child.once('close', (code) => {
+      clearTimeout(timer);
       let json: unknown;
       try {
         json = JSON.parse(stdout);
@@ -46,15 +52,6 @@ export async function tesseraOk(env: NodeJS.ProcessEnv, ...args: string[]): Prom
   return result;
 }
 
-export interface ServerProcess {
-  child: ChildProcess;
-  url: string;
-  /** Everything the process wrote so far. */
-  output(): string;
-  exited: Promise<number | null>;
-  stop(signal?: NodeJS.Signals): Promise<number | null>;
-}
-
 /** Polls `check` every `everyMs` until it returns true or `timeoutMs` passes; returns the time it took. */
 export async function waitFor(
   check: () => Promise<boolean> | boolean,
@@ -69,34 +66,107 @@ export async function waitFor(
   }
 }
 
-/** Starts `tessera serve` and waits until /readyz answers 200. */
-export async function startServe(env: NodeJS.ProcessEnv, args: string[] = []): Promise<ServerProcess> {
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+/** A running `tessera serve`: its JSON log lines (stdout, shared by workers), stderr and exit. */
+export interface Serve {
+  child: ChildProcess;
+  pid: number;
+  port: number;
+  url: string;
+  logs: LogLine[];
+  stderr(): string;
+  exited: Promise<Exit>;
+  /** Waits until `count` log lines have this message; throws after `timeoutMs`. */
+  waitForLog(msg: string, count?: number, timeoutMs?: number): Promise<LogLine[]>;
+  /** Sends the signal unless the process has already exited, and waits for the exit. */
+  stop(signal?: NodeJS.Signals): Promise<Exit>;
+}
+
+/** Starts `tessera serve` (port and host from env) without waiting for it to be ready. */
+export function spawnServe(env: NodeJS.ProcessEnv, ...args: string[]): Serve {
   const child = spawn(process.execPath, [...TESSERA, 'serve', ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const url = `http://${env.TESSERA_HOST ?? '127.0.0.1'}:${env.TESSERA_PORT}`;
-  const server: ServerProcess = {
+  const logs: LogLine[] = [];
+  let stderr = '';
+  let partial = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    const lines = (partial + chunk).split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) {
+      try {
+        logs.push(JSON.parse(line) as LogLine);
+      } catch {
+        // not a log line
+      }
+    }
+  });
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  // 'exit', not 'close': workers that outlived the primary would keep the pipes open.
+  const exited = new Promise<Exit>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const port = Number(env.TESSERA_PORT);
+  return {
     child,
-    url,
-    output: () => output,
+    pid: child.pid!,
+    port,
+    url: `http://${env.TESSERA_HOST ?? '127.0.0.1'}:${port}`,
+    logs,
+    stderr: () => stderr,
     exited,
+    async waitForLog(msg, count = 1, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const found = logs.filter((line) => line.msg === msg);
+        if (found.length >= count) return found;
+        if (Date.now() > deadline) {
+          throw new Error(`no ${count} × "${msg}" in ${timeoutMs} ms; logs: ${JSON.stringify(logs)}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    },
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;
     },
   };
+}
+
+/** Resolves with the exit, or undefined when the process has not exited within `ms`. */
+export async function exitWithin(serve: Serve, ms: number): Promise<Exit | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  try {
+    return await Promise.race([serve.exited, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Starts `tessera serve` and waits until /readyz answers 200. */
+export async function startServe(env: NodeJS.ProcessEnv, args: string[] = []): Promise<Serve> {
+  const server = spawnServe(env, ...args);
   try {
     await waitFor(
       async () => {
-        if (child.exitCode !== null) throw new Error(`tessera serve exited ${child.exitCode}: ${output}`);
+        if (server.child.exitCode !== null) {
+          throw new Error(`tessera serve exited ${server.child.exitCode}: ${server.stderr()}`);
+        }
         try {
-          return (await fetch(`${url}/readyz`)).status === 200;
+          return (await fetch(`${server.url}/readyz`)).status === 200;
         } catch {
           return false;
         }
