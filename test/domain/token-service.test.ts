@@ -352,6 +352,23 @@ describe('TokenService: errors', () => {
     expect(t.lookups).toEqual([]);
   });
 
+  it('unknown client, wrong secret and disabled client take the same path: one lookup, one failure counted', async () => {
+    // The timing test measures milliseconds on a noisy machine; this pins the path itself, which it cannot.
+    for (const params of [
+      { client_id: 'nobody' },
+      { client_secret: 'not-the-secret' },
+      { client_id: 'off' },
+    ]) {
+      const failures: string[] = [];
+      const { service, lookups } = setup({
+        attempts: { blockedFor: () => 0, failed: async (id) => void failures.push(String(id)) },
+      });
+      await failure(service, post(params));
+      expect(lookups).toHaveLength(1);
+      expect(failures).toEqual([params.client_id ?? 'svc']);
+    }
+  });
+
   it('unknown client, wrong secret and disabled client give the identical invalid_client', async () => {
     const unknown = await failure(t.service, post({ client_id: 'nobody' }));
     const wrong = await failure(t.service, post({ client_secret: 'not-the-secret' }));
