@@ -43,6 +43,7 @@ const AUDIENCE = 'https://api.bench.example';
 const SCENARIOS = [
   'ceiling',
   'tessera-sqlite',
+  'tessera-sqlite-no-metrics',
   'tessera-sqlite-cold',
   'tessera-workers2',
   'tessera-pg',
@@ -366,11 +367,12 @@ async function main() {
     };
   }
 
-  async function startTessera({ id, store, port, workers = 1, cold: isCold = false }) {
+  async function startTessera({ id, store, port, workers = 1, cold: isCold = false, env: own = {} }) {
     const env = tesseraEnv({
       ...storeSettings(store),
       TESSERA_ISSUER: `http://127.0.0.1:${port}`,
       ...(isCold ? { TESSERA_CACHE_MAX: String(settings.coldCacheMax) } : {}),
+      ...own,
       ...settings.extraEnv,
     });
     const flags = ['--disable-warning=ExperimentalWarning'];
@@ -449,6 +451,19 @@ async function main() {
     `cold cache: ${settings.coldClients.toLocaleString('en-US')} clients in the store, requests rotate through all of ` +
     `them in random order, TESSERA_CACHE_MAX=${settings.coldCacheMax} so that practically every request is a cache miss`;
 
+  /** A cold-cache scenario: the store filled with the cold clients, a cache too small to hold them. */
+  const coldScenario = (id, label, openStore, store) => ({
+    label,
+    tessera: true,
+    store,
+    note: coldNote,
+    start: async (port) => {
+      const opened = await openStore();
+      await loadCold(opened);
+      return startTessera({ id, store: opened, port, cold: true });
+    },
+  });
+
   const definitions = {
     ceiling: {
       label: 'ceiling (node:http + node:crypto)',
@@ -459,16 +474,18 @@ async function main() {
       tessera: true,
       start: async (port) => startTessera({ id: 'tessera-sqlite', store: await sqliteStore(), port }),
     },
-    'tessera-sqlite-cold': {
-      label: 'Tessera, SQLite, cold cache',
+    'tessera-sqlite-no-metrics': {
+      label: 'Tessera, SQLite, TESSERA_METRICS=false',
       tessera: true,
-      note: coldNote,
-      start: async (port) => {
-        const store = await sqliteStore();
-        await loadCold(store);
-        return startTessera({ id: 'tessera-sqlite-cold', store, port, cold: true });
-      },
+      start: async (port) =>
+        startTessera({
+          id: 'tessera-sqlite-no-metrics',
+          store: await sqliteStore(),
+          port,
+          env: { TESSERA_METRICS: 'false' },
+        }),
     },
+    'tessera-sqlite-cold': coldScenario('tessera-sqlite-cold', 'Tessera, SQLite, cold cache', sqliteStore),
     'tessera-workers2': {
       label: 'Tessera, SQLite, --workers 2 *',
       tessera: true,
@@ -488,17 +505,12 @@ async function main() {
       store: 'postgres',
       start: async (port) => startTessera({ id: 'tessera-pg', store: await postgresStore(), port }),
     },
-    'tessera-pg-cold': {
-      label: 'Tessera, PostgreSQL, cold cache',
-      tessera: true,
-      store: 'postgres',
-      note: coldNote,
-      start: async (port) => {
-        const store = await postgresStore();
-        await loadCold(store);
-        return startTessera({ id: 'tessera-pg-cold', store, port, cold: true });
-      },
-    },
+    'tessera-pg-cold': coldScenario(
+      'tessera-pg-cold',
+      'Tessera, PostgreSQL, cold cache',
+      postgresStore,
+      'postgres',
+    ),
     'oidc-provider': {
       label: 'node-oidc-provider',
       start: (port) =>
@@ -594,6 +606,15 @@ async function main() {
         `${row.label} at concurrency ${row.connections}: ${row.errors + row.timeouts} errors and ${row.non2xx} ` +
           `non-2xx answers (${JSON.stringify(row.statusCodes)})`,
       );
+  for (const row of rows.filter((r) => r.scenario === 'tessera-sqlite-no-metrics')) {
+    const on = rows.find((r) => r.scenario === 'tessera-sqlite' && r.connections === row.connections);
+    if (on)
+      notes.push(
+        `metrics cost at concurrency ${row.connections}: ${Math.round(on.reqPerSec)} req/s with /metrics on (the ` +
+          `default), ${Math.round(row.reqPerSec)} with TESSERA_METRICS=false (${((on.reqPerSec / row.reqPerSec - 1) * 100).toFixed(1)} %); ` +
+          `CPU per token ${on.serverCpuUsPerRequest?.toFixed(1)} vs ${row.serverCpuUsPerRequest?.toFixed(1)} µs`,
+      );
+  }
   const noisy = rows.filter((r) => r.otherCpuCores >= 0.15);
   if (noisy.length > 0)
     notes.push(

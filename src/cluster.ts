@@ -6,6 +6,7 @@ import { MAX_TOKEN_TTL } from './domain/validate.js';
 import { Keyring } from './keys/keyring.js';
 import { resolveMasterKey } from './keys/master-key.js';
 import { createLogger } from './logger.js';
+import { serveClusterMetrics } from './metrics/cluster.js';
 import { firstTokenHint, runServer } from './main.js';
 import { openStore } from './runtime.js';
 
@@ -39,6 +40,7 @@ export async function runCluster(config: Config, workers: number): Promise<void>
 
   const logger = createLogger(config);
   await prepare(config, logger);
+  if (config.metrics) serveClusterMetrics();
 
   let stopping = false;
   let restartDelay = 500;

@@ -26,5 +26,10 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pin
       censor: '[redacted]',
     },
   };
-  return destination ? pino(options, destination) : pino(options);
+  // Standard output is written asynchronously: lines that come while a write is in flight go out together in
+  // the next one, so a busy server makes one write per batch of lines instead of one per line (at `info`,
+  // one audit line per token), and a slow reader of the log never stalls the event loop. Lines still
+  // buffered are written on exit. Each write is whole lines of at most PIPE_BUF (4 KiB) bytes, which a pipe
+  // takes atomically: the lines of `--workers` processes sharing one stdout never cut into each other.
+  return pino(options, destination ?? pino.destination({ dest: 1, sync: false, maxWrite: 4096 }));
 }

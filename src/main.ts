@@ -1,7 +1,10 @@
+import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from './config/index.js';
-import { buildApp } from './http/app.js';
+import { buildApp, type AppDeps } from './http/app.js';
+import { clusterExposition } from './metrics/cluster.js';
+import type { Metrics } from './metrics/metrics.js';
 import { createLogger } from './logger.js';
 import { openRuntime, type Runtime } from './runtime.js';
 
@@ -11,6 +14,13 @@ export interface Server {
   /** The address actually bound, e.g. http://127.0.0.1:8080. */
   address: string;
   close(): Promise<void>;
+}
+
+/** This process's metrics, or under `--workers` the whole cluster's, collected through the primary. */
+function metricsFor(metrics: Metrics | undefined): AppDeps['metrics'] {
+  if (!metrics) return undefined;
+  const exposition = cluster.isWorker ? clusterExposition(metrics.registry) : () => metrics.exposition();
+  return { observeRequest: metrics.observeRequest.bind(metrics), exposition };
 }
 
 /** load config → open store → build app → listen. */
@@ -26,6 +36,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     logger,
     requestTimeoutMs: config.requestTimeout * 1000,
     trustProxy: config.trustProxy,
+    metrics: metricsFor(runtime.metrics),
   });
   let address: string;
   try {

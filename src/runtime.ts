@@ -11,6 +11,7 @@ import { KeyRotator } from './keys/rotator.js';
 import { FailedAttempts } from './limits/attempts.js';
 import { IssuanceQuotas } from './limits/quotas.js';
 import { connectRedis } from './limits/redis.js';
+import { Metrics } from './metrics/metrics.js';
 import { Directory } from './store/directory.js';
 import { openPostgresStore } from './store/postgres.js';
 import { openSqliteStore } from './store/sqlite.js';
@@ -38,6 +39,8 @@ export interface Runtime {
   keyring: Keyring;
   directory: Directory;
   tokens: TokenService;
+  /** Undefined when TESSERA_METRICS=false. */
+  metrics: Metrics | undefined;
   close(): Promise<void>;
 }
 
@@ -87,7 +90,9 @@ function jtiSource(): () => string {
 /** Everything the server needs, wired: store → keys → cached directory → token service. */
 export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
   const master = resolveMasterKey(config, (message) => logger.warn(message));
-  const store = await openStore(config);
+  const metrics = config.metrics ? new Metrics() : undefined;
+  const opened = await openStore(config);
+  const store = metrics ? metrics.timedStore(opened) : opened;
   const redis =
     config.redisUrl === undefined
       ? undefined
@@ -141,6 +146,8 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     rotator?.start();
     void rotator?.check();
 
+    metrics?.watchCache(() => directory.stats);
+    metrics?.watchAuditQueue(() => audit.queued);
     const tokens = new TokenService({
       findClient: (id) => directory.findClient(id),
       findAudience: (url) => directory.findAudience(url),
@@ -149,7 +156,12 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       newJti: jtiSource(),
       attempts,
       quotas,
-      audit: (event) => audit.record(event),
+      audit: metrics
+        ? (event) => {
+            audit.record(event);
+            metrics.tokenOutcome(event, (url) => directory.findAudience(url) !== undefined);
+          }
+        : (event) => audit.record(event),
       issuer: config.issuer,
       defaultTtl: config.tokenTtl,
       defaultAlg: config.signingAlg,
@@ -160,6 +172,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       keyring,
       directory,
       tokens,
+      metrics,
       async close() {
         await rotator?.stop();
         await audit.close();

@@ -3,19 +3,17 @@
  * directory, as an operator runs it. The CLI loads dist/, so `npm run build` must have run (`npm test` does).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { once } from 'node:events';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { collect, ROOT, TESSERA, tessera, tesseraEnv, type CliResult } from './helpers/process.js';
 import { freePort, postToken, tempDir } from './helpers/server.js';
 
 // --- helpers ---
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const NODE_ARGS = ['--disable-warning=ExperimentalWarning', 'bin/tessera.js'];
 
 const CLIENT_ID = /^[0-9a-f]{32}$/;
 const SECRET = /^[A-Za-z0-9_-]{43,}$/;
@@ -25,42 +23,6 @@ const anyTime = () => expect.stringMatching(ISO_TIME);
 const API = 'https://api.example.com';
 const SANDBOX = 'https://api.sandbox.example.com';
 const STAGING = 'https://api.staging.example.com/v1';
-
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  /** stdout parsed as JSON, or undefined when it is not one JSON document. */
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a parsed document; the assertions check it
-  json: any;
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
-
-/** Collects the output and exit code of a CLI process. */
-function collect(child: ChildProcess): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr, json: parseJson(stdout) }));
-  });
-}
-
-/** Runs `tessera <args>` to completion. */
-function runCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliResult> {
-  return collect(
-    spawn(process.execPath, [...NODE_ARGS, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }),
-  );
-}
 
 /** Loaded before the CLI: loads it, says so on fd 3, and waits until stdin closes. */
 const GATE = `--import=data:text/javascript,${encodeURIComponent(
@@ -78,7 +40,7 @@ const GATE = `--import=data:text/javascript,${encodeURIComponent(
  */
 async function runTogether(env: NodeJS.ProcessEnv, runs: string[][]): Promise<CliResult[]> {
   const children = runs.map((args) =>
-    spawn(process.execPath, [NODE_ARGS[0]!, GATE, ...NODE_ARGS.slice(1), ...args], {
+    spawn(process.execPath, [TESSERA[0], GATE, ...TESSERA.slice(1), ...args], {
       cwd: ROOT,
       env,
       stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
@@ -102,16 +64,8 @@ interface Workspace {
 
 function workspace(): Workspace {
   const dir = tempDir('tessera-cli-test-');
-  const inherited = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !name.startsWith('TESSERA_')),
-  );
-  const env: NodeJS.ProcessEnv = {
-    ...inherited,
-    TESSERA_DATA_DIR: dir,
-    TESSERA_MASTER_KEY: randomBytes(32).toString('base64'),
-    TESSERA_LOG_LEVEL: 'silent',
-  };
-  const run = (...args: string[]) => runCli(env, ...args);
+  const env = tesseraEnv({ TESSERA_DATA_DIR: dir, TESSERA_LOG_LEVEL: 'silent' });
+  const run = (...args: string[]) => tessera(env, ...args);
   return {
     dir,
     env,
@@ -790,7 +744,7 @@ group('errors', (ws) => {
   });
 
   it('an invalid setting: exit 2, invalid_config', async () => {
-    const r = await runCli({ ...ws.env, TESSERA_LOG_LEVEL: 'loud' }, 'client', 'list', '--json');
+    const r = await tessera({ ...ws.env, TESSERA_LOG_LEVEL: 'loud' }, 'client', 'list', '--json');
     expect(r.code).toBe(2);
     expect(jsonError(r)).toEqual({
       error: 'invalid_config',
@@ -896,7 +850,7 @@ describe('a running server', () => {
     ws.env.TESSERA_HOST = '127.0.0.1';
     base = `http://127.0.0.1:${port}`;
     issuer = `http://localhost:${port}`;
-    server = spawn(process.execPath, [...NODE_ARGS, 'serve'], {
+    server = spawn(process.execPath, [...TESSERA, 'serve'], {
       cwd: ROOT,
       env: ws.env,
       stdio: ['ignore', 'ignore', 'pipe'],

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { thrownBy } from './helpers/assert.js';
 import {
   ConfigError,
   isPostgresUrl,
@@ -13,15 +14,9 @@ import {
 const CWD = '/srv/tessera';
 
 function configError(env: Record<string, string | undefined>): ConfigError {
-  let thrown: unknown;
-  try {
-    loadConfig(env, CWD);
-  } catch (error) {
-    thrown = error;
-  }
-  expect(thrown).toBeInstanceOf(ConfigError);
-  expect((thrown as Error).name).toBe('ConfigError');
-  return thrown as ConfigError;
+  const thrown = thrownBy(() => loadConfig(env, CWD), ConfigError);
+  expect(thrown.name).toBe('ConfigError');
+  return thrown;
 }
 
 describe('loadConfig defaults', () => {
@@ -48,6 +43,7 @@ describe('loadConfig defaults', () => {
       workers: 1,
       keyRotationInterval: 30 * 86_400,
       keyPublishAhead: 3600,
+      metrics: true,
       production: false,
     } satisfies Config);
   });
@@ -242,6 +238,11 @@ describe('loadConfig reads each TESSERA_* variable', () => {
     expect(loadConfig({ NODE_ENV: 'test' }, CWD).production).toBe(false);
   });
 
+  it('reads TESSERA_METRICS as true or false', () => {
+    expect(loadConfig({ TESSERA_METRICS: 'false' }, CWD).metrics).toBe(false);
+    expect(loadConfig({ TESSERA_METRICS: 'true' }, CWD).metrics).toBe(true);
+  });
+
   it('ignores variables it does not know', () => {
     expect(loadConfig({ TESSERA_NOPE: 'x', PORT: '1' }, CWD)).toEqual(loadConfig({}, CWD));
   });
@@ -254,6 +255,12 @@ describe('loadConfig refuses invalid values with a ConfigError', () => {
       expect(configError({ TESSERA_PORT: value }).message).toMatch(/^TESSERA_PORT must be /);
     },
   );
+
+  it.each(['yes', '1', 'on', 'False'])('TESSERA_METRICS=%j', (value) => {
+    expect(configError({ TESSERA_METRICS: value }).message).toBe(
+      `TESSERA_METRICS must be true or false, got "${value}"`,
+    );
+  });
 
   it('says what was wrong with the port', () => {
     expect(configError({ TESSERA_PORT: 'abc' }).message).toBe(

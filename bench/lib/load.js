@@ -3,7 +3,16 @@
 // every answer must be a 200 with a token that verifies against the server's JWKS, then measurements.
 import autocannon from 'autocannon';
 import { createLocalJWKSet, jwtVerify } from 'jose';
-import { commCpuSeconds, machineCpuSeconds, selfCpuSeconds, treeCpuSeconds, treeRssMb } from './proc.js';
+import {
+  commCpuSeconds,
+  machineCpuSeconds,
+  otherCpuSeconds,
+  processTable,
+  processTree,
+  selfCpuSeconds,
+  treeCpuSeconds,
+  treeRssMb,
+} from './proc.js';
 
 function run(options, onResponse) {
   return new Promise((resolve, reject) => {
@@ -136,6 +145,7 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
   const self0 = selfCpuSeconds();
   const store0 = storeComm ? commCpuSeconds(storeComm) : 0;
   const machine0 = machineCpuSeconds();
+  const table0 = processTable();
   const t0 = process.hrtime.bigint();
   const result = await run(options, onResponse);
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
@@ -143,7 +153,9 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
   const self = selfCpuSeconds() - self0;
   const store = storeComm ? commCpuSeconds(storeComm) - store0 : undefined;
   const machine1 = machineCpuSeconds();
-  const tasks = machine1.tasks - machine0.tasks;
+  const table1 = processTable();
+  const measured = new Set([process.pid, ...processTree(serverPid, table1)]);
+  const other = otherCpuSeconds(table0, table1, measured, storeComm);
   const interrupts = machine1.interrupts - machine0.interrupts;
   const rssMb = treeRssMb(serverPid);
 
@@ -166,8 +178,8 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
     serverRssMb: rssMb,
     loadgenCpuCores: self / wall,
     storeCpuCores: store === undefined ? undefined : store / wall,
-    // Everything else the machine ran meanwhile (other programs, kernel threads): noise if well above 0.
-    otherCpuCores: Math.max(0, tasks - cpu - self - (store ?? 0)) / wall,
+    // Every other process and kernel thread that ran meanwhile: noise if well above 0.
+    otherCpuCores: other / wall,
     // irq and softirq time on every CPU: mostly the loopback network work of this very measurement.
     interruptCpuCores: interrupts / wall,
     autocannon: {

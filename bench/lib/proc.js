@@ -125,7 +125,7 @@ export async function waitUntilReady(server, url, { timeoutMs = 30_000, okStatus
 }
 
 /** Every process as [pid, {ppid, ticks (utime+stime), comm}], read from /proc in one pass. */
-function processTable() {
+export function processTable() {
   const table = new Map();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -172,6 +172,24 @@ export function treeCpuSeconds(rootPid) {
   let ticks = 0;
   for (const pid of processTree(rootPid, table)) ticks += table.get(pid).ticks;
   return ticks / CLK_TCK;
+}
+
+/**
+ * CPU seconds that every program other than `exclude` (and other than those named `excludeComm`) spent
+ * between two process tables. Per-process times are exact, unlike the
+ * tick-sampled totals of /proc/stat (which on this VM add up to less than the processes' own times). A
+ * process that both started and ended between the two tables is missed.
+ */
+export function otherCpuSeconds(before, after, exclude, excludeComm) {
+  let ticks = 0;
+  for (const [pid, info] of after) {
+    if (exclude.has(pid) || (excludeComm !== undefined && info.comm === excludeComm)) continue;
+    // Kernel threads (children of kthreadd, pid 2) do this very measurement's loopback network work.
+    if (pid === 2 || info.ppid === 2) continue;
+    const earlier = before.get(pid);
+    ticks += earlier && earlier.comm === info.comm ? info.ticks - earlier.ticks : info.ticks;
+  }
+  return Math.max(0, ticks) / CLK_TCK;
 }
 
 /** CPU seconds used so far by every process whose name is `comm` (e.g. the PostgreSQL server's). */

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { AuditEvent, AuditStore } from '../store/types.js';
+import { AUDIT_BATCH, type AuditEvent, type AuditStore } from '../store/types.js';
 
 export interface AuditRecorderOptions {
   /** How often queued events are written, in milliseconds. */
@@ -58,10 +58,16 @@ class Ring<T> {
   }
 }
 
+// eslint-disable-next-line no-control-regex -- control characters are exactly what is looked for
+const CONTROL = /[\u0000-\u001f\u007f]/;
+// eslint-disable-next-line no-control-regex -- control characters are exactly what is replaced
+const CONTROLS = /[\u0000-\u001f\u007f]/g;
+
+const hasControl = (value: string | null): boolean => value !== null && CONTROL.test(value);
+
 /** Text the store can take and a terminal can show: no control characters (PostgreSQL refuses NUL). */
 function clean(value: string | null): string | null {
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what is replaced
-  return value === null ? null : value.replace(/[\u0000-\u001f\u007f]/g, '\uFFFD');
+  return value === null ? null : value.replace(CONTROLS, '\uFFFD');
 }
 
 /**
@@ -76,13 +82,20 @@ export class AuditRecorder {
   private lastPrune = 0;
   private lastFailureLogged = 0;
   private readonly now: () => number;
+  private readonly batchSize: number;
 
   constructor(
     private readonly store: AuditStore,
     private readonly options: AuditRecorderOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.batchSize = options.batch ?? AUDIT_BATCH;
     this.queue = new Ring(options.maxQueued ?? 100_000);
+  }
+
+  /** Events waiting to be written to the store. */
+  get queued(): number {
+    return this.queue.size;
   }
 
   start(): void {
@@ -91,13 +104,21 @@ export class AuditRecorder {
   }
 
   record(event: AuditEvent): void {
-    const safe: AuditEvent = {
-      ...event,
-      clientId: clean(event.clientId),
-      audience: clean(event.audience),
-      reason: clean(event.reason),
-      source: clean(event.source),
-    };
+    // Nearly every event is clean: it is then queued as it is, without a copy.
+    const dirty =
+      hasControl(event.clientId) ||
+      hasControl(event.audience) ||
+      hasControl(event.reason) ||
+      hasControl(event.source);
+    const safe: AuditEvent = dirty
+      ? {
+          ...event,
+          clientId: clean(event.clientId),
+          audience: clean(event.audience),
+          reason: clean(event.reason),
+          source: clean(event.source),
+        }
+      : event;
     this.options.logger.info({ audit: safe }, safe.outcome === 'issued' ? 'token issued' : 'token refused');
     this.dropped += this.queue.push(safe);
   }
@@ -109,12 +130,15 @@ export class AuditRecorder {
   }
 
   private async write(): Promise<void> {
-    const size = this.options.batch ?? 1000;
+    const size = this.batchSize;
     try {
       while (this.queue.size > 0) {
         const { items, end } = this.queue.peek(size);
         await this.store.appendAuditEvents(items);
         this.queue.release(end);
+        // SQLite writes synchronously, and an awaited promise that is already settled does not let requests
+        // in: yield between statements, so a second's worth of events never holds the server for long.
+        if (this.queue.size > 0) await new Promise<void>((resolve) => setImmediate(resolve));
       }
       if (this.dropped > 0) {
         this.options.logger.error(

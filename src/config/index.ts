@@ -48,6 +48,8 @@ export interface Config {
   keyRotationInterval: number;
   /** Seconds a new key is published before it signs. The JWKS max-age is half of it (see jwksMaxAge). */
   keyPublishAhead: number;
+  /** Whether GET /metrics answers (Prometheus text format); off, it is a 404 like any unknown path. */
+  metrics: boolean;
   /** NODE_ENV=production: refuses settings that are only safe on a developer's machine. */
   production: boolean;
 }
@@ -127,6 +129,14 @@ function trustProxy(raw: string | undefined): Config['trustProxy'] {
     }
   }
   return list;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (raw === 'true') return true;
+  if (raw === 'false') return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
 function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
@@ -255,6 +265,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     workers: integer(env, 'TESSERA_WORKERS', 1, 1, 256),
     keyRotationInterval,
     keyPublishAhead,
+    metrics: boolean(env, 'TESSERA_METRICS', true),
     production: env.NODE_ENV === 'production',
   };
 }

@@ -81,7 +81,8 @@ export interface TokenServiceDeps {
   /** Cached lookup; a promise only on a cache miss. */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined>;
   findAudience(url: string): KnownAudience | undefined;
-  sign(payload: JWTPayload, alg: SigningAlg): Promise<string>;
+  /** Synchronous once the key is loaded; a promise only while one is being made. */
+  sign(payload: JWTPayload, alg: SigningAlg): string | Promise<string>;
   /** Milliseconds since the epoch. */
   now(): number;
   /** A unique token id with at least 128 random bits. */
@@ -139,7 +140,7 @@ export class TokenService {
     try {
       const issued = await this.grant(request);
       audit({
-        at: new Date(this.deps.now()).toISOString(),
+        at: this.isoNow(),
         outcome: 'issued',
         clientId: issued.clientId,
         audience: issued.audience,
@@ -151,7 +152,7 @@ export class TokenService {
     } catch (error) {
       const oauth = error as OAuthError;
       audit({
-        at: new Date(this.deps.now()).toISOString(),
+        at: this.isoNow(),
         outcome: 'refused',
         clientId: possibleId(request.params.client_id ?? this.basicId(request.authorization)),
         audience: clip(request.params.audience ?? request.params.resource),
@@ -166,6 +167,15 @@ export class TokenService {
     }
   }
 
+  /** The current time as ISO 8601, formatted once per millisecond however many tokens share it. */
+  private isoNow(): string {
+    const now = this.deps.now();
+    if (now !== this.lastIso.ms) this.lastIso = { ms: now, text: new Date(now).toISOString() };
+    return this.lastIso.text;
+  }
+
+  private lastIso = { ms: NaN, text: '' };
+
   /** The client id of a Basic header, for the audit trail only (undefined if it does not parse). */
   private basicId(authorization: string | undefined): string | undefined {
     try {
@@ -178,7 +188,9 @@ export class TokenService {
   private async grant(request: TokenRequest): Promise<IssuedToken> {
     const { params, source } = request;
     const credentials = this.credentials(params, this.basic(request.authorization, source));
-    const client = await this.authenticate(credentials.clientId, credentials.clientSecret, source);
+    // Awaited only on a cache miss (and signing only while a first key is made): a warm request waits on nothing.
+    const authenticated = this.authenticate(credentials.clientId, credentials.clientSecret, source);
+    const client = authenticated instanceof Promise ? await authenticated : authenticated;
 
     const grantType = present(params.grant_type);
     if (grantType === undefined) throw invalidRequest('grant_type is required');
@@ -213,7 +225,8 @@ export class TokenService {
       exp: iat + ttl,
       jti,
     };
-    const accessToken = await this.deps.sign(payload, audience.signingAlg ?? this.deps.defaultAlg);
+    const signed = this.deps.sign(payload, audience.signingAlg ?? this.deps.defaultAlg);
+    const accessToken = typeof signed === 'string' ? signed : await signed;
     return {
       response: { access_token: accessToken, token_type: 'Bearer', expires_in: ttl },
       clientId: client.id,
@@ -258,10 +271,20 @@ export class TokenService {
    * One path for every failure: the secret is always hashed and compared, against a dummy digest when the
    * client is unknown, so unknown, wrong and disabled give the same answer by the same work.
    */
-  private async authenticate(clientId: string, secret: string, source: string): Promise<KnownClient> {
+  private authenticate(clientId: string, secret: string, source: string): KnownClient | Promise<KnownClient> {
     // An id no client can have (a NUL, 8 KiB of junk) is unknown without a cache entry or a store query.
     const found = isPossibleClientId(clientId) ? this.deps.findClient(clientId) : undefined;
-    const client = found instanceof Promise ? await found : found;
+    return found instanceof Promise
+      ? found.then((client) => this.check(client, clientId, secret, source))
+      : this.check(found, clientId, secret, source);
+  }
+
+  private check(
+    client: KnownClient | undefined,
+    clientId: string,
+    secret: string,
+    source: string,
+  ): KnownClient {
     const matches = secretMatches(secret, client?.secretDigest ?? DUMMY_DIGEST);
     const failure = !client
       ? 'unknown client'

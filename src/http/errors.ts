@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
-import { invalidRequest, OAuthError, serverError, temporarilyUnavailable } from '../domain/errors.js';
+import type { Socket } from 'node:net';
+import { invalidRequest, OAuthError, serverError } from '../domain/errors.js';
 import { BODY_LIMIT } from './body.js';
 
 /** RFC 6749 §5.1/§5.2: token responses, successful or not, must not be cached. */
@@ -30,6 +31,49 @@ function fromFastify(error: FastifyError): OAuthError | undefined {
   return undefined;
 }
 
+/** What Node's HTTP parser refuses before Fastify sees a request, as an OAuth error. */
+function fromClientError(code: string | undefined): { status: number; reason: string; description: string } {
+  switch (code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      // RFC 9110 §15.5.9: the request did not arrive within TESSERA_REQUEST_TIMEOUT; the connection is closed.
+      return { status: 408, reason: 'Request Timeout', description: 'the request was not received in time' };
+    case 'HPE_HEADER_OVERFLOW':
+      return {
+        status: 431,
+        reason: 'Request Header Fields Too Large',
+        description: 'the request headers are too large',
+      };
+    default:
+      return { status: 400, reason: 'Bad Request', description: 'the request is not valid HTTP/1.1' };
+  }
+}
+
+/**
+ * Fastify's clientErrorHandler: a request Node's HTTP server gave up on (too slow, too large, not HTTP) gets
+ * an OAuth error body with the usual headers, written straight to the socket, which is then closed.
+ */
+export function clientErrorHandler(security: Record<string, string>) {
+  const extra = Object.entries({ ...security, ...NO_STORE })
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  return function (this: FastifyInstance, error: Error & { code?: string }, socket: Socket): void {
+    // A reset connection has nobody to answer; one whose answer has begun cannot take another.
+    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    // At trace only: these are the internet's noise. The logger redacts the raw bytes (err.rawPacket).
+    this.log.trace({ err: error }, 'client error');
+    if (socket.writable && !inFlight?.headersSent) {
+      const { status, reason, description } = fromClientError(error.code);
+      const body = JSON.stringify({ error: 'invalid_request', error_description: description });
+      socket.write(
+        `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.destroy();
+  };
+}
+
 /**
  * One handler for every error: OAuth errors as they are, malformed requests as invalid_request, anything
  * else logged with its detail and answered as a generic server_error, never a stack.
@@ -39,17 +83,6 @@ export function registerErrorHandlers(app: FastifyInstance): void {
     if (error instanceof OAuthError) {
       request.log.debug({ error: error.error, status: error.status, reason: error.debug }, 'request refused');
       return sendOAuthError(reply, error);
-    }
-    if (error.code === 'FST_ERR_HANDLER_TIMEOUT') {
-      // The body never arrived in time (RFC 9110 §15.5.9: 408, and the connection is closed), or we were slow.
-      return sendOAuthError(
-        reply,
-        request.raw.complete
-          ? temporarilyUnavailable(5)
-          : new OAuthError('invalid_request', 'the request was not received in time', 408, {
-              connection: 'close',
-            }),
-      );
     }
     const mapped = fromFastify(error);
     if (mapped) return sendOAuthError(reply, mapped);

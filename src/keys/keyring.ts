@@ -1,9 +1,9 @@
 import { createPrivateKey, type JsonWebKey } from 'node:crypto';
-import { createSigner } from 'fast-jwt';
 import type { JWK, JWTPayload } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
 import { temporarilyUnavailable } from '../domain/errors.js';
 import type { KeyStore, SigningKey } from '../store/types.js';
+import { jwsSigner, type Signer } from './jws.js';
 import type { MasterKey } from './master-key.js';
 import { mayStillSign, selectKeys } from './lifecycle.js';
 import { generateSigningKey, planFirstKey, publicPart } from './rotation.js';
@@ -32,21 +32,9 @@ export interface KeyringOptions {
   onError?: (error: unknown) => void;
 }
 
-/** Signs one access token's claims; built once per key. */
-type Signer = (payload: JWTPayload) => string;
-
-/**
- * The JWS of an access token (RFC 9068: `typ: at+jwt`, the key's `kid`), signed synchronously with
- * node:crypto through fast-jwt, which encodes the header once per key. jose signs through WebCrypto, whose
- * per-call machinery (an async job, DOMException and structuredClone setup) cost more than the signature
- * itself on the token path; jose still makes, exports, seals and thumbprints the keys.
- */
+/** The token signer of a stored private JWK, its key imported once. */
 function signerFor(jwk: JWK, alg: SigningAlg, kid: string): Signer {
-  const pem = createPrivateKey({ key: jwk as JsonWebKey, format: 'jwk' })
-    .export({ type: 'pkcs8', format: 'pem' })
-    .toString();
-  const sign = createSigner({ key: pem, algorithm: alg, kid, header: { alg, typ: 'at+jwt' } });
-  return (payload) => sign(payload as Record<string, unknown>);
+  return jwsSigner(createPrivateKey({ key: jwk as JsonWebKey, format: 'jwk' }), alg, kid);
 }
 
 /**
@@ -171,16 +159,21 @@ export class Keyring {
     return this.active.has(alg);
   }
 
-  /** Signs an RFC 9068 access token: `typ: at+jwt` and the `kid` of the active key. */
-  async sign(payload: JWTPayload, alg: SigningAlg): Promise<string> {
+  /**
+   * Signs an RFC 9068 access token: `typ: at+jwt` and the `kid` of the active key. Synchronous when the
+   * algorithm has an active key (always, once loaded); a promise only while a first key is being made.
+   */
+  sign(payload: JWTPayload, alg: SigningAlg): string | Promise<string> {
     this.current();
-    let key = this.active.get(alg);
-    if (!key) {
-      await this.ensure(alg).catch((error: unknown) => this.options.onError?.(error));
-      key = this.active.get(alg);
-      // The store is unreachable, or the signing key cannot be opened: not an answer to give unsafely.
-      if (!key) throw temporarilyUnavailable(5);
-    }
+    const key = this.active.get(alg);
+    return key ? key.sign(payload) : this.signAfterEnsure(payload, alg);
+  }
+
+  private async signAfterEnsure(payload: JWTPayload, alg: SigningAlg): Promise<string> {
+    await this.ensure(alg).catch((error: unknown) => this.options.onError?.(error));
+    const key = this.active.get(alg);
+    // The store is unreachable, or the signing key cannot be opened: not an answer to give unsafely.
+    if (!key) throw temporarilyUnavailable(5);
     return key.sign(payload);
   }
 

@@ -39,13 +39,30 @@ export const STORE_RETRY_AFTER = 5;
 const CHANGE_BATCH = 1000;
 const STALE_OK = { allowStale: true, noDeleteOnStaleGet: true } as const;
 const LOOKUP_TIMEOUT_MS = 2000;
+/** Most ids asked of the store in one query. */
+const BATCH_MAX = 100;
+
+interface LookupBatch {
+  /** The directory's generation when the batch was opened. */
+  generation: number;
+  /** The ids to look up, each with the lookup waiting for it (findClient shares one per id). */
+  waiting: Map<string, { resolve(client: KnownClient | undefined): void; reject(error: unknown): void }>;
+}
 
 function deadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the store did not answer within ${ms} ms`)), ms);
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the store did not answer within ${ms} ms`)), ms);
+    work.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error as Error);
+      },
+    );
   });
-  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
 }
 const CHANGE_RETENTION_MS = 24 * 3600 * 1000;
 const PRUNE_EVERY_MS = 10 * 60 * 1000;
@@ -71,6 +88,8 @@ export class Directory {
   private readonly clients: LRUCache<string, KnownClient>;
   private readonly unknown: LRUCache<string, true>;
   private readonly pending = new Map<string, Promise<KnownClient | undefined>>();
+  /** The ids missed in this turn of the event loop, looked up together at its end. */
+  private batch: LookupBatch | undefined;
   private audiences = new Map<string, KnownAudience>();
   private audienceList: readonly Audience[] = [];
   private lastSeq = 0;
@@ -87,6 +106,8 @@ export class Directory {
   private readonly staleWindowMs: number;
   /** When the feed was last read without error (wall clock, for readiness). */
   private lastRead = Date.now();
+  /** Client lookups answered from memory (known, or known not to exist) and sent to the store. */
+  readonly stats = { hits: 0, unknownHits: 0, misses: 0 };
 
   constructor(
     private readonly store: Store,
@@ -148,8 +169,15 @@ export class Directory {
     // While the feed cannot be read, the TTL backstop must not cut the stale window short: expired entries
     // are still served (they are as fresh as everything else this process knows).
     const known = this.clients.get(id, this.failing ? STALE_OK : undefined);
-    if (known !== undefined) return known;
-    if (this.unknown.has(id)) return undefined;
+    if (known !== undefined) {
+      this.stats.hits++;
+      return known;
+    }
+    if (this.unknown.has(id)) {
+      this.stats.unknownHits++;
+      return undefined;
+    }
+    this.stats.misses++;
     let pending = this.pending.get(id);
     if (!pending) {
       const started: Promise<KnownClient | undefined> = this.load(id).finally(() => {
@@ -161,22 +189,51 @@ export class Directory {
     return pending;
   }
 
-  private async load(id: string): Promise<KnownClient | undefined> {
-    const generation = this.generation;
-    let client: Client | undefined;
+  /**
+   * Asks the store for `id` together with every other id that misses in this turn of the event loop: under
+   * load, concurrent misses share one query (one round trip, one statement) instead of one each.
+   */
+  private load(id: string): Promise<KnownClient | undefined> {
+    return new Promise((resolve, reject) => {
+      let batch = this.batch;
+      if (batch === undefined || batch.waiting.size >= BATCH_MAX) {
+        batch = { generation: this.generation, waiting: new Map() };
+        this.batch = batch;
+        const scheduled = batch;
+        setImmediate(() => void this.lookUp(scheduled));
+      }
+      batch.waiting.set(id, { resolve, reject });
+    });
+  }
+
+  private async lookUp(batch: LookupBatch): Promise<void> {
+    if (this.batch === batch) this.batch = undefined;
+    const ids = [...batch.waiting.keys()];
+    let byId: Map<string, KnownClient>;
     try {
-      client = await deadline(this.store.findClient(id), this.options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS);
+      const found = await deadline(
+        this.store.findClients(ids),
+        this.options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS,
+      );
+      // Inside the try: nothing may escape this function, which nobody awaits.
+      byId = new Map(found.map((client) => [client.id, toKnownClient(client)]));
     } catch (error) {
       // The answer cannot be given safely without the store: 503, and the client may retry (INTERFACE.md).
       this.options.onError?.(error, 'client lookup');
-      throw temporarilyUnavailable(STORE_RETRY_AFTER);
+      const unavailable = temporarilyUnavailable(STORE_RETRY_AFTER);
+      for (const waiter of batch.waiting.values()) waiter.reject(unavailable);
+      return;
     }
-    const known = client && toKnownClient(client);
-    if (generation === this.generation) {
-      if (known) this.clients.set(id, known);
-      else this.unknown.set(id, true);
+    // A lookup in flight across an invalidation does not cache what it read before it.
+    const current = batch.generation === this.generation;
+    for (const [id, waiter] of batch.waiting) {
+      const known = byId.get(id);
+      if (current) {
+        if (known) this.clients.set(id, known);
+        else this.unknown.set(id, true);
+      }
+      waiter.resolve(known);
     }
-    return known;
   }
 
   /** Reads the change feed once; also run by the timer. Never rejects: errors go to onError. */

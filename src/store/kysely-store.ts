@@ -1,10 +1,11 @@
-import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { Compilable, InferResult, Kysely, Selectable, Transaction } from 'kysely';
 import { Migrator } from 'kysely/migration';
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import type { SigningAlg } from '../domain/algorithms.js';
 import { migrations, StaticMigrationProvider, type Engine } from './migrations.js';
 import type { AudiencesTable, ClientsTable, Database, SigningKeysTable } from './schema.js';
 import {
+  AUDIT_BATCH,
   StoreError,
   type Audience,
   type AuditEvent,
@@ -77,12 +78,52 @@ const toSigningKey = (row: Selectable<SigningKeysTable>): SigningKey => ({
  * The store on any engine Kysely speaks. Every write records a change in the same transaction, so that a
  * server process learns of changes made by the CLI or by other instances (see directory.ts).
  */
+/** Several clients and their grants, ordered by client then grant; `ids` is the one parameter (see findClients). */
+function clientsByIds(db: Kysely<Database>, engine: Engine, ids: unknown) {
+  return db
+    .selectFrom('clients')
+    .leftJoin('grants', 'grants.client_id', 'clients.id')
+    .selectAll('clients')
+    .select('grants.audience_url')
+    .where(
+      engine === 'postgres'
+        ? sql<boolean>`clients.id = any(${ids}::text[])`
+        : sql<boolean>`clients.id in (select value from json_each(${ids}))`,
+    )
+    .orderBy('clients.id')
+    .orderBy('grants.audience_url');
+}
+/** One row of clientsByIds: a client with one of its grants (or a null grant if it has none). */
+type ClientWithGrant = InferResult<ReturnType<typeof clientsByIds>>[number];
+
+/** The SQL text of a query whose parameters are bound per call; checks that it takes exactly that many. */
+function compileOnce(query: Compilable, parameters: number): string {
+  const compiled = query.compile();
+  if (compiled.parameters.length !== parameters)
+    throw new Error(`expected ${parameters} parameters, the query has ${compiled.parameters.length}`);
+  return compiled.sql;
+}
+
 export class KyselyStore implements Store {
   constructor(
     private readonly db: Kysely<Database>,
     readonly engine: Engine,
     private readonly now: () => Date = () => new Date(),
   ) {}
+
+  /** The SQL of findClients, compiled on first use. */
+  private findClientsSql: string | undefined;
+
+  /**
+   * Runs a query the token path repeats, as a prepared statement where the engine keeps one: SQLite's
+   * adapter reuses statements by text; PostgreSQL overrides this with a named statement per connection.
+   */
+  protected async runPrepared<R>(_name: string, text: string, parameters: unknown[]): Promise<R[]> {
+    return (await this.db.executeQuery<R>(CompiledQuery.raw(text, parameters))).rows;
+  }
+
+  /** Compiled audit inserts by row count (see auditInsertSql). */
+  private readonly auditInserts = new Map<number, string>();
 
   async migrate(): Promise<string[]> {
     // On PostgreSQL, Kysely looks for its tables in every schema unless told which: name ours, so that a
@@ -265,21 +306,30 @@ export class KyselyStore implements Store {
    * cache miss for an unknown id and for a known one cost the same (INTERFACE.md: no timing difference).
    */
   async findClient(id: string): Promise<Client | undefined> {
-    const rows = await this.db
-      .selectFrom('clients')
-      .leftJoin('grants', 'grants.client_id', 'clients.id')
-      .selectAll('clients')
-      .select('grants.audience_url')
-      .where('clients.id', '=', id)
-      .orderBy('grants.audience_url')
-      .execute();
-    const first = rows[0];
-    if (!first) return undefined;
-    const { audience_url: _grant, ...row } = first;
-    return toClient(
-      row,
-      rows.flatMap((r) => (r.audience_url === null ? [] : [r.audience_url])),
-    );
+    return (await this.findClients([id]))[0];
+  }
+
+  async findClients(ids: readonly string[]): Promise<Client[]> {
+    if (ids.length === 0) return [];
+    // One statement whatever the number of ids: they travel as one parameter (a text[] on PostgreSQL, a JSON
+    // array on SQLite), so the statement is compiled and prepared once.
+    this.findClientsSql ??= compileOnce(clientsByIds(this.db, this.engine, ''), 1);
+    const parameter = this.engine === 'postgres' ? [...ids] : JSON.stringify(ids);
+    const rows = await this.runPrepared<ClientWithGrant>('tessera_find_clients', this.findClientsSql, [
+      parameter,
+    ]);
+    const clients: Client[] = [];
+    // Rows arrive ordered by client id, then grant.
+    for (let i = 0; i < rows.length;) {
+      const { audience_url: _grant, ...row } = rows[i]!;
+      const grants: string[] = [];
+      for (; i < rows.length && rows[i]!.id === row.id; i++) {
+        const grant = rows[i]!.audience_url;
+        if (grant !== null) grants.push(grant);
+      }
+      clients.push(toClient(row, grants));
+    }
+    return clients;
   }
 
   async listClients(): Promise<Client[]> {
@@ -455,20 +505,42 @@ export class KyselyStore implements Store {
 
   async appendAuditEvents(events: readonly AuditEvent[]): Promise<void> {
     if (events.length === 0) return;
-    await this.db
-      .insertInto('audit_events')
-      .values(
-        events.map((e) => ({
-          at: e.at,
-          outcome: e.outcome,
-          client_id: e.clientId,
-          audience: e.audience,
-          jti: e.jti,
-          reason: e.reason,
-          source: e.source,
-        })),
-      )
-      .execute();
+    const parameters: unknown[] = [];
+    for (const e of events)
+      parameters.push(e.at, e.outcome, e.clientId, e.audience, e.jti, e.reason, e.source);
+    const text = this.auditInsertSql(events.length);
+    // A full batch (the recorder's usual statement under load) is a prepared statement; other sizes are not,
+    // so that PostgreSQL connections do not keep a plan for every size there has been.
+    if (events.length === AUDIT_BATCH) await this.runPrepared('tessera_audit_insert', text, parameters);
+    else await this.db.executeQuery(CompiledQuery.raw(text, parameters));
+  }
+
+  /**
+   * The text of an insert of `rows` audit events, compiled by Kysely once per row count and kept: the
+   * recorder writes full batches of the same size every second, and building a thousand-row query each time
+   * cost more than SQLite's insert. (On SQLite the adapter also reuses the prepared statement.)
+   */
+  private auditInsertSql(rows: number): string {
+    let text = this.auditInserts.get(rows);
+    if (text === undefined) {
+      const row = {
+        at: '',
+        outcome: '',
+        client_id: null,
+        audience: null,
+        jti: null,
+        reason: null,
+        source: null,
+      };
+      // The parameters follow the row's key order, as appendAuditEvents pushes them.
+      text = compileOnce(
+        this.db.insertInto('audit_events').values(Array.from({ length: rows }, () => row)),
+        rows * Object.keys(row).length,
+      );
+      if (this.auditInserts.size >= 8) this.auditInserts.clear();
+      this.auditInserts.set(rows, text);
+    }
+    return text;
   }
 
   async queryAuditEvents(filter: AuditFilter): Promise<AuditEvent[]> {

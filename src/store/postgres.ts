@@ -17,11 +17,21 @@ const TIMEOUTS = { connectionTimeoutMillis: 5000, query_timeout: 5000, keepAlive
  */
 export class PostgresStore extends KyselyStore {
   constructor(
-    pool: pg.Pool,
+    private readonly pool: pg.Pool,
     private readonly connectionString: string,
     now?: () => Date,
   ) {
     super(new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), 'postgres', now);
+  }
+
+  /**
+   * A named prepared statement (node-postgres prepares it once per connection): PostgreSQL parses and plans
+   * the client lookup of a cache miss once per connection instead of on every miss, about halving the CPU
+   * that PostgreSQL spends per cold token request.
+   */
+  protected override async runPrepared<R>(name: string, text: string, parameters: unknown[]): Promise<R[]> {
+    const result = await this.pool.query({ name, text, values: parameters });
+    return result.rows as R[];
   }
 
   async subscribe(listener: () => void, onError: (error: unknown) => void): Promise<() => Promise<void>> {

@@ -1,6 +1,6 @@
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
-import { DatabaseSync, type SQLInputValue } from 'node:sqlite';
+import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
 import {
   CompiledQuery,
   Kysely,
@@ -14,20 +14,52 @@ import {
 import { KyselyStore } from './kysely-store.js';
 import type { Database } from './schema.js';
 
+/** Prepared statements kept per SQL text; past this many, the cache starts over. */
+const STATEMENT_CACHE = 64;
+/**
+ * Statements whose SQL is longer than this (multi-row audit inserts, a few hundred KiB of SQLite program
+ * each) are kept two at a time: the full batch stays, a partial batch of a new size replaces the last one.
+ */
+const LONG_SQL = 4096;
+const LONG_CACHE = 2;
+
 /**
  * Kysely's SQLite dialect expects the better-sqlite3 shape; node:sqlite (built in, no native build) is
- * adapted to it here. Statements are small and the server reads the store only on a cache miss.
+ * adapted to it here. Statements are prepared once per SQL text and reused: the store runs the same few
+ * queries (lookups on a cache miss, the audit trail's batched inserts) over and over.
  */
 function adapt(db: DatabaseSync): SqliteDatabase {
-  return {
-    close: () => db.close(),
-    prepare(query: string): SqliteStatement {
+  type Entry = { statement: StatementSync; reader: boolean };
+  const statements = new Map<string, Entry>();
+  const long = new Map<string, Entry>(); // least recently used first
+  const prepared = (query: string): Entry => {
+    const cache = query.length > LONG_SQL ? long : statements;
+    let entry = cache.get(query);
+    if (entry === undefined) {
       const statement = db.prepare(query);
+      // columns() builds its answer anew on every call: asked once per statement.
+      entry = { statement, reader: statement.columns().length > 0 };
+      if (cache === long) {
+        if (long.size >= LONG_CACHE) long.delete(long.keys().next().value!);
+      } else if (statements.size >= STATEMENT_CACHE) statements.clear();
+    } else if (cache === long) long.delete(query);
+    cache.set(query, entry);
+    return entry;
+  };
+  return {
+    close: () => {
+      statements.clear();
+      long.clear();
+      db.close();
+    },
+    prepare(query: string): SqliteStatement {
+      const { statement, reader } = prepared(query);
       return {
-        reader: statement.columns().length > 0,
+        reader,
         all: (parameters: ReadonlyArray<unknown>) => statement.all(...(parameters as SQLInputValue[])),
+        // An iterator holds its statement until it is done: a fresh one, so a shared one is never reset under it.
         iterate: (parameters: ReadonlyArray<unknown>) =>
-          statement.iterate(...(parameters as SQLInputValue[])) as IterableIterator<unknown>,
+          db.prepare(query).iterate(...(parameters as SQLInputValue[])) as IterableIterator<unknown>,
         run: (parameters: ReadonlyArray<unknown>) => {
           const { changes, lastInsertRowid } = statement.run(...(parameters as SQLInputValue[]));
           return { changes, lastInsertRowid };

@@ -6,15 +6,15 @@
  *
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does). Linux only (/proc).
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { alive, childrenOf, startedWith } from '../helpers/proc.js';
-import { exitWithin, spawnServe, tessera, type Serve } from '../helpers/process.js';
+import { exitWithin, spawnServe, tessera, tesseraEnv, type Serve } from '../helpers/process.js';
+import { getRequest, openSocket, readResponse, tokenRequest, type RawResponse } from '../helpers/raw-http.js';
 import { freePort } from '../helpers/server.js';
 
 // --- processes ---
@@ -25,78 +25,13 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // --- raw HTTP/1.1 over one TCP connection ---
 
-interface RawResponse {
-  statusLine: string;
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** Reads one complete response (Content-Length framed) from the socket; rejects on close or after `ms`. */
-function readResponse(socket: Socket, ms: number): Promise<RawResponse> {
-  return new Promise((resolve, reject) => {
-    let buffer = Buffer.alloc(0);
-    const done = (error?: Error, response?: RawResponse) => {
-      clearTimeout(timer);
-      socket.off('data', onData);
-      socket.off('close', onClose);
-      socket.off('error', onError);
-      if (error) reject(error);
-      else resolve(response!);
-    };
-    const onData = (chunk: Buffer) => {
-      buffer = Buffer.concat([buffer, chunk]);
-      const end = buffer.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      const [statusLine, ...lines] = buffer.subarray(0, end).toString('latin1').split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const line of lines) {
-        const colon = line.indexOf(':');
-        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-      }
-      const length = headers['content-length'];
-      if (length === undefined) return done(new Error(`response without Content-Length: ${statusLine}`));
-      const body = buffer.subarray(end + 4);
-      if (body.length < Number(length)) return;
-      if (body.length > Number(length))
-        return done(new Error(`bytes after the response: ${buffer.toString()}`));
-      done(undefined, {
-        statusLine: statusLine!,
-        status: Number(statusLine!.split(' ')[1]),
-        headers,
-        body: body.toString('utf8'),
-      });
-    };
-    const onClose = () =>
-      done(new Error(`connection closed before a complete response: "${buffer.toString()}"`));
-    const onError = (error: Error) => done(error);
-    const timer = setTimeout(() => done(new Error(`no complete response within ${ms} ms`)), ms);
-    socket.on('data', onData);
-    socket.once('close', onClose);
-    socket.once('error', onError);
-  });
-}
-
 /** Every socket a test opened, destroyed after it. */
 const sockets = new Set<Socket>();
 
-function openSocket(port: number, ms = 5000): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    sockets.add(socket);
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`no connection within ${ms} ms`));
-    }, ms);
-    socket.once('connect', () => {
-      clearTimeout(timer);
-      resolve(socket);
-    });
-    socket.once('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-  });
+async function openTracked(port: number, ms = 5000): Promise<Socket> {
+  const socket = await openSocket(port, ms);
+  sockets.add(socket);
+  return socket;
 }
 
 /** Resolves when the socket closes; rejects after `ms`. */
@@ -111,12 +46,8 @@ function closed(socket: Socket, ms: number): Promise<void> {
   });
 }
 
-function getRequest(port: number, target: string, connection = 'keep-alive'): string {
-  return `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: ${connection}\r\n\r\n`;
-}
-
 async function get(port: number, target: string): Promise<RawResponse> {
-  const socket = await openSocket(port);
+  const socket = await openTracked(port);
   try {
     const answer = readResponse(socket, 5000);
     socket.write(getRequest(port, target, 'close'));
@@ -136,17 +67,14 @@ interface HalfSent {
 }
 
 async function halfSend(port: number, form: string): Promise<HalfSent> {
-  const socket = await openSocket(port);
-  const body = Buffer.from(form);
-  const half = Math.floor(body.length / 2);
+  const socket = await openTracked(port);
+  const request = Buffer.from(tokenRequest(port, form));
+  // Everything up to the middle of the body.
+  const cut = request.length - Math.ceil(Buffer.byteLength(form) / 2);
   const response = readResponse(socket, 15_000);
   response.catch(() => undefined); // asserted by the test; never an unhandled rejection
-  socket.write(
-    `POST /oauth/token HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n` +
-      `Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\n\r\n`,
-  );
-  socket.write(body.subarray(0, half));
-  return { socket, response, finish: () => socket.write(body.subarray(half)) };
+  socket.write(request.subarray(0, cut));
+  return { socket, response, finish: () => socket.write(request.subarray(cut)) };
 }
 
 /**
@@ -156,7 +84,7 @@ async function halfSend(port: number, form: string): Promise<HalfSent> {
 async function newConnectionOutcome(port: number): Promise<string> {
   let socket: Socket;
   try {
-    socket = await openSocket(port, 5000);
+    socket = await openTracked(port, 5000);
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? 'refused' : String(error);
   }
@@ -238,16 +166,7 @@ describe('graceful shutdown: requests in flight at SIGTERM are answered', () => 
 
   beforeAll(async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), 'tessera-shutdown-test-'));
-    const inherited = Object.fromEntries(
-      Object.entries(process.env).filter(([name]) => !name.startsWith('TESSERA_')),
-    );
-    env = {
-      ...inherited,
-      TESSERA_DATA_DIR: dataDir,
-      TESSERA_MASTER_KEY: randomBytes(32).toString('base64'),
-      TESSERA_LOG_LEVEL: 'info',
-      TESSERA_HOST: '127.0.0.1',
-    };
+    env = tesseraEnv({ TESSERA_DATA_DIR: dataDir, TESSERA_LOG_LEVEL: 'info', TESSERA_HOST: '127.0.0.1' });
     const added = await tessera(env, 'audience', 'add', AUDIENCE, '--json');
     expect(added).toMatchObject({ code: 0, stderr: '' });
     const created = await tessera(env, 'client', 'create', '--name', 'drain', '--grant', AUDIENCE, '--json');
@@ -335,7 +254,7 @@ describe('graceful shutdown: requests in flight at SIGTERM are answered', () => 
     const s = await start();
     const keys = await keySet(s.port);
     // An idle keep-alive connection: one request answered, the connection left open.
-    const idle = await openSocket(s.port);
+    const idle = await openTracked(s.port);
     const first = readResponse(idle, 5000);
     idle.write(getRequest(s.port, '/healthz'));
     expect((await first).status).toBe(200);

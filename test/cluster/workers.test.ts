@@ -5,16 +5,15 @@
  *
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does). Linux only (/proc).
  */
-import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive, childrenOf, startedWith } from '../helpers/proc.js';
-import { exitWithin, spawnServe, tessera, type Serve } from '../helpers/process.js';
+import { exitWithin, spawnServe, tessera, tesseraEnv, type Serve } from '../helpers/process.js';
+import { getRequest, openSocket, readResponse, tokenRequest, type RawResponse } from '../helpers/raw-http.js';
 import { freePort } from '../helpers/server.js';
 
 // --- processes ---
@@ -83,81 +82,6 @@ function connectionOwner(serverPort: number, clientPort: number, pids: number[])
 
 // --- raw HTTP/1.1 over one TCP connection ---
 
-interface RawResponse {
-  statusLine: string;
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** Reads one complete response (Content-Length framed) from the socket; rejects on close or after `ms`. */
-function readResponse(socket: Socket, ms = 5000): Promise<RawResponse> {
-  return new Promise((resolve, reject) => {
-    let buffer = Buffer.alloc(0);
-    const done = (error?: Error, response?: RawResponse) => {
-      clearTimeout(timer);
-      socket.off('data', onData);
-      socket.off('close', onClose);
-      socket.off('error', onError);
-      if (error) reject(error);
-      else resolve(response!);
-    };
-    const onData = (chunk: Buffer) => {
-      buffer = Buffer.concat([buffer, chunk]);
-      const end = buffer.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      const [statusLine, ...lines] = buffer.subarray(0, end).toString('latin1').split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const line of lines) {
-        const colon = line.indexOf(':');
-        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-      }
-      const length = headers['content-length'];
-      if (length === undefined) return done(new Error(`response without Content-Length: ${statusLine}`));
-      const body = buffer.subarray(end + 4);
-      if (body.length < Number(length)) return;
-      done(undefined, {
-        statusLine: statusLine!,
-        status: Number(statusLine!.split(' ')[1]),
-        headers,
-        body: body.subarray(0, Number(length)).toString('utf8'),
-      });
-    };
-    const onClose = () =>
-      done(new Error(`connection closed before a complete response: ${buffer.toString()}`));
-    const onError = (error: Error) => done(error);
-    const timer = setTimeout(() => done(new Error(`no complete response within ${ms} ms`)), ms);
-    socket.on('data', onData);
-    socket.once('close', onClose);
-    socket.once('error', onError);
-  });
-}
-
-function openSocket(port: number, ms = 5000): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`no connection within ${ms} ms`));
-    }, ms);
-    socket.once('connect', () => {
-      clearTimeout(timer);
-      resolve(socket);
-    });
-    socket.once('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-  });
-}
-
-function tokenRequest(port: number, body: string): string {
-  return (
-    `POST /oauth/token HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n` +
-    `Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
-  );
-}
-
 /** POSTs a form body through `agent`; rejects on a network error or after `ms`. */
 function post(
   agent: Agent,
@@ -192,10 +116,6 @@ function post(
     req.once('error', reject);
     req.end(body);
   });
-}
-
-function getRequest(port: number, target: string): string {
-  return `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n\r\n`;
 }
 
 /**
@@ -252,17 +172,12 @@ describe('tessera serve --workers 2', () => {
     port = await freePort();
     base = `http://127.0.0.1:${port}`;
     issuer = `http://localhost:${port}`;
-    const inherited = Object.fromEntries(
-      Object.entries(process.env).filter(([name]) => !name.startsWith('TESSERA_')),
-    );
-    env = {
-      ...inherited,
+    env = tesseraEnv({
       TESSERA_DATA_DIR: dataDir,
-      TESSERA_MASTER_KEY: randomBytes(32).toString('base64'),
       TESSERA_LOG_LEVEL: 'info',
       TESSERA_HOST: '127.0.0.1',
       TESSERA_PORT: String(port),
-    };
+    });
     const added = await tessera(env, 'audience', 'add', AUDIENCE, '--json');
     expect(added).toMatchObject({ code: 0, stderr: '' });
     const created = await tessera(env, 'client', 'create', '--name', 'load', '--grant', AUDIENCE, '--json');
@@ -338,6 +253,35 @@ describe('tessera serve --workers 2', () => {
       answeredBy.add(token.owner!);
     }
     expect([...answeredBy].sort((a, b) => a - b)).toEqual(workers);
+  });
+
+  it('/metrics from either worker counts the whole cluster (the primary sums every worker)', async () => {
+    const issued = (body: string) =>
+      Number(
+        /^tessera_tokens_issued_total\{audience="https:\/\/api\.example\.com"\} (\d+)$/m.exec(body)?.[1],
+      );
+    const first = await onNewConnection(port, getRequest(port, '/metrics'), workers);
+    expect(first.statusLine).toBe('HTTP/1.1 200 OK');
+    expect(first.headers['content-type']).toBe('text/plain; version=0.0.4; charset=utf-8');
+    const before = issued(first.body);
+    expect(before).toBeGreaterThan(0);
+
+    const issuers = new Set<number>();
+    for (let i = 0; i < 6; i++) {
+      const token = await onNewConnection(port, tokenRequest(port, form), workers);
+      expect(token.statusLine).toBe('HTTP/1.1 200 OK');
+      issuers.add(token.owner!);
+    }
+    expect(issuers.size).toBe(2); // both workers issued some of the six
+
+    const scrapedBy = new Set<number>();
+    for (let i = 0; i < 6; i++) {
+      const scrape = await onNewConnection(port, getRequest(port, '/metrics'), workers);
+      expect(scrape.statusLine).toBe('HTTP/1.1 200 OK');
+      expect(issued(scrape.body)).toBe(before + 6);
+      scrapedBy.add(scrape.owner!);
+    }
+    expect(scrapedBy.size).toBe(2);
   });
 
   it('both workers publish the same JWKS, and tokens from either verify against it', async () => {
@@ -518,17 +462,12 @@ describe('tessera serve --workers: bad values are usage errors', () => {
 
   beforeAll(async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), 'tessera-cluster-test-'));
-    const inherited = Object.fromEntries(
-      Object.entries(process.env).filter(([name]) => !name.startsWith('TESSERA_')),
-    );
-    env = {
-      ...inherited,
+    env = tesseraEnv({
       TESSERA_DATA_DIR: dataDir,
-      TESSERA_MASTER_KEY: randomBytes(32).toString('base64'),
       TESSERA_LOG_LEVEL: 'info',
       TESSERA_HOST: '127.0.0.1',
       TESSERA_PORT: String(await freePort()),
-    };
+    });
   });
 
   afterAll(() => {

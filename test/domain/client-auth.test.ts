@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { thrownBy } from '../helpers/assert.js';
 import { parseBasicAuthorization } from '../../src/domain/client-auth.js';
 import { OAuthError } from '../../src/domain/errors.js';
 
@@ -7,14 +8,7 @@ const basic = (raw: string | Buffer) => `Basic ${b64(raw)}`;
 
 /** Every failure is the same invalid_client answer; only the log-only `debug` differs. */
 function invalidClient(header: string, debug: string): void {
-  let thrown: unknown;
-  try {
-    parseBasicAuthorization(header);
-  } catch (error) {
-    thrown = error;
-  }
-  expect(thrown).toBeInstanceOf(OAuthError);
-  const error = thrown as OAuthError;
+  const error = thrownBy(() => parseBasicAuthorization(header), OAuthError);
   expect({
     error: error.error,
     description: error.description,

@@ -1,5 +1,6 @@
 import type { JWTPayload } from 'jose';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { rejection } from '../helpers/assert.js';
 import type { SigningAlg } from '../../src/domain/algorithms.js';
 import { OAuthError } from '../../src/domain/errors.js';
 import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
@@ -100,14 +101,7 @@ interface Failure {
 }
 
 async function failure(service: TokenService, request: TokenRequest): Promise<Failure> {
-  let thrown: unknown;
-  try {
-    await service.issue(request);
-  } catch (error) {
-    thrown = error;
-  }
-  expect(thrown).toBeInstanceOf(OAuthError);
-  const e = thrown as OAuthError;
+  const e = await rejection(service.issue(request), OAuthError);
   expect(e.toJSON()).toEqual({ error: e.error, error_description: e.description });
   return { error: e.error, description: e.description, status: e.status, headers: e.headers };
 }

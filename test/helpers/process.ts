@@ -1,10 +1,22 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The project root, and how every test starts the real `tessera` command (built into dist/). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const TESSERA = ['--disable-warning=ExperimentalWarning', path.join(ROOT, 'bin/tessera.js')] as const;
+
+/**
+ * The environment of a `tessera` process a test starts: this process's environment without any TESSERA_*
+ * setting it may carry, a fresh master key, then `settings` (the data directory at least).
+ */
+export function tesseraEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('TESSERA_')),
+  );
+  return { ...inherited, TESSERA_MASTER_KEY: randomBytes(32).toString('base64'), ...settings };
+}
 
 export interface CliResult {
   code: number | null;
@@ -14,19 +26,14 @@ export interface CliResult {
   json: any;
 }
 
-/** Runs `tessera <args>` to completion. */
-export function tessera(env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliResult> {
-  const child = spawn(process.execPath, [...TESSERA, ...args], {
-    cwd: ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/** Collects the output and exit code of a `tessera` process; one that hangs is killed after 15 s. */
+export function collect(child: ChildProcess): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     let stdout = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    // Bounded: a CLI that hangs is killed after 15 s and shows up as a failed run.
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    // Bounded: a CLI that hangs is killed and shows up as a failed run.
     const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
     child.once('error', (error) => {
       clearTimeout(timer);
@@ -43,6 +50,13 @@ export function tessera(env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliR
       resolve({ code, stdout, stderr, json });
     });
   });
+}
+
+/** Runs `tessera <args>` to completion. */
+export function tessera(env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliResult> {
+  return collect(
+    spawn(process.execPath, [...TESSERA, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
 }
 
 /** Like tessera(), but a non-zero exit is an error that shows stderr. */

@@ -12,6 +12,7 @@ import {
   type JWK,
 } from 'jose';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { rejection } from '../helpers/assert.js';
 import { SIGNING_ALGS, type SigningAlg } from '../../src/domain/algorithms.js';
 import { Keyring } from '../../src/keys/keyring.js';
 import { parseMasterKey, type MasterKey } from '../../src/keys/master-key.js';
@@ -58,17 +59,6 @@ afterAll(() => {
 });
 
 const newMaster = (): MasterKey => parseMasterKey(randomBytes(32).toString('base64'));
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  let thrown: unknown;
-  try {
-    await promise;
-  } catch (error) {
-    thrown = error;
-  }
-  expect(thrown).toBeInstanceOf(Error);
-  return thrown as Error;
-}
 
 describe('Keyring with every algorithm', () => {
   let store: Store;

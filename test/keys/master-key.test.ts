@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { thrownBy } from '../helpers/assert.js';
 import { ConfigError } from '../../src/config/index.js';
 import { MASTER_KEY_FILE, parseMasterKey, resolveMasterKey } from '../../src/keys/master-key.js';
 
@@ -15,14 +16,7 @@ const REJECTED =
   'TESSERA_MASTER_KEY must be 32 random bytes as 64 hex digits or base64 (openssl rand -base64 32)';
 
 function configError(fn: () => unknown): ConfigError {
-  let thrown: unknown;
-  try {
-    fn();
-  } catch (error) {
-    thrown = error;
-  }
-  expect(thrown).toBeInstanceOf(ConfigError);
-  return thrown as ConfigError;
+  return thrownBy(fn, ConfigError);
 }
 
 describe('parseMasterKey', () => {

@@ -1,21 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { decodeProtectedHeader, exportJWK, generateKeyPair, type JWK } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { rejection } from '../helpers/assert.js';
 import { parseMasterKey, type MasterKey } from '../../src/keys/master-key.js';
 import { MasterKeyMismatchError, openPrivateJwk, sealPrivateJwk } from '../../src/keys/sealed.js';
 
 const master = (): MasterKey => parseMasterKey(randomBytes(32).toString('base64'));
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  let thrown: unknown;
-  try {
-    await promise;
-  } catch (error) {
-    thrown = error;
-  }
-  expect(thrown).toBeInstanceOf(Error);
-  return thrown as Error;
-}
 
 describe('sealed private keys', () => {
   let jwk: JWK;

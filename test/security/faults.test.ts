@@ -151,6 +151,28 @@ describe('PostgreSQL outage and recovery', () => {
     if (errors.length > 0) throw errors[0];
   });
 
+  /**
+   * Asks for a token for `client` every 20 ms in the background, for at most `maxMs`, recording every
+   * answer; `stop` ends it (so does the clean-up).
+   */
+  function backgroundLoad(url: string, client: TestClient, maxMs: number) {
+    const samples: Sample[] = [];
+    let loading = true;
+    const load = (async () => {
+      const until = Date.now() + maxMs;
+      while (loading && Date.now() < until) {
+        samples.push(await attempt(url, client));
+        await sleep(20);
+      }
+    })();
+    const stop = async () => {
+      loading = false;
+      await load;
+    };
+    cleanups.push(stop);
+    return { samples, stop };
+  }
+
   async function adminClient(cluster: PgCluster): Promise<pg.Client> {
     const admin = new pg.Client({ connectionString: cluster.url });
     admin.on('error', () => undefined);
@@ -193,19 +215,7 @@ describe('PostgreSQL outage and recovery', () => {
     expect((await readyz(t.url)).status).toBe(200);
 
     // Background load for A, every 20 ms, bounded in time whatever happens.
-    const samples: Sample[] = [];
-    let loading = true;
-    const load = (async () => {
-      const until = Date.now() + 45_000;
-      while (loading && Date.now() < until) {
-        samples.push(await attempt(t.url, a));
-        await sleep(20);
-      }
-    })();
-    cleanups.push(async () => {
-      loading = false;
-      await load;
-    });
+    const { samples, stop } = backgroundLoad(t.url, a, 45_000);
     await sleep(300);
     const heapBefore = heapUsed();
 
@@ -284,8 +294,7 @@ describe('PostgreSQL outage and recovery', () => {
       listenBackMs = -1;
     }
 
-    loading = false;
-    await load;
+    await stop();
 
     // A change made elsewhere once the store is back is honoured promptly (LISTEN or the poll).
     const other = openPostgresStore(cluster.url, { max: 1 });
@@ -490,19 +499,7 @@ describe('PostgreSQL outage and recovery', () => {
     const b = await t.createClient([X]);
     expect((await attempt(t.url, a)).status).toBe(200);
 
-    const samples: Sample[] = [];
-    let loading = true;
-    const load = (async () => {
-      const until = Date.now() + 25_000;
-      while (loading && Date.now() < until) {
-        samples.push(await attempt(t.url, a));
-        await sleep(20);
-      }
-    })();
-    cleanups.push(async () => {
-      loading = false;
-      await load;
-    });
+    const { samples, stop } = backgroundLoad(t.url, a, 25_000);
     await sleep(200);
 
     const step = (what: string) => console.log(`frozen store: ${what} at +${Date.now() - frozenAt} ms`);
@@ -544,8 +541,7 @@ describe('PostgreSQL outage and recovery', () => {
     step('B served again');
     await waitFor(async () => (await readyz(t.url)).status === 200, 8000, 50);
     const readyBackMs = Date.now() - thawed;
-    loading = false;
-    await load;
+    await stop();
 
     const figures = {
       bFrozen: { status: bFrozen.status, ms: bFrozen.ms, body: bFrozen.body },

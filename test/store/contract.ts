@@ -1,6 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { rejection } from '../helpers/assert.js';
 import {
+  AUDIT_BATCH,
   StoreError,
+  type AuditEvent,
   type Change,
   type NewClient,
   type SigningKey,
@@ -41,15 +44,8 @@ const newClient = (id: string, audiences: string[] = [], extra: Partial<NewClien
 });
 
 /** Resolves to the StoreError a promise rejected with; fails the test if it resolved or threw something else. */
-async function storeError(promise: Promise<unknown>): Promise<StoreError> {
-  let outcome: unknown;
-  try {
-    await promise;
-  } catch (error) {
-    outcome = error;
-  }
-  expect(outcome).toBeInstanceOf(StoreError);
-  return outcome as StoreError;
+function storeError(promise: Promise<unknown>): Promise<StoreError> {
+  return rejection(promise, StoreError);
 }
 
 /** The changes recorded after `seq`, as [entity, key] pairs. */
@@ -94,6 +90,9 @@ function signingKey(kid: string, extra: Partial<SigningKey> = {}): SigningKey {
  * The behaviour every Store implementation shares. Uses only the Store interface, so that it runs unchanged
  * on every engine (SQLite now, PostgreSQL later).
  */
+/** The number at the end of a bulk-NNN id. */
+const i = (id: string): number => Number(id.slice(-3));
+
 export function storeContract(name: string, open: OpenStore): void {
   describe(`Store contract: ${name}`, () => {
     let clock: TestClock;
@@ -246,6 +245,36 @@ export function storeContract(name: string, open: OpenStore): void {
         };
         expect(created).toEqual(expected);
         expect(await store.findClient('svc-1')).toEqual(expected);
+      });
+
+      it('finds several clients in one call: those that exist, each as findClient has it', async () => {
+        await store.createClient(newClient('svc-1', [C, A], { name: 'Billing', tokenTtl: 300 }));
+        await store.createClient(newClient('lonely'));
+        await store.createClient(newClient('svc-2', [B]));
+        const ids = ['svc-2', 'nobody', 'svc-1', 'lonely', 'svc-1', 'SVC-1'];
+        const found = await store.findClients(ids);
+        const byId = new Map(found.map((c) => [c.id, c]));
+        expect([...byId.keys()].sort()).toEqual(['lonely', 'svc-1', 'svc-2']);
+        expect(found).toHaveLength(3);
+        for (const id of ['svc-1', 'svc-2', 'lonely'])
+          expect(byId.get(id)).toEqual(await store.findClient(id));
+        expect(await store.findClients([])).toEqual([]);
+        expect(await store.findClients(['nobody'])).toEqual([]);
+      });
+
+      it('finds clients by ids with quotes, commas, braces, backslashes and non-ASCII characters exactly', async () => {
+        const odd = ['a"b', 'c,d', '{e}', 'f\\g', "h'i", 'ü-✓', 'NULL', ' sp '];
+        for (const id of odd) await store.createClient(newClient(id, [A]));
+        const found = await store.findClients([...odd, 'a', 'c', 'e', 'null']);
+        expect(found.map((c) => c.id).sort()).toEqual([...odd].sort());
+      });
+
+      it('finds a hundred clients in one call, and as many again that do not exist', async () => {
+        const ids = Array.from({ length: 100 }, (_, i) => `bulk-${String(i).padStart(3, '0')}`);
+        for (const id of ids) await store.createClient(newClient(id, i(id) % 2 === 0 ? [A, B] : []));
+        const found = await store.findClients([...ids, ...ids.map((id) => `${id}-missing`)]);
+        expect(found.map((c) => c.id).sort()).toEqual(ids);
+        for (const client of found) expect(client.audiences).toEqual(i(client.id) % 2 === 0 ? [A, B] : []);
       });
 
       it('creates a client without grants', async () => {
@@ -546,6 +575,66 @@ export function storeContract(name: string, open: OpenStore): void {
         const [next] = await store.changesSince(0, 100);
         expect(next?.key).toBe(C);
         expect(next!.seq).toBeGreaterThan(last);
+      });
+    });
+
+    describe('audit events', () => {
+      const event = (i: number, overrides: Partial<AuditEvent> = {}): AuditEvent => ({
+        at: new Date(Date.UTC(2026, 0, 1, 0, 0, 0, i)).toISOString(),
+        outcome: i % 2 === 0 ? 'issued' : 'refused',
+        clientId: `client-${i % 3}`,
+        audience: i % 5 === 0 ? null : 'https://api.example.com',
+        jti: i % 2 === 0 ? `jti-${i}` : null,
+        reason: i % 2 === 0 ? null : 'invalid_client: wrong secret',
+        source: i % 7 === 0 ? null : '203.0.113.7',
+        ...overrides,
+      });
+      const all = { limit: 10_000 };
+
+      it('keeps every field of every event, null or not, newest first, in batches of any size', async () => {
+        // Batch sizes repeat, so a reused insert (same row count) is exercised as well as a new one; a full
+        // batch (AUDIT_BATCH) is the prepared statement on PostgreSQL.
+        const sizes = [1, 3, 3, AUDIT_BATCH, 1, AUDIT_BATCH, 1000, 17];
+        const written: AuditEvent[] = [];
+        let i = 0;
+        for (const size of sizes) {
+          const batch = Array.from({ length: size }, () => event(i++));
+          await store.appendAuditEvents(batch);
+          written.push(...batch);
+        }
+        expect(await store.queryAuditEvents(all)).toEqual(written.reverse());
+      });
+
+      it('appends nothing for an empty batch', async () => {
+        await store.appendAuditEvents([]);
+        expect(await store.queryAuditEvents(all)).toEqual([]);
+      });
+
+      it('filters by client, audience, outcome and time, and honours the limit', async () => {
+        const events = Array.from({ length: 30 }, (_, i) => event(i));
+        await store.appendAuditEvents(events);
+        const newestFirst = [...events].reverse();
+        expect(await store.queryAuditEvents({ ...all, clientId: 'client-1' })).toEqual(
+          newestFirst.filter((e) => e.clientId === 'client-1'),
+        );
+        expect(await store.queryAuditEvents({ ...all, audience: 'https://api.example.com' })).toEqual(
+          newestFirst.filter((e) => e.audience === 'https://api.example.com'),
+        );
+        expect(await store.queryAuditEvents({ ...all, outcome: 'refused' })).toEqual(
+          newestFirst.filter((e) => e.outcome === 'refused'),
+        );
+        expect(
+          await store.queryAuditEvents({ ...all, since: events[10]!.at, until: events[20]!.at }),
+        ).toEqual(newestFirst.filter((_, i) => 29 - i >= 10 && 29 - i < 20));
+        expect(await store.queryAuditEvents({ limit: 4 })).toEqual(newestFirst.slice(0, 4));
+      });
+
+      it('prunes events strictly older than the cut-off, and only those', async () => {
+        const events = Array.from({ length: 12 }, (_, i) => event(i));
+        await store.appendAuditEvents(events);
+        expect(await store.pruneAuditEvents(new Date(events[5]!.at))).toBe(5);
+        expect(await store.queryAuditEvents(all)).toEqual(events.slice(5).reverse());
+        expect(await store.pruneAuditEvents(new Date(events[5]!.at))).toBe(0);
       });
     });
   });

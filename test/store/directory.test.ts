@@ -192,7 +192,7 @@ describe('Directory', () => {
       const after = await lookup('svc');
       expect(after.hit).toBe(false);
       expect(after.client?.audiences).toEqual(new Set([B]));
-      expect(spy.calls).toEqual(['findClient']);
+      expect(spy.calls).toEqual(['findClients']);
     });
   });
 
@@ -211,7 +211,7 @@ describe('Directory', () => {
         quota: { perMinute: null, perDay: null },
       });
       expect(first.client).toEqual(toKnownClient(created));
-      expect(spy.calls).toEqual(['findClient']);
+      expect(spy.calls).toEqual(['findClients']);
     });
 
     it('answers a hit synchronously with no store I/O', async () => {
@@ -231,7 +231,7 @@ describe('Directory', () => {
       await startDirectory();
       const first = await lookup('nobody');
       expect(first).toEqual({ hit: false, client: undefined });
-      expect(spy.calls).toEqual(['findClient']);
+      expect(spy.calls).toEqual(['findClients']);
       spy.reset();
       const second = directory.findClient('nobody');
       expect(isPromise(second)).toBe(false);
@@ -249,10 +249,48 @@ describe('Directory', () => {
       const [a, b] = await Promise.all([first, second]);
       expect(a).toBe(b);
       expect(a?.id).toBe('svc');
-      expect(spy.calls).toEqual(['findClient']);
+      expect(spy.calls).toEqual(['findClients']);
       // And a different id is a lookup of its own.
       await lookup('other');
-      expect(spy.calls).toEqual(['findClient', 'findClient']);
+      expect(spy.calls).toEqual(['findClients', 'findClients']);
+    });
+
+    it('asks the store once for every id that misses in the same turn of the event loop', async () => {
+      for (const id of ['c1', 'c2', 'c3']) await createClient(id, id === 'c2' ? [A, B] : [A]);
+      await startDirectory();
+      const asked: string[][] = [];
+      const findClients = server.findClients.bind(server);
+      server.findClients = async (ids) => (asked.push([...ids]), findClients(ids));
+
+      const lookups = ['c1', 'c2', 'nobody', 'c3', 'c2'].map((id) => directory.findClient(id));
+      expect(lookups.every(isPromise)).toBe(true);
+      const found = await Promise.all(lookups);
+      expect(found.map((c) => c?.id)).toEqual(['c1', 'c2', undefined, 'c3', 'c2']);
+      expect([...found[1]!.audiences]).toEqual([A, B]);
+      expect(asked).toEqual([['c1', 'c2', 'nobody', 'c3']]);
+      expect(spy.calls).toEqual(['findClients']);
+      // All of them are cached now, the unknown one as unknown.
+      for (const id of ['c1', 'c2', 'c3', 'nobody']) expect(isPromise(directory.findClient(id))).toBe(false);
+      // A miss in a later turn is a query of its own.
+      await createClient('c4', [A]);
+      expect((await lookup('c4')).client?.id).toBe('c4');
+      expect(asked).toEqual([['c1', 'c2', 'nobody', 'c3'], ['c4']]);
+    });
+
+    it('answers every request of a batch that failed with temporarily_unavailable', async () => {
+      for (const id of ['c1', 'c2']) await createClient(id, [A]);
+      await startDirectory();
+      spy.fail('findClients', new Error('store unreachable'));
+      const results = await Promise.allSettled(['c1', 'c2', 'nobody'].map((id) => directory.findClient(id)));
+      for (const result of results) {
+        expect(result.status).toBe('rejected');
+        expect((result as PromiseRejectedResult).reason).toMatchObject({
+          error: 'temporarily_unavailable',
+          status: 503,
+        });
+      }
+      expect(spy.calls).toEqual(['findClients']);
+      expect(onError).toHaveBeenCalledTimes(1);
     });
 
     it('shares one lookup between concurrent misses of an unknown id too', async () => {
@@ -260,7 +298,7 @@ describe('Directory', () => {
       const first = directory.findClient('nobody');
       expect(directory.findClient('nobody')).toBe(first);
       expect(await first).toBeUndefined();
-      expect(spy.calls).toEqual(['findClient']);
+      expect(spy.calls).toEqual(['findClients']);
     });
 
     it('evicts the least recently used client beyond `max`', async () => {
@@ -273,7 +311,7 @@ describe('Directory', () => {
       expect((await lookup('c3')).hit).toBe(true);
       expect((await lookup('c2')).hit).toBe(true);
       expect((await lookup('c1')).hit).toBe(false);
-      expect(spy.calls).toEqual(['findClient']);
+      expect(spy.calls).toEqual(['findClients']);
     });
 
     it('forgets a cached client after ttlMs, even with no change', async () => {
@@ -284,7 +322,7 @@ describe('Directory', () => {
       await new Promise((r) => setTimeout(r, 80));
       spy.reset();
       expect((await lookup('svc')).hit).toBe(false);
-      expect(spy.calls).toEqual(['findClient']);
+      expect(spy.calls).toEqual(['findClients']);
     });
   });
 
@@ -304,7 +342,7 @@ describe('Directory', () => {
       spy.reset();
       const after = await lookup('svc');
       expect(after.hit).toBe(false);
-      expect(spy.calls).toEqual(['findClient']);
+      expect(spy.calls).toEqual(['findClients']);
       // An unrelated client stays cached (unless audiences changed, which is not the case here).
       spy.reset();
       expect((await lookup('bystander')).hit).toBe(true);
@@ -388,7 +426,7 @@ describe('Directory', () => {
     it('does not cache what a lookup in flight across an invalidation read', async () => {
       await createClient('svc', [A]);
       await startDirectory();
-      const gate = spy.gate('findClient');
+      const gate = spy.gate('findClients');
       const inFlight = directory.findClient('svc');
       await gate.read.promise; // the store has answered: enabled
 
@@ -406,7 +444,7 @@ describe('Directory', () => {
     it('does not hand a lookup started after an invalidation the answer of one started before it', async () => {
       await createClient('svc', [A]);
       await startDirectory();
-      const gate = spy.gate('findClient');
+      const gate = spy.gate('findClients');
       const inFlight = directory.findClient('svc');
       await gate.read.promise; // the store has answered: enabled
 
@@ -510,7 +548,7 @@ describe('Directory', () => {
       await createClient('svc', [A]);
       await startDirectory();
       const boom = new Error('store unreachable');
-      spy.fail('findClient', boom);
+      spy.fail('findClients', boom);
       let failure: unknown;
       try {
         await directory.findClient('svc');
@@ -527,7 +565,7 @@ describe('Directory', () => {
       ]);
       expect(STORE_RETRY_AFTER).toBe(5);
       expect(onError.mock.calls).toEqual([[boom, 'client lookup']]);
-      spy.heal('findClient');
+      spy.heal('findClients');
       spy.reset();
       const after = await lookup('svc');
       expect(after.hit).toBe(false);

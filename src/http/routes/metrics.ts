@@ -1,0 +1,22 @@
+import type { FastifyInstance } from 'fastify';
+import { temporarilyUnavailable } from '../../domain/errors.js';
+import type { Exposition } from '../../metrics/metrics.js';
+import { methodNotAllowed } from '../errors.js';
+
+/** GET /metrics: Prometheus text exposition (of this process, or of the whole cluster under --workers). */
+export function metricsRoutes(app: FastifyInstance, exposition: () => Promise<Exposition>): void {
+  app.get('/metrics', async (request, reply) => {
+    let current: Exposition;
+    try {
+      current = await exposition();
+    } catch (error) {
+      request.log.warn({ err: error }, 'metrics could not be collected');
+      throw temporarilyUnavailable(5);
+    }
+    return reply
+      .header('content-type', current.contentType)
+      .header('cache-control', 'no-store')
+      .send(current.text);
+  });
+  methodNotAllowed(app, '/metrics', ['GET', 'HEAD']);
+}

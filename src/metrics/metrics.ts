@@ -1,0 +1,268 @@
+import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
+import type { AuditEntry } from '../domain/token-service.js';
+import type { Store } from '../store/types.js';
+
+/** Seconds: a warm token answer takes well under a millisecond, a cold one a store round trip. */
+const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const STORE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/** A Prometheus text exposition and its content type. */
+export interface Exposition {
+  contentType: string;
+  text: string;
+}
+
+/** The refusal label for an audience that is not registered: request text never becomes a label value. */
+export const UNREGISTERED = '(unregistered)';
+
+/** Counts the client cache keeps as plain numbers (no metrics dependency in the store layer). */
+export interface CacheStats {
+  /** A known client answered from memory. */
+  hits: number;
+  /** An id already known not to exist, answered from memory. */
+  unknownHits: number;
+  /** Lookups that went to the store. */
+  misses: number;
+}
+
+type Labels = Record<string, string | number>;
+
+/** One label set's counts in a KeyedHistogram: per-bucket (not cumulative) counts, sum and count. */
+interface Series {
+  labels: Labels;
+  buckets: number[];
+  sum: number;
+  count: number;
+}
+
+/**
+ * A histogram for the request path. prom-client's Histogram validates and hashes the labels on every
+ * observation (about a microsecond, more than anything else Tessera adds to a token request besides the
+ * audit row); this one finds its series by a key the caller builds, and an observation is a few array
+ * increments. The registry reads it like any prom-client metric (`get()` in prom-client's format, summed
+ * across workers by the cluster aggregator).
+ */
+class KeyedHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly series = new Map<string, Series>();
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly bounds: readonly number[],
+  ) {}
+
+  /** The series of a key, made with these labels on first use. */
+  seriesFor(key: string, labels: () => Labels): Series {
+    let series = this.series.get(key);
+    if (series === undefined) {
+      series = {
+        labels: labels(),
+        buckets: new Array<number>(this.bounds.length + 1).fill(0),
+        sum: 0,
+        count: 0,
+      };
+      this.series.set(key, series);
+    }
+    return series;
+  }
+
+  observe(series: Series, value: number): void {
+    let i = 0;
+    while (i < this.bounds.length && value > this.bounds[i]!) i++;
+    series.buckets[i]!++;
+    series.sum += value;
+    series.count++;
+  }
+
+  get() {
+    const values: { labels: Labels; value: number; metricName: string }[] = [];
+    for (const { labels, buckets, sum, count } of this.series.values()) {
+      let cumulative = 0;
+      for (let i = 0; i <= this.bounds.length; i++) {
+        cumulative += buckets[i]!;
+        const le = i < this.bounds.length ? this.bounds[i]! : '+Inf';
+        values.push({ labels: { ...labels, le }, value: cumulative, metricName: `${this.name}_bucket` });
+      }
+      values.push({ labels, value: sum, metricName: `${this.name}_sum` });
+      values.push({ labels, value: count, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+}
+
+/**
+ * Tessera's Prometheus metrics (prom-client), in a registry of their own (one per server, so tests running
+ * several servers in one process do not share counters). Label values are bounded: routes as declared,
+ * methods Node's parser accepts, OAuth error codes, registered audiences only, store operation names;
+ * never a client id or request text.
+ *
+ * The request path only bumps plain numbers (a keyed histogram, counts in maps); prom-client's counters are
+ * filled from them when Prometheus scrapes.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requestDuration = new KeyedHistogram(
+    'tessera_http_request_duration_seconds',
+    'Time from the start of a request until its answer is handed to the socket, by method, route and status.',
+    REQUEST_BUCKETS,
+  );
+  private readonly storeDuration = new KeyedHistogram(
+    'tessera_store_operation_duration_seconds',
+    'Latency of store operations (client lookups on a cache miss, change feed reads, audit writes, …).',
+    STORE_BUCKETS,
+  );
+  private readonly issued = new Map<string, number>();
+  private readonly failures = new Map<
+    string,
+    { labels: { reason: string; audience: string }; count: number }
+  >();
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    this.registry.registerMetric(this.requestDuration as unknown as Metric);
+
+    const issued = this.issued;
+    new Counter({
+      name: 'tessera_tokens_issued_total',
+      help: 'Access tokens issued, by audience.',
+      labelNames: ['audience'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [audience, count] of issued) this.inc({ audience }, count);
+      },
+    });
+    const failures = this.failures;
+    new Counter({
+      name: 'tessera_token_failures_total',
+      help: `Token requests refused, by OAuth error code and requested audience ("${UNREGISTERED}" if none or not registered).`,
+      labelNames: ['reason', 'audience'],
+      registers,
+      collect() {
+        this.reset();
+        for (const { labels, count } of failures.values()) this.inc(labels, count);
+      },
+    });
+    this.registry.registerMetric(this.storeDuration as unknown as Metric);
+  }
+
+  /** Client cache lookups, read at scrape time from the directory's plain counters. */
+  watchCache(cache: () => CacheStats): void {
+    const registers = [this.registry];
+    const seen = { hits: 0, unknownHits: 0, misses: 0 };
+    new Counter({
+      name: 'tessera_client_cache_lookups_total',
+      help: 'Client lookups on the token path: "hit" (known client in memory), "unknown_hit" (id known not to exist), "miss" (asked the store).',
+      labelNames: ['result'],
+      registers,
+      collect() {
+        const now = cache();
+        this.inc({ result: 'hit' }, now.hits - seen.hits);
+        this.inc({ result: 'unknown_hit' }, now.unknownHits - seen.unknownHits);
+        this.inc({ result: 'miss' }, now.misses - seen.misses);
+        Object.assign(seen, now);
+      },
+    });
+    new Gauge({
+      name: 'tessera_client_cache_hit_ratio',
+      // Under --workers, the cluster figure is the workers' mean, not their sum.
+      aggregator: 'average',
+      help: 'Share of client lookups answered from memory since the process started (hits and unknown hits over all lookups).',
+      registers,
+      collect() {
+        const { hits, unknownHits, misses } = cache();
+        const total = hits + unknownHits + misses;
+        this.set(total === 0 ? 0 : (hits + unknownHits) / total);
+      },
+    });
+  }
+
+  /** Audit events waiting for the store, read at scrape time. */
+  watchAuditQueue(queued: () => number): void {
+    new Gauge({
+      name: 'tessera_audit_events_queued',
+      help: 'Audit events waiting to be written to the store.',
+      registers: [this.registry],
+      collect() {
+        this.set(queued());
+      },
+    });
+  }
+
+  /** One answered request. `route` is the declared route, or "(unmatched)" for a 404. */
+  observeRequest(method: string, route: string, statusCode: number, seconds: number): void {
+    const series = this.requestDuration.seriesFor(`${method} ${route} ${statusCode}`, () => ({
+      method,
+      route,
+      status_code: statusCode,
+    }));
+    this.requestDuration.observe(series, seconds);
+  }
+
+  /**
+   * One token request's outcome, from the token service's audit entry. `registered` tells whether the
+   * requested audience is a registered one, so that made-up audiences collapse into one label value.
+   */
+  tokenOutcome(entry: AuditEntry, registered: (audience: string) => boolean): void {
+    if (entry.outcome === 'issued') {
+      const audience = entry.audience ?? UNREGISTERED;
+      this.issued.set(audience, (this.issued.get(audience) ?? 0) + 1);
+      return;
+    }
+    // The reason is "<OAuth error code>: <detail>"; the code is one of a handful.
+    const reason = entry.reason?.split(':', 1)[0] ?? 'server_error';
+    const audience = entry.audience !== null && registered(entry.audience) ? entry.audience : UNREGISTERED;
+    const key = `${reason} ${audience}`;
+    const failure = this.failures.get(key);
+    if (failure) failure.count++;
+    else this.failures.set(key, { labels: { reason, audience }, count: 1 });
+  }
+
+  /**
+   * The store, with every method's latency observed under its name. Only calls from outside the store are
+   * timed (its own internal calls bypass the wrapper).
+   */
+  timedStore<S extends Store>(store: S): S {
+    const wrappers = new Map<PropertyKey, unknown>();
+    const histogram = this.storeDuration;
+    return new Proxy(store, {
+      get(target, property, receiver) {
+        const value: unknown = Reflect.get(target, property, receiver);
+        if (typeof value !== 'function' || typeof property !== 'string') return value;
+        let wrapper = wrappers.get(property);
+        if (wrapper === undefined) {
+          const ok = histogram.seriesFor(`${property} ok`, () => ({ operation: property, outcome: 'ok' }));
+          const failed = histogram.seriesFor(`${property} error`, () => ({
+            operation: property,
+            outcome: 'error',
+          }));
+          wrapper = function (this: unknown, ...args: unknown[]): unknown {
+            const started = performance.now();
+            const result: unknown = (value as (...a: unknown[]) => unknown).apply(target, args);
+            if (!(result instanceof Promise)) return result;
+            return result.then(
+              (answer: unknown) => {
+                histogram.observe(ok, (performance.now() - started) / 1000);
+                return answer;
+              },
+              (error: unknown) => {
+                histogram.observe(failed, (performance.now() - started) / 1000);
+                throw error;
+              },
+            );
+          };
+          wrappers.set(property, wrapper);
+        }
+        return wrapper;
+      },
+    });
+  }
+
+  /** The exposition text and its content type. */
+  async exposition(): Promise<Exposition> {
+    return { contentType: this.registry.contentType, text: await this.registry.metrics() };
+  }
+}
