@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { kidOperands } from '../src/cli/index.js';
 import { tessera, tesseraOk } from './helpers/process.js';
 import { tempDir } from './helpers/server.js';
 
@@ -126,6 +127,45 @@ describe('tessera keys', () => {
       message: expect.stringMatching(/^signing key .+ was sealed under another master key/),
     });
     expect(await keys()).toHaveLength(1);
+  });
+
+  it('retire takes a kid that starts with "-" (one thumbprint in 64 does) as the kid, not as an option', async () => {
+    for (const kid of [`-h${'A'.repeat(41)}`, `--${'x'.repeat(41)}`]) {
+      for (const args of [
+        ['keys', 'retire', kid, '--json'],
+        ['--json', 'keys', 'retire', kid],
+        ['keys', 'retire', '--json', '--', kid],
+      ]) {
+        const result = await tessera(env, ...args);
+        expect([args, result.code, JSON.parse(result.stderr)]).toEqual([
+          args,
+          1,
+          { error: 'not_found', message: `signing key ${kid} does not exist` },
+        ]);
+      }
+    }
+  }, 60_000);
+
+  it('kidOperands moves only a key-id-shaped argument of keys retire behind --', () => {
+    const kid = `-${'a'.repeat(42)}`;
+    const node = ['node', 'tessera'];
+    expect(kidOperands([...node, 'keys', 'retire', kid, '--json'])).toEqual([
+      ...node,
+      'keys',
+      'retire',
+      '--json',
+      '--',
+      kid,
+    ]);
+    // Left alone: a kid without a dash, an explicit --, other commands, a shorter option-like word.
+    for (const argv of [
+      [...node, 'keys', 'retire', 'a'.repeat(43)],
+      [...node, 'keys', 'retire', '--', kid],
+      [...node, 'client', 'show', kid],
+      [...node, 'keys', 'retire', '--jsno'],
+    ]) {
+      expect(kidOperands(argv)).toEqual(argv);
+    }
   });
 
   it('retire of an unknown kid: exit 1, not_found', async () => {

@@ -572,8 +572,26 @@ function fail(json: boolean, code: string, message: string, exitCode: number): v
   process.exitCode = exitCode;
 }
 
+/** A key id as Tessera makes them: the RFC 7638 thumbprint, 43 base64url characters. */
+const KID = /^[A-Za-z0-9_-]{43}$/;
+
+/**
+ * A key id is a thumbprint, so one in 64 starts with `-` and commander would take it for an option.
+ * For `keys retire`, such an argument moves behind `--` (no option is 43 characters of that alphabet);
+ * any other operand that starts with `-`, like a client id, is written after `--` by the user.
+ */
+export function kidOperands(argv: string[]): string[] {
+  const at = argv.indexOf('keys');
+  if (at < 0 || argv[at + 1] !== 'retire' || argv.includes('--')) return argv;
+  const rest = argv.slice(at + 2);
+  const kids = rest.filter((arg) => arg.startsWith('-') && KID.test(arg));
+  if (kids.length === 0) return argv;
+  return [...argv.slice(0, at + 2), ...rest.filter((arg) => !kids.includes(arg)), '--', ...kids];
+}
+
 /** Entry point of the `tessera` command. */
-export async function main(argv: string[] = process.argv): Promise<void> {
+export async function main(args: string[] = process.argv): Promise<void> {
+  const argv = kidOperands(args);
   const json = argv.includes('--json');
   const program = buildProgram();
   // Each subcommand copied the output settings when it was made, so configure every one: with --json,
