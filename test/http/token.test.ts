@@ -86,6 +86,20 @@ describe('POST /oauth/token', () => {
       expectToken(await postToken(t.url, form()));
     });
 
+    it('the body is exactly the JSON of its three members, in that order, with its length', async () => {
+      const response = await fetch(`${t.url}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams(form()).toString(),
+      });
+      const text = await response.text();
+      const { access_token } = JSON.parse(text) as { access_token: string };
+      expect(access_token).toMatch(/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/);
+      expect(text).toBe(JSON.stringify({ access_token, token_type: 'Bearer', expires_in: 1800 }));
+      expect(response.headers.get('content-length')).toBe(String(Buffer.byteLength(text)));
+      expect(response.headers.get('content-type')).toBe(JSON_TYPE);
+    });
+
     it('client_secret_post, form body with a charset parameter', async () => {
       const body = new URLSearchParams(form()).toString();
       expectToken(

@@ -1,7 +1,17 @@
 import type { FastifyInstance } from 'fastify';
-import type { TokenService } from '../../domain/token-service.js';
+import type { TokenResponse, TokenService } from '../../domain/token-service.js';
 import { tokenParams } from '../body.js';
 import { methodNotAllowed, NO_STORE } from '../errors.js';
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * The token answer as JSON.stringify writes it, without its escaping scan over the token: a JWS compact
+ * serialization is base64url and dots only, and the other members are fixed text and an integer.
+ */
+export function tokenJson(response: TokenResponse): string {
+  return `{"access_token":"${response.access_token}","token_type":"${response.token_type}","expires_in":${response.expires_in}}`;
+}
 
 /** POST /oauth/token: parse, call the domain, serialise. Errors go to the one error handler. */
 export function tokenRoutes(app: FastifyInstance, tokens: TokenService): void {
@@ -12,7 +22,7 @@ export function tokenRoutes(app: FastifyInstance, tokens: TokenService): void {
       authorization: request.headers.authorization,
       source: request.ip,
     });
-    return reply.headers(NO_STORE).send(issued.response);
+    return reply.headers(NO_STORE).type(JSON_TYPE).send(tokenJson(issued.response));
   });
   methodNotAllowed(app, '/oauth/token', ['POST']);
 }
