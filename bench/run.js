@@ -42,6 +42,7 @@ const AUDIENCE = 'https://api.bench.example';
 
 const SCENARIOS = [
   'ceiling',
+  'ceiling-at-once',
   'tessera-sqlite',
   'tessera-sqlite-no-metrics',
   'tessera-sqlite-cold',
@@ -409,7 +410,7 @@ async function main() {
     return { server, target, readyUrl: `${url}/readyz` };
   }
 
-  function startPeer({ id, script, port, audienceParam = 'audience' }) {
+  function startPeer({ id, script, port, audienceParam = 'audience', extraEnv = {} }) {
     const url = `http://127.0.0.1:${port}`;
     const client = {
       clientId: `bench-${randomBytes(8).toString('hex')}`,
@@ -423,6 +424,7 @@ async function main() {
       BENCH_AUDIENCE: AUDIENCE,
       BENCH_CLIENT_ID: client.clientId,
       BENCH_CLIENT_SECRET: client.clientSecret,
+      ...extraEnv,
     };
     const server = startPinned({
       name: id,
@@ -468,6 +470,14 @@ async function main() {
     ceiling: {
       label: 'ceiling (node:http + node:crypto)',
       start: (port) => startPeer({ id: 'ceiling', script: 'ceiling.js', port }),
+    },
+    'ceiling-at-once': {
+      label: 'ceiling, each answer written at once',
+      note: () =>
+        'ceiling-at-once: the ceiling writing each answer as soon as its body is read, instead of in one batch per ' +
+        'event-loop iteration; the difference is what batching saves in the kernel on loopback',
+      start: (port) =>
+        startPeer({ id: 'ceiling-at-once', script: 'ceiling.js', port, extraEnv: { BENCH_AT_ONCE: '1' } }),
     },
     'tessera-sqlite': {
       label: 'Tessera, SQLite',
