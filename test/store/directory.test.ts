@@ -255,7 +255,7 @@ describe('Directory', () => {
       expect(spy.calls).toEqual(['findClients', 'findClients']);
     });
 
-    it('asks the store once for every id that misses in the same turn of the event loop', async () => {
+    it('asks the store once for every id that misses in the same callback (one batch of token requests)', async () => {
       for (const id of ['c1', 'c2', 'c3']) await createClient(id, id === 'c2' ? [A, B] : [A]);
       await startDirectory();
       const asked: string[][] = [];
@@ -271,7 +271,7 @@ describe('Directory', () => {
       expect(spy.calls).toEqual(['findClients']);
       // All of them are cached now, the unknown one as unknown.
       for (const id of ['c1', 'c2', 'c3', 'nobody']) expect(isPromise(directory.findClient(id))).toBe(false);
-      // A miss in a later turn is a query of its own.
+      // A miss in a later callback is a query of its own.
       await createClient('c4', [A]);
       expect((await lookup('c4')).client?.id).toBe('c4');
       expect(asked).toEqual([['c1', 'c2', 'nobody', 'c3'], ['c4']]);
