@@ -16,10 +16,11 @@ export function tokenJson(response: TokenResponse): string {
 let turn: Promise<void> | undefined;
 /**
  * Settles in the check phase of this event-loop iteration, once every socket readable in it has been read.
- * Token requests are answered in batches this way: all that arrived together are signed and written back to
- * back, rather than each written as soon as it is ready. Measured with bench/ on loopback, the kernel's cost
- * per answer (writev, which also wakes the reader) falls by more than half and a core answers 1.5–2× the
- * tokens; the wait is the rest of one loop iteration.
+ * Token requests wait for it, so those that arrived together are handled as a batch, in two passes: every
+ * token is issued (on a warm cache synchronously, signature included), and only then, a microtask later
+ * each, every answer is written, back to back. Writes in a row cost the kernel far less than writes spaced
+ * by a signature each (on loopback each one also wakes the reading thread): 1.6–2× the tokens per core in
+ * bench/ (bench/README.md, _Batches_). The wait is the rest of one loop iteration.
  */
 function endOfTurn(): Promise<void> {
   return (turn ??= new Promise((resolve) =>
