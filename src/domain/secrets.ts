@@ -25,8 +25,12 @@ export function digestSecret(secret: string): string {
 /** The raw 32 bytes of a stored digest, as the cache keeps them for comparison. */
 export function digestBytes(stored: string): Buffer {
   if (!stored.startsWith(DIGEST_PREFIX)) throw new Error('unknown secret digest scheme');
-  const bytes = Buffer.from(stored.slice(DIGEST_PREFIX.length), 'base64url');
-  if (bytes.length !== 32) throw new Error('malformed secret digest');
+  const decoded = Buffer.from(stored.slice(DIGEST_PREFIX.length), 'base64url');
+  if (decoded.length !== 32) throw new Error('malformed secret digest');
+  // Buffer.from slices small buffers out of a shared 8 KiB pool, and a slice keeps its whole slab alive:
+  // a digest held in the client cache gets 32 bytes of its own instead.
+  const bytes = Buffer.allocUnsafeSlow(32);
+  decoded.copy(bytes);
   return bytes;
 }
 

@@ -214,6 +214,17 @@ describe('Directory', () => {
       expect(spy.calls).toEqual(['findClients']);
     });
 
+    it("keeps a cached client's digest in 32 bytes of its own, not in a slice of Node's shared buffer pool", async () => {
+      // A slice would keep its whole 8 KiB pool slab alive, mostly other requests' garbage: up to 8 KiB per
+      // cached client (800 MB for the default 100 000) instead of 32 bytes.
+      await createClient('svc', [A]);
+      await startDirectory();
+      const { client } = await lookup('svc');
+      expect(client!.secretDigest.length).toBe(32);
+      expect(client!.secretDigest.buffer.byteLength).toBe(32);
+      expect(digestBytes(digestSecret(SECRET_1)).buffer.byteLength).toBe(32);
+    });
+
     it('answers a hit synchronously with no store I/O', async () => {
       await createClient('svc', [A]);
       await startDirectory();
