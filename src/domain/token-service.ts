@@ -12,7 +12,7 @@ import {
   unsupportedGrantType,
 } from './errors.js';
 import { DUMMY_DIGEST, secretMatches } from './secrets.js';
-import { isPossibleClientId } from './validate.js';
+import { isPossibleClientId, ownString } from './validate.js';
 
 /** The token request parameters Tessera reads (RFC 6749 §4.4.2, RFC 8707 §2); others are ignored. */
 export const TOKEN_PARAMS = [
@@ -107,8 +107,9 @@ export interface AuditEntry {
   source: string | null;
 }
 
-/** Presented values are recorded as sent but never at any length. */
-const clip = (value: string | undefined): string | null => (value === undefined ? null : value.slice(0, 256));
+/** Presented values are recorded as sent but never at any length (and never holding on to the rest). */
+const clip = (value: string | undefined): string | null =>
+  value === undefined ? null : ownString(value.slice(0, 256));
 /**
  * A presented client id, if it could be one; otherwise a marker. What does not fit the id alphabet (junk, or
  * a secret pasted into the wrong field) is not written to the audit trail or the log.

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { invalidRequest } from '../domain/errors.js';
+import { ownString } from '../domain/validate.js';
 import { TOKEN_PARAMS, type TokenParam, type TokenParams } from '../domain/token-service.js';
 
 /** Token requests are a few hundred bytes; a few KiB is plenty (INTERFACE.md), more is refused with 413. */
@@ -12,14 +13,6 @@ export class FormBody {
   constructor(readonly params: TokenParams) {}
 }
 
-/**
- * A string of its own. URLSearchParams hands out values as slices of the whole body text (V8 slices strings
- * of 13 characters or more), and a value kept after the request (the unknown-id cache, the failed-attempt
- * counters, queued audit events) would keep up to BODY_LIMIT of body alive; the concatenation is flattened
- * into a new string, which the slice then points into.
- */
-const own = (value: string): string => (' ' + value).slice(1);
-
 /** Parses a form body, recognised parameters only (as strings of their own). */
 export function parseForm(text: string): FormBody {
   const params: TokenParams = {};
@@ -27,7 +20,7 @@ export function parseForm(text: string): FormBody {
     if (!KNOWN.has(name)) continue;
     if (params[name as TokenParam] !== undefined)
       throw invalidRequest(`parameter ${name} is sent more than once`);
-    params[name as TokenParam] = own(value);
+    params[name as TokenParam] = ownString(value);
   }
   return new FormBody(params);
 }

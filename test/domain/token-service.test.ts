@@ -1,11 +1,13 @@
 import type { JWTPayload } from 'jose';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { rejection } from '../helpers/assert.js';
+import { retainedBytes } from '../helpers/memory.js';
 import type { SigningAlg } from '../../src/domain/algorithms.js';
 import { OAuthError } from '../../src/domain/errors.js';
 import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
 import {
   TokenService,
+  type AuditEntry,
   type KnownAudience,
   type KnownClient,
   type TokenRequest,
@@ -503,5 +505,25 @@ describe('TokenService: issuance quotas', () => {
       status: 429,
       headers: { 'retry-after': '42' },
     });
+  });
+});
+
+describe('audit entries of refused requests', () => {
+  it('keep at most 256 characters of a presented audience, and nothing of the rest', async () => {
+    const events: AuditEntry[] = [];
+    const { service } = setup({ audit: (event) => events.push(event) });
+    const audience = (i: number) => `https://unknown.example/${i}/${'a'.repeat(8000)}`;
+    const grown = await retainedBytes(async () => {
+      for (let i = 0; i < 2000; i++) {
+        expect(await rejection(service.issue(post({ audience: audience(i) })))).toMatchObject({
+          error: 'invalid_target',
+        });
+      }
+      return events;
+    });
+    expect(events).toHaveLength(2000);
+    expect(events[7]!.audience).toBe(audience(7).slice(0, 256));
+    // 2000 audiences of 8 KB are 16 MB; 2000 entries with 256 characters each are about 1 MB.
+    expect(grown).toBeLessThan(4 * 1024 * 1024);
   });
 });
