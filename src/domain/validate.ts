@@ -77,6 +77,6 @@ export function validateClientId(value: string): string {
  * A string of its own, for input kept beyond its request (caches, limit counters, queued audit events).
  * V8 makes a slice of 13 characters or more a view into its whole parent: URLSearchParams hands out values
  * as slices of the whole body, and `slice(0, 256)` of a long value is a view of all of it. The concatenation
- * is flattened into a new string of the value's length, which the result then points into.
+ * is flattened into a new string one character longer than the value, which the result then points into.
  */
 export const ownString = (value: string): string => (' ' + value).slice(1);
