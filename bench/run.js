@@ -397,17 +397,21 @@ async function main() {
       cwd: ROOT,
     });
     const url = `http://127.0.0.1:${port}`;
-    const target = {
+    const target = { ...tokenTarget(url, store.client), rotation: isCold ? rotation() : undefined };
+    return { server, target, readyUrl: `${url}/readyz` };
+  }
+
+  /** What the load generator asks a server for: the token of `client`, and where to check it. */
+  function tokenTarget(url, client, audienceParam = 'audience') {
+    return {
       url,
       path: '/oauth/token',
       issuer: url,
       audience: AUDIENCE,
       jwksUrl: `${url}/.well-known/jwks.json`,
-      clientId: store.client.clientId,
-      body: Buffer.from(tokenBody(store.client)),
-      rotation: isCold ? rotation() : undefined,
+      clientId: client.clientId,
+      body: Buffer.from(tokenBody(client, audienceParam)),
     };
-    return { server, target, readyUrl: `${url}/readyz` };
   }
 
   function startPeer({ id, script, port, audienceParam = 'audience', extraEnv = {} }) {
@@ -437,15 +441,7 @@ async function main() {
       env,
       cwd: ROOT,
     });
-    const target = {
-      url,
-      path: '/oauth/token',
-      issuer: url,
-      audience: AUDIENCE,
-      jwksUrl: `${url}/.well-known/jwks.json`,
-      clientId: client.clientId,
-      body: Buffer.from(tokenBody(client, audienceParam)),
-    };
+    const target = tokenTarget(url, client, audienceParam);
     return { server, target, readyUrl: target.jwksUrl };
   }
 
