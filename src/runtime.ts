@@ -147,6 +147,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     void rotator?.check();
 
     metrics?.watchCache(() => directory.stats);
+    const registered = (url: string): boolean => directory.findAudience(url) !== undefined;
     metrics?.watchAuditQueue(() => audit.queued);
     const tokens = new TokenService({
       findClient: (id) => directory.findClient(id),
@@ -159,7 +160,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       audit: metrics
         ? (event) => {
             audit.record(event);
-            metrics.tokenOutcome(event, (url) => directory.findAudience(url) !== undefined);
+            metrics.tokenOutcome(event, registered);
           }
         : (event) => audit.record(event),
       issuer: config.issuer,

@@ -47,6 +47,7 @@ function securityHeaders(issuer: string): Record<string, string> {
 
 /** The HTTP shell: builds the Fastify app without listening, so tests and main() can do that part. */
 export function buildApp(deps: AppDeps): FastifyInstance {
+  const security = securityHeaders(deps.issuer);
   const app = Fastify({
     loggerInstance: deps.logger,
     // No per-request log lines on the hot path; refusals are logged at debug, failures at error.
@@ -68,12 +69,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       headersTimeout: deps.requestTimeoutMs,
       connectionsCheckingInterval: Math.min(1000, deps.requestTimeoutMs),
     },
-    clientErrorHandler: clientErrorHandler(securityHeaders(deps.issuer)),
+    clientErrorHandler: clientErrorHandler(security),
     connectionTimeout: CONNECTION_TIMEOUT_MS,
     forceCloseConnections: 'idle',
   }) as unknown as FastifyInstance;
 
-  const security = securityHeaders(deps.issuer);
   const metrics = deps.metrics;
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.headers(security);

@@ -88,7 +88,7 @@ export class Directory {
   private readonly clients: LRUCache<string, KnownClient>;
   private readonly unknown: LRUCache<string, true>;
   private readonly pending = new Map<string, Promise<KnownClient | undefined>>();
-  /** The ids missed in this turn of the event loop, looked up together at its end. */
+  /** The ids missed since the last lookup went out, looked up together (see load). */
   private batch: LookupBatch | undefined;
   private audiences = new Map<string, KnownAudience>();
   private audienceList: readonly Audience[] = [];

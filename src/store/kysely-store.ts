@@ -74,10 +74,6 @@ const toSigningKey = (row: Selectable<SigningKeysTable>): SigningKey => ({
   retiredAt: row.retired_at,
 });
 
-/**
- * The store on any engine Kysely speaks. Every write records a change in the same transaction, so that a
- * server process learns of changes made by the CLI or by other instances (see directory.ts).
- */
 /** Several clients and their grants, ordered by client then grant; `ids` is the one parameter (see findClients). */
 function clientsByIds(db: Kysely<Database>, engine: Engine, ids: unknown) {
   return db
@@ -104,6 +100,10 @@ function compileOnce(query: Compilable, parameters: number): string {
   return compiled.sql;
 }
 
+/**
+ * The store on any engine Kysely speaks. Every write records a change in the same transaction, so that a
+ * server process learns of changes made by the CLI or by other instances (see directory.ts).
+ */
 export class KyselyStore implements Store {
   constructor(
     private readonly db: Kysely<Database>,

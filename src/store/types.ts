@@ -78,10 +78,11 @@ export interface AudienceStore {
 export interface ClientStore {
   /** Creates the client with its grants in one transaction. */
   createClient(client: NewClient): Promise<Client>;
+  /** One client with its grants (the CLI's `client show`); the same query as findClients. */
   findClient(id: string): Promise<Client | undefined>;
   /**
    * The one query of the token path, made only on a cache miss: the clients among `ids` that exist, in no
-   * particular order. The cache asks for every id that missed in the same turn of the event loop at once.
+   * particular order. The cache asks at once for every id that missed in one batch of token requests.
    */
   findClients(ids: readonly string[]): Promise<Client[]>;
   listClients(): Promise<Client[]>;
