@@ -31,13 +31,12 @@ class Ring<T> {
     return this.tail - this.head;
   }
 
-  /** Adds an item; returns how many old ones were dropped to make room (0 or 1). */
-  push(item: T): number {
-    let dropped = 0;
+  /** Adds an item; returns the sequence number of the oldest one if it was dropped to make room. */
+  push(item: T): number | undefined {
+    let dropped: number | undefined;
     if (this.size === this.capacity) {
       this.items[this.head % this.capacity] = undefined;
-      this.head++;
-      dropped = 1;
+      dropped = this.head++;
     }
     this.items[this.tail % this.capacity] = item;
     this.tail++;
@@ -77,6 +76,9 @@ function clean(value: string | null): string | null {
 export class AuditRecorder {
   private readonly queue: Ring<AuditEvent>;
   private dropped = 0;
+  /** The sequence number just past the batch being written (0: none), and how many of it left the queue. */
+  private writingEnd = 0;
+  private droppedWhileWriting = 0;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private lastPrune = 0;
@@ -120,7 +122,12 @@ export class AuditRecorder {
         }
       : event;
     this.options.logger.info({ audit: safe }, safe.outcome === 'issued' ? 'token issued' : 'token refused');
-    this.dropped += this.queue.push(safe);
+    const lost = this.queue.push(safe);
+    // An event of the batch being written is lost only if that write fails (see write).
+    if (lost !== undefined) {
+      if (lost < this.writingEnd) this.droppedWhileWriting++;
+      else this.dropped++;
+    }
   }
 
   /** Writes what is queued; on failure keeps it for the next attempt. Never rejects. */
@@ -134,7 +141,16 @@ export class AuditRecorder {
     try {
       while (this.queue.size > 0) {
         const { items, end } = this.queue.peek(size);
-        await this.store.appendAuditEvents(items);
+        this.writingEnd = end;
+        try {
+          await this.store.appendAuditEvents(items);
+        } catch (error) {
+          this.dropped += this.droppedWhileWriting;
+          throw error;
+        } finally {
+          this.writingEnd = 0;
+          this.droppedWhileWriting = 0;
+        }
         this.queue.release(end);
         // SQLite writes synchronously, and an awaited promise that is already settled does not let requests
         // in: yield between statements, so a second's worth of events never holds the server for long.
