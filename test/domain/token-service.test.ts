@@ -360,7 +360,7 @@ describe('TokenService: errors', () => {
         attempts: { blockedFor: () => 0, failed: async (id) => void failures.push(String(id)) },
       });
       await failure(service, post(params));
-      expect(lookups).toHaveLength(1);
+      expect(lookups).toEqual([params.client_id ?? 'svc']);
       expect(failures).toEqual([params.client_id ?? 'svc']);
     }
   });

@@ -1,19 +1,25 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
+// A real gc() without --expose-gc on the command line, so that heap figures are not noise.
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
+
+/** The heap in use after full garbage collections. */
+export function heapUsed(): number {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
 
 /**
  * How much the heap grows, after full garbage collections, while `run` builds what it returns: the memory that
  * what it keeps holds on to. The result stays reachable until the second measurement.
  */
 export async function retainedBytes(run: () => unknown): Promise<number> {
-  gc();
-  const before = process.memoryUsage().heapUsed;
+  const before = heapUsed();
   const kept = await run();
-  gc();
-  const grown = process.memoryUsage().heapUsed - before;
+  const grown = heapUsed() - before;
   if (kept === undefined) throw new Error('run must return what it keeps');
   return grown;
 }

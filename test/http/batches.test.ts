@@ -29,20 +29,22 @@ describe('token requests answered in batches', () => {
       events.push(`send ${(request.body as { params: TokenRequest['params'] }).params.client_id}`);
     });
     await app.ready();
-
-    const ids = ['c1', 'c2', 'c3', 'c4'];
-    const answers = await Promise.all(
-      ids.map((id) =>
-        app.inject({
-          method: 'POST',
-          url: '/oauth/token',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-          payload: `grant_type=client_credentials&client_id=${id}`,
-        }),
-      ),
-    );
-    expect(answers.map((a) => a.statusCode)).toEqual([200, 200, 200, 200]);
-    expect(events).toEqual([...ids.map((id) => `issue ${id}`), ...ids.map((id) => `send ${id}`)]);
-    await app.close();
+    try {
+      const ids = ['c1', 'c2', 'c3', 'c4'];
+      const answers = await Promise.all(
+        ids.map((id) =>
+          app.inject({
+            method: 'POST',
+            url: '/oauth/token',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            payload: `grant_type=client_credentials&client_id=${id}`,
+          }),
+        ),
+      );
+      expect(answers.map((a) => a.statusCode)).toEqual([200, 200, 200, 200]);
+      expect(events).toEqual([...ids.map((id) => `issue ${id}`), ...ids.map((id) => `send ${id}`)]);
+    } finally {
+      await app.close();
+    }
   });
 });

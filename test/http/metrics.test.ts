@@ -14,10 +14,11 @@ interface Sample {
   value: number;
 }
 
-/** The samples of a text exposition (version 0.0.4); comments checked for HELP and TYPE of every family. */
+/** The samples of a text exposition (version 0.0.4); every family with a TYPE must have its HELP. */
 function parseExposition(text: string): { samples: Sample[]; types: Map<string, string> } {
   const samples: Sample[] = [];
   const types = new Map<string, string>();
+  const helps = new Set<string>();
   for (const line of text.split('\n')) {
     if (line === '') continue;
     const type = /^# TYPE (\S+) (counter|gauge|histogram|summary|untyped)$/.exec(line);
@@ -25,7 +26,11 @@ function parseExposition(text: string): { samples: Sample[]; types: Map<string, 
       types.set(type[1]!, type[2]!);
       continue;
     }
-    if (line.startsWith('# HELP ')) continue;
+    const help = /^# HELP (\S+) \S/.exec(line);
+    if (help) {
+      helps.add(help[1]!);
+      continue;
+    }
     const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (!match) throw new Error(`not an exposition line: ${JSON.stringify(line)}`);
     const labels: Record<string, string> = {};
@@ -33,6 +38,8 @@ function parseExposition(text: string): { samples: Sample[]; types: Map<string, 
       labels[name!] = value!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
     samples.push({ name: match[1]!, labels, value: Number(match[3]) });
   }
+  for (const family of types.keys())
+    if (!helps.has(family)) throw new Error(`metric family ${family} has a TYPE but no HELP`);
   return { samples, types };
 }
 

@@ -58,8 +58,11 @@ describe('jwsSigner', () => {
       const token = jwsSigner(privateKey, alg, 'k')(claims);
       const [header, , signature] = token.split('.');
       const forged = Buffer.from(JSON.stringify({ ...claims, sub: 'admin' })).toString('base64url');
-      await expect(compactVerify(`${header}.${forged}.${signature}`, key)).rejects.toThrow();
-      await expect(compactVerify(jwsSigner(other.privateKey, alg, 'k')(claims), key)).rejects.toThrow();
+      const failed = { code: 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED' };
+      await expect(compactVerify(`${header}.${forged}.${signature}`, key)).rejects.toMatchObject(failed);
+      await expect(compactVerify(jwsSigner(other.privateKey, alg, 'k')(claims), key)).rejects.toMatchObject(
+        failed,
+      );
     },
   );
 

@@ -3,34 +3,18 @@
  * cluster of our own) while Tessera serves, and comes back. What a client sees, what /readyz says, what
  * is logged, and that the process neither crashes nor leaks while it lasts.
  */
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CHANGE_CHANNEL } from '../../src/store/kysely-store.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { startPgCluster, type PgCluster } from '../helpers/pgcluster.js';
-import { waitFor } from '../helpers/process.js';
+import { heapUsed } from '../helpers/memory.js';
+import { waitFor, type LogLine as ServeLogLine } from '../helpers/process.js';
 import { startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
 
 const X = 'https://api.faults.example.com';
 const STALE_WINDOW_S = 4;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A real gc() even without --expose-gc, so heap figures are not noise. */
-const gc: (() => void) | undefined = (() => {
-  try {
-    setFlagsFromString('--expose-gc');
-    return runInNewContext('gc') as () => void;
-  } catch {
-    return undefined;
-  }
-})();
-function heapUsed(): number {
-  gc?.();
-  gc?.();
-  return process.memoryUsage().heapUsed;
-}
 
 interface Sample {
   /** When the request was sent. */
@@ -42,12 +26,8 @@ interface Sample {
   body?: Record<string, unknown>;
 }
 
-interface LogLine {
-  level: number;
-  msg: string;
-  time: number;
-  [key: string]: unknown;
-}
+/** A server log line; every line carries its time. */
+type LogLine = ServeLogLine & { time: number };
 
 /** Every process-level failure while a test runs: a store outage must never surface as one. */
 function processFaults() {
@@ -345,7 +325,6 @@ describe('PostgreSQL outage and recovery', () => {
       storeDownLogLines: storeDown.length,
       storeBackLogLines: storeBack.length,
       processFaults: faults.seen.map((f) => `${f.kind}: ${String(f.error)}`),
-      gc: gc !== undefined,
     };
     console.log('fault figures', JSON.stringify(figures, null, 2));
 

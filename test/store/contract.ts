@@ -90,9 +90,6 @@ function signingKey(kid: string, extra: Partial<SigningKey> = {}): SigningKey {
  * The behaviour every Store implementation shares. Uses only the Store interface, so that it runs unchanged
  * on every engine (SQLite now, PostgreSQL later).
  */
-/** The number at the end of a bulk-NNN id. */
-const i = (id: string): number => Number(id.slice(-3));
-
 export function storeContract(name: string, open: OpenStore): void {
   describe(`Store contract: ${name}`, () => {
     let clock: TestClock;
@@ -270,11 +267,13 @@ export function storeContract(name: string, open: OpenStore): void {
       });
 
       it('finds a hundred clients in one call, and as many again that do not exist', async () => {
-        const ids = Array.from({ length: 100 }, (_, i) => `bulk-${String(i).padStart(3, '0')}`);
-        for (const id of ids) await store.createClient(newClient(id, i(id) % 2 === 0 ? [A, B] : []));
+        const ids = Array.from({ length: 100 }, (_, n) => `bulk-${String(n).padStart(3, '0')}`);
+        // Even-numbered clients hold two grants, the others none.
+        const grants = (id: string) => (Number(id.slice(-3)) % 2 === 0 ? [A, B] : []);
+        for (const id of ids) await store.createClient(newClient(id, grants(id)));
         const found = await store.findClients([...ids, ...ids.map((id) => `${id}-missing`)]);
         expect(found.map((c) => c.id).sort()).toEqual(ids);
-        for (const client of found) expect(client.audiences).toEqual(i(client.id) % 2 === 0 ? [A, B] : []);
+        for (const client of found) expect(client.audiences).toEqual(grants(client.id));
       });
 
       it('creates a client without grants', async () => {
