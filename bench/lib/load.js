@@ -178,7 +178,7 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
     serverRssMb: rssMb,
     loadgenCpuCores: self / wall,
     storeCpuCores: store === undefined ? undefined : store / wall,
-    // Every other process and kernel thread that ran meanwhile: noise if well above 0.
+    // Every other program that ran meanwhile (kernel threads left out): noise if well above 0.
     otherCpuCores: other / wall,
     // irq and softirq time on every CPU: mostly the loopback network work of this very measurement.
     interruptCpuCores: interrupts / wall,

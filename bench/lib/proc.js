@@ -62,7 +62,7 @@ export function startPinned({ name, cpus, command, args, env, cwd }) {
   server.exited = new Promise((resolve) => {
     child.on('exit', (code, signal) => {
       server.exitCode = code ?? signal;
-      live.delete(server);
+      // Still in `live` until stopServer: workers of a primary that died first may outlive it.
       resolve(server.exitCode);
     });
     child.on('error', (error) => {
@@ -80,7 +80,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** SIGTERM to the whole group, then SIGKILL if it has not exited within `graceMs`. */
 export async function stopServer(server, graceMs = 10_000) {
-  if (!server || server.exitCode !== undefined) return;
+  if (!server || server.pid === undefined) return;
   const signal = (name) => {
     try {
       process.kill(-server.pid, name);
@@ -88,6 +88,12 @@ export async function stopServer(server, graceMs = 10_000) {
       // gone meanwhile
     }
   };
+  // A server that already exited (a primary that crashed) may have left workers in its group: kill them.
+  if (server.exitCode !== undefined) {
+    signal('SIGKILL');
+    live.delete(server);
+    return;
+  }
   signal('SIGTERM');
   let timer;
   const timedOut = new Promise((resolve) => {
@@ -101,6 +107,7 @@ export async function stopServer(server, graceMs = 10_000) {
   }
   // Workers left behind by a primary that died first share its process group.
   signal('SIGKILL');
+  live.delete(server);
 }
 
 /** Polls `url` until it answers `okStatus`, the server exits, or `timeoutMs` passes. */

@@ -3,9 +3,10 @@
 // audience and a client made through the CLI, and for the cold-cache run many more clients written straight
 // into the store with SQL (one transaction), with digests of secrets the benchmark knows.
 import { execFile } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import pg from 'pg';
+// Built by `npm run bench` before it starts: the same ids, secrets and digests as Tessera's own.
+import { digestSecret, generateClientId, generateSecret } from '../../dist/domain/secrets.js';
 
 /** The environment of every Tessera process: none of the caller's TESSERA_* settings, only ours. */
 export function tesseraEnv(settings) {
@@ -45,9 +46,9 @@ export function coldClients(count) {
   const secrets = new Array(count);
   const digests = new Array(count);
   for (let i = 0; i < count; i++) {
-    ids[i] = randomBytes(16).toString('hex');
-    secrets[i] = randomBytes(32).toString('base64url');
-    digests[i] = 'sha256:' + createHash('sha256').update(secrets[i], 'utf8').digest('base64url');
+    ids[i] = generateClientId();
+    secrets[i] = generateSecret();
+    digests[i] = digestSecret(secrets[i]);
   }
   return { ids, secrets, digests };
 }

@@ -1,4 +1,4 @@
-/* global URLSearchParams */
+/* global Buffer, URLSearchParams */
 // @node-oauth/oauth2-server (the maintained successor of oauth2-server) behind bare node:http, with an
 // in-memory model that authenticates the client in constant time and issues RFC 9068 ES256 JWTs with
 // Tessera's header and claims, signed by jose with a key imported once (as a typical model would).
@@ -41,7 +41,12 @@ async function token(req, res) {
     response.body = { error: error.name ?? 'server_error', error_description: error.message };
   }
   const text = JSON.stringify(response.body);
-  res.writeHead(response.status, { ...response.headers, ...TOKEN_HEADERS });
+  // With its length, as every server here answers (not chunked).
+  res.writeHead(response.status, {
+    ...response.headers,
+    ...TOKEN_HEADERS,
+    'content-length': Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
