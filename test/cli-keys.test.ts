@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { kidOperands } from '../src/cli/index.js';
-import { tessera, tesseraOk } from './helpers/process.js';
+import { tessera, tesseraEnv, tesseraOk } from './helpers/process.js';
 import { tempDir } from './helpers/server.js';
 
 /** `tessera keys list|rotate|retire` against a real store, as an operator runs them. */
@@ -32,12 +32,7 @@ describe('tessera keys', () => {
 
   beforeEach(async () => {
     dir = tempDir();
-    env = {
-      ...process.env,
-      TESSERA_DATA_DIR: dir,
-      TESSERA_MASTER_KEY: randomBytes(32).toString('base64'),
-      TESSERA_KEY_PUBLISH_AHEAD: '1h',
-    };
+    env = tesseraEnv({ TESSERA_DATA_DIR: dir, TESSERA_KEY_PUBLISH_AHEAD: '1h' });
     await tesseraOk(env, 'migrate');
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));

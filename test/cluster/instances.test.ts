@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { startServe, tesseraOk, waitFor, type Serve } from '../helpers/process.js';
+import { startServe, tesseraEnv, tesseraOk, waitFor, type Serve } from '../helpers/process.js';
 import { freePort, postToken } from '../helpers/server.js';
 
 /**
@@ -39,15 +38,13 @@ describe('three instances on one PostgreSQL', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    env = {
-      ...process.env,
+    env = tesseraEnv({
       TESSERA_DATABASE_URL: db.url,
-      TESSERA_MASTER_KEY: randomBytes(32).toString('base64'),
       TESSERA_ISSUER: ISSUER,
       TESSERA_HOST: '127.0.0.1',
       TESSERA_LOG_LEVEL: 'warn',
       TESSERA_KEY_PUBLISH_AHEAD: String(PUBLISH_AHEAD),
-    };
+    });
     // All three start at once on the empty database: migrations and first keys must not be done twice.
     const ports = [await freePort(), await freePort(), await freePort()];
     instances = await Promise.all(ports.map((port) => startServe({ ...env, TESSERA_PORT: String(port) })));
