@@ -138,16 +138,20 @@ describe('AuditRecorder', () => {
     expect(written.map((b) => b.length)).toEqual([2, 2, 1]);
   });
 
-  it('events dropped while a batch is being written are counted, and written ones are not lost or repeated', async () => {
+  /**
+   * A recorder of batches of 2 and at most 4 queued events over a store whose first write waits until the
+   * test settles it (`finish(error)` fails it); every later write succeeds. `dropped` reads the drop counts
+   * the recorder logged.
+   */
+  function heldFirstWrite() {
     const written: string[] = [];
-    let release: (() => void) | undefined;
-    let first = true;
+    let settle: ((error?: Error) => void) | undefined;
     const store: AuditStore = {
       appendAuditEvents: async (events) => {
-        if (first) {
-          first = false;
-          await new Promise<void>((resolve) => (release = resolve));
-        }
+        if (!settle)
+          await new Promise<void>((resolve, reject) => {
+            settle = (error) => (error ? reject(error) : resolve());
+          });
         written.push(...events.map((e) => e.at));
       },
       queryAuditEvents: async () => [],
@@ -156,49 +160,36 @@ describe('AuditRecorder', () => {
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
     const recorder = new AuditRecorder(store, { retentionSeconds: 3600, logger, batch: 2, maxQueued: 4 });
+    const dropped = () =>
+      lines
+        .map((l) => JSON.parse(l) as { msg: string; dropped?: number })
+        .filter((l) => l.dropped !== undefined)
+        .map((l) => [l.msg, l.dropped]);
+    return { recorder, written, dropped, finish: (error?: Error) => settle!(error) };
+  }
+
+  it('events dropped while a batch is being written are counted, and written ones are not lost or repeated', async () => {
+    const { recorder, written, dropped, finish } = heldFirstWrite();
     for (let i = 0; i < 4; i++) recorder.record(event(`t${i}`));
     const flushing = recorder.flush(); // the write of t0, t1 starts at once
-    expect(release).toBeDefined();
     for (let i = 4; i < 7; i++) recorder.record(event(`t${i}`)); // pushes t0, t1 (being written) and t2 out
-    release!();
+    finish();
     await flushing;
     expect(written).toEqual(['t0', 't1', 't3', 't4', 't5', 't6']);
     // Only t2 is lost: t0 and t1 were already on their way to the store.
-    const dropped = lines
-      .map((l) => JSON.parse(l) as { msg: string; dropped?: number })
-      .filter((l) => l.dropped !== undefined);
-    expect(dropped).toEqual([
-      expect.objectContaining({ msg: 'audit events were dropped while the store was down', dropped: 1 }),
-    ]);
+    expect(dropped()).toEqual([['audit events were dropped while the store was down', 1]]);
   });
 
   it('events of a batch whose write fails, pushed out meanwhile, are counted as dropped', async () => {
-    let fail: ((error: Error) => void) | undefined;
-    let down = true;
-    const written: string[] = [];
-    const store: AuditStore = {
-      appendAuditEvents: async (events) => {
-        if (down) await new Promise<void>((_, reject) => (fail = reject));
-        written.push(...events.map((e) => e.at));
-      },
-      queryAuditEvents: async () => [],
-      pruneAuditEvents: async () => 0,
-    };
-    const lines: string[] = [];
-    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
-    const recorder = new AuditRecorder(store, { retentionSeconds: 3600, logger, batch: 2, maxQueued: 4 });
+    const { recorder, written, dropped, finish } = heldFirstWrite();
     for (let i = 0; i < 4; i++) recorder.record(event(`t${i}`));
     const flushing = recorder.flush(); // the write of t0, t1 starts, and will fail
     for (let i = 4; i < 7; i++) recorder.record(event(`t${i}`)); // pushes t0, t1 and t2 out
-    fail!(new Error('store down'));
+    finish(new Error('store down'));
     await flushing;
-    down = false;
     await recorder.flush();
     expect(written).toEqual(['t3', 't4', 't5', 't6']);
-    const dropped = lines
-      .map((l) => JSON.parse(l) as { dropped?: number })
-      .filter((l) => l.dropped !== undefined);
-    expect(dropped.map((l) => l.dropped)).toEqual([3]);
+    expect(dropped()).toEqual([['audit events were dropped while the store was down', 3]]);
   });
 
   it('cleans control characters (PostgreSQL refuses NUL) out of what it records', async () => {
