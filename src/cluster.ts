@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import type { Config } from './config/index.js';
+import { coordinateListeners } from './cluster-listeners.js';
 import { SIGNING_ALGS } from './domain/algorithms.js';
 import { MAX_TOKEN_TTL } from './domain/validate.js';
 import { Keyring } from './keys/keyring.js';
@@ -10,7 +11,8 @@ import { serveClusterMetrics } from './metrics/cluster.js';
 import { firstTokenHint, runServer } from './main.js';
 import { openStore } from './runtime.js';
 
-const STOP_TIMEOUT_MS = 30_000;
+/** Beyond each worker's own drain (delay + timeout), time for it to flush the audit trail and exit. */
+const STOP_MARGIN_MS = 15_000;
 const MAX_RESTART_DELAY_MS = 30_000;
 /** A worker that lived this long is considered healthy: the restart back-off starts over. */
 const HEALTHY_AFTER_MS = 10_000;
@@ -50,10 +52,12 @@ export async function runCluster(config: Config, workers: number): Promise<void>
     started.set(worker, Date.now());
   };
 
+  const listeners = coordinateListeners(() => started.keys());
   cluster.on('exit', (worker, code, signal) => {
     const lived = Date.now() - (started.get(worker) ?? 0);
     started.delete(worker);
     if (stopping) {
+      listeners.check();
       if (started.size === 0) {
         logger.info('all workers stopped');
         process.exit(0);
@@ -68,8 +72,15 @@ export async function runCluster(config: Config, workers: number): Promise<void>
     setTimeout(() => !stopping && fork(), restartDelay);
   });
 
+  // Each worker drains as a single process does (see shutDown in main.ts); the primary waits for them all.
+  const stopTimeoutMs = (config.shutdownDelay + config.shutdownTimeout) * 1000 + STOP_MARGIN_MS;
   const stop = (signal: NodeJS.Signals): void => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal: every worker gets a second one too, and exits at once; so does the primary.
+      logger.warn({ signal }, 'second signal: exiting at once');
+      for (const worker of started.keys()) worker.process.kill('SIGTERM');
+      process.exit(1);
+    }
     stopping = true;
     logger.info({ signal, workers: started.size }, 'stopping workers: finishing requests in flight');
     if (started.size === 0) process.exit(0);
@@ -78,7 +89,7 @@ export async function runCluster(config: Config, workers: number): Promise<void>
       logger.error('workers did not stop in time; killing them');
       for (const worker of started.keys()) worker.process.kill('SIGKILL');
       process.exit(1);
-    }, STOP_TIMEOUT_MS).unref();
+    }, stopTimeoutMs).unref();
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);

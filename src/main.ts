@@ -1,8 +1,11 @@
 import cluster from 'node:cluster';
+import { Server as NetServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from './config/index.js';
-import { buildApp, type AppDeps } from './http/app.js';
+import { listenerClosedEverywhere } from './cluster-listeners.js';
+import { buildApp, type AppDeps, type ShutdownState } from './http/app.js';
+import { Connections } from './http/connections.js';
 import { clusterExposition } from './metrics/cluster.js';
 import type { Metrics } from './metrics/metrics.js';
 import { createLogger } from './logger.js';
@@ -13,7 +16,14 @@ export interface Server {
   runtime: Runtime;
   /** The address actually bound, e.g. http://127.0.0.1:8080. */
   address: string;
+  connections: Connections;
+  /**
+   * Stops now: the listener closes, idle connections are closed, requests in flight finish, the runtime
+   * closes. For tests and embedding; `tessera serve` shuts down with shutdown().
+   */
   close(): Promise<void>;
+  /** The graceful shutdown of `tessera serve` on SIGTERM/SIGINT (see shutDown). */
+  shutdown(context?: Record<string, unknown>): Promise<void>;
 }
 
 /** This process's metrics, or under `--workers` the whole cluster's, collected through the primary. */
@@ -23,9 +33,69 @@ function metricsFor(metrics: Metrics | undefined): AppDeps['metrics'] {
   return { observeRequest: metrics.observeRequest.bind(metrics), exposition };
 }
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** How long a worker waits for the primary to say that every worker has stopped listening. */
+const LISTENERS_CLOSED_WAIT_MS = 2000;
+
+/**
+ * Stops accepting connections without touching the open ones. http.Server.close() would also close every
+ * idle keep-alive connection at once (Node ≥ 19), and a client that sent its next request at that instant
+ * would have it reset; it would also stop the request-timeout checks that the drain still relies on.
+ */
+function closeListener(app: FastifyInstance): void {
+  NetServer.prototype.close.call(app.server, () => undefined);
+}
+
+/**
+ * The graceful shutdown, in order: /readyz answers 503 and every answer carries `Connection: close`; the
+ * server keeps serving for TESSERA_SHUTDOWN_DELAY, so that load balancers notice and move on; the listener
+ * closes (new connections are refused); every request received is answered, each connection closing after its
+ * answer or at the end of its keep-alive timeout (which clients were told, `Keep-Alive: timeout=`), and what
+ * is still open after TESSERA_SHUTDOWN_TIMEOUT is destroyed (logged); then the runtime closes (the audit
+ * trail flushed, the store closed).
+ */
+async function shutDown(
+  config: Config,
+  logger: Logger,
+  parts: { app: FastifyInstance; runtime: Runtime; connections: Connections; state: ShutdownState },
+  context: Record<string, unknown>,
+): Promise<void> {
+  const { app, runtime, connections, state } = parts;
+  state.draining = true;
+  connections.closeAfterAnswer();
+  logger.info(
+    { ...context, delayMs: config.shutdownDelay * 1000, connections: connections.size },
+    'shutting down: draining',
+  );
+  await sleep(config.shutdownDelay * 1000);
+  closeListener(app);
+  logger.info(
+    { connections: connections.size, timeoutMs: config.shutdownTimeout * 1000 },
+    'shutting down: listener closed',
+  );
+  // From here every answer closes its connection: the client reconnects, and is refused. Under --workers
+  // the port closes with the last worker's listener; until then a client would be handed to a worker that
+  // is still listening, or held by the primary and reset (see cluster-listeners.ts).
+  if (cluster.isWorker) await listenerClosedEverywhere(LISTENERS_CLOSED_WAIT_MS);
+  connections.closeAllAfterAnswer();
+  const destroyed = await connections.drained(config.shutdownTimeout * 1000);
+  if (destroyed > 0) {
+    logger.warn(
+      { destroyed, timeoutMs: config.shutdownTimeout * 1000 },
+      'shutting down: connections still open at TESSERA_SHUTDOWN_TIMEOUT were closed',
+    );
+  }
+  await app.close();
+  await runtime.close();
+}
+
 /** load config → open store → build app → listen. */
 export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<Server> {
   const runtime = await openRuntime(config, logger);
+  const state: ShutdownState = {
+    draining: false,
+    closesConnection: (socket) => connections.closesAfterAnswer(socket),
+  };
   const app = buildApp({
     issuer: config.issuer,
     defaultAlg: config.signingAlg,
@@ -37,7 +107,13 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     requestTimeoutMs: config.requestTimeout * 1000,
     trustProxy: config.trustProxy,
     metrics: metricsFor(runtime.metrics),
+    persistAudit: () => runtime.audit.persist(),
+    keepAliveTimeoutMs: config.keepAliveTimeout * 1000,
+    shutdown: state,
+    storeOutage: runtime.storeOutage,
   });
+  const connections = new Connections(app.server, { max: config.maxConnections, logger });
+  runtime.metrics?.watchConnections(() => connections.stats);
   let address: string;
   try {
     address = await app.listen({ port: config.port, host: config.host });
@@ -46,15 +122,25 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     throw error;
   }
   logger.info({ address, issuer: config.issuer, store: runtime.store.engine }, 'tessera is listening');
-  let closing: Promise<void> | undefined;
+  let stopping: Promise<void> | undefined;
   return {
     app,
     runtime,
     address,
+    connections,
     close() {
-      // Stop accepting, let requests in flight finish, then close the store.
-      closing ??= app.close().then(() => runtime.close());
-      return closing;
+      // Stop accepting, close idle connections, let requests in flight finish, then close the store.
+      stopping ??= (async () => {
+        state.draining = true;
+        connections.closeAllAfterAnswer();
+        await app.close();
+        await runtime.close();
+      })();
+      return stopping;
+    },
+    shutdown(context = {}) {
+      stopping ??= shutDown(config, logger, { app, runtime, connections, state }, context);
+      return stopping;
     },
   };
 }
@@ -88,13 +174,14 @@ export async function runServer(config: Config, options: { hint?: boolean } = {}
   if (options.hint !== false && (await server.runtime.store.countClients()) === 0)
     process.stderr.write(firstTokenHint(config.issuer) + '\n');
 
+  let signalled = false;
   const shutdown = (signal: NodeJS.Signals): void => {
-    logger.info({ signal }, 'shutting down: finishing requests in flight');
-    process.once(signal, () => {
+    if (signalled) {
       logger.warn({ signal }, 'second signal: exiting at once');
       process.exit(1);
-    });
-    server.close().then(
+    }
+    signalled = true;
+    server.shutdown({ signal }).then(
       () => {
         logger.info('stopped');
         process.exit(0);
@@ -105,6 +192,12 @@ export async function runServer(config: Config, options: { hint?: boolean } = {}
       },
     );
   };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+  if (cluster.isWorker) {
+    // A worker is told to stop by its primary (SIGTERM). Ctrl-C in a terminal sends SIGINT to the whole
+    // process group: the primary relays it, so the worker's own copy must not count as a second signal.
+    process.on('SIGINT', () => undefined);
+  } else {
+    process.on('SIGINT', shutdown);
+  }
 }

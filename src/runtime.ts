@@ -12,18 +12,22 @@ import { FailedAttempts } from './limits/attempts.js';
 import { IssuanceQuotas } from './limits/quotas.js';
 import { connectRedis } from './limits/redis.js';
 import { Metrics } from './metrics/metrics.js';
+import { Outage } from './outage.js';
 import { Directory } from './store/directory.js';
 import { openPostgresStore } from './store/postgres.js';
 import { openSqliteStore } from './store/sqlite.js';
 import type { Store } from './store/types.js';
 
 /** Opens the configured store and brings its schema up to date. */
-export async function openStore(config: Config, options: { poolSize?: number } = {}): Promise<Store> {
+export async function openStore(
+  config: Config,
+  options: { poolSize?: number; server?: boolean } = {},
+): Promise<Store> {
   const url = config.databaseUrl;
   const store =
     url !== undefined && isPostgresUrl(url)
       ? openPostgresStore(url, { max: options.poolSize })
-      : openSqliteStore(sqlitePath(config));
+      : openSqliteStore(sqlitePath(config), { backgroundCheckpoints: options.server === true });
   try {
     await store.migrate();
   } catch (error) {
@@ -41,31 +45,9 @@ export interface Runtime {
   tokens: TokenService;
   /** Undefined when TESSERA_METRICS=false. */
   metrics: Metrics | undefined;
+  /** The store's outage as the log tells it; whatever sees the store fail (e.g. /readyz) reports to it. */
+  storeOutage: Outage;
   close(): Promise<void>;
-}
-
-/**
- * Store errors while the store is down would come twice a second from the feed alone: the first is logged,
- * then one a minute, and the recovery once.
- */
-function outageLogger(logger: Logger) {
-  let since: number | undefined;
-  let lastLogged = 0;
-  return {
-    failed(error: unknown, during: string): void {
-      const now = Date.now();
-      since ??= now;
-      if (now - lastLogged < 60_000) return;
-      lastLogged = now;
-      logger.error({ err: error, during, failingForMs: now - since }, 'the store cannot be reached');
-    },
-    recovered(): void {
-      if (since === undefined) return;
-      logger.info({ downForMs: Date.now() - since }, 'the store answers again');
-      since = undefined;
-      lastLogged = 0;
-    },
-  };
 }
 
 /**
@@ -91,21 +73,16 @@ function jtiSource(): () => string {
 export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
   const master = resolveMasterKey(config, (message) => logger.warn(message));
   const metrics = config.metrics ? new Metrics() : undefined;
-  const opened = await openStore(config);
+  const opened = await openStore(config, { server: true });
   const store = metrics ? metrics.timedStore(opened) : opened;
   const redis =
     config.redisUrl === undefined
       ? undefined
-      : connectRedis(config.redisUrl, {
-          onDown: (error) =>
-            logger.error(
-              { err: error },
-              'Redis is unreachable: counting attempts and quotas in memory until it is back',
-            ),
-          onUp: () => logger.info('Redis is back: attempts and quotas are counted in Redis again'),
-        });
-  const attempts = new FailedAttempts({ redis: redis?.client, keyPrefix: config.redisPrefix });
-  const quotas = new IssuanceQuotas({ redis: redis?.client, keyPrefix: config.redisPrefix });
+      : connectRedis(config.redisUrl, { logger, keyPrefix: config.redisPrefix });
+  if (redis) metrics?.watchRedis(() => redis.breaker.closed);
+  const attempts = new FailedAttempts({ redis, keyPrefix: config.redisPrefix });
+  const quotas = new IssuanceQuotas({ redis, keyPrefix: config.redisPrefix });
+  let recorder: AuditRecorder | undefined;
   try {
     const keyring = new Keyring(store, master, {
       maxTokenTtl: MAX_TOKEN_TTL,
@@ -123,18 +100,28 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
             onError: (error) => logger.error({ err: error }, 'automatic key rotation failed'),
           })
         : undefined;
-    const audit = new AuditRecorder(store, { retentionSeconds: config.auditRetention, logger });
-    const outage = outageLogger(logger);
+    const audit = (recorder = new AuditRecorder(store, {
+      spoolDir: config.auditSpoolDir,
+      spoolMaxBytes: config.auditSpoolMax,
+      retentionSeconds: config.auditRetention,
+      logger,
+    }));
+    // Store errors while the store is down would come twice a second from the feed alone.
+    const outage = new Outage(logger, { down: 'the store cannot be reached', up: 'the store answers again' });
+    // The LISTEN connection retries every second while PostgreSQL is away.
+    const listener = new Outage(logger, {
+      down: 'lost the change listener; reconnecting, and polling meanwhile',
+      up: 'the change listener is back',
+    });
     const directory = new Directory(store, {
       onRecovered: () => outage.recovered(),
+      onListening: () => listener.recovered(),
       ttlMs: config.cacheTtl * 1000,
       max: config.cacheMax,
       pollMs: config.changePollMs,
       staleWindowMs: config.staleWindow * 1000,
       onError: (error, during) =>
-        during === 'change listener'
-          ? logger.warn({ err: error }, 'lost the change listener; reconnecting, and polling meanwhile')
-          : outage.failed(error, during),
+        during === 'change listener' ? listener.failed(error) : outage.failed(error, { during }),
       onKeysChanged: () => keyring.reload(),
     });
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
@@ -148,9 +135,10 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
 
     metrics?.watchCache(() => directory.stats);
     const registered = (url: string): boolean => directory.findAudience(url) !== undefined;
-    metrics?.watchAuditQueue(() => audit.queued);
+    metrics?.watchAudit(() => audit);
     const tokens = new TokenService({
       findClient: (id) => directory.findClient(id),
+      peekClient: (id) => directory.peekClient(id),
       findAudience: (url) => directory.findAudience(url),
       sign: (payload, alg: SigningAlg) => keyring.sign(payload, alg),
       now: Date.now,
@@ -174,6 +162,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       directory,
       tokens,
       metrics,
+      storeOutage: outage,
       async close() {
         await rotator?.stop();
         await audit.close();
@@ -183,6 +172,8 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       },
     };
   } catch (error) {
+    // The spool keeps what it holds for the next start; its lock is released.
+    await recorder?.close().catch(() => undefined);
     await redis?.close();
     await store.close();
     throw error;

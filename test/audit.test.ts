@@ -1,8 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pino } from 'pino';
-import { AuditRecorder } from '../src/audit/recorder.js';
-import type { AuditEvent, AuditStore } from '../src/store/types.js';
-import { tesseraOk } from './helpers/process.js';
+import { tessera, tesseraOk } from './helpers/process.js';
 import { postToken, startTestServer, type TestClient, type TestServer } from './helpers/server.js';
 
 const API = 'https://api.example.com';
@@ -44,19 +41,26 @@ describe('the audit trail', () => {
 
   it('records every issued token and every refusal, newest first, without secrets or tokens', async () => {
     const events = await t.server.runtime.store.queryAuditEvents({ limit: 100 });
-    expect(events.map((e) => [e.outcome, e.clientId, e.audience, e.reason])).toEqual([
-      ['refused', '(not a client id)', API, 'invalid_client: unknown client'],
-      ['refused', 'nobody-here', API, 'invalid_client: unknown client'],
-      ['refused', client.id, OTHER, 'invalid_target: the requested audience is not granted to this client'],
-      ['refused', client.id, API, 'invalid_client: wrong secret'],
-      ['issued', client.id, API, null],
-      ['issued', client.id, API, null],
+    expect(events.map((e) => [e.type, e.clientId, e.audience, e.reason, e.count])).toEqual([
+      ['token.refused', '(not a client id)', API, 'invalid_client: unknown client', null],
+      ['token.refused', 'nobody-here', API, 'invalid_client: unknown client', null],
+      [
+        'token.refused',
+        client.id,
+        OTHER,
+        'invalid_target: the requested audience is not granted to this client',
+        null,
+      ],
+      ['token.refused', client.id, API, 'invalid_client: wrong secret', null],
+      ['token.issued', client.id, API, null, null],
+      ['token.issued', client.id, API, null, null],
     ]);
     for (const e of events) {
       expect(e.source).toBe('198.51.100.4');
       expect(Date.parse(e.at)).toBeGreaterThan(Date.now() - 60_000);
+      expect(e.at).toBe(new Date(Date.parse(e.at)).toISOString());
     }
-    const issued = events.filter((e) => e.outcome === 'issued');
+    const issued = events.filter((e) => e.type === 'token.issued');
     for (const e of issued) expect(e.jti).toMatch(/^[A-Za-z0-9_-]{22}$/);
     const text = JSON.stringify(events);
     expect(text).not.toContain(client.secret);
@@ -65,7 +69,7 @@ describe('the audit trail', () => {
 
   it('logs each event as JSON, without secrets or tokens', () => {
     const audit = logLines
-      .map((l) => JSON.parse(l) as { msg: string; audit?: AuditEvent })
+      .map((l) => JSON.parse(l) as { msg: string; audit?: Record<string, unknown> })
       .filter((l) => l.audit);
     expect(audit.map((l) => l.msg)).toEqual([
       'token issued',
@@ -75,177 +79,93 @@ describe('the audit trail', () => {
       'token refused',
       'token refused',
     ]);
+    expect(audit[0]!.audit).toEqual({
+      at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      type: 'token.issued',
+      clientId: client.id,
+      audience: API,
+      jti: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/),
+      reason: null,
+      source: '198.51.100.4',
+    });
     const all = logLines.join('\n');
     expect(all).not.toContain(client.secret);
     for (const token of tokens) expect(all).not.toContain(token);
   });
 
-  it('tessera audit filters by client, audience, outcome and time, with --json', async () => {
+  it('tessera audit filters by client, audience, type, outcome and time, with --json', async () => {
     const env = { ...process.env, TESSERA_DATA_DIR: t.dataDir, TESSERA_MASTER_KEY: t.config.masterKey };
     const refused = await tesseraOk(env, 'audit', '--client', client.id, '--outcome', 'refused', '--json');
     expect(refused.json.map((e: { reason: string }) => e.reason)).toEqual([
       'invalid_target: the requested audience is not granted to this client',
       'invalid_client: wrong secret',
     ]);
+    const issued = await tesseraOk(env, 'audit', '--type', 'token.issued', '--json');
+    expect(issued.json.map((e: { type: string }) => e.type)).toEqual(['token.issued', 'token.issued']);
+    const both = await tesseraOk(env, 'audit', '--type', 'token.issued', '--type', 'token.refused', '--json');
+    expect(both.json).toHaveLength(6);
+    const contradicting = await tesseraOk(
+      env,
+      'audit',
+      '--type',
+      'token.issued',
+      '--outcome',
+      'refused',
+      '--json',
+    );
+    expect(contradicting.json).toEqual([]);
     const other = await tesseraOk(env, 'audit', '--audience', OTHER, '--since', '1h', '--json');
     expect(other.json).toHaveLength(1);
     expect(other.json[0]).toEqual({
-      at: expect.any(String),
-      outcome: 'refused',
+      id: expect.any(Number),
+      time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      type: 'token.refused',
       client_id: client.id,
       audience: OTHER,
       jti: null,
-      reason: 'invalid_target: the requested audience is not granted to this client',
       source: '198.51.100.4',
+      reason: 'invalid_target: the requested audience is not granted to this client',
+      count: null,
     });
     const none = await tesseraOk(env, 'audit', '--until', '2000-01-01T00:00:00Z', '--json');
     expect(none.json).toEqual([]);
     const limited = await tesseraOk(env, 'audit', '--limit', '1');
-    expect(limited.stdout.split('\n')[0]).toMatch(/^AT +OUTCOME +CLIENT_ID +AUDIENCE +JTI +REASON +SOURCE$/);
+    expect(limited.stdout.split('\n')[0]).toMatch(
+      /^TIME +TYPE +CLIENT_ID +AUDIENCE +JTI +REASON +SOURCE +COUNT$/,
+    );
     expect(limited.stdout.trim().split('\n')).toHaveLength(2);
   });
-});
 
-describe('AuditRecorder', () => {
-  const event = (at: string): AuditEvent => ({
-    at,
-    outcome: 'issued',
-    clientId: 'svc',
-    audience: API,
-    jti: 'j',
-    reason: null,
-    source: '127.0.0.1',
-  });
-  const silent = pino({ level: 'silent' });
-
-  it('keeps events while the store fails, writes them once it answers, in batches', async () => {
-    const written: AuditEvent[][] = [];
-    let down = true;
-    const store: AuditStore = {
-      appendAuditEvents: async (events) => {
-        if (down) throw new Error('store down');
-        written.push([...events]);
-      },
-      queryAuditEvents: async () => [],
-      pruneAuditEvents: async () => 0,
-    };
-    const recorder = new AuditRecorder(store, { retentionSeconds: 3600, logger: silent, batch: 2 });
-    for (let i = 0; i < 5; i++) recorder.record(event(`2026-01-01T00:00:0${i}.000Z`));
-    await recorder.flush();
-    expect(written).toEqual([]);
-    down = false;
-    await recorder.flush();
-    expect(written.map((b) => b.length)).toEqual([2, 2, 1]);
+  it('tessera audit --format ndjson streams every event, one JSON document a line, newest first', async () => {
+    const env = { ...process.env, TESSERA_DATA_DIR: t.dataDir, TESSERA_MASTER_KEY: t.config.masterKey };
+    const json = await tesseraOk(env, 'audit', '--json');
+    const ndjson = await tesseraOk(env, 'audit', '--format', 'ndjson');
+    expect(ndjson.stdout.endsWith('\n')).toBe(true);
+    expect(
+      ndjson.stdout
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line) as unknown),
+    ).toEqual(json.json);
+    const limited = await tesseraOk(env, 'audit', '--format', 'ndjson', '--limit', '2');
+    expect(
+      limited.stdout
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line) as unknown),
+    ).toEqual(json.json.slice(0, 2));
+    const none = await tesseraOk(env, 'audit', '--format', 'ndjson', '--until', '2000-01-01T00:00:00Z');
+    expect(none.stdout).toBe('');
   });
 
-  /**
-   * A recorder of batches of 2 and at most 4 queued events over a store whose first write waits until the
-   * test settles it (`finish(error)` fails it); every later write succeeds. `dropped` reads the drop counts
-   * the recorder logged.
-   */
-  function heldFirstWrite() {
-    const written: string[] = [];
-    let settle: ((error?: Error) => void) | undefined;
-    const store: AuditStore = {
-      appendAuditEvents: async (events) => {
-        if (!settle)
-          await new Promise<void>((resolve, reject) => {
-            settle = (error) => (error ? reject(error) : resolve());
-          });
-        written.push(...events.map((e) => e.at));
-      },
-      queryAuditEvents: async () => [],
-      pruneAuditEvents: async () => 0,
-    };
-    const lines: string[] = [];
-    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
-    const recorder = new AuditRecorder(store, { retentionSeconds: 3600, logger, batch: 2, maxQueued: 4 });
-    const dropped = () =>
-      lines
-        .map((l) => JSON.parse(l) as { msg: string; dropped?: number })
-        .filter((l) => l.dropped !== undefined)
-        .map((l) => [l.msg, l.dropped]);
-    return { recorder, written, dropped, finish: (error?: Error) => settle!(error) };
-  }
-
-  it('events dropped while a batch is being written are counted, and written ones are not lost or repeated', async () => {
-    const { recorder, written, dropped, finish } = heldFirstWrite();
-    for (let i = 0; i < 4; i++) recorder.record(event(`t${i}`));
-    const flushing = recorder.flush(); // the write of t0, t1 starts at once
-    for (let i = 4; i < 7; i++) recorder.record(event(`t${i}`)); // pushes t0, t1 (being written) and t2 out
-    finish();
-    await flushing;
-    expect(written).toEqual(['t0', 't1', 't3', 't4', 't5', 't6']);
-    // Only t2 is lost: t0 and t1 were already on their way to the store.
-    expect(dropped()).toEqual([['audit events were dropped while the store was down', 1]]);
-  });
-
-  it('events of a batch whose write fails, pushed out meanwhile, are counted as dropped', async () => {
-    const { recorder, written, dropped, finish } = heldFirstWrite();
-    for (let i = 0; i < 4; i++) recorder.record(event(`t${i}`));
-    const flushing = recorder.flush(); // the write of t0, t1 starts, and will fail
-    for (let i = 4; i < 7; i++) recorder.record(event(`t${i}`)); // pushes t0, t1 and t2 out
-    finish(new Error('store down'));
-    await flushing;
-    await recorder.flush();
-    expect(written).toEqual(['t3', 't4', 't5', 't6']);
-    expect(dropped()).toEqual([['audit events were dropped while the store was down', 3]]);
-  });
-
-  it('cleans control characters (PostgreSQL refuses NUL) out of what it records', async () => {
-    const written: AuditEvent[] = [];
-    const store: AuditStore = {
-      appendAuditEvents: async (events) => void written.push(...events),
-      queryAuditEvents: async () => [],
-      pruneAuditEvents: async () => 0,
-    };
-    const recorder = new AuditRecorder(store, { retentionSeconds: 3600, logger: silent });
-    recorder.record({
-      ...event('t'),
-      clientId: 'a\u0000b',
-      audience: 'https://x\u0000\n',
-      reason: 'r\u001b[31m',
+  it('tessera audit caps a table or a JSON document at 100 000 events, and points at ndjson', async () => {
+    const env = { ...process.env, TESSERA_DATA_DIR: t.dataDir, TESSERA_MASTER_KEY: t.config.masterKey };
+    const result = await tessera(env, 'audit', '--limit', '100001', '--json');
+    expect(result.code).toBe(2);
+    expect(JSON.parse(result.stderr)).toEqual({
+      error: 'invalid_argument',
+      message: 'limit is at most 100000 with table or json output; --format ndjson streams any number',
     });
-    await recorder.flush();
-    expect(written[0]).toMatchObject({
-      clientId: 'a\uFFFDb',
-      audience: 'https://x\uFFFD\uFFFD',
-      reason: 'r\uFFFD[31m',
-    });
-  });
-
-  it('prunes events older than the retention', async () => {
-    const cutoffs: Date[] = [];
-    const store: AuditStore = {
-      appendAuditEvents: async () => undefined,
-      queryAuditEvents: async () => [],
-      pruneAuditEvents: async (before) => (cutoffs.push(before), 0),
-    };
-    const now = Date.parse('2026-06-01T00:00:00Z');
-    const recorder = new AuditRecorder(store, { retentionSeconds: 86_400, logger: silent, now: () => now });
-    await recorder.flush();
-    expect(cutoffs).toEqual([new Date('2026-05-31T00:00:00Z')]);
-  });
-
-  it('bounds what it keeps while the store is down, dropping the oldest', async () => {
-    const written: AuditEvent[] = [];
-    let down = true;
-    const store: AuditStore = {
-      appendAuditEvents: async (events) => {
-        if (down) throw new Error('down');
-        written.push(...events);
-      },
-      queryAuditEvents: async () => [],
-      pruneAuditEvents: async () => 0,
-    };
-    const recorder = new AuditRecorder(store, { retentionSeconds: 3600, logger: silent, maxQueued: 3 });
-    for (let i = 0; i < 5; i++) recorder.record(event(`2026-01-01T00:00:0${i}.000Z`));
-    down = false;
-    await recorder.flush();
-    expect(written.map((e) => e.at)).toEqual([
-      '2026-01-01T00:00:02.000Z',
-      '2026-01-01T00:00:03.000Z',
-      '2026-01-01T00:00:04.000Z',
-    ]);
+    expect(result.stdout).toBe('');
   });
 });

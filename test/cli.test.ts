@@ -10,7 +10,17 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collect, ROOT, TESSERA, tessera, tesseraEnv, type CliResult } from './helpers/process.js';
+import {
+  collect,
+  ROOT,
+  startServe,
+  TESSERA,
+  tessera,
+  tesseraEnv,
+  type CliResult,
+  type Serve,
+} from './helpers/process.js';
+import { createTestDatabase, type TestDatabase } from './helpers/postgres.js';
 import { freePort, postToken, tempDir } from './helpers/server.js';
 
 // --- helpers ---
@@ -451,6 +461,264 @@ group('tessera client', (ws) => {
       `Client ${ledger.client_id} deleted.\n`,
     );
     expect((await ws.ok('client', 'list', '--json')).json).toEqual([withoutSecret(reporting)]);
+  });
+});
+
+group('tessera client quotas', (ws) => {
+  const ZERO =
+    'a quota of 0 would refuse every token: use none to remove the limit, or `tessera client disable` to stop the client';
+  const RANGE = 'a quota must be a whole number from 1 to 1000000000, or none';
+  /** What a usage error prints in text mode: the message, a blank line, then the command's help. */
+  const usageText = async (message: string, ...command: string[]) =>
+    `error: ${message}\n\n${(await ws.ok(...command, '--help')).stdout}`;
+  let metered: Record<string, unknown> & { client_id: string };
+
+  beforeAll(async () => {
+    await ws.ok('audience', 'add', API);
+  });
+
+  it('create --quota-minute N --quota-day N --json: both limits, in the document', async () => {
+    const r = await ws.ok(
+      ...['client', 'create', '--name', 'metered', '--id', 'metered-svc', '--grant', API],
+      ...['--quota-minute', '60', '--quota-day', '10000', '--json'],
+    );
+    metered = r.json;
+    expect(r.json).toEqual({
+      client_id: 'metered-svc',
+      name: 'metered',
+      enabled: true,
+      token_ttl: null,
+      quota_per_minute: 60,
+      quota_per_day: 10_000,
+      audiences: [API],
+      created_at: anyTime(),
+      updated_at: anyTime(),
+      secret_rotated_at: anyTime(),
+      client_secret: expect.stringMatching(SECRET),
+    });
+  });
+
+  it('create --quota-day N alone, and create --quota-minute none (the same as leaving it out), in text mode', async () => {
+    const daily = await ws.ok('client', 'create', '--name', 'daily', '--quota-day', '500');
+    const { record } = parseSecretOutput(
+      daily.stdout,
+      'Client created. The secret is shown this once: store it now.',
+    );
+    expect(record.find(([key]) => key === 'quota')).toEqual(['quota', '500/day']);
+    const unlimited = await ws.ok('client', 'create', '--name', 'free', '--quota-minute', 'none', '--json');
+    expect(unlimited.json).toMatchObject({ name: 'free', quota_per_minute: null, quota_per_day: null });
+    const both = await ws.ok(
+      'client',
+      'create',
+      '--name',
+      'both',
+      '--quota-minute',
+      '7',
+      '--quota-day',
+      '70',
+    );
+    const shown = parseSecretOutput(
+      both.stdout,
+      'Client created. The secret is shown this once: store it now.',
+    );
+    expect(shown.record.find(([key]) => key === 'quota')).toEqual(['quota', '7/minute, 70/day']);
+  });
+
+  it('set-quota --per-minute N --json: that limit set, the other left as it was', async () => {
+    const r = await ws.ok('client', 'set-quota', 'metered-svc', '--per-minute', '30', '--json');
+    expect(r.json).toEqual({
+      ...withoutSecret(metered),
+      quota_per_minute: 30,
+      quota_per_day: 10_000,
+      updated_at: anyTime(),
+    });
+    expect(r.json.updated_at > (metered.updated_at as string)).toBe(true);
+    metered = r.json;
+  });
+
+  it('set-quota --per-day N in text mode: one line with both limits; the minute left out stays', async () => {
+    expect(await ws.run('client', 'set-quota', 'metered-svc', '--per-day', '2000')).toEqual({
+      code: 0,
+      stdout: 'Client metered-svc: quota 30/minute, 2000/day.\n',
+      stderr: '',
+      json: undefined,
+    });
+    expect((await ws.ok('client', 'show', 'metered-svc', '--json')).json).toEqual({
+      ...withoutSecret(metered),
+      quota_per_minute: 30,
+      quota_per_day: 2000,
+      updated_at: anyTime(),
+    });
+  });
+
+  it('set-quota --per-minute none --json removes the minute limit (null, not 0), the day limit stays', async () => {
+    const r = await ws.ok('client', 'set-quota', 'metered-svc', '--per-minute', 'none', '--json');
+    expect(r.json).toEqual({
+      ...withoutSecret(metered),
+      quota_per_minute: null,
+      quota_per_day: 2000,
+      updated_at: anyTime(),
+    });
+    expect(parseRecord((await ws.ok('client', 'show', 'metered-svc')).stdout)).toContainEqual([
+      'quota',
+      '2000/day',
+    ]);
+  });
+
+  it('set-quota --per-minute none --per-day none in text mode: no quota at all', async () => {
+    const r = await ws.run('client', 'set-quota', 'metered-svc', '--per-minute', 'none', '--per-day', 'none');
+    expect(r).toEqual({ code: 0, stdout: 'Client metered-svc: quota none.\n', stderr: '', json: undefined });
+    expect((await ws.ok('client', 'show', 'metered-svc', '--json')).json).toEqual({
+      ...withoutSecret(metered),
+      quota_per_minute: null,
+      quota_per_day: null,
+      updated_at: anyTime(),
+    });
+    expect(parseRecord((await ws.ok('client', 'show', 'metered-svc')).stdout)).toContainEqual(['quota', '-']);
+    // And back: a limit can be set again after none.
+    expect(
+      (await ws.ok('client', 'set-quota', 'metered-svc', '--per-day', '5', '--json')).json,
+    ).toMatchObject({
+      quota_per_minute: null,
+      quota_per_day: 5,
+    });
+  });
+
+  it('set-quota 0 (or 00): exit 2, a message that points at none and at client disable, nothing written', async () => {
+    const before = (await ws.ok('client', 'show', 'metered-svc', '--json')).json;
+    const [minute, day, padded] = await Promise.all([
+      ws.run('client', 'set-quota', 'metered-svc', '--per-minute', '0', '--json'),
+      ws.run('client', 'set-quota', 'metered-svc', '--per-day', '0', '--json'),
+      ws.run('client', 'set-quota', 'metered-svc', '--per-minute', '00', '--per-day', '9', '--json'),
+    ]);
+    for (const [r, option, value] of [
+      [minute, '--per-minute', '0'],
+      [day, '--per-day', '0'],
+      [padded, '--per-minute', '00'],
+    ] as const) {
+      expect(r.code).toBe(2);
+      expect(jsonError(r)).toEqual({
+        error: 'usage',
+        message: `option '${option} <n>' argument '${value}' is invalid. ${ZERO}`,
+      });
+    }
+    const text = await ws.run('client', 'set-quota', 'metered-svc', '--per-minute', '0');
+    expect(text).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: await usageText(
+        `option '--per-minute <n>' argument '0' is invalid. ${ZERO}`,
+        ...['client', 'set-quota'],
+      ),
+      json: undefined,
+    });
+    expect((await ws.ok('client', 'show', 'metered-svc', '--json')).json).toEqual(before);
+  });
+
+  it('create --quota-minute 0 or --quota-day 0: exit 2, the same message, no client created', async () => {
+    const before = (await ws.ok('client', 'list', '--json')).json;
+    const [minute, day] = await Promise.all([
+      ws.run('client', 'create', '--name', 'zero', '--quota-minute', '0', '--json'),
+      ws.run('client', 'create', '--name', 'zero', '--quota-day', '0', '--json'),
+    ]);
+    expect(minute.code).toBe(2);
+    expect(jsonError(minute)).toEqual({
+      error: 'usage',
+      message: `option '--quota-minute <n>' argument '0' is invalid. ${ZERO}`,
+    });
+    expect(day.code).toBe(2);
+    expect(jsonError(day)).toEqual({
+      error: 'usage',
+      message: `option '--quota-day <n>' argument '0' is invalid. ${ZERO}`,
+    });
+    const text = await ws.run('client', 'create', '--name', 'zero', '--quota-day', '0');
+    expect(text).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: await usageText(
+        `option '--quota-day <n>' argument '0' is invalid. ${ZERO}`,
+        'client',
+        'create',
+      ),
+      json: undefined,
+    });
+    expect((await ws.ok('client', 'list', '--json')).json).toEqual(before);
+  });
+
+  it('a quota that is not a whole number from 1 to 1000000000, or none: exit 2, usage', async () => {
+    const values = ['abc', '1.5', '-5', '1e3', '1000000001', 'None', ' 5', ''];
+    const results = await Promise.all(
+      values.map((value) => ws.run('client', 'set-quota', 'metered-svc', '--per-day', value, '--json')),
+    );
+    results.forEach((r, i) => {
+      expect(r.code, values[i]).toBe(2);
+      expect(jsonError(r)).toEqual({
+        error: 'usage',
+        message: `option '--per-day <n>' argument '${values[i]}' is invalid. ${RANGE}`,
+      });
+    });
+    expect(
+      (await ws.ok('client', 'set-quota', 'metered-svc', '--per-day', '1000000000', '--json')).json,
+    ).toMatchObject({ quota_per_day: 1_000_000_000 });
+  });
+
+  it('set-quota with neither limit: exit 2, nothing to set', async () => {
+    const message = 'set-quota needs --per-minute, --per-day or both (N or none)';
+    const json = await ws.run('client', 'set-quota', 'metered-svc', '--json');
+    expect(json.code).toBe(2);
+    expect(jsonError(json)).toEqual({ error: 'invalid_argument', message });
+    expect(await ws.run('client', 'set-quota', 'metered-svc')).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `tessera: ${message}\n`,
+      json: undefined,
+    });
+  });
+
+  it('set-quota of an unknown client: exit 1, not_found', async () => {
+    const r = await ws.run('client', 'set-quota', 'no-such-client', '--per-minute', 'none', '--json');
+    expect(r.code).toBe(1);
+    expect(jsonError(r)).toEqual({ error: 'not_found', message: 'client no-such-client does not exist' });
+  });
+});
+
+describe('tessera client quotas on PostgreSQL', () => {
+  // Before the fix, `none` reached the store as '': SQLite kept it (read back as 0), PostgreSQL refused it.
+  let db: TestDatabase;
+  let env: NodeJS.ProcessEnv;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    env = tesseraEnv({ TESSERA_DATABASE_URL: await db.freshSchema(), TESSERA_LOG_LEVEL: 'silent' });
+  });
+  afterAll(async () => db?.drop());
+
+  it('create --quota-minute N, then set-quota none and N: null and numbers in the store', async () => {
+    const run = async (...args: string[]) => {
+      const r = await tessera(env, ...args, '--json');
+      expect(r, args.join(' ')).toMatchObject({ code: 0, stderr: '' });
+      return r.json as Record<string, unknown>;
+    };
+    const created = await run('client', 'create', '--name', 'pg', '--id', 'pg-svc', '--quota-minute', '5');
+    expect(created).toMatchObject({ quota_per_minute: 5, quota_per_day: null });
+    expect(
+      await run('client', 'set-quota', 'pg-svc', '--per-minute', 'none', '--per-day', '9'),
+    ).toMatchObject({
+      quota_per_minute: null,
+      quota_per_day: 9,
+    });
+    expect(await run('client', 'set-quota', 'pg-svc', '--per-day', 'none')).toMatchObject({
+      quota_per_minute: null,
+      quota_per_day: null,
+    });
+    expect(await run('client', 'set-quota', 'pg-svc', '--per-minute', '12')).toMatchObject({
+      quota_per_minute: 12,
+      quota_per_day: null,
+    });
+    expect(await run('client', 'show', 'pg-svc')).toEqual({
+      ...withoutSecret(created),
+      quota_per_minute: 12,
+      updated_at: anyTime(),
+    });
   });
 });
 
@@ -977,5 +1245,131 @@ describe('a running server', () => {
   it('stops on SIGTERM with exit code 0', async () => {
     server.kill('SIGTERM');
     expect(await exited).toBe(0);
+  });
+});
+
+// --- quotas set with the CLI, as a running server applies them ---
+
+describe('quotas set with the CLI, on a running server', () => {
+  let ws: Workspace;
+  let serve: Serve;
+  const QUOTA_EXCEEDED = {
+    error: 'invalid_request',
+    error_description: 'token quota exceeded for this client; reuse your token until it expires',
+  };
+  /** A client that only tells when the server has read the store's change feed (see synced). */
+  let marker: { id: string; secret: string };
+
+  const ask = (c: { id: string; secret: string }) =>
+    postToken(serve.url, {
+      grant_type: 'client_credentials',
+      client_id: c.id,
+      client_secret: c.secret,
+      audience: API,
+    });
+
+  /** Polls (every 100 ms) until `c` gets `status`; fails after 4 s (the feed is read every 500 ms). */
+  async function until(c: { id: string; secret: string }, status: number) {
+    const deadline = Date.now() + 4000;
+    for (;;) {
+      const answer = await ask(c);
+      if (answer.status === status) return answer;
+      if (Date.now() > deadline)
+        throw new Error(`still ${answer.status} after 4 s: ${JSON.stringify(answer.body)}`);
+      await sleep(100);
+    }
+  }
+
+  /**
+   * Waits until the server has seen every change written so far, without asking for a token of the client
+   * under test (which would count against its quota): the marker is disabled (or enabled) after those
+   * changes, and the feed is read in order, so once the marker's answer flips, the earlier change is seen.
+   */
+  async function synced(): Promise<void> {
+    const { enabled } = (await ws.ok('client', 'show', marker.id, '--json')).json as { enabled: boolean };
+    await ws.ok('client', enabled ? 'disable' : 'enable', marker.id);
+    await until(marker, enabled ? 401 : 200);
+  }
+
+  const create = async (...options: string[]) => {
+    const r = await ws.ok('client', 'create', '--name', 'quota test', '--grant', API, ...options, '--json');
+    return { id: r.json.client_id as string, secret: r.json.client_secret as string };
+  };
+
+  /** Two tokens, then 429 with the quota body and a Retry-After within the minute. */
+  async function twoThenRefused(c: { id: string; secret: string }): Promise<void> {
+    expect((await ask(c)).status).toBe(200);
+    expect((await ask(c)).status).toBe(200);
+    const refused = await ask(c);
+    expect({ status: refused.status, body: refused.body }).toEqual({ status: 429, body: QUOTA_EXCEEDED });
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(refused.headers.get('cache-control')).toBe('no-store');
+    expect((await ask(c)).status).toBe(429);
+  }
+
+  beforeAll(async () => {
+    ws = workspace();
+    ws.env.TESSERA_PORT = String(await freePort());
+    ws.env.TESSERA_HOST = '127.0.0.1';
+    await ws.ok('audience', 'add', API);
+    marker = await create();
+    serve = await startServe(ws.env);
+  });
+
+  afterAll(async () => {
+    await serve?.stop('SIGKILL');
+    ws?.remove();
+  });
+
+  it('create --quota-minute 2: two tokens, then 429 with Retry-After', async () => {
+    await twoThenRefused(await create('--quota-minute', '2'));
+  });
+
+  it('create --quota-day 2: two tokens, then 429 until the day is over', async () => {
+    const daily = await create('--quota-day', '2');
+    expect((await ask(daily)).status).toBe(200);
+    expect((await ask(daily)).status).toBe(200);
+    const refused = await ask(daily);
+    expect({ status: refused.status, body: refused.body }).toEqual({ status: 429, body: QUOTA_EXCEEDED });
+    // The day window opened with the first token, a second or so ago (generous for a slow machine).
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(86_400 - 60);
+  });
+
+  it('set-quota --per-minute 2 on a client the server has cached: two tokens, then 429', async () => {
+    const c = await create();
+    for (let i = 0; i < 5; i++) expect((await ask(c)).status).toBe(200); // no quota: not even counted
+    await ws.ok('client', 'set-quota', c.id, '--per-minute', '2');
+    await synced();
+    await twoThenRefused(c);
+  });
+
+  it('set-quota --per-minute none --per-day none (the command of issue 10): tokens again, unlimited', async () => {
+    const c = await create('--quota-minute', '2', '--quota-day', '1000');
+    await twoThenRefused(c);
+    const r = await ws.ok('client', 'set-quota', c.id, '--per-minute', 'none', '--per-day', 'none');
+    expect(r.stdout).toBe(`Client ${c.id}: quota none.\n`);
+    await until(c, 200);
+    for (let i = 0; i < 20; i++) expect((await ask(c)).status).toBe(200);
+  });
+
+  it('set-quota --per-minute none leaves a day limit that still counts', async () => {
+    const c = await create('--quota-minute', '2', '--quota-day', '4');
+    await twoThenRefused(c); // four requests: two counted by the day, two refused by the minute
+    await ws.ok('client', 'set-quota', c.id, '--per-minute', 'none');
+    await until(c, 200); // the third token of the day
+    expect((await ask(c)).status).toBe(200); // the fourth
+    const refused = await ask(c);
+    expect({ status: refused.status, body: refused.body }).toEqual({ status: 429, body: QUOTA_EXCEEDED });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(86_400 - 60);
+  });
+
+  it('set-quota --per-minute 0 is refused, and the client keeps getting its tokens', async () => {
+    const c = await create();
+    expect((await ask(c)).status).toBe(200);
+    expect((await ws.run('client', 'set-quota', c.id, '--per-minute', '0')).code).toBe(2);
+    await synced();
+    for (let i = 0; i < 10; i++) expect((await ask(c)).status).toBe(200);
   });
 });

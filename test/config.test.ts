@@ -3,10 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { thrownBy } from './helpers/assert.js';
 import {
   ConfigError,
+  defaultMaxConnections,
   isPostgresUrl,
   jwksMaxAge,
   loadConfig,
   normalizeIssuer,
+  openFilesLimit,
   sqlitePath,
   type Config,
 } from '../src/config/index.js';
@@ -21,7 +23,7 @@ function configError(env: Record<string, string | undefined>): ConfigError {
 
 describe('loadConfig defaults', () => {
   it('gives every documented default with an empty environment', () => {
-    expect(loadConfig({}, CWD)).toEqual({
+    expect(loadConfig({}, CWD, () => 20_000)).toEqual({
       port: 8080,
       host: '0.0.0.0',
       issuer: 'http://localhost:8080',
@@ -37,15 +39,61 @@ describe('loadConfig defaults', () => {
       cacheMax: 100_000,
       changePollMs: 500,
       auditRetention: 90 * 86_400,
+      auditSpoolDir: '/srv/tessera/data/audit-spool',
+      auditSpoolMax: 1024 ** 3,
       staleWindow: 60,
       requestTimeout: 10,
       trustProxy: false,
       workers: 1,
+      maxConnections: 16_000,
+      keepAliveTimeout: 5,
+      shutdownDelay: 5,
+      shutdownTimeout: 20,
       keyRotationInterval: 30 * 86_400,
       keyPublishAhead: 3600,
       metrics: true,
       production: false,
     } satisfies Config);
+  });
+
+  describe('audit spool settings', () => {
+    it('TESSERA_AUDIT_SPOOL_DIR is resolved against the working directory; by default it is in the data directory', () => {
+      expect(loadConfig({ TESSERA_DATA_DIR: '/var/lib/t' }, CWD).auditSpoolDir).toBe(
+        '/var/lib/t/audit-spool',
+      );
+      expect(loadConfig({ TESSERA_AUDIT_SPOOL_DIR: 'spool' }, CWD).auditSpoolDir).toBe('/srv/tessera/spool');
+      expect(loadConfig({ TESSERA_AUDIT_SPOOL_DIR: '/fast/spool' }, CWD).auditSpoolDir).toBe('/fast/spool');
+    });
+
+    it.each([
+      ['1048576', 1048576],
+      ['1024k', 1024 ** 2],
+      ['64m', 64 * 1024 ** 2],
+      ['64MiB', 64 * 1024 ** 2],
+      ['64 MB', 64 * 1024 ** 2],
+      ['2g', 2 * 1024 ** 3],
+    ])('TESSERA_AUDIT_SPOOL_MAX=%j is %d bytes', (raw, bytes) => {
+      expect(loadConfig({ TESSERA_AUDIT_SPOOL_MAX: raw }, CWD).auditSpoolMax).toBe(bytes);
+    });
+
+    it('TESSERA_AUDIT_SPOOL_MAX is at least 1 MiB', () => {
+      expect(() => loadConfig({ TESSERA_AUDIT_SPOOL_MAX: '512k' }, CWD)).toThrow(
+        'TESSERA_AUDIT_SPOOL_MAX must be between 1048576 and 1099511627776 bytes, got 524288',
+      );
+    });
+
+    it.each(['', 'lots', '1.5g', '-1m', 'mb', '10 b', '1t', '0x10'])(
+      'TESSERA_AUDIT_SPOOL_MAX=%j is refused (empty is the default)',
+      (raw) => {
+        if (raw === '') {
+          expect(loadConfig({ TESSERA_AUDIT_SPOOL_MAX: raw }, CWD).auditSpoolMax).toBe(1024 ** 3);
+          return;
+        }
+        expect(() => loadConfig({ TESSERA_AUDIT_SPOOL_MAX: raw }, CWD)).toThrow(
+          `TESSERA_AUDIT_SPOOL_MAX must be a size such as 1073741824, 512m or 1g, got "${raw}"`,
+        );
+      },
+    );
   });
 
   describe('key rotation settings', () => {
@@ -243,8 +291,122 @@ describe('loadConfig reads each TESSERA_* variable', () => {
     expect(loadConfig({ TESSERA_METRICS: 'true' }, CWD).metrics).toBe(true);
   });
 
+  it('TESSERA_TRUST_PROXY: false unless set; a comma-separated list of addresses, CIDR ranges and named ranges', () => {
+    const trust = (value: string | undefined) => loadConfig({ TESSERA_TRUST_PROXY: value }, CWD).trustProxy;
+    expect(trust(undefined)).toBe(false);
+    expect(trust('')).toBe(false);
+    expect(trust('false')).toBe(false);
+    expect(trust('127.0.0.1')).toEqual(['127.0.0.1']);
+    expect(trust(' 10.0.0.1 , 10.0.0.0/8,192.168.1.0/24 ')).toEqual([
+      '10.0.0.1',
+      '10.0.0.0/8',
+      '192.168.1.0/24',
+    ]);
+    expect(trust('::1, fd00::/8, 2001:db8::/32, ::ffff:10.0.0.0/104, 10.0.0.7/32, ::1/128')).toEqual([
+      '::1',
+      'fd00::/8',
+      '2001:db8::/32',
+      '::ffff:10.0.0.0/104',
+      '10.0.0.7/32',
+      '::1/128',
+    ]);
+    expect(trust('loopback')).toEqual(['loopback']);
+    expect(trust('loopback, linklocal, uniquelocal, 203.0.113.9')).toEqual([
+      'loopback',
+      'linklocal',
+      'uniquelocal',
+      '203.0.113.9',
+    ]);
+  });
+
   it('ignores variables it does not know', () => {
     expect(loadConfig({ TESSERA_NOPE: 'x', PORT: '1' }, CWD)).toEqual(loadConfig({}, CWD));
+  });
+});
+
+describe('connection and shutdown settings', () => {
+  /** The open-files limit a process would read; the config is then loaded as on that machine. */
+  const withLimit = (env: Record<string, string>, limit: number | undefined) =>
+    loadConfig(env, CWD, () => limit);
+
+  it('TESSERA_KEEPALIVE_TIMEOUT, TESSERA_SHUTDOWN_DELAY and TESSERA_SHUTDOWN_TIMEOUT are durations', () => {
+    expect(
+      loadConfig(
+        { TESSERA_KEEPALIVE_TIMEOUT: '65s', TESSERA_SHUTDOWN_DELAY: '15', TESSERA_SHUTDOWN_TIMEOUT: '2m' },
+        CWD,
+      ),
+    ).toMatchObject({ keepAliveTimeout: 65, shutdownDelay: 15, shutdownTimeout: 120 });
+    // No delay at all is allowed (a process with nothing in front of it).
+    expect(loadConfig({ TESSERA_SHUTDOWN_DELAY: '0' }, CWD).shutdownDelay).toBe(0);
+    expect(loadConfig({ TESSERA_KEEPALIVE_TIMEOUT: '1' }, CWD).keepAliveTimeout).toBe(1);
+    expect(loadConfig({ TESSERA_KEEPALIVE_TIMEOUT: '1h' }, CWD).keepAliveTimeout).toBe(3600);
+  });
+
+  it.each([
+    [
+      { TESSERA_KEEPALIVE_TIMEOUT: '0' },
+      'TESSERA_KEEPALIVE_TIMEOUT must be between 1 and 3600 seconds, got 0',
+    ],
+    [
+      { TESSERA_KEEPALIVE_TIMEOUT: '2h' },
+      'TESSERA_KEEPALIVE_TIMEOUT must be between 1 and 3600 seconds, got 7200',
+    ],
+    [
+      { TESSERA_KEEPALIVE_TIMEOUT: '5 s' },
+      'TESSERA_KEEPALIVE_TIMEOUT must be a duration such as 3600, 90s, 15m, 12h or 30d, got "5 s"',
+    ],
+    [{ TESSERA_SHUTDOWN_DELAY: '11m' }, 'TESSERA_SHUTDOWN_DELAY must be between 0 and 600 seconds, got 660'],
+    [
+      { TESSERA_SHUTDOWN_DELAY: '-1' },
+      'TESSERA_SHUTDOWN_DELAY must be a duration such as 3600, 90s, 15m, 12h or 30d, got "-1"',
+    ],
+    [{ TESSERA_SHUTDOWN_TIMEOUT: '0' }, 'TESSERA_SHUTDOWN_TIMEOUT must be between 1 and 3600 seconds, got 0'],
+  ])('%j is refused', (env, message) => {
+    expect(configError(env).message).toBe(message);
+  });
+
+  it('TESSERA_MAX_CONNECTIONS defaults to 80 % of the open-files limit, at most 50 000, else 819', () => {
+    expect(withLimit({}, 20_000).maxConnections).toBe(16_000);
+    expect(withLimit({}, 1024).maxConnections).toBe(819);
+    expect(withLimit({}, 65_536).maxConnections).toBe(50_000);
+    expect(withLimit({}, 1_048_576).maxConnections).toBe(50_000);
+    // Unreadable (not Linux): 80 % of 1 024, the usual soft limit.
+    expect(withLimit({}, undefined).maxConnections).toBe(819);
+    expect([defaultMaxConnections(10), defaultMaxConnections(undefined)]).toEqual([8, 819]);
+  });
+
+  it('TESSERA_MAX_CONNECTIONS as set, below the open-files limit', () => {
+    expect(withLimit({ TESSERA_MAX_CONNECTIONS: '50' }, 20_000).maxConnections).toBe(50);
+    expect(withLimit({ TESSERA_MAX_CONNECTIONS: '19999' }, 20_000).maxConnections).toBe(19_999);
+    expect(withLimit({ TESSERA_MAX_CONNECTIONS: '100000' }, undefined).maxConnections).toBe(100_000);
+    // At or past the limit, accept() would fail before Tessera sees the connection.
+    expect(thrownBy(() => withLimit({ TESSERA_MAX_CONNECTIONS: '20000' }, 20_000), ConfigError).message).toBe(
+      "TESSERA_MAX_CONNECTIONS must be below this process's open-files limit (20000, see ulimit -n), got 20000",
+    );
+    expect(thrownBy(() => withLimit({ TESSERA_MAX_CONNECTIONS: '0' }, 20_000), ConfigError).message).toBe(
+      'TESSERA_MAX_CONNECTIONS must be between 1 and 10000000, got 0',
+    );
+    expect(thrownBy(() => withLimit({ TESSERA_MAX_CONNECTIONS: 'many' }, 20_000), ConfigError).message).toBe(
+      'TESSERA_MAX_CONNECTIONS must be a whole number, got "many"',
+    );
+  });
+
+  it('openFilesLimit reads the soft limit from /proc/self/limits', () => {
+    const limits = [
+      'Limit                     Soft Limit           Hard Limit           Units     ',
+      'Max processes             95834                95834                processes ',
+      'Max open files            4096                 524288               files     ',
+      'Max locked memory         8388608              8388608              bytes     ',
+    ].join('\n');
+    expect(openFilesLimit(() => limits)).toBe(4096);
+    expect(openFilesLimit(() => 'nothing like it')).toBeUndefined();
+    expect(
+      openFilesLimit(() => {
+        throw new Error('ENOENT');
+      }),
+    ).toBeUndefined();
+    // This machine's own (the tests run on Linux).
+    expect(openFilesLimit()).toBeGreaterThan(0);
   });
 });
 
@@ -259,6 +421,51 @@ describe('loadConfig refuses invalid values with a ConfigError', () => {
   it.each(['yes', '1', 'on', 'False'])('TESSERA_METRICS=%j', (value) => {
     expect(configError({ TESSERA_METRICS: value }).message).toBe(
       `TESSERA_METRICS must be true or false, got "${value}"`,
+    );
+  });
+
+  it('TESSERA_TRUST_PROXY=true: refused, saying why (it would trust what the client writes)', () => {
+    expect(configError({ TESSERA_TRUST_PROXY: 'true' }).message).toBe(
+      'TESSERA_TRUST_PROXY must list the proxies (addresses or CIDR ranges), not "true"',
+    );
+  });
+
+  it.each(['0.0.0.0/0', '::/0', '10.0.0.1/0', '127.0.0.1, ::/00'])(
+    'TESSERA_TRUST_PROXY=%j: a /0 trusts every address, as true would',
+    (value) => {
+      const entry = value.split(',').at(-1)!.trim();
+      expect(configError({ TESSERA_TRUST_PROXY: value }).message).toBe(
+        `TESSERA_TRUST_PROXY: "${entry}" would trust every address, as "true" would: list the proxies`,
+      );
+    },
+  );
+
+  it.each([
+    ['proxy.example.com', 'proxy.example.com'],
+    ['True', 'True'],
+    ['yes', 'yes'],
+    ['cafe', 'cafe'], // hex digits, but not an address
+    ['...', '...'],
+    ['::::', '::::'],
+    ['999.1.1.1', '999.1.1.1'],
+    ['10.0.0', '10.0.0'],
+    ['010.0.0.1', '010.0.0.1'], // a leading zero reads as octal in some parsers: refused, not guessed
+    ['10.0.0.0/33', '10.0.0.0/33'],
+    ['fd00::/129', 'fd00::/129'],
+    ['10.0.0.0/8/8', '10.0.0.0/8/8'],
+    ['10.0.0.0/', '10.0.0.0/'],
+    ['10.0.0.0/255.0.0.0', '10.0.0.0/255.0.0.0'],
+    ['10.0.0.0/-8', '10.0.0.0/-8'],
+    ['/8', '/8'],
+    ['10.0.0.1,', ''], // an empty entry
+    ['10.0.0.1,,10.0.0.2', ''],
+    ['10.0.0.1 10.0.0.2', '10.0.0.1 10.0.0.2'],
+    ['127.0.0.1, false', 'false'],
+    ['LOOPBACK', 'LOOPBACK'],
+    ['loopback, private', 'private'],
+  ])('TESSERA_TRUST_PROXY=%j: the entry %j refused', (value, entry) => {
+    expect(configError({ TESSERA_TRUST_PROXY: value }).message).toBe(
+      `TESSERA_TRUST_PROXY: "${entry}" is not an address, a CIDR range, loopback, linklocal or uniquelocal`,
     );
   });
 

@@ -1,13 +1,18 @@
 import type { Logger } from 'pino';
-import { AUDIT_BATCH, type AuditEvent, type AuditStore } from '../store/types.js';
+import type { AuditEntry } from '../domain/token-service.js';
+import { Outage } from '../outage.js';
+import { AUDIT_BATCH, type AuditRecord, type AuditStore } from '../store/types.js';
+import { encodeRecord, Spool } from './spool.js';
 
 export interface AuditRecorderOptions {
-  /** How often queued events are written, in milliseconds. */
+  /** Where events wait for the store: a directory of this host's own. */
+  spoolDir: string;
+  /** Most bytes the spool may hold; events past it are dropped (counted and logged). */
+  spoolMaxBytes: number;
+  /** How often spooled events are written to the store, in milliseconds. */
   flushMs?: number;
   /** Most events written in one statement. */
   batch?: number;
-  /** Most events kept while the store cannot take them; the oldest are dropped past it (and counted). */
-  maxQueued?: number;
   /** Events older than this many seconds are deleted (checked hourly). */
   retentionSeconds: number;
   logger: Logger;
@@ -15,47 +20,22 @@ export interface AuditRecorderOptions {
 }
 
 const PRUNE_EVERY_MS = 3600_000;
-const FAILURE_LOG_EVERY_MS = 60_000;
-
-/** A fixed-size queue: pushing past capacity drops the oldest in O(1). Sequence numbers never repeat. */
-class Ring<T> {
-  private readonly items: (T | undefined)[];
-  private head = 0; // sequence number of the oldest item held
-  private tail = 0; // sequence number the next item gets
-
-  constructor(private readonly capacity: number) {
-    this.items = new Array<T | undefined>(capacity);
-  }
-
-  get size(): number {
-    return this.tail - this.head;
-  }
-
-  /** Adds an item; returns the sequence number of the oldest one if it was dropped to make room. */
-  push(item: T): number | undefined {
-    let dropped: number | undefined;
-    if (this.size === this.capacity) {
-      this.items[this.head % this.capacity] = undefined;
-      dropped = this.head++;
-    }
-    this.items[this.tail % this.capacity] = item;
-    this.tail++;
-    return dropped;
-  }
-
-  /** Up to `count` of the oldest items, and the sequence number just past them. */
-  peek(count: number): { items: T[]; end: number } {
-    const end = Math.min(this.tail, this.head + count);
-    const items: T[] = [];
-    for (let seq = this.head; seq < end; seq++) items.push(this.items[seq % this.capacity]!);
-    return { items, end };
-  }
-
-  /** Forgets every item before `end` that is still held (some may have been dropped meanwhile). */
-  release(end: number): void {
-    for (; this.head < end; this.head++) this.items[this.head % this.capacity] = undefined;
-  }
-}
+/** Adopting the spool files of processes that are gone (a worker that died) is checked this often. */
+const ADOPT_EVERY_MS = 60_000;
+/** Throttled refusals are summed per caller over windows of this length. */
+export const THROTTLE_WINDOW_MS = 60_000;
+/** Callers summed at once; past it, the rest of a window's throttled refusals are summed under no address. */
+const THROTTLE_KEYS = 10_000;
+/**
+ * Retention deletes in statements sized to take about this long, paced by PRUNE_PAUSE_MS: on SQLite they run
+ * on the server's own thread, and a request waits for at most one of them.
+ */
+const PRUNE_STATEMENT_MS = 4;
+const PRUNE_PAUSE_MS = 12;
+const PRUNE_FIRST_BATCH = 500;
+const PRUNE_MAX_BATCH = 5000;
+/** At shutdown, the store is given this long to take what the spool holds; the rest waits on disk. */
+const CLOSE_FLUSH_MS = 5000;
 
 // eslint-disable-next-line no-control-regex -- control characters are exactly what is looked for
 const CONTROL = /[\u0000-\u001f\u007f]/;
@@ -69,22 +49,58 @@ function clean(value: string | null): string | null {
   return value === null ? null : value.replace(CONTROLS, '\uFFFD');
 }
 
+/** The throttled refusals of one caller in the current window. */
+interface Throttled {
+  at: number;
+  source: string | null;
+  /** The one client id presented, or null once several were. */
+  clientId: string | null;
+  reason: string | null;
+  count: number;
+}
+
+const MESSAGES: Record<AuditRecord['type'], string> = {
+  'token.issued': 'token issued',
+  'token.refused': 'token refused',
+  'token.throttled': 'token requests throttled',
+};
+
 /**
- * The audit trail. Each event is logged as JSON at once and queued; the queue is written to the store in
- * batches by a timer, off the token path. While the store is down, events wait in memory (bounded).
+ * The audit trail. Each event is logged as JSON at once, and appended to the spool (a local file) before the
+ * answer it belongs to is written (persist, called by the HTTP layer before every answer): once a token is
+ * answered, its event survives a crash of the process. A timer writes the spool to the store in batches, off
+ * the token path; while the store is down, events wait on disk, bounded by the spool's size, not in memory.
+ *
+ * Throttled refusals (429s) are not written one by one: they are summed per caller and minute into one
+ * `token.throttled` event with a count, so a blocked caller cannot fill the store or the disk.
  */
 export class AuditRecorder {
-  private readonly queue: Ring<AuditEvent>;
-  private dropped = 0;
-  /** The sequence number just past the batch being written (0: none), and how many of it left the queue. */
-  private writingEnd = 0;
-  private droppedWhileWriting = 0;
+  private readonly spool: Spool;
+  /** Lines recorded and not yet on the spool, and how many. */
+  private pending = '';
+  private pendingLines = 0;
+  private persistScheduled = false;
+  private readonly persistSoon = (): void => {
+    this.persistScheduled = false;
+    this.persist();
+  };
+  /** Events that could not be spooled (the spool full, or the disk refusing). */
+  private droppedTotal = 0;
+  private throttled = new Map<string, Throttled>();
+  private throttleWindow = 0;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
+  private flushAgain: Promise<void> | undefined;
+  private pruning: Promise<void> | undefined;
+  private closing = false;
   private lastPrune = 0;
-  private lastFailureLogged = 0;
+  private lastAdopt = 0;
+  private lastIso = { ms: NaN, text: '' };
   private readonly now: () => number;
   private readonly batchSize: number;
+  private readonly storeOutage: Outage;
+  private readonly spoolFull: Outage;
+  private readonly spoolFailing: Outage;
 
   constructor(
     private readonly store: AuditStore,
@@ -92,27 +108,67 @@ export class AuditRecorder {
   ) {
     this.now = options.now ?? Date.now;
     this.batchSize = options.batch ?? AUDIT_BATCH;
-    this.queue = new Ring(options.maxQueued ?? 100_000);
+    const logger = options.logger;
+    this.spool = new Spool({ dir: options.spoolDir, maxBytes: options.spoolMaxBytes });
+    this.storeOutage = new Outage(logger, {
+      down: 'audit events cannot be written to the store yet; they wait in the spool',
+      up: 'audit events reach the store again',
+    });
+    this.spoolFull = new Outage(logger, {
+      down: 'the audit spool is full (TESSERA_AUDIT_SPOOL_MAX): new audit events are dropped until the store takes the backlog',
+      up: 'the audit spool has room again',
+    });
+    this.spoolFailing = new Outage(logger, {
+      down: 'the audit spool cannot be written: new audit events are dropped',
+      up: 'the audit spool can be written again',
+    });
   }
 
-  /** Events waiting to be written to the store. */
+  /** Events of this process waiting on the spool for the store. */
   get queued(): number {
-    return this.queue.size;
+    return this.spool.queued + this.pendingLines;
   }
 
+  /** Bytes the spool holds on disk. */
+  get spoolBytes(): number {
+    return this.spool.bytes;
+  }
+
+  /** Events that could not be spooled since the process started. */
+  get dropped(): number {
+    return this.droppedTotal;
+  }
+
+  /** The spool's segment files this process holds (for tests). */
+  get spoolSegments(): string[] {
+    return this.spool.segmentNames;
+  }
+
+  /** Adopts what processes that are gone left in the spool, and starts writing it all to the store. */
   start(): void {
+    const adopted = this.spool.adoptOrphans();
+    this.lastAdopt = this.now();
+    if (adopted > 0)
+      this.options.logger.info({ segments: adopted }, 'audit spool files left by a stopped process adopted');
     this.timer = setInterval(() => void this.flush(), this.options.flushMs ?? 1000);
     this.timer.unref();
+    void this.flush();
   }
 
-  record(event: AuditEvent): void {
+  record(entry: AuditEntry): void {
+    if (entry.type === 'token.throttled') return this.throttle(entry);
+    this.add({ ...entry, count: null });
+  }
+
+  /** Logs an event and queues it for the spool (persist writes it there). */
+  private add(event: AuditRecord): void {
     // Nearly every event is clean: it is then queued as it is, without a copy.
     const dirty =
       hasControl(event.clientId) ||
       hasControl(event.audience) ||
       hasControl(event.reason) ||
       hasControl(event.source);
-    const safe: AuditEvent = dirty
+    const safe: AuditRecord = dirty
       ? {
           ...event,
           clientId: clean(event.clientId),
@@ -121,73 +177,220 @@ export class AuditRecorder {
           source: clean(event.source),
         }
       : event;
-    this.options.logger.info({ audit: safe }, safe.outcome === 'issued' ? 'token issued' : 'token refused');
-    const lost = this.queue.push(safe);
-    // An event of the batch being written is lost only if that write fails (see write).
-    if (lost !== undefined) {
-      if (lost < this.writingEnd) this.droppedWhileWriting++;
-      else this.dropped++;
+    const logger = this.options.logger;
+    if (logger.isLevelEnabled('info')) {
+      const { count, ...rest } = safe;
+      logger.info(
+        { audit: { ...rest, at: this.iso(safe.at), ...(count === null ? {} : { count }) } },
+        MESSAGES[safe.type],
+      );
+    }
+    this.pending += encodeRecord(safe);
+    this.pendingLines++;
+    // The HTTP layer persists before each answer; this catches events recorded with no answer after them.
+    if (!this.persistScheduled) {
+      this.persistScheduled = true;
+      setImmediate(this.persistSoon);
     }
   }
 
-  /** Writes what is queued; on failure keeps it for the next attempt. Never rejects. */
+  /** RFC 3339 for the log, formatted once per millisecond however many events share it. */
+  private iso(ms: number): string {
+    if (ms !== this.lastIso.ms) this.lastIso = { ms, text: new Date(ms).toISOString() };
+    return this.lastIso.text;
+  }
+
+  /**
+   * Appends every event recorded so far to the spool: called before an answer is written, so the answer's
+   * event is on disk first. One write per batch of answers (the token route answers a loop iteration's
+   * requests together). Never throws: an event that cannot be spooled is dropped, counted and logged.
+   */
+  persist(): void {
+    if (this.pendingLines === 0) return;
+    const text = this.pending;
+    const lines = this.pendingLines;
+    this.pending = '';
+    this.pendingLines = 0;
+    let appended: boolean;
+    try {
+      appended = this.spool.append(text, lines);
+      this.spoolFailing.recovered();
+    } catch (error) {
+      this.droppedTotal += lines;
+      this.spoolFailing.failed(error, { dropped: this.droppedTotal });
+      return;
+    }
+    if (appended) this.spoolFull.recovered({ dropped: this.droppedTotal });
+    else {
+      this.droppedTotal += lines;
+      this.spoolFull.failed(undefined, { spoolBytes: this.spool.bytes, dropped: this.droppedTotal });
+    }
+  }
+
+  /** One throttled refusal, added to its caller's sum for the current window. */
+  private throttle(entry: AuditEntry): void {
+    const window = entry.at - (entry.at % THROTTLE_WINDOW_MS);
+    if (window !== this.throttleWindow) {
+      this.closeWindow();
+      this.throttleWindow = window;
+    }
+    let key = `${entry.reason}\u0000${entry.source}`;
+    let summed = this.throttled.get(key);
+    if (summed === undefined && this.throttled.size >= THROTTLE_KEYS) {
+      key = `${entry.reason}\u0000`;
+      summed = this.throttled.get(key);
+      if (summed) summed.source = null;
+    }
+    if (summed === undefined) {
+      this.throttled.set(key, {
+        at: entry.at,
+        source: entry.source,
+        clientId: entry.clientId,
+        reason: entry.reason,
+        count: 1,
+      });
+    } else {
+      summed.count++;
+      if (summed.clientId !== entry.clientId) summed.clientId = null;
+    }
+  }
+
+  /** Records the sums of the window that ended: one `token.throttled` event per caller and reason. */
+  private closeWindow(): void {
+    if (this.throttled.size === 0) return;
+    const sums = this.throttled;
+    this.throttled = new Map();
+    for (const t of sums.values()) {
+      this.add({
+        at: t.at,
+        type: 'token.throttled',
+        clientId: t.clientId,
+        audience: null,
+        jti: null,
+        reason: t.reason,
+        source: t.source,
+        count: t.count,
+      });
+    }
+  }
+
+  /** Writes what the spool holds to the store; on failure it stays for the next attempt. Never rejects. */
   flush(): Promise<void> {
-    this.flushing ??= this.write().finally(() => (this.flushing = undefined));
+    // A write in flight may have read the spool before the caller's events: run one more after it.
+    if (this.flushing) {
+      this.flushAgain ??= this.flushing.then(() => {
+        this.flushAgain = undefined;
+        return this.flush();
+      });
+      return this.flushAgain;
+    }
+    this.flushing = this.write().finally(() => (this.flushing = undefined));
     return this.flushing;
   }
 
-  private async write(): Promise<void> {
-    const size = this.batchSize;
+  private async write(deadline = Infinity): Promise<void> {
+    const now = this.now();
+    if (now - this.throttleWindow >= THROTTLE_WINDOW_MS) this.closeWindow();
+    this.persist();
+    if (now - this.lastAdopt >= ADOPT_EVERY_MS) {
+      this.lastAdopt = now;
+      try {
+        const adopted = this.spool.adoptOrphans();
+        if (adopted > 0)
+          this.options.logger.info(
+            { segments: adopted },
+            'audit spool files left by a stopped process adopted',
+          );
+      } catch (error) {
+        this.options.logger.error({ err: error }, 'the audit spool directory cannot be read');
+      }
+    }
     try {
-      while (this.queue.size > 0) {
-        const { items, end } = this.queue.peek(size);
-        this.writingEnd = end;
-        try {
-          await this.store.appendAuditEvents(items);
-        } catch (error) {
-          this.dropped += this.droppedWhileWriting;
-          throw error;
-        } finally {
-          this.writingEnd = 0;
-          this.droppedWhileWriting = 0;
+      for (;;) {
+        const removed = this.spool.takeRemoved();
+        if (removed.length > 0) await this.store.forgetSpoolSegments(removed);
+        const unpositioned = this.spool.unpositioned();
+        if (unpositioned) {
+          this.spool.positioned(unpositioned, await this.store.spoolPosition(unpositioned.name));
+          continue;
         }
-        this.queue.release(end);
+        const chunk = this.spool.read(this.batchSize);
+        if (!chunk) break;
+        if (chunk.records.length > 0)
+          await this.store.appendAuditEvents(chunk.records, {
+            segment: chunk.segment.name,
+            offset: chunk.end,
+          });
+        this.spool.stored(chunk);
+        if (this.now() > deadline) break;
         // SQLite writes synchronously, and an awaited promise that is already settled does not let requests
-        // in: yield between statements, so a second's worth of events never holds the server for long.
-        if (this.queue.size > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+        // in: yield between statements, so a backlog never holds the server for long.
+        await new Promise<void>((resolve) => setImmediate(resolve));
       }
-      if (this.dropped > 0) {
-        this.options.logger.error(
-          { dropped: this.dropped },
-          'audit events were dropped while the store was down',
-        );
-        this.dropped = 0;
-      }
-      const now = this.now();
-      if (now - this.lastPrune >= PRUNE_EVERY_MS) {
-        this.lastPrune = now;
-        const pruned = await this.store.pruneAuditEvents(
-          new Date(now - this.options.retentionSeconds * 1000),
-        );
-        if (pruned > 0) this.options.logger.info({ pruned }, 'old audit events deleted');
-      }
+      this.storeOutage.recovered();
     } catch (error) {
-      // The events stay queued for the next attempt; say so, once a minute at most.
-      const now = this.now();
-      if (now - this.lastFailureLogged >= FAILURE_LOG_EVERY_MS) {
-        this.lastFailureLogged = now;
-        this.options.logger.error(
-          { err: error, queued: this.queue.size },
-          'audit events could not be written yet',
-        );
-      }
+      this.storeOutage.failed(error, { queued: this.queued, spoolBytes: this.spool.bytes });
+    }
+    if (this.spool.damaged > 0) {
+      this.options.logger.error({ lines: this.spool.damaged }, 'damaged audit spool lines were skipped');
+      this.spool.damaged = 0;
+    }
+    if (!this.closing && now - this.lastPrune >= PRUNE_EVERY_MS) {
+      this.lastPrune = now;
+      this.pruning ??= this.prune(now).finally(() => (this.pruning = undefined));
     }
   }
 
+  /**
+   * Deletes expired events in small statements, each sized to take a few milliseconds, with a pause between
+   * them: a request never waits behind more than one (on SQLite they run on this thread).
+   */
+  private async prune(now: number): Promise<void> {
+    const before = new Date(now - this.options.retentionSeconds * 1000);
+    let batch = PRUNE_FIRST_BATCH;
+    let total = 0;
+    try {
+      while (!this.closing) {
+        const started = performance.now();
+        const deleted = await this.store.pruneAuditEvents(before, batch);
+        const took = performance.now() - started;
+        total += deleted;
+        if (deleted < batch) break;
+        batch = Math.max(
+          100,
+          Math.min(PRUNE_MAX_BATCH, Math.round((batch * PRUNE_STATEMENT_MS) / Math.max(took, 0.5))),
+        );
+        await new Promise((resolve) => setTimeout(resolve, PRUNE_PAUSE_MS).unref());
+      }
+      if (total > 0) this.options.logger.info({ pruned: total }, 'old audit events deleted');
+    } catch (error) {
+      // Tried again at the next hour; the store's outage is logged by the writer.
+      this.lastPrune = 0;
+      this.options.logger.debug({ err: error, pruned: total }, 'old audit events could not all be deleted');
+    }
+  }
+
+  /**
+   * At shutdown: the current window's throttled sums are recorded, everything goes to the spool, the store is
+   * given a few seconds to take it, and the spool is closed. What the store did not take stays on disk for the
+   * next start.
+   */
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    this.closing = true;
+    this.closeWindow();
+    await this.flushAgain;
     await this.flushing;
-    await this.flush();
+    await this.pruning;
+    this.flushing = this.write(this.now() + CLOSE_FLUSH_MS);
+    await this.flushing;
+    try {
+      const removed = this.spool.takeRemoved();
+      this.spool.close();
+      await this.store.forgetSpoolSegments([...removed, ...this.spool.takeRemoved()]);
+    } catch {
+      // positions of removed segments are only bookkeeping
+    }
   }
 }

@@ -18,7 +18,18 @@ import { assertSameMasterKey, MasterKeyMismatchError } from '../keys/sealed.js';
 import { runCluster } from '../cluster.js';
 import { runServer } from '../main.js';
 import { openStore } from '../runtime.js';
-import { StoreError, type Audience, type Client, type SigningKey, type Store } from '../store/types.js';
+import {
+  AUDIT_EVENT_TYPES,
+  StoreError,
+  type Audience,
+  type AuditCursor,
+  type AuditEvent,
+  type AuditEventType,
+  type AuditFilter,
+  type Client,
+  type SigningKey,
+  type Store,
+} from '../store/types.js';
 import { formatRecord, formatTable, print, printJson } from './output.js';
 
 /** Exit codes: 0 done, 1 the operation failed (not found, already exists, store error), 2 bad arguments. */
@@ -84,6 +95,49 @@ function curlHint(config: Config, c: Client, secret: string): string {
   );
 }
 
+/** An audit event as every face shows it (MANAGEMENT.md's field names). */
+const auditEventJson = (e: AuditEvent) => ({
+  id: e.id,
+  time: e.at,
+  type: e.type,
+  client_id: e.clientId,
+  audience: e.audience,
+  jti: e.jti,
+  source: e.source,
+  reason: e.reason,
+  count: e.count,
+});
+
+/** Most events `tessera audit` prints as a table or one JSON document (ndjson streams any number). */
+const MAX_DOCUMENT_EVENTS = 100_000;
+
+/** Events per query of a streamed export: the export pages through the store with a keyset cursor. */
+const EXPORT_PAGE = 1000;
+
+/**
+ * Every matching event, one JSON document per line, newest first, paged from the store so that a day of a
+ * busy trail streams in constant memory; waits for stdout to drain (a slow pipe, `| gzip`) between pages.
+ */
+async function streamAuditEvents(
+  store: Store,
+  filter: Omit<AuditFilter, 'limit' | 'after'>,
+  limit: number,
+): Promise<void> {
+  if (filter.types?.length === 0) return;
+  let after: AuditCursor | undefined;
+  let left = limit;
+  while (left > 0) {
+    const page = await store.queryAuditEvents({ ...filter, after, limit: Math.min(EXPORT_PAGE, left) });
+    if (page.length === 0) break;
+    const text = page.map((e) => JSON.stringify(auditEventJson(e)) + '\n').join('');
+    if (!process.stdout.write(text)) await new Promise((resolve) => process.stdout.once('drain', resolve));
+    left -= page.length;
+    const last = page[page.length - 1]!;
+    after = { at: last.at, id: last.id };
+    if (page.length < EXPORT_PAGE) break;
+  }
+}
+
 // --- argument parsers ---
 
 function wrap<T>(parse: (value: string) => T): (value: string) => T {
@@ -122,19 +176,38 @@ const parseTime = wrap((value: string) => {
   return new Date(at).toISOString();
 });
 const parseLimit = wrap((value: string) => {
-  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 100_000) {
-    throw new ValidationError('limit must be a whole number from 1 to 100000');
+  if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
+    throw new ValidationError('limit must be a whole number from 1 up');
   }
   return Number(value);
 });
-/** A quota: a whole number of tokens, or `none`. */
-const parseQuota = wrap((value: string): number | null => {
-  if (value === 'none') return null;
-  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 1_000_000_000) {
-    throw new ValidationError('a quota must be a whole number from 1 to 1000000000, or none');
+/** A quota option as parsed: a whole number of tokens, or `none` (no limit). */
+type QuotaOption = number | 'none';
+const MAX_QUOTA = 1_000_000_000;
+/**
+ * The parser cannot return null for `none`: commander stores a parser's null or undefined as '' for an
+ * option that takes a value (commander 15, lib/command.js, "Fill-in appropriate missing values"), and ''
+ * reached the store, where SQLite kept it and it read back as 0 (a client refused every token) and
+ * PostgreSQL refused it. So `none` stays a word until quotaLimit() makes it null.
+ */
+const parseQuota = wrap((value: string): QuotaOption => {
+  if (value === 'none') return 'none';
+  // 0 is refused rather than read: "no tokens at all" is what `client disable` is for (a 401 that says
+  // so, not a 429 telling the client to reuse a token it cannot have), and to many operators 0 means
+  // "unlimited", which is what none is for.
+  if (/^0+$/.test(value)) {
+    throw new ValidationError(
+      'a quota of 0 would refuse every token: use none to remove the limit, or `tessera client disable` to stop the client',
+    );
+  }
+  if (!/^\d+$/.test(value) || Number(value) > MAX_QUOTA) {
+    throw new ValidationError(`a quota must be a whole number from 1 to ${MAX_QUOTA}, or none`);
   }
   return Number(value);
 });
+/** The limit an option sets: a number, null for `none` (no limit), or `current` when it was left out. */
+const quotaLimit = (option: QuotaOption | undefined, current: number | null): number | null =>
+  option === undefined ? current : option === 'none' ? null : option;
 const collect = (value: string, previous: string[] = []): string[] => [...previous, parseUrl(value)];
 
 // --- the program ---
@@ -250,8 +323,8 @@ export function buildProgram(): Command {
       .option('--grant <audience>', 'grant an audience (repeatable)', collect)
       .option('--id <client-id>', 'choose the client id instead of a generated one', parseClientId)
       .option('--ttl <seconds>', 'token lifetime for this client', parseTtl)
-      .option('--quota-minute <n>', 'at most this many tokens a minute', parseQuota)
-      .option('--quota-day <n>', 'at most this many tokens a day', parseQuota),
+      .option('--quota-minute <n>', 'at most this many tokens a minute (or none)', parseQuota)
+      .option('--quota-day <n>', 'at most this many tokens a day (or none)', parseQuota),
   ).action(
     action(
       async (
@@ -263,8 +336,8 @@ export function buildProgram(): Command {
           grant?: string[];
           id?: string;
           ttl?: number;
-          quotaMinute?: number | null;
-          quotaDay?: number | null;
+          quotaMinute?: QuotaOption;
+          quotaDay?: QuotaOption;
         },
       ) => {
         const secret = generateSecret();
@@ -273,8 +346,8 @@ export function buildProgram(): Command {
           name: options.name,
           secretDigest: digestSecret(secret),
           tokenTtl: options.ttl ?? null,
-          quotaPerMinute: options.quotaMinute ?? null,
-          quotaPerDay: options.quotaDay ?? null,
+          quotaPerMinute: quotaLimit(options.quotaMinute, null),
+          quotaPerDay: quotaLimit(options.quotaDay, null),
           audiences: options.grant ?? [],
         });
         if (json) printJson({ ...clientJson(created), client_secret: secret });
@@ -342,12 +415,15 @@ export function buildProgram(): Command {
         _config,
         json,
         id: string,
-        options: { perMinute?: number | null; perDay?: number | null },
+        options: { perMinute?: QuotaOption; perDay?: QuotaOption },
       ) => {
+        if (options.perMinute === undefined && options.perDay === undefined) {
+          throw new ValidationError('set-quota needs --per-minute, --per-day or both (N or none)');
+        }
         const current = await requireClient(store, id);
         const updated = await store.setClientQuota(id, {
-          perMinute: options.perMinute === undefined ? current.quotaPerMinute : options.perMinute,
-          perDay: options.perDay === undefined ? current.quotaPerDay : options.perDay,
+          perMinute: quotaLimit(options.perMinute, current.quotaPerMinute),
+          perDay: quotaLimit(options.perDay, current.quotaPerDay),
         });
         if (json) printJson(clientJson(updated));
         else print(`Client ${id}: quota ${quotaText(updated) ?? 'none'}.\n`);
@@ -510,13 +586,36 @@ export function buildProgram(): Command {
   withJson(
     program
       .command('audit')
-      .description('issued tokens and refused requests, newest first')
+      .description('the audit trail (issued tokens, refused and throttled requests), newest first')
       .option('--client <client-id>', 'only this client')
       .option('--audience <url>', 'only this audience')
-      .addOption(new Option('--outcome <outcome>', 'only issued or refused').choices(['issued', 'refused']))
+      .addOption(
+        new Option('--type <type>', 'only this type of event (repeatable)')
+          .choices(AUDIT_EVENT_TYPES)
+          .argParser((value: string, previous: AuditEventType[] | undefined) => [
+            ...(previous ?? []),
+            value as AuditEventType,
+          ]),
+      )
+      .addOption(
+        new Option(
+          '--outcome <outcome>',
+          'issued (token.issued) or refused (token.refused, token.throttled)',
+        ).choices(['issued', 'refused']),
+      )
       .option('--since <time>', 'from this time: ISO 8601, or a duration ago such as 15m, 12h, 7d', parseTime)
       .option('--until <time>', 'before this time: ISO 8601, or a duration ago', parseTime)
-      .option('--limit <n>', 'at most this many events (default 100)', parseLimit, 100),
+      .option(
+        '--limit <n>',
+        'at most this many events (default 100; no limit with --format ndjson)',
+        parseLimit,
+      )
+      .addOption(
+        new Option(
+          '--format <format>',
+          'table, json (one document, as --json) or ndjson (one event per line, streamed: any number of events)',
+        ).choices(['table', 'json', 'ndjson']),
+      ),
   ).action(
     action(
       async (
@@ -526,37 +625,48 @@ export function buildProgram(): Command {
         options: {
           client?: string;
           audience?: string;
+          type?: AuditEventType[];
           outcome?: 'issued' | 'refused';
           since?: string;
           until?: string;
-          limit: number;
+          limit?: number;
+          format?: 'table' | 'json' | 'ndjson';
         },
       ) => {
-        const events = await store.queryAuditEvents({
+        const format = options.format ?? (json ? 'json' : 'table');
+        const outcome: Record<string, AuditEventType[]> = {
+          issued: ['token.issued'],
+          refused: ['token.refused', 'token.throttled'],
+        };
+        const byOutcome = options.outcome === undefined ? undefined : outcome[options.outcome]!;
+        const types =
+          options.type && byOutcome
+            ? options.type.filter((t) => byOutcome.includes(t))
+            : (options.type ?? byOutcome);
+        const filter = {
           clientId: options.client,
           audience: options.audience,
-          outcome: options.outcome,
+          types,
           since: options.since,
           until: options.until,
-          limit: options.limit,
-        });
-        if (json)
-          printJson(
-            events.map((e) => ({
-              at: e.at,
-              outcome: e.outcome,
-              client_id: e.clientId,
-              audience: e.audience,
-              jti: e.jti,
-              reason: e.reason,
-              source: e.source,
-            })),
+        };
+        if (format === 'ndjson') {
+          await streamAuditEvents(store, filter, options.limit ?? Infinity);
+          return;
+        }
+        // A document is built in memory: bounded. The ndjson stream is not.
+        if ((options.limit ?? 0) > MAX_DOCUMENT_EVENTS)
+          throw new ValidationError(
+            `limit is at most ${MAX_DOCUMENT_EVENTS} with table or json output; --format ndjson streams any number`,
           );
+        const events =
+          types?.length === 0 ? [] : await store.queryAuditEvents({ ...filter, limit: options.limit ?? 100 });
+        if (format === 'json') printJson(events.map(auditEventJson));
         else
           print(
             formatTable(
-              ['at', 'outcome', 'client_id', 'audience', 'jti', 'reason', 'source'],
-              events.map((e) => [e.at, e.outcome, e.clientId, e.audience, e.jti, e.reason, e.source]),
+              ['time', 'type', 'client_id', 'audience', 'jti', 'reason', 'source', 'count'],
+              events.map((e) => [e.at, e.type, e.clientId, e.audience, e.jti, e.reason, e.source, e.count]),
             ),
           );
       },

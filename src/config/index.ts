@@ -1,3 +1,5 @@
+import { isIP } from 'node:net';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from '../domain/algorithms.js';
 import { MAX_TOKEN_TTL, MIN_TOKEN_TTL } from '../domain/validate.js';
@@ -38,12 +40,27 @@ export interface Config {
   trustProxy: false | string[];
   /** Seconds audit events are kept in the store. */
   auditRetention: number;
+  /** Directory where audit events wait for the store (one per host; see audit/spool.ts). */
+  auditSpoolDir: string;
+  /** Most bytes the audit spool may hold; events past it are dropped (counted and logged). */
+  auditSpoolMax: number;
   /** Seconds cached clients are still served while the store cannot be reached; then 503. */
   staleWindow: number;
   /** Seconds a client has to send a whole request; slower ones get 408 and are disconnected. */
   requestTimeout: number;
   /** Processes serving the port (`tessera serve --workers`); 1 serves in this process. */
   workers: number;
+  /**
+   * Most connections one process holds open at once; past it the least recently active idle ones are closed
+   * to make room, else the new one is. Defaults from the open-files limit (see defaultMaxConnections).
+   */
+  maxConnections: number;
+  /** Seconds an idle keep-alive connection is kept (announced to clients in `Keep-Alive: timeout=`). */
+  keepAliveTimeout: number;
+  /** Seconds the server keeps serving after SIGTERM/SIGINT, /readyz answering 503, before it stops listening. */
+  shutdownDelay: number;
+  /** Seconds connections have to finish once the listener is closed; what is left then is destroyed. */
+  shutdownTimeout: number;
   /** Seconds between automatic key rotations; 0 turns automatic rotation off. */
   keyRotationInterval: number;
   /** Seconds a new key is published before it signs. The JWKS max-age is half of it (see jwksMaxAge). */
@@ -111,6 +128,9 @@ function prefix(raw: string): string {
   return raw;
 }
 
+/** The named ranges Fastify's trustProxy (proxy-addr) knows. */
+const PROXY_RANGES = ['loopback', 'linklocal', 'uniquelocal'];
+
 function trustProxy(raw: string | undefined): Config['trustProxy'] {
   if (raw === undefined || raw === 'false') return false;
   if (raw === 'true') {
@@ -119,16 +139,44 @@ function trustProxy(raw: string | undefined): Config['trustProxy'] {
   }
   const list = raw.split(',').map((entry) => entry.trim());
   for (const entry of list) {
-    if (
-      !/^[0-9a-fA-F.:]+(\/\d{1,3})?$/.test(entry) &&
-      !['loopback', 'linklocal', 'uniquelocal'].includes(entry)
-    ) {
+    if (PROXY_RANGES.includes(entry)) continue;
+    // Checked here, not left to proxy-addr at listen(): a bad entry is a settings error (exit 2, named),
+    // for the CLI too, rather than "invalid IP address" from a server that fails to start.
+    const [address = '', prefix, ...rest] = entry.split('/');
+    const bits = { 4: 32, 6: 128 }[isIP(address)] ?? 0; // isIP: 0 when it is not an address
+    const length = prefix === undefined ? bits : /^\d{1,3}$/.test(prefix) ? Number(prefix) : -1;
+    if (bits > 0 && rest.length === 0 && length === 0) {
+      throw new ConfigError(
+        `TESSERA_TRUST_PROXY: "${entry}" would trust every address, as "true" would: list the proxies`,
+      );
+    }
+    if (bits === 0 || rest.length > 0 || length < 1 || length > bits) {
       throw new ConfigError(
         `TESSERA_TRUST_PROXY: "${entry}" is not an address, a CIDR range, loopback, linklocal or uniquelocal`,
       );
     }
   }
   return list;
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+
+/** A size in bytes: `1048576`, `512k`, `64m`, `1g` (powers of 1024; `KiB`, `MB` and the like are read the same). */
+export function parseSize(raw: string): number | undefined {
+  const match = /^(\d+)\s*([kmg]?)(i?b)?$/i.exec(raw.trim());
+  if (!match || (match[3] !== undefined && match[2] === '')) return undefined;
+  return Number(match[1]) * SIZE_UNITS[match[2]!.toLowerCase()]!;
+}
+
+function size(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  const value = parseSize(raw);
+  if (value === undefined)
+    throw new ConfigError(`${name} must be a size such as 1073741824, 512m or 1g, got "${raw}"`);
+  if (value < min || value > max)
+    throw new ConfigError(`${name} must be between ${min} and ${max} bytes, got ${value}`);
+  return value;
 }
 
 function boolean(env: Env, name: string, fallback: boolean): boolean {
@@ -173,7 +221,59 @@ export function normalizeIssuer(raw: string): string {
   return url.origin;
 }
 
-export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+/** The open-files limit Linux applies to this process, from /proc/self/limits; undefined elsewhere. */
+export function openFilesLimit(
+  read: () => string = () => readFileSync('/proc/self/limits', 'utf8'),
+): number | undefined {
+  let text: string;
+  try {
+    text = read();
+  } catch {
+    return undefined;
+  }
+  // "Max open files            20000                20000                files": the soft limit is the first.
+  const soft = /^Max open files\s+(\d+)\s/m.exec(text)?.[1];
+  return soft === undefined ? undefined : Number(soft);
+}
+
+/** Share of the open-files limit that connections may take by default: the rest is the process's own. */
+export const CONNECTIONS_SHARE_OF_FILES = 0.8;
+/** Default cap where the open-files limit cannot be read: 80 % of 1 024, the usual soft limit. */
+export const FALLBACK_MAX_CONNECTIONS = 819;
+/**
+ * The default cap never exceeds this: an idle connection holds ~6.5 KB of the process's memory (measured on
+ * Tessera), besides the kernel's buffers, so ~0.3 GB here; a larger limit does not mean more memory.
+ */
+export const DEFAULT_MAX_CONNECTIONS_CEILING = 50_000;
+
+/**
+ * The default connection cap: 80 % of the open-files limit (each connection is a descriptor; the other 20 %,
+ * 204 of the common 1 024, is ample for the store pool, SQLite's files, Redis, the change listener, stdio
+ * and the cluster channel), at most 50 000. Node raises its soft limit to the hard limit at start, so this
+ * reads the limit the process really has.
+ */
+export function defaultMaxConnections(limit: number | undefined): number {
+  if (limit === undefined || !Number.isFinite(limit) || limit < 2) return FALLBACK_MAX_CONNECTIONS;
+  return Math.min(Math.floor(limit * CONNECTIONS_SHARE_OF_FILES), DEFAULT_MAX_CONNECTIONS_CEILING);
+}
+
+function maxConnections(env: Env, limit: number | undefined): number {
+  const value = integer(env, 'TESSERA_MAX_CONNECTIONS', defaultMaxConnections(limit), 1, 10_000_000);
+  if (limit !== undefined && value >= limit) {
+    // Past the limit accept() fails before Tessera sees the connection: nobody is served, nothing is logged.
+    throw new ConfigError(
+      `TESSERA_MAX_CONNECTIONS must be below this process's open-files limit (${limit}, see ulimit -n), got ${value}`,
+    );
+  }
+  return value;
+}
+
+export function loadConfig(
+  env: Env = process.env,
+  cwd: string = process.cwd(),
+  /** The open-files limit (read from /proc/self/limits unless given), for the default connection cap. */
+  fileLimit: () => number | undefined = openFilesLimit,
+): Config {
   const port = integer(env, 'TESSERA_PORT', 8080, 0, 65535);
   const host = read(env, 'TESSERA_HOST') ?? '0.0.0.0';
   const issuer = normalizeIssuer(read(env, 'TESSERA_ISSUER') ?? `http://localhost:${port}`);
@@ -261,8 +361,17 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     requestTimeout: integer(env, 'TESSERA_REQUEST_TIMEOUT', 10, 1, 300),
     staleWindow,
     auditRetention: duration(env, 'TESSERA_AUDIT_RETENTION', 90 * 86_400, 3600, 10 * 365 * 86_400),
+    auditSpoolDir: path.resolve(
+      cwd,
+      read(env, 'TESSERA_AUDIT_SPOOL_DIR') ?? path.join(dataDir, 'audit-spool'),
+    ),
+    auditSpoolMax: size(env, 'TESSERA_AUDIT_SPOOL_MAX', 1024 ** 3, 1024 ** 2, 1024 ** 4),
     trustProxy: trustProxy(read(env, 'TESSERA_TRUST_PROXY')),
     workers: integer(env, 'TESSERA_WORKERS', 1, 1, 256),
+    maxConnections: maxConnections(env, fileLimit()),
+    keepAliveTimeout: duration(env, 'TESSERA_KEEPALIVE_TIMEOUT', 5, 1, 3600),
+    shutdownDelay: duration(env, 'TESSERA_SHUTDOWN_DELAY', 5, 0, 600),
+    shutdownTimeout: duration(env, 'TESSERA_SHUTDOWN_TIMEOUT', 20, 1, 3600),
     keyRotationInterval,
     keyPublishAhead,
     metrics: boolean(env, 'TESSERA_METRICS', true),

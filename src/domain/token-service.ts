@@ -80,6 +80,8 @@ export interface KnownAudience {
 export interface TokenServiceDeps {
   /** Cached lookup; a promise only on a cache miss. */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined>;
+  /** Memory only: the client if this process holds it, else undefined (never a store query). */
+  peekClient(id: string): KnownClient | undefined;
   findAudience(url: string): KnownAudience | undefined;
   /** Synchronous once the key is loaded; a promise only while one is being made. */
   sign(payload: JWTPayload, alg: SigningAlg): string | Promise<string>;
@@ -96,10 +98,14 @@ export interface TokenServiceDeps {
   defaultAlg: SigningAlg;
 }
 
-/** What the audit trail learns of one token request. Never a secret, never a token. */
+/**
+ * What the audit trail learns of one token request. Never a secret, never a token. A `token.throttled` entry
+ * (a 429: a blocked caller, a client over its quota) is summed by the recorder, not stored one by one.
+ */
 export interface AuditEntry {
-  at: string;
-  outcome: 'issued' | 'refused';
+  /** Milliseconds since the epoch. */
+  at: number;
+  type: 'token.issued' | 'token.refused' | 'token.throttled';
   clientId: string | null;
   audience: string | null;
   jti: string | null;
@@ -141,8 +147,8 @@ export class TokenService {
     try {
       const issued = await this.grant(request);
       audit({
-        at: this.isoNow(),
-        outcome: 'issued',
+        at: this.deps.now(),
+        type: 'token.issued',
         clientId: issued.clientId,
         audience: issued.audience,
         jti: issued.jti,
@@ -152,30 +158,20 @@ export class TokenService {
       return issued;
     } catch (error) {
       const oauth = error as OAuthError;
+      const known = oauth instanceof OAuthError;
       audit({
-        at: this.isoNow(),
-        outcome: 'refused',
+        at: this.deps.now(),
+        // Every 429 is a throttled refusal (a blocked caller, a client over its quota): summed, not stored.
+        type: known && oauth.status === 429 ? 'token.throttled' : 'token.refused',
         clientId: possibleId(request.params.client_id ?? this.basicId(request.authorization)),
         audience: clip(request.params.audience ?? request.params.resource),
         jti: null,
-        reason:
-          oauth instanceof OAuthError
-            ? [oauth.error, oauth.debug ?? oauth.description].join(': ')
-            : 'server_error',
+        reason: known ? [oauth.error, oauth.debug ?? oauth.description].join(': ') : 'server_error',
         source: request.source,
       });
       throw error;
     }
   }
-
-  /** The current time as ISO 8601, formatted once per millisecond however many tokens share it. */
-  private isoNow(): string {
-    const now = this.deps.now();
-    if (now !== this.lastIso.ms) this.lastIso = { ms: now, text: new Date(now).toISOString() };
-    return this.lastIso.text;
-  }
-
-  private lastIso = { ms: NaN, text: '' };
 
   /** The client id of a Basic header, for the audit trail only (undefined if it does not parse). */
   private basicId(authorization: string | undefined): string | undefined {
@@ -188,10 +184,18 @@ export class TokenService {
 
   private async grant(request: TokenRequest): Promise<IssuedToken> {
     const { params, source } = request;
-    const credentials = this.credentials(params, this.basic(request.authorization, source));
-    // Awaited only on a cache miss (and signing only while a first key is made): a warm request waits on nothing.
-    const authenticated = this.authenticate(credentials.clientId, credentials.clientSecret, source);
-    const client = authenticated instanceof Promise ? await authenticated : authenticated;
+    const credentials = this.credentialsOf(request);
+    const possible = isPossibleClientId(credentials.clientId) ? credentials.clientId : undefined;
+    // A caller blocked for failed attempts is answered from memory: its token if it presents the exact secret
+    // of a client this process holds, else 429, with no store lookup for whatever ids it sprays (INTERFACE.md).
+    const wait = this.deps.attempts.blockedFor(possible, source);
+    let client: KnownClient;
+    if (wait > 0) client = this.authenticateBlocked(possible, credentials.clientSecret, wait);
+    else {
+      // Awaited only on a cache miss (and signing only while a first key is made): a warm request waits on nothing.
+      const authenticated = this.authenticate(credentials.clientId, credentials.clientSecret, source);
+      client = authenticated instanceof Promise ? await authenticated : authenticated;
+    }
 
     const grantType = present(params.grant_type);
     if (grantType === undefined) throw invalidRequest('grant_type is required');
@@ -236,16 +240,43 @@ export class TokenService {
     };
   }
 
-  /** A malformed Basic header is a failed authentication too, counted against its source. */
-  private basic(authorization: string | undefined, source: string): BasicCredentials | undefined {
+  /**
+   * The presented credentials. A malformed Basic header is a failed authentication too, counted against its
+   * source; from a caller that is blocked, any malformed request is a 429 like everything else it sends.
+   */
+  private credentialsOf(request: TokenRequest): BasicCredentials {
+    const { params, source } = request;
+    let basic: BasicCredentials | undefined;
     try {
-      return parseBasicAuthorization(authorization);
+      basic = parseBasicAuthorization(request.authorization);
     } catch (error) {
       const wait = this.deps.attempts.blockedFor(undefined, source);
       if (wait > 0) throw tooManyAttempts(wait);
       void this.deps.attempts.failed(undefined, source);
       throw error;
     }
+    try {
+      return this.credentials(params, basic);
+    } catch (error) {
+      const id = basic?.clientId ?? present(params.client_id);
+      const wait = this.deps.attempts.blockedFor(
+        id !== undefined && isPossibleClientId(id) ? id : undefined,
+        source,
+      );
+      if (wait > 0) throw tooManyAttempts(wait);
+      throw error;
+    }
+  }
+
+  /**
+   * A blocked caller: only an enabled client in memory with its exact secret gets through (a NAT or proxy
+   * may be shared with an attacker). The secret is hashed and compared whatever the id, as on the usual path.
+   */
+  private authenticateBlocked(clientId: string | undefined, secret: string, wait: number): KnownClient {
+    const client = clientId === undefined ? undefined : this.deps.peekClient(clientId);
+    const matches = secretMatches(secret, client?.secretDigest ?? DUMMY_DIGEST);
+    if (client && matches && client.enabled) return client;
+    throw tooManyAttempts(wait);
   }
 
   /** client_secret_basic or client_secret_post, never both (RFC 6749 §2.3: one method per request). */

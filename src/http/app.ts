@@ -1,9 +1,11 @@
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { SigningAlg } from '../domain/algorithms.js';
 import type { TokenService } from '../domain/token-service.js';
 import type { Keyring } from '../keys/keyring.js';
 import type { Exposition } from '../metrics/metrics.js';
+import type { Outage } from '../outage.js';
 import type { Directory } from '../store/directory.js';
 import type { Store } from '../store/types.js';
 import { BODY_LIMIT, registerBodyParsers } from './body.js';
@@ -13,8 +15,19 @@ import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { tokenRoutes } from './routes/token.js';
 
-/** An idle connection (keep-alive between requests included) is closed after this. */
+/**
+ * A connection with a request in progress that sees no traffic for this long is closed. Between requests,
+ * the keep-alive timeout (TESSERA_KEEPALIVE_TIMEOUT) applies instead.
+ */
 export const CONNECTION_TIMEOUT_MS = 75_000;
+
+/** The server's shutdown, as the routes see it (see shutDown in main.ts). */
+export interface ShutdownState {
+  /** From the shutdown signal on: /readyz answers 503. */
+  draining: boolean;
+  /** While draining: whether the answer on this connection closes it. */
+  closesConnection(socket: Socket): boolean;
+}
 
 export interface AppDeps {
   issuer: string;
@@ -32,6 +45,16 @@ export interface AppDeps {
   };
   /** Time a client has to send a whole request (a token request is a few hundred bytes). */
   requestTimeoutMs: number;
+  /**
+   * Called before every answer is written: puts the audit events recorded so far on the spool, so that a
+   * token that was answered has its event on disk (audit/recorder.ts).
+   */
+  persistAudit?: () => void;
+  /** How long an idle keep-alive connection is kept; announced to clients as `Keep-Alive: timeout=`. */
+  keepAliveTimeoutMs: number;
+  shutdown: ShutdownState;
+  /** The store's outage, which a failing readiness probe reports to (logged once, not per probe). */
+  storeOutage?: Outage;
 }
 
 /** Security headers on every answer: JSON only, never framed, never sniffed, no referrer; HSTS over https. */
@@ -71,17 +94,26 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     },
     clientErrorHandler: clientErrorHandler(security),
     connectionTimeout: CONNECTION_TIMEOUT_MS,
+    // Node announces it (`Keep-Alive: timeout=5`), clients close their idle connections a little before it,
+    // and the server closes them a second after it (Node's keepAliveTimeoutBuffer): neither side races the
+    // other. A shutdown waits for it instead of cutting idle connections (see shutDown in main.ts).
+    keepAliveTimeout: deps.keepAliveTimeoutMs,
     forceCloseConnections: 'idle',
   }) as unknown as FastifyInstance;
 
   const metrics = deps.metrics;
+  const persistAudit = deps.persistAudit;
+  const shutdown = deps.shutdown;
   app.addHook('onSend', (request, reply, payload, done) => {
+    // First the audit events (one spool write for a whole batch of answers), then the answer.
+    persistAudit?.();
     reply.headers(security);
     // Anything that did not choose its caching (errors, 404s) is not to be stored.
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
-    // Shutting down: close each connection after its answer, instead of keeping it alive (and the process
-    // with it) until the client leaves.
-    if (!app.server.listening) reply.header('connection', 'close');
+    // Shutting down: close the connection after this answer (RFC 9112 §9.6), so a keep-alive client moves to
+    // another instance instead of sending its next request to one that is about to stop.
+    if (shutdown.draining && shutdown.closesConnection(request.raw.socket))
+      reply.header('connection', 'close');
     metrics?.observeRequest(
       request.method,
       request.routeOptions.url ?? '(unmatched)',
@@ -95,7 +127,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerErrorHandlers(app);
   tokenRoutes(app, deps.tokens);
   discoveryRoutes(app, deps.issuer, deps.directory, deps.keyring);
-  healthRoutes(app, deps.store, deps.keyring, deps.directory, deps.defaultAlg);
+  healthRoutes(app, deps.store, deps.keyring, deps.directory, deps.defaultAlg, {
+    shutdown,
+    storeOutage: deps.storeOutage,
+  });
   if (metrics) metricsRoutes(app, () => metrics.exposition());
   return app;
 }

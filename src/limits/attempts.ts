@@ -1,12 +1,7 @@
-import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import {
-  RateLimiterMemory,
-  RateLimiterRedis,
-  RateLimiterRes,
-  type RateLimiterAbstract,
-} from 'rate-limiter-flexible';
 import type { AttemptLimiter } from '../domain/token-service.js';
+import { Counter } from './counter.js';
+import type { SharedRedis } from './redis.js';
 
 /** A limit: this many failures within the window block the key for `blockSeconds`. */
 export interface Threshold {
@@ -50,8 +45,8 @@ export function sourceKey(address: string): string {
 const MAX_BLOCKED = 100_000;
 
 export interface AttemptLimiterOptions {
-  /** Shared counters across instances; memory only when undefined. */
-  redis?: Redis | undefined;
+  /** Shared counters across instances, behind its breaker; memory only when undefined. */
+  redis?: SharedRedis | undefined;
   /** Prefix of every Redis key (tests give each run its own). */
   keyPrefix?: string;
   perClientAndSource?: Threshold;
@@ -61,8 +56,8 @@ export interface AttemptLimiterOptions {
 
 /**
  * Failed authentications, counted per client id + source address and per source address, in Redis when
- * one is configured (shared by every instance) and in memory otherwise. If Redis cannot be reached, each
- * instance counts in memory until it comes back (rate-limiter-flexible's insurance limiter).
+ * one is configured (shared by every instance) and in memory otherwise. While Redis fails or hangs (its
+ * breaker is open, see breaker.ts), each instance counts in its memory until Redis answers again.
  *
  * Counting happens on failures only. Whether a caller is blocked is decided from memory: an instance learns
  * of a block when one of its own failures reaches the limit, so across N instances a guesser gets at most
@@ -70,9 +65,8 @@ export interface AttemptLimiterOptions {
  */
 export class FailedAttempts implements AttemptLimiter {
   private readonly blocked = new LRUCache<string, number>({ max: MAX_BLOCKED });
-  private readonly pair: RateLimiterAbstract;
-  private readonly source: RateLimiterAbstract;
-  private readonly redis: Redis | undefined;
+  private readonly pair: Counter;
+  private readonly source: Counter;
   private readonly now: () => number;
   private readonly thresholds: { pair: Threshold; source: Threshold };
 
@@ -80,20 +74,12 @@ export class FailedAttempts implements AttemptLimiter {
     this.now = options.now ?? Date.now;
     const perPair = options.perClientAndSource ?? PER_CLIENT_AND_SOURCE;
     const perSource = options.perSource ?? PER_SOURCE;
-    const prefix = options.keyPrefix ?? 'tessera';
-    this.redis = options.redis;
-    const limiter = (name: string, t: Threshold): RateLimiterAbstract => {
-      const common = { points: t.failures, duration: t.windowSeconds, keyPrefix: `${prefix}:fail:${name}` };
-      const memory = new RateLimiterMemory(common);
-      return this.redis
-        ? new RateLimiterRedis({
-            ...common,
-            storeClient: this.redis,
-            insuranceLimiter: memory,
-            rejectIfRedisNotReady: true,
-          })
-        : memory;
-    };
+    const prefix = options.keyPrefix ?? options.redis?.keyPrefix ?? 'tessera';
+    const limiter = (name: string, t: Threshold): Counter =>
+      new Counter(
+        { points: t.failures, duration: t.windowSeconds, keyPrefix: `${prefix}:fail:${name}` },
+        options.redis,
+      );
     this.pair = limiter('client', perPair);
     this.source = limiter('source', perSource);
     this.thresholds = { pair: perPair, source: perSource };
@@ -101,6 +87,8 @@ export class FailedAttempts implements AttemptLimiter {
 
   /** Seconds the caller must still wait, or 0. Memory only. */
   blockedFor(clientId: string | undefined, address: string): number {
+    // Asked before every client lookup: a process that has never blocked anyone answers at once.
+    if (this.blocked.size === 0) return 0;
     const source = sourceKey(address);
     const now = this.now();
     let until = this.blocked.get(`s ${source}`) ?? 0;
@@ -120,19 +108,12 @@ export class FailedAttempts implements AttemptLimiter {
     await Promise.all(counts);
   }
 
-  private async count(
-    limiter: RateLimiterAbstract,
-    key: string,
-    blockKey: string,
-    t: Threshold,
-  ): Promise<void> {
+  private async count(limiter: Counter, key: string, blockKey: string, t: Threshold): Promise<void> {
     let consumed: number;
     try {
-      consumed = (await limiter.consume(key)).consumedPoints;
-    } catch (result) {
-      // consume() rejects with a RateLimiterRes once the points are used up; anything else is a store error.
-      if (!(result instanceof RateLimiterRes)) return;
-      consumed = result.consumedPoints;
+      consumed = (await limiter.add(key)).consumedPoints;
+    } catch {
+      return; // not counted (the memory limiter does not fail; this is only a guard for `void failed()`)
     }
     if (consumed >= t.failures) this.blocked.set(blockKey, this.now() + t.blockSeconds * 1000);
   }

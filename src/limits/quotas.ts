@@ -1,37 +1,26 @@
-import type { Redis } from 'ioredis';
-import {
-  RateLimiterMemory,
-  RateLimiterRedis,
-  RateLimiterRes,
-  type RateLimiterAbstract,
-} from 'rate-limiter-flexible';
+import type { RateLimiterRes } from 'rate-limiter-flexible';
 import type { Quota, QuotaLimiter } from '../domain/token-service.js';
+import { Counter } from './counter.js';
+import type { SharedRedis } from './redis.js';
 
 /** Counters only: each client's own limit is compared here, so one limiter serves every quota. */
 const UNBOUNDED = Number.MAX_SAFE_INTEGER;
 
 /**
  * Per-client issuance quotas (tokens per minute, per day), counted in Redis when one is configured, so that
- * every instance shares them, and in memory otherwise (or while Redis is unreachable).
+ * every instance shares them, and in memory otherwise. While Redis fails or hangs (its breaker is open, see
+ * breaker.ts) each instance counts in its memory, at once: a token waits on Redis at most 100 ms, and only
+ * if it was already waiting when Redis failed. Quotas fail open: a token is never refused for want of a
+ * counter.
  */
 export class IssuanceQuotas implements QuotaLimiter {
-  private readonly minute: RateLimiterAbstract;
-  private readonly day: RateLimiterAbstract;
+  private readonly minute: Counter;
+  private readonly day: Counter;
 
-  constructor(options: { redis?: Redis | undefined; keyPrefix?: string } = {}) {
-    const prefix = options.keyPrefix ?? 'tessera';
-    const limiter = (name: string, duration: number): RateLimiterAbstract => {
-      const common = { points: UNBOUNDED, duration, keyPrefix: `${prefix}:quota:${name}` };
-      const memory = new RateLimiterMemory(common);
-      return options.redis
-        ? new RateLimiterRedis({
-            ...common,
-            storeClient: options.redis,
-            insuranceLimiter: memory,
-            rejectIfRedisNotReady: true,
-          })
-        : memory;
-    };
+  constructor(options: { redis?: SharedRedis | undefined; keyPrefix?: string } = {}) {
+    const prefix = options.keyPrefix ?? options.redis?.keyPrefix ?? 'tessera';
+    const limiter = (name: string, duration: number): Counter =>
+      new Counter({ points: UNBOUNDED, duration, keyPrefix: `${prefix}:quota:${name}` }, options.redis);
     this.minute = limiter('minute', 60);
     this.day = limiter('day', 86_400);
   }
@@ -46,13 +35,12 @@ export class IssuanceQuotas implements QuotaLimiter {
   }
 
   /** Seconds until the window resets if this token is over the limit, else 0. */
-  private async count(limiter: RateLimiterAbstract, key: string, limit: number): Promise<number> {
+  private async count(limiter: Counter, key: string, limit: number): Promise<number> {
     let result: RateLimiterRes;
     try {
-      result = await limiter.consume(key);
-    } catch (error) {
-      if (!(error instanceof RateLimiterRes)) return 0; // no store at all: do not refuse for want of a counter
-      result = error;
+      result = await limiter.add(key);
+    } catch {
+      return 0; // no counter at all: do not refuse for want of one
     }
     return result.consumedPoints > limit ? Math.max(1, Math.ceil(result.msBeforeNext / 1000)) : 0;
   }

@@ -180,14 +180,75 @@ export class Metrics {
     });
   }
 
-  /** Audit events waiting for the store, read at scrape time. */
-  watchAuditQueue(queued: () => number): void {
+  /** The audit trail's spool, read at scrape time. */
+  watchAudit(audit: () => { queued: number; spoolBytes: number; dropped: number }): void {
+    const registers = [this.registry];
     new Gauge({
       name: 'tessera_audit_events_queued',
-      help: 'Audit events waiting to be written to the store.',
+      help: 'Audit events on the spool, not yet written to the store.',
+      registers,
+      collect() {
+        this.set(audit().queued);
+      },
+    });
+    new Gauge({
+      name: 'tessera_audit_spool_bytes',
+      help: 'Bytes the audit spool holds on disk (bounded by TESSERA_AUDIT_SPOOL_MAX).',
+      registers,
+      collect() {
+        this.set(audit().spoolBytes);
+      },
+    });
+    let seen = 0;
+    new Counter({
+      name: 'tessera_audit_events_dropped_total',
+      help: 'Audit events that could not be spooled (the spool full, or the disk refusing the write).',
+      registers,
+      collect() {
+        const now = audit().dropped;
+        this.inc(now - seen);
+        seen = now;
+      },
+    });
+  }
+
+  /** Whether this process counts failed attempts and quotas in Redis (its breaker closed), read at scrape time. */
+  watchRedis(up: () => boolean): void {
+    new Gauge({
+      name: 'tessera_redis_up',
+      // Under --workers, 1 only if every worker counts in Redis.
+      aggregator: 'min',
+      help: 'Whether failed attempts and quotas are counted in Redis (1), or in memory because Redis failed or hung and has not answered a probe since (0).',
       registers: [this.registry],
       collect() {
-        this.set(queued());
+        this.set(up() ? 1 : 0);
+      },
+    });
+  }
+
+  /** The HTTP server's connections (src/http/connections.ts), read at scrape time. */
+  watchConnections(connections: () => { open: number; closedIdleAtCap: number; refusedAtCap: number }): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'tessera_http_connections',
+      help: 'HTTP connections open now (under --workers, summed over the workers).',
+      registers,
+      collect() {
+        this.set(connections().open);
+      },
+    });
+    const seen = { closedIdleAtCap: 0, refusedAtCap: 0 };
+    new Counter({
+      name: 'tessera_http_connections_closed_total',
+      help: 'Connections closed by the server because TESSERA_MAX_CONNECTIONS was reached: "cap_idle" (an idle one, to make room for a new one), "cap_refused" (the new one, when none was idle).',
+      labelNames: ['reason'],
+      registers,
+      collect() {
+        const now = connections();
+        this.inc({ reason: 'cap_idle' }, now.closedIdleAtCap - seen.closedIdleAtCap);
+        this.inc({ reason: 'cap_refused' }, now.refusedAtCap - seen.refusedAtCap);
+        seen.closedIdleAtCap = now.closedIdleAtCap;
+        seen.refusedAtCap = now.refusedAtCap;
       },
     });
   }
@@ -207,7 +268,7 @@ export class Metrics {
    * requested audience is a registered one, so that made-up audiences collapse into one label value.
    */
   tokenOutcome(entry: AuditEntry, registered: (audience: string) => boolean): void {
-    if (entry.outcome === 'issued') {
+    if (entry.type === 'token.issued') {
       const audience = entry.audience ?? UNREGISTERED;
       this.issued.set(audience, (this.issued.get(audience) ?? 0) + 1);
       return;

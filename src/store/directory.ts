@@ -21,6 +21,8 @@ export interface DirectoryOptions {
   lookupTimeoutMs?: number;
   /** The feed was read without error (after failures, this is the recovery). */
   onRecovered?: () => void;
+  /** The change listener is connected again, or delivered a notification (after failures, its recovery). */
+  onListening?: () => void;
   /** Called after signing keys changed in the store. */
   onKeysChanged?: () => Promise<void>;
   /** Called after the audiences were reloaded. */
@@ -135,7 +137,10 @@ export class Directory {
     this.timer.unref();
     // Where the store pushes (PostgreSQL NOTIFY), read the feed at once; the timer stays as the backstop.
     this.unsubscribe = await this.store.subscribe?.(
-      () => void this.poll(),
+      () => {
+        this.options.onListening?.();
+        void this.poll();
+      },
       (error) => this.options.onError?.(error, 'change listener'),
     );
   }
@@ -160,6 +165,20 @@ export class Directory {
 
   listAudiences(): readonly Audience[] {
     return this.audienceList;
+  }
+
+  /**
+   * Memory only, never the store: the client if this process holds it (a caller blocked for failed attempts
+   * is answered this way, so whatever ids it sprays cost no query). Entries past their TTL count too: the TTL
+   * is only a backstop behind the change feed, which removes a client the moment it changes, and a client
+   * that asks for a token every half hour must not be locked out by a block on an address it shares (a NAT)
+   * just because its entry aged. Undefined once the stale window is over.
+   */
+  peekClient(id: string): KnownClient | undefined {
+    if (Date.now() - this.lastRead > this.staleWindowMs) return undefined;
+    const known = this.clients.get(id, STALE_OK);
+    if (known !== undefined) this.stats.hits++;
+    return known;
   }
 
   /** Synchronous on a hit; a promise on a miss, shared by concurrent lookups of the same id. */

@@ -9,7 +9,9 @@ import {
   StoreError,
   type Audience,
   type AuditEvent,
+  type AuditEventType,
   type AuditFilter,
+  type AuditRecord,
   type Change,
   type ChangeEntity,
   type Client,
@@ -17,6 +19,7 @@ import {
   type NewAudience,
   type NewClient,
   type SigningKey,
+  type SpoolPosition,
   type Store,
 } from './types.js';
 
@@ -122,10 +125,7 @@ export class KyselyStore implements Store {
     return (await this.db.executeQuery<R>(CompiledQuery.raw(text, parameters))).rows;
   }
 
-  /** Compiled audit inserts by row count (see auditInsertSql). */
-  private readonly auditInserts = new Map<number, string>();
-
-  async migrate(): Promise<string[]> {
+  async migrate(upTo?: string): Promise<string[]> {
     // On PostgreSQL, Kysely looks for its tables in every schema unless told which: name ours, so that a
     // database holding another Tessera schema (tests, staging beside production) is not mistaken for this one.
     const schema =
@@ -140,7 +140,9 @@ export class KyselyStore implements Store {
         migrationLockTableName: 'tessera_migrations_lock',
         ...(schema ? { migrationTableSchema: schema } : {}),
       });
-      const { error, results } = await migrator.migrateToLatest();
+      const { error, results } = await (upTo === undefined
+        ? migrator.migrateToLatest()
+        : migrator.migrateTo(upTo));
       if (error) throw error instanceof Error ? error : new Error(String(error));
       return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
     };
@@ -503,80 +505,173 @@ export class KyselyStore implements Store {
 
   // --- audit events ---
 
-  async appendAuditEvents(events: readonly AuditEvent[]): Promise<void> {
+  async appendAuditEvents(events: readonly AuditRecord[], position?: SpoolPosition): Promise<void> {
     if (events.length === 0) return;
     const parameters: unknown[] = [];
     for (const e of events)
-      parameters.push(e.at, e.outcome, e.clientId, e.audience, e.jti, e.reason, e.source);
-    const text = this.auditInsertSql(events.length);
-    // A full batch (the recorder's usual statement under load) is a prepared statement; other sizes are not,
-    // so that PostgreSQL connections do not keep a plan for every size there has been.
-    if (events.length === AUDIT_BATCH) await this.runPrepared('tessera_audit_insert', text, parameters);
+      parameters.push(e.at, e.type, e.clientId, e.audience, e.jti, e.reason, e.source, e.count);
+    const full = events.length === AUDIT_BATCH;
+    if (position === undefined) {
+      await this.runAuditInsert(
+        full,
+        'tessera_audit_insert',
+        this.auditSql(events.length, false),
+        parameters,
+      );
+      return;
+    }
+    const at = [position.segment, position.offset, this.now().getTime()];
+    if (this.engine === 'postgres') {
+      // One statement: the rows and the segment's new position commit together (a data-modifying CTE).
+      const text = this.auditSql(events.length, true);
+      await this.runAuditInsert(full, 'tessera_audit_insert_at', text, [...parameters, ...at]);
+      return;
+    }
+    // SQLite has no data-modifying CTE: two statements in one transaction (both run in this process, at once).
+    await this.db.transaction().execute(async (tx) => {
+      await tx.executeQuery(CompiledQuery.raw(this.auditSql(events.length, false), parameters));
+      await tx.executeQuery(CompiledQuery.raw(this.spoolPositionSql(), at));
+    });
+  }
+
+  /** A full batch (the recorder's usual statement under load) is a prepared statement; other sizes are not. */
+  private async runAuditInsert(
+    full: boolean,
+    name: string,
+    text: string,
+    parameters: unknown[],
+  ): Promise<void> {
+    // Only full batches are prepared, so that PostgreSQL connections do not keep a plan for every size.
+    if (full) await this.runPrepared(name, text, parameters);
     else await this.db.executeQuery(CompiledQuery.raw(text, parameters));
   }
 
+  /** Compiled audit inserts by row count and form (see auditSql). */
+  private readonly auditInserts = new Map<string, string>();
+
   /**
-   * The text of an insert of `rows` audit events, compiled by Kysely once per row count and kept: the
-   * recorder writes full batches of the same size every second, and building a thousand-row query each time
-   * cost more than SQLite's insert. (On SQLite the adapter also reuses the prepared statement.)
+   * The text of an insert of `rows` audit events (with the spool position upserted in the same statement, on
+   * PostgreSQL, when `withPosition`), compiled by Kysely once per row count and kept: the recorder writes full
+   * batches of the same size, and building a thousand-row query each time cost more than SQLite's insert.
    */
-  private auditInsertSql(rows: number): string {
-    let text = this.auditInserts.get(rows);
+  private auditSql(rows: number, withPosition: boolean): string {
+    const key = `${rows} ${withPosition}`;
+    let text = this.auditInserts.get(key);
     if (text === undefined) {
       const row = {
-        at: '',
-        outcome: '',
+        at: 0,
+        type: '',
         client_id: null,
         audience: null,
         jti: null,
         reason: null,
         source: null,
+        count: null,
       };
+      const perRow = Object.keys(row).length;
       // The parameters follow the row's key order, as appendAuditEvents pushes them.
-      text = compileOnce(
-        this.db.insertInto('audit_events').values(Array.from({ length: rows }, () => row)),
-        rows * Object.keys(row).length,
-      );
+      const insert = (db: Kysely<Database>) =>
+        db.insertInto('audit_events').values(Array.from({ length: rows }, () => row));
+      text = withPosition
+        ? compileOnce(
+            this.db
+              .with('written', (db) => insert(db as Kysely<Database>))
+              .insertInto('audit_spool_positions')
+              .values({ segment: '', position: 0, updated_at: 0 })
+              .onConflict((oc) =>
+                oc.column('segment').doUpdateSet((eb) => ({
+                  position: eb.ref('excluded.position'),
+                  updated_at: eb.ref('excluded.updated_at'),
+                })),
+              ),
+            rows * perRow + 3,
+          )
+        : compileOnce(insert(this.db), rows * perRow);
       if (this.auditInserts.size >= 8) this.auditInserts.clear();
-      this.auditInserts.set(rows, text);
+      this.auditInserts.set(key, text);
     }
     return text;
+  }
+
+  private spoolPositionSqlText: string | undefined;
+
+  private spoolPositionSql(): string {
+    this.spoolPositionSqlText ??= compileOnce(
+      this.db
+        .insertInto('audit_spool_positions')
+        .values({ segment: '', position: 0, updated_at: 0 })
+        .onConflict((oc) =>
+          oc.column('segment').doUpdateSet((eb) => ({
+            position: eb.ref('excluded.position'),
+            updated_at: eb.ref('excluded.updated_at'),
+          })),
+        ),
+      3,
+    );
+    return this.spoolPositionSqlText;
+  }
+
+  async spoolPosition(segment: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('audit_spool_positions')
+      .select('position')
+      .where('segment', '=', segment)
+      .executeTakeFirst();
+    return row === undefined ? 0 : Number(row.position);
+  }
+
+  async forgetSpoolSegments(segments: readonly string[]): Promise<void> {
+    if (segments.length === 0) return;
+    await this.db.deleteFrom('audit_spool_positions').where('segment', 'in', segments).execute();
   }
 
   async queryAuditEvents(filter: AuditFilter): Promise<AuditEvent[]> {
     let query = this.db.selectFrom('audit_events').selectAll();
     if (filter.clientId !== undefined) query = query.where('client_id', '=', filter.clientId);
     if (filter.audience !== undefined) query = query.where('audience', '=', filter.audience);
-    if (filter.outcome !== undefined) query = query.where('outcome', '=', filter.outcome);
-    if (filter.since !== undefined) query = query.where('at', '>=', filter.since);
-    if (filter.until !== undefined) query = query.where('at', '<', filter.until);
+    if (filter.types !== undefined) {
+      const types = filter.types;
+      query = types.length === 1 ? query.where('type', '=', types[0]!) : query.where('type', 'in', types);
+    }
+    if (filter.since !== undefined) query = query.where('at', '>=', Date.parse(filter.since));
+    if (filter.until !== undefined) query = query.where('at', '<', Date.parse(filter.until));
+    if (filter.after !== undefined) {
+      // Keyset paging (newest first): strictly before the cursor's (at, id). `at <=` lets the index bound it.
+      const at = Date.parse(filter.after.at);
+      const id = filter.after.id;
+      query = query.where('at', '<=', at).where((eb) => eb.or([eb('at', '<', at), eb('id', '<', id)]));
+    }
     const rows = await query.orderBy('at', 'desc').orderBy('id', 'desc').limit(filter.limit).execute();
     return rows.map((r) => ({
-      at: r.at,
-      outcome: r.outcome as AuditEvent['outcome'],
+      id: Number(r.id),
+      at: new Date(Number(r.at)).toISOString(),
+      type: r.type as AuditEventType,
       clientId: r.client_id,
       audience: r.audience,
       jti: r.jti,
       reason: r.reason,
       source: r.source,
+      count: r.count === null ? null : Number(r.count),
     }));
   }
 
-  /** In batches of 5 000 rows, so that neither engine holds a long lock or hits a statement timeout. */
-  async pruneAuditEvents(olderThan: Date): Promise<number> {
-    const before = olderThan.toISOString();
-    let total = 0;
-    for (;;) {
-      const result = await this.db
-        .deleteFrom('audit_events')
-        .where('id', 'in', (eb) =>
-          eb.selectFrom('audit_events').select('id').where('at', '<', before).orderBy('id').limit(5000),
-        )
-        .executeTakeFirst();
-      const deleted = Number(result.numDeletedRows);
-      total += deleted;
-      if (deleted < 5000) return total;
-    }
+  /**
+   * One small batch, oldest first: the recorder calls it again (yielding in between) until it deletes fewer
+   * than it asked for, so that neither engine holds a long lock and a SQLite server never stalls.
+   */
+  async pruneAuditEvents(olderThan: Date, limit: number): Promise<number> {
+    const result = await this.db
+      .deleteFrom('audit_events')
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('audit_events')
+          .select('id')
+          .where('at', '<', olderThan.getTime())
+          .orderBy('at')
+          .limit(limit),
+      )
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
   }
 
   // --- change feed ---

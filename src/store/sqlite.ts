@@ -1,6 +1,7 @@
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
+import { Worker } from 'node:worker_threads';
 import {
   CompiledQuery,
   Kysely,
@@ -89,8 +90,51 @@ class ImmediateSqliteDialect extends SqliteDialect {
   }
 }
 
+/**
+ * The checkpointer: a thread of its own, with its own connection, that copies the write-ahead log into the
+ * database file (a PASSIVE checkpoint: it never blocks a writer) every CHECKPOINT_EVERY_MS. SQLite would
+ * otherwise checkpoint inside whichever write crosses 1000 log pages, on the server's only thread, and a
+ * checkpoint fsyncs: 10–80 ms on this project's machine, a stall for every request in flight (the audit
+ * trail's batches and retention's deletes cross that line over and over under load). It ends when the store
+ * closes; the last connection to close checkpoints what is left, as usual.
+ */
+const CHECKPOINTER = `
+const { workerData, parentPort } = require('node:worker_threads');
+const { DatabaseSync } = require('node:sqlite');
+const db = new DatabaseSync(workerData.file);
+const timer = setInterval(() => {
+  try {
+    db.exec('PRAGMA wal_checkpoint(PASSIVE)');
+  } catch {
+    // busy (another checkpointer, a writer switching the log): the next round does it
+  }
+}, workerData.everyMs);
+parentPort.once('message', () => {
+  clearInterval(timer);
+  db.close();
+  parentPort.close();
+});
+`;
+const CHECKPOINT_EVERY_MS = 250;
+
+export interface SqliteStoreOptions {
+  now?: () => Date;
+  /**
+   * Checkpoint the write-ahead log on a thread of its own instead of inside writes (see CHECKPOINTER): for the
+   * server, whose thread answers requests. The CLI's few writes do not need it.
+   */
+  backgroundCheckpoints?: boolean;
+  /** How often the checkpointer runs (tests slow it down). */
+  checkpointEveryMs?: number;
+}
+
 /** Opens (creating if needed) the embedded store. The file holds secret digests and sealed keys: mode 0600. */
-export function openSqliteStore(file: string, now?: () => Date): KyselyStore {
+export function openSqliteStore(file: string, options: SqliteStoreOptions | (() => Date) = {}): KyselyStore {
+  const {
+    now,
+    backgroundCheckpoints = false,
+    checkpointEveryMs = CHECKPOINT_EVERY_MS,
+  } = typeof options === 'function' ? { now: options } : options;
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   if (file !== ':memory:') {
     // Created 0600 before SQLite opens it, so there is no moment when others may read it; tightened if older.
@@ -104,6 +148,22 @@ export function openSqliteStore(file: string, now?: () => Date): KyselyStore {
   db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA foreign_keys = ON');
   db.exec('PRAGMA synchronous = NORMAL');
-  const kysely = new Kysely<Database>({ dialect: new ImmediateSqliteDialect(adapt(db)) });
+  let checkpointer: Worker | undefined;
+  if (backgroundCheckpoints && file !== ':memory:') {
+    db.exec('PRAGMA wal_autocheckpoint = 0');
+    checkpointer = new Worker(CHECKPOINTER, {
+      eval: true,
+      workerData: { file, everyMs: checkpointEveryMs },
+    });
+    checkpointer.unref();
+  }
+  const adapted = adapt(db);
+  const close = adapted.close.bind(adapted);
+  adapted.close = () => {
+    // The checkpointer closes its connection and ends by itself; this one closes at once.
+    checkpointer?.postMessage('stop');
+    close();
+  };
+  const kysely = new Kysely<Database>({ dialect: new ImmediateSqliteDialect(adapted) });
   return new KyselyStore(kysely, 'sqlite', now);
 }

@@ -1,5 +1,4 @@
 import type { SigningAlg } from '../domain/algorithms.js';
-import type { AuditEntry } from '../domain/token-service.js';
 
 export interface Audience {
   url: string;
@@ -130,33 +129,81 @@ export interface ChangeFeed {
   subscribe?(listener: () => void, onError: (error: unknown) => void): Promise<() => Promise<void>>;
 }
 
-/** One thing that happened at the token endpoint (the token service's audit entry, as stored). */
-export type AuditEvent = AuditEntry;
+/**
+ * What an audit event records. The token endpoint's: `token.issued`, `token.refused`, and `token.throttled`
+ * (refusals of a blocked caller or a client over its quota, summed per caller and minute: `count`).
+ */
+export const AUDIT_EVENT_TYPES = ['token.issued', 'token.refused', 'token.throttled'] as const;
+export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
+
+/** One audit event as it is written. Never a secret, never a token. */
+export interface AuditRecord {
+  /** Milliseconds since the epoch. */
+  at: number;
+  type: AuditEventType;
+  clientId: string | null;
+  audience: string | null;
+  jti: string | null;
+  reason: string | null;
+  source: string | null;
+  /** How many requests a summary stands for (`token.throttled`); null for one request. */
+  count: number | null;
+}
+
+/** One audit event as it is read back: with its id, and its time as RFC 3339 (UTC, milliseconds). */
+export interface AuditEvent extends Omit<AuditRecord, 'at'> {
+  id: number;
+  at: string;
+}
+
+/** Where a query continues: the events that come after this one, newest first (a keyset cursor). */
+export interface AuditCursor {
+  at: string;
+  id: number;
+}
 
 export interface AuditFilter {
   clientId?: string | undefined;
   audience?: string | undefined;
-  outcome?: AuditEvent['outcome'] | undefined;
+  /** One type, or any of several. */
+  types?: readonly AuditEventType[] | undefined;
+  /** RFC 3339 times: from `since` (inclusive) to `until` (exclusive). */
   since?: string | undefined;
   until?: string | undefined;
+  /** Only events after this one in the order of the answer (newest first). */
+  after?: AuditCursor | undefined;
   limit: number;
 }
 
 /** Audit events per insert statement that the recorder writes by default; stores may prepare that size. */
 export const AUDIT_BATCH = 500;
 
+/** How far one spool segment has been written to the store: its name, and the byte offset just past it. */
+export interface SpoolPosition {
+  segment: string;
+  offset: number;
+}
+
 export interface AuditStore {
-  appendAuditEvents(events: readonly AuditEvent[]): Promise<void>;
+  /**
+   * Writes the events; with a spool position, records it in the same transaction, so that a process that
+   * crashes after the write replays the segment from there and writes no event twice.
+   */
+  appendAuditEvents(events: readonly AuditRecord[], position?: SpoolPosition): Promise<void>;
+  /** The offset recorded for a spool segment (0 if none). */
+  spoolPosition(segment: string): Promise<number>;
+  /** Forgets the positions of segments that were written whole and removed. */
+  forgetSpoolSegments(segments: readonly string[]): Promise<void>;
   /** Newest first. */
   queryAuditEvents(filter: AuditFilter): Promise<AuditEvent[]>;
-  /** Deletes events older than the given time; returns how many. */
-  pruneAuditEvents(olderThan: Date): Promise<number>;
+  /** Deletes at most `limit` of the oldest events older than the given time; returns how many. */
+  pruneAuditEvents(olderThan: Date, limit: number): Promise<number>;
 }
 
 export interface Store extends AudienceStore, ClientStore, GrantStore, KeyStore, ChangeFeed, AuditStore {
   readonly engine: 'sqlite' | 'postgres';
-  /** Runs pending migrations; returns the names it ran. */
-  migrate(): Promise<string[]>;
+  /** Runs pending migrations (all, or up to and including `upTo`); returns the names it ran. */
+  migrate(upTo?: string): Promise<string[]>;
   /** Resolves if the store answers a trivial query. */
   ping(): Promise<void>;
   close(): Promise<void>;

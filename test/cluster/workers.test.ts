@@ -177,6 +177,8 @@ describe('tessera serve --workers 2', () => {
       TESSERA_LOG_LEVEL: 'info',
       TESSERA_HOST: '127.0.0.1',
       TESSERA_PORT: String(port),
+      // A stop drains for this long first (readyz 503); test/cluster/shutdown.test.ts covers the drain.
+      TESSERA_SHUTDOWN_DELAY: '1',
     });
     const added = await tessera(env, 'audience', 'add', AUDIENCE, '--json');
     expect(added).toMatchObject({ code: 0, stderr: '' });
@@ -448,7 +450,7 @@ describe('tessera serve --workers 2', () => {
       signal: 'SIGTERM',
       workers: 2,
     });
-    expect(await serve!.waitForLog('shutting down: finishing requests in flight', 2, 0)).toHaveLength(2);
+    expect(await serve!.waitForLog('shutting down: draining', 2, 0)).toHaveLength(2);
     expect(await serve!.waitForLog('stopped', 2, 0)).toHaveLength(2);
     expect(await serve!.waitForLog('all workers stopped', 1, 0)).toHaveLength(1);
     expect(serve!.logs.filter((line) => line.level >= 50)).toEqual([]);

@@ -55,9 +55,14 @@ interface Signed {
 function setup(overrides: Partial<TokenServiceDeps> = {}) {
   const signed: Signed[] = [];
   const lookups: string[] = [];
+  const peeks: string[] = [];
   const deps: TokenServiceDeps = {
     findClient: (id) => {
       lookups.push(id);
+      return CLIENTS.get(id);
+    },
+    peekClient: (id) => {
+      peeks.push(id);
       return CLIENTS.get(id);
     },
     findAudience: (url) => AUDIENCES.find((a) => a.url === url),
@@ -73,7 +78,7 @@ function setup(overrides: Partial<TokenServiceDeps> = {}) {
     defaultAlg: 'ES256',
     ...overrides,
   };
-  return { service: new TokenService(deps), signed, lookups };
+  return { service: new TokenService(deps), signed, lookups, peeks };
 }
 
 const SOURCE = '192.0.2.7';
@@ -525,5 +530,131 @@ describe('audit entries of refused requests', () => {
     expect(events[7]!.audience).toBe(audience(7).slice(0, 256));
     // 2000 audiences of 8 KB are 16 MB; 2000 entries with 256 characters each are about 1 MB.
     expect(grown).toBeLessThan(4 * 1024 * 1024);
+  });
+});
+
+describe('TokenService: a blocked caller is answered from memory', () => {
+  const TOO_MANY: Failure = {
+    error: 'invalid_request',
+    description: 'too many failed attempts; try again later',
+    status: 429,
+    headers: { 'retry-after': '120' },
+  };
+
+  /** The source is blocked (every id, as a blocked address is); failures would be counted in `failures`. */
+  function blocked(extra: Partial<TokenServiceDeps> = {}) {
+    const failures: string[] = [];
+    const events: AuditEntry[] = [];
+    const t = setup({
+      attempts: { blockedFor: () => 120, failed: async (id) => void failures.push(String(id)) },
+      audit: (event) => events.push(event),
+      ...extra,
+    });
+    return { ...t, failures, events };
+  }
+
+  it('a client held in memory that presents its exact secret gets its token, without a store lookup', async () => {
+    const t = blocked();
+    const issued = await t.service.issue(post({}));
+    expect(issued.clientId).toBe('svc');
+    expect(t.lookups).toEqual([]);
+    expect(t.peeks).toEqual(['svc']);
+    expect(t.events.map((e) => e.type)).toEqual(['token.issued']);
+  });
+
+  it('the same over HTTP Basic', async () => {
+    const t = blocked();
+    const issued = await t.service.issue({
+      params: { grant_type: 'client_credentials', audience: API },
+      authorization: basicHeader('svc', SECRET),
+      source: SOURCE,
+    });
+    expect(issued.clientId).toBe('svc');
+    expect(t.lookups).toEqual([]);
+  });
+
+  it('everything else is 429: no store lookup, no failure counted, and one throttled entry each', async () => {
+    const t = blocked({ peekClient: (id) => (id === 'svc' ? CLIENTS.get(id) : undefined) });
+    const requests: TokenRequest[] = [
+      post({ client_id: 'nobody' }), // unknown
+      post({ client_id: 'long' }), // exists, but not in this process's memory: no lookup to find out
+      post({ client_secret: 'not-the-secret' }), // wrong secret
+      post({ client_id: 'not an id\u0000' }), // no client can have this id
+      post({ client_secret: undefined }), // malformed: secret missing
+      post({ grant_type: undefined, client_secret: 'nope' }),
+      {
+        params: { grant_type: 'client_credentials', audience: API },
+        authorization: 'Basic !!!',
+        source: SOURCE,
+      },
+      {
+        params: { grant_type: 'client_credentials', audience: API, client_secret: SECRET },
+        authorization: basicHeader('svc', SECRET),
+        source: SOURCE,
+      }, // two authentication methods
+    ];
+    for (const request of requests) expect(await failure(t.service, request)).toEqual(TOO_MANY);
+    expect(t.lookups).toEqual([]);
+    expect(t.failures).toEqual([]);
+    expect(t.signed).toEqual([]);
+    expect(t.events.map((e) => e.type)).toEqual(requests.map(() => 'token.throttled'));
+    expect(t.events[0]).toEqual({
+      at: NOW,
+      type: 'token.throttled',
+      clientId: 'nobody',
+      audience: API,
+      jti: null,
+      reason: 'invalid_request: too many failed attempts; try again later',
+      source: SOURCE,
+    });
+  });
+
+  it('a disabled client with its exact secret is refused 429 too', async () => {
+    const t = blocked();
+    expect(await failure(t.service, post({ client_id: 'off' }))).toEqual(TOO_MANY);
+  });
+
+  it('a client past its quota is a throttled refusal; issued and refused entries carry the time in ms', async () => {
+    const events: AuditEntry[] = [];
+    const limited = client('limited', { quota: { perMinute: 1, perDay: null } });
+    let wait = 0;
+    const { service } = setup({
+      findClient: (id) => (id === 'limited' ? limited : CLIENTS.get(id)),
+      quotas: { take: async () => wait },
+      audit: (event) => events.push(event),
+    });
+    await service.issue(post({ client_id: 'limited' }));
+    await failure(service, post({ client_id: 'limited', client_secret: 'nope' }));
+    wait = 30;
+    await failure(service, post({ client_id: 'limited' }));
+    expect(events).toEqual([
+      {
+        at: NOW,
+        type: 'token.issued',
+        clientId: 'limited',
+        audience: API,
+        jti: JTI,
+        reason: null,
+        source: SOURCE,
+      },
+      {
+        at: NOW,
+        type: 'token.refused',
+        clientId: 'limited',
+        audience: API,
+        jti: null,
+        reason: 'invalid_client: wrong secret',
+        source: SOURCE,
+      },
+      {
+        at: NOW,
+        type: 'token.throttled',
+        clientId: 'limited',
+        audience: API,
+        jti: null,
+        reason: 'invalid_request: token quota exceeded for this client; reuse your token until it expires',
+        source: SOURCE,
+      },
+    ]);
   });
 });

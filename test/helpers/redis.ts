@@ -31,6 +31,10 @@ export interface ThrowawayRedis {
   url: string;
   start(): Promise<void>;
   stop(): Promise<void>;
+  /** Freezes the server (SIGSTOP): connections stay open and nothing is answered, like a Redis that hangs. */
+  pause(): void;
+  /** Lets a paused server run again (SIGCONT); it answers what it was sent meanwhile. */
+  resume(): void;
 }
 
 export async function throwawayRedis(): Promise<ThrowawayRedis> {
@@ -61,10 +65,16 @@ export async function throwawayRedis(): Promise<ThrowawayRedis> {
       );
       for (let i = 0; i < 100 && !(await ping()); i++) await new Promise((r) => setTimeout(r, 50));
     },
+    pause() {
+      child?.kill('SIGSTOP');
+    },
+    resume() {
+      child?.kill('SIGCONT');
+    },
     async stop() {
       if (!child || child.exitCode !== null) return;
       const exited = new Promise((resolve) => child!.once('exit', resolve));
-      child.kill('SIGKILL');
+      child.kill('SIGKILL'); // a paused server too
       await exited;
     },
   };

@@ -94,6 +94,14 @@ describe('GET /metrics', () => {
     expect(types.get('tessera_client_cache_hit_ratio')).toBe('gauge');
     expect(types.get('tessera_store_operation_duration_seconds')).toBe('histogram');
     expect(types.get('tessera_audit_events_queued')).toBe('gauge');
+    // Only with TESSERA_REDIS_URL (test/security/redis-outage.test.ts).
+    expect(types.get('tessera_redis_up')).toBeUndefined();
+    expect(types.get('tessera_http_connections')).toBe('gauge');
+    // At least the connection this scrape came on.
+    expect(value(samples, 'tessera_http_connections', {})).toBeGreaterThanOrEqual(1);
+    expect(types.get('tessera_http_connections_closed_total')).toBe('counter');
+    expect(value(samples, 'tessera_http_connections_closed_total', { reason: 'cap_idle' })).toBe(0);
+    expect(value(samples, 'tessera_http_connections_closed_total', { reason: 'cap_refused' })).toBe(0);
   });
 
   it('is 405 for POST, with Allow', async () => {

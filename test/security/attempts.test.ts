@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REDIS_OUTAGE } from '../../src/limits/breaker.js';
 import { FailedAttempts, PER_CLIENT_AND_SOURCE, PER_SOURCE, sourceKey } from '../../src/limits/attempts.js';
 import { dropPrefix, REDIS_URL, testPrefix, throwawayRedis } from '../helpers/redis.js';
 import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
@@ -172,13 +173,13 @@ describe('Redis going away and coming back', () => {
         expect((await attempt(t, client, '198.51.100.81', 'wrong')).status).toBe(401);
       await new Promise((r) => setTimeout(r, 100));
       expect((await attempt(t, client, '198.51.100.81', 'wrong')).status).toBe(429);
-      expect(lines.some((l) => l.includes('Redis is unreachable'))).toBe(true);
+      expect(lines.some((l) => l.includes(REDIS_OUTAGE.down))).toBe(true);
 
       await redis.start();
-      for (let i = 0; i < 60 && !lines.some((l) => l.includes('Redis is back')); i++) {
+      for (let i = 0; i < 60 && !lines.some((l) => l.includes(REDIS_OUTAGE.up)); i++) {
         await new Promise((r) => setTimeout(r, 100));
       }
-      expect(lines.some((l) => l.includes('Redis is back'))).toBe(true);
+      expect(lines.some((l) => l.includes(REDIS_OUTAGE.up))).toBe(true);
       expect((await attempt(t, client, '198.51.100.80')).status).toBe(200);
     } finally {
       await t.close();

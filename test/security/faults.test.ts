@@ -472,6 +472,71 @@ describe('PostgreSQL outage and recovery', () => {
     expect(faults.seen).toEqual([]);
   }, 30_000);
 
+  it('a 20 s outage is logged once when it starts and once when it ends: the change listener, and /readyz probes add nothing', async () => {
+    const { cluster, t, logs } = await setUp();
+    const admin = await adminClient(cluster);
+    await waitFor(async () => (await listenPids(admin)).length > 0, 5000, 50);
+    await admin.end();
+    expect((await readyz(t.url)).status).toBe(200);
+
+    const LISTENER_DOWN = 'lost the change listener; reconnecting, and polling meanwhile';
+    const LISTENER_BACK = 'the change listener is back';
+    const STORE_DOWN = 'the store cannot be reached';
+    const STORE_BACK = 'the store answers again';
+    const stopped = Date.now();
+    await cluster.stop();
+    // A load balancer's probe every 250 ms for 20 s (about 80), each answered 503 while the store is away.
+    const probes: Awaited<ReturnType<typeof readyz>>[] = [];
+    while (Date.now() - stopped < 20_000) {
+      probes.push(await readyz(t.url));
+      await sleep(250);
+    }
+    const restartBegan = Date.now();
+    await cluster.start();
+    await waitFor(async () => (await readyz(t.url)).status === 200, 8000, 50);
+    await waitFor(() => logs.some((l) => l.msg === LISTENER_BACK), 8000, 50);
+    await sleep(500);
+
+    const during = logs.filter((l) => l.time >= stopped && l.time < restartBegan && l.level >= 40);
+    const lines = (msg: string) => logs.filter((l) => l.msg === msg);
+    console.log(
+      '20 s outage',
+      JSON.stringify({
+        probes: probes.length,
+        probeStatuses: [...new Set(probes.map((p) => p.status))],
+        during: during.map((l) => ({ msg: l.msg, afterStopMs: l.time - stopped, during: l.during })),
+        recoveries: [...lines(LISTENER_BACK), ...lines(STORE_BACK)].map((l) => ({
+          msg: l.msg,
+          downForMs: l.downForMs,
+          failures: l.failures,
+        })),
+      }),
+    );
+
+    expect(probes.length).toBeGreaterThan(40);
+    expect(probes.filter((p) => p.status !== 503)).toEqual([]);
+    // During the outage: one line for the store, one for the listener (which retries every second), and
+    // nothing for the ~80 readiness probes that failed. (The audit writer says once that it cannot
+    // write: its own outage, logged by src/audit/.)
+    const outageLines = during.filter(
+      (l) => l.msg !== 'audit events cannot be written to the store yet; they wait in the spool',
+    );
+    expect(outageLines.map((l) => l.msg).sort()).toEqual([LISTENER_DOWN, STORE_DOWN]);
+    expect(during.length - outageLines.length).toBeLessThanOrEqual(1);
+    expect(lines(LISTENER_DOWN)).toHaveLength(1);
+    expect(lines(LISTENER_DOWN)[0]!.level).toBe(50);
+    expect(lines(STORE_DOWN)).toHaveLength(1);
+    // Then one line each when it ends, saying how long it lasted and how many failures it absorbed.
+    const [listenerBack] = lines(LISTENER_BACK);
+    expect(lines(LISTENER_BACK)).toHaveLength(1);
+    expect(listenerBack).toMatchObject({ level: 30 });
+    expect(listenerBack!.time).toBeGreaterThanOrEqual(restartBegan);
+    expect(listenerBack!.downForMs as number).toBeGreaterThanOrEqual(19_000);
+    expect(listenerBack!.failures as number).toBeGreaterThan(5);
+    expect(lines(STORE_BACK)).toHaveLength(1);
+    expect(faults.seen).toEqual([]);
+  }, 60_000);
+
   it('a store that hangs instead of refusing: bounded answers, the outage is logged, then recovery', async () => {
     const { cluster, t, logs } = await setUp({ TESSERA_REQUEST_TIMEOUT: '2' });
     const a = await t.createClient([X]);

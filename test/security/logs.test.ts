@@ -15,7 +15,9 @@ import { basic, freePort, startTestServer, type TestClient, type TestServer } fr
  * (or its signature), an Authorization header value or the PostgreSQL password, in any form (Buffers
  * included, which pino writes as arrays of bytes); every line is JSON.
  *
- * The flow runs on PostgreSQL (with a password in TESSERA_DATABASE_URL) when the machine has one.
+ * The flow runs on PostgreSQL, with a password in TESSERA_DATABASE_URL, and cuts its connections once: the
+ * password and the outage are half of what is checked, so without a PostgreSQL the test fails (as the
+ * store's PostgreSQL tests do) rather than pass on SQLite having checked neither.
  */
 
 const X = 'https://x.api.example.com';
@@ -117,32 +119,37 @@ function leaks(lines: string[], needles: Secret[]): string[] {
 
 describe('log lines at trace level over a full flow', () => {
   const lines: string[] = [];
-  let db: TestDatabase | undefined;
-  let databaseUrl: string | undefined;
-  let pgPassword: string | undefined;
+  let db: TestDatabase;
+  let databaseUrl: string;
+  let pgPassword: string;
   let t: TestServer;
   let port: number;
   const statuses: Record<string, number> = {};
   let serverError: { status: number; body: Record<string, unknown> } | undefined;
   let cliOutputs: string[] = [];
+  /** The server's PostgreSQL connections cut for the outage. */
+  let terminated = 0;
 
   beforeAll(async () => {
     try {
       db = await createTestDatabase();
-      pgPassword = `pg-${randomBytes(12).toString('hex')}`;
-      const u = new URL(db.url);
-      u.password = pgPassword; // the machine's PostgreSQL trusts local connections; the password must still never be logged
-      databaseUrl = u.toString();
-      keep('the PostgreSQL password', pgPassword);
-    } catch {
-      db = undefined; // no PostgreSQL here: the flow runs on SQLite
+    } catch (error) {
+      throw new Error(
+        `this test needs PostgreSQL (TESSERA_TEST_PG_URL, default 127.0.0.1:5432): ${(error as Error).message}`,
+        { cause: error },
+      );
     }
+    pgPassword = `pg-${randomBytes(12).toString('hex')}`;
+    const u = new URL(db.url);
+    u.password = pgPassword; // the machine's PostgreSQL trusts local connections; the password must still never be logged
+    databaseUrl = u.toString();
+    keep('the PostgreSQL password', pgPassword);
     t = await startTestServer(
       {
         TESSERA_LOG_LEVEL: 'trace',
         TESSERA_TRUST_PROXY: 'loopback',
         TESSERA_REQUEST_TIMEOUT: '1',
-        ...(databaseUrl ? { TESSERA_DATABASE_URL: databaseUrl } : {}),
+        TESSERA_DATABASE_URL: databaseUrl,
       },
       (chunk) => lines.push(...chunk.split('\n').filter((l) => l !== '')),
     );
@@ -176,7 +183,7 @@ describe('log lines at trace level over a full flow', () => {
       TESSERA_DATA_DIR: t.dataDir,
       TESSERA_MASTER_KEY: t.config.masterKey,
       TESSERA_LOG_LEVEL: 'trace',
-      ...(databaseUrl ? { TESSERA_DATABASE_URL: databaseUrl } : {}),
+      TESSERA_DATABASE_URL: databaseUrl,
     };
     const created = await tessera(cliEnv, 'client', 'create', '--name', 'cli client', '--grant', X, '--json');
     expect(created.code).toBe(0);
@@ -191,7 +198,7 @@ describe('log lines at trace level over a full flow', () => {
     const failing = await tessera(
       {
         ...cliEnv,
-        TESSERA_DATABASE_URL: `postgres://tessera:${pgPassword ?? 'pg-unused-password'}@127.0.0.1:${closedPort}/tessera`,
+        TESSERA_DATABASE_URL: `postgres://tessera:${pgPassword}@127.0.0.1:${closedPort}/tessera`,
       },
       'client',
       'list',
@@ -322,18 +329,17 @@ describe('log lines at trace level over a full flow', () => {
     record('after the 500', await form(good));
 
     // --- a store outage: every PostgreSQL connection of the server is cut, then it comes back ---
-    if (db) {
-      const name = new URL(db.url).pathname.slice(1);
-      const admin = new pg.Client({ connectionString: new URL('/postgres', db.url).toString() });
-      await admin.connect();
-      await admin.query(
-        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
-        [name],
-      );
-      await admin.end();
-      await new Promise((resolve) => setTimeout(resolve, 1500));
-      record('after the outage', await form(good));
-    }
+    const name = new URL(db.url).pathname.slice(1);
+    const admin = new pg.Client({ connectionString: new URL('/postgres', db.url).toString() });
+    await admin.connect();
+    const cut = await admin.query(
+      'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+      [name],
+    );
+    await admin.end();
+    terminated = cut.rowCount ?? 0;
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    record('after the outage', await form(good));
 
     // --- the store gone for good: an uncached client is a 503 ---
     await store.close();
@@ -388,9 +394,10 @@ describe('log lines at trace level over a full flow', () => {
       '429': 429,
       '408': 408,
       'after the 500': 200,
-      ...(db ? { 'after the outage': 200 } : {}),
+      'after the outage': 200,
       '503': 503,
     });
+    expect(terminated).toBeGreaterThan(0); // the outage did cut the server's connections
     expect(serverError).toEqual({
       status: 500,
       body: { error: 'server_error', error_description: 'the server met an unexpected condition' },
@@ -417,7 +424,7 @@ describe('log lines at trace level over a full flow', () => {
     expect(parsed.filter((p) => p.msg === 'request refused').length).toBeGreaterThan(20);
     const unexpected = parsed.find((p) => p.msg === 'unexpected error');
     expect(unexpected).toMatchObject({ level: 50, err: { type: 'TypeError' } });
-    if (db) expect(parsed.some((p) => p.level === 50 && /store/.test(String(p.msg)))).toBe(true);
+    expect(parsed.some((p) => p.level === 50 && /store/.test(String(p.msg)))).toBe(true);
   });
 
   it('no line carries a client secret, an access token or its signature, an Authorization header value or the PostgreSQL password', () => {
@@ -426,7 +433,8 @@ describe('log lines at trace level over a full flow', () => {
   });
 
   it('the CLI does not print the PostgreSQL password, even when the database cannot be reached', () => {
-    if (!pgPassword) return;
+    expect(secrets.map((s) => s.label)).toContain('the PostgreSQL password');
+    expect(cliOutputs[3]).toMatch(/^tessera: /); // the failing run said why, and that was read
     for (const output of cliOutputs) expect(output).not.toContain(pgPassword);
   });
 });

@@ -3,7 +3,10 @@ import { rejection } from '../helpers/assert.js';
 import {
   AUDIT_BATCH,
   StoreError,
+  type AuditCursor,
   type AuditEvent,
+  type AuditFilter,
+  type AuditRecord,
   type Change,
   type NewClient,
   type SigningKey,
@@ -109,7 +112,12 @@ export function storeContract(name: string, open: OpenStore): void {
       it('runs every migration once on a fresh database, and nothing the second time', async () => {
         const fresh = await open(clock.now);
         try {
-          expect(await fresh.migrate()).toEqual(['0001_initial', '0002_audit_events', '0003_client_quotas']);
+          expect(await fresh.migrate()).toEqual([
+            '0001_initial',
+            '0002_audit_events',
+            '0003_client_quotas',
+            '0004_compact_audit',
+          ]);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
         } finally {
@@ -578,30 +586,43 @@ export function storeContract(name: string, open: OpenStore): void {
     });
 
     describe('audit events', () => {
-      const event = (i: number, overrides: Partial<AuditEvent> = {}): AuditEvent => ({
-        at: new Date(Date.UTC(2026, 0, 1, 0, 0, 0, i)).toISOString(),
-        outcome: i % 2 === 0 ? 'issued' : 'refused',
-        clientId: `client-${i % 3}`,
+      const T0 = Date.UTC(2026, 0, 1);
+      const TYPES = ['token.issued', 'token.refused', 'token.throttled'] as const;
+      const record = (i: number, overrides: Partial<AuditRecord> = {}): AuditRecord => ({
+        at: T0 + i,
+        type: TYPES[i % 3]!,
+        clientId: `client-${i % 4}`,
         audience: i % 5 === 0 ? null : 'https://api.example.com',
-        jti: i % 2 === 0 ? `jti-${i}` : null,
-        reason: i % 2 === 0 ? null : 'invalid_client: wrong secret',
+        jti: i % 3 === 0 ? `jti-${i}` : null,
+        reason: i % 3 === 0 ? null : 'invalid_client: wrong secret',
         source: i % 7 === 0 ? null : '203.0.113.7',
+        count: i % 3 === 2 ? i * 10 : null,
         ...overrides,
       });
+      /** A record as it reads back, without its id. */
+      const read = ({ at, ...rest }: AuditRecord) => ({ ...rest, at: new Date(at).toISOString() });
+      const withoutIds = (events: AuditEvent[]) => events.map(({ id: _id, ...rest }) => rest);
       const all = { limit: 10_000 };
 
       it('keeps every field of every event, null or not, newest first, in batches of any size', async () => {
         // Batch sizes repeat, so a reused insert (same row count) is exercised as well as a new one; a full
         // batch (AUDIT_BATCH) is the prepared statement on PostgreSQL.
         const sizes = [1, 3, 3, AUDIT_BATCH, 1, AUDIT_BATCH, 1000, 17];
-        const written: AuditEvent[] = [];
+        const written: AuditRecord[] = [];
         let i = 0;
-        for (const size of sizes) {
-          const batch = Array.from({ length: size }, () => event(i++));
-          await store.appendAuditEvents(batch);
+        for (const [n, size] of sizes.entries()) {
+          const batch = Array.from({ length: size }, () => record(i++));
+          // Every other batch with a spool position: the same rows either way.
+          if (n % 2 === 0) await store.appendAuditEvents(batch);
+          else await store.appendAuditEvents(batch, { segment: `seg-${n}`, offset: i * 100 });
           written.push(...batch);
         }
-        expect(await store.queryAuditEvents(all)).toEqual(written.reverse());
+        const events = await store.queryAuditEvents(all);
+        expect(withoutIds(events)).toEqual(written.reverse().map(read));
+        // Ids are unique and, for events of distinct times, follow them.
+        const ids = events.map((e) => e.id);
+        expect(new Set(ids).size).toBe(ids.length);
+        expect([...ids].sort((a, b) => b - a)).toEqual(ids);
       });
 
       it('appends nothing for an empty batch', async () => {
@@ -609,31 +630,82 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.queryAuditEvents(all)).toEqual([]);
       });
 
-      it('filters by client, audience, outcome and time, and honours the limit', async () => {
-        const events = Array.from({ length: 30 }, (_, i) => event(i));
-        await store.appendAuditEvents(events);
-        const newestFirst = [...events].reverse();
-        expect(await store.queryAuditEvents({ ...all, clientId: 'client-1' })).toEqual(
+      it('filters by client, audience, type and time, and honours the limit', async () => {
+        const records = Array.from({ length: 30 }, (_, i) => record(i));
+        await store.appendAuditEvents(records);
+        const newestFirst = [...records].reverse().map(read);
+        const query = async (filter: Omit<AuditFilter, 'limit'>) =>
+          withoutIds(await store.queryAuditEvents({ ...all, ...filter }));
+        expect(await query({ clientId: 'client-1' })).toEqual(
           newestFirst.filter((e) => e.clientId === 'client-1'),
         );
-        expect(await store.queryAuditEvents({ ...all, audience: 'https://api.example.com' })).toEqual(
+        expect(await query({ audience: 'https://api.example.com' })).toEqual(
           newestFirst.filter((e) => e.audience === 'https://api.example.com'),
         );
-        expect(await store.queryAuditEvents({ ...all, outcome: 'refused' })).toEqual(
-          newestFirst.filter((e) => e.outcome === 'refused'),
+        expect(await query({ types: ['token.refused'] })).toEqual(
+          newestFirst.filter((e) => e.type === 'token.refused'),
         );
-        expect(
-          await store.queryAuditEvents({ ...all, since: events[10]!.at, until: events[20]!.at }),
-        ).toEqual(newestFirst.filter((_, i) => 29 - i >= 10 && 29 - i < 20));
-        expect(await store.queryAuditEvents({ limit: 4 })).toEqual(newestFirst.slice(0, 4));
+        expect(await query({ types: ['token.refused', 'token.throttled'] })).toEqual(
+          newestFirst.filter((e) => e.type !== 'token.issued'),
+        );
+        expect(await query({ since: read(records[10]!).at, until: read(records[20]!).at })).toEqual(
+          newestFirst.filter((_, i) => 29 - i >= 10 && 29 - i < 20),
+        );
+        expect(withoutIds(await store.queryAuditEvents({ limit: 4 }))).toEqual(newestFirst.slice(0, 4));
       });
 
-      it('prunes events strictly older than the cut-off, and only those', async () => {
-        const events = Array.from({ length: 12 }, (_, i) => event(i));
-        await store.appendAuditEvents(events);
-        expect(await store.pruneAuditEvents(new Date(events[5]!.at))).toBe(5);
-        expect(await store.queryAuditEvents(all)).toEqual(events.slice(5).reverse());
-        expect(await store.pruneAuditEvents(new Date(events[5]!.at))).toBe(0);
+      it('pages with a cursor: every event once, newest first, events of the same millisecond included', async () => {
+        // Three events per millisecond: the cursor must tell them apart by id.
+        const records = Array.from({ length: 50 }, (_, i) => record(i, { at: T0 + Math.floor(i / 3) }));
+        await store.appendAuditEvents(records);
+        const everything = await store.queryAuditEvents(all);
+        const paged: AuditEvent[] = [];
+        let after: AuditCursor | undefined;
+        for (;;) {
+          const page = await store.queryAuditEvents({ limit: 4, after });
+          if (page.length === 0) break;
+          paged.push(...page);
+          after = { at: page.at(-1)!.at, id: page.at(-1)!.id };
+        }
+        expect(paged).toEqual(everything);
+        expect(paged).toHaveLength(50);
+        // With a filter too.
+        const refused = await store.queryAuditEvents({ limit: 2, types: ['token.refused'], after });
+        expect(refused).toEqual([]);
+      });
+
+      it('records a spool position in the transaction of its events, and forgets it', async () => {
+        expect(await store.spoolPosition('a.00000001.spool')).toBe(0);
+        await store.appendAuditEvents([record(1)], { segment: 'a.00000001.spool', offset: 120 });
+        await store.appendAuditEvents([record(2), record(3)], { segment: 'a.00000001.spool', offset: 360 });
+        await store.appendAuditEvents([record(4)], { segment: 'b.00000001.spool', offset: 99 });
+        expect(await store.spoolPosition('a.00000001.spool')).toBe(360);
+        expect(await store.spoolPosition('b.00000001.spool')).toBe(99);
+        // A write that fails writes neither its events nor its position (a type that cannot be null).
+        const bad = { ...record(5), type: null } as unknown as AuditRecord;
+        await expect(
+          store.appendAuditEvents([record(6), bad], { segment: 'a.00000001.spool', offset: 480 }),
+        ).rejects.toThrow();
+        expect(await store.spoolPosition('a.00000001.spool')).toBe(360);
+        expect(withoutIds(await store.queryAuditEvents(all))).toEqual(
+          [4, 3, 2, 1].map((i) => read(record(i))),
+        );
+        await store.forgetSpoolSegments(['a.00000001.spool', 'c.00000001.spool']);
+        await store.forgetSpoolSegments([]);
+        expect(await store.spoolPosition('a.00000001.spool')).toBe(0);
+        expect(await store.spoolPosition('b.00000001.spool')).toBe(99);
+      });
+
+      it('prunes events strictly older than the cut-off, oldest first, at most `limit` at a time', async () => {
+        const records = Array.from({ length: 12 }, (_, i) => record(i));
+        // Written out of time order (as a spool replayed after an outage would): pruning goes by time.
+        await store.appendAuditEvents([...records.slice(6), ...records.slice(0, 6)]);
+        const cut = new Date(records[5]!.at);
+        expect(await store.pruneAuditEvents(cut, 2)).toBe(2);
+        expect(withoutIds(await store.queryAuditEvents(all))).toEqual(records.slice(2).reverse().map(read));
+        expect(await store.pruneAuditEvents(cut, 100)).toBe(3);
+        expect(withoutIds(await store.queryAuditEvents(all))).toEqual(records.slice(5).reverse().map(read));
+        expect(await store.pruneAuditEvents(cut, 100)).toBe(0);
       });
     });
   });

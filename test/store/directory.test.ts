@@ -337,6 +337,33 @@ describe('Directory', () => {
     });
   });
 
+  describe('peekClient (memory only, for blocked callers)', () => {
+    it('never asks the store; holds what a lookup loaded, past the TTL too, until a change removes it', async () => {
+      await createClient('svc', [A]);
+      await startDirectory({ ttlMs: 40 });
+      expect(directory.peekClient('svc')).toBeUndefined();
+      expect(directory.peekClient('nobody')).toBeUndefined();
+      expect(spy.calls).toEqual([]);
+      await lookup('svc');
+      spy.reset();
+      expect(directory.peekClient('svc')?.id).toBe('svc');
+      await new Promise((r) => setTimeout(r, 80)); // past the TTL: a lookup would ask the store again
+      expect(directory.peekClient('svc')?.id).toBe('svc');
+      expect(spy.calls).toEqual([]);
+      await cli.setClientEnabled('svc', false);
+      await directory.poll();
+      expect(directory.peekClient('svc')).toBeUndefined();
+    });
+
+    it('holds nothing once the stale window is over (the feed unread)', async () => {
+      await createClient('svc', [A]);
+      await startDirectory({ staleWindowMs: 50 });
+      await lookup('svc');
+      await new Promise((r) => setTimeout(r, 80));
+      expect(directory.peekClient('svc')).toBeUndefined();
+    });
+  });
+
   describe('changes made by another store instance', () => {
     beforeEach(async () => {
       await createClient('svc', [A]);

@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import type { Store } from '../../src/store/types.js';
@@ -19,6 +20,86 @@ storeContract('postgres', async (now) => {
   const store = openPostgresStore(await db.freshSchema(), { max: 3, now });
   opened.push(store);
   return store;
+});
+
+describe('migration 0004 (the compact audit trail)', () => {
+  it('converts the events written before it: RFC 3339 text to milliseconds, outcome to type, ids kept', async () => {
+    const url = await db.freshSchema();
+    const store = openPostgresStore(url, { max: 2 });
+    opened.push(store);
+    expect(await store.migrate('0003_client_quotas')).toEqual([
+      '0001_initial',
+      '0002_audit_events',
+      '0003_client_quotas',
+    ]);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const insert =
+        'insert into audit_events (id, at, outcome, client_id, audience, jti, reason, source) values ($1, $2, $3, $4, $5, $6, $7, $8)';
+      await client.query(insert, [
+        7,
+        '2026-11-01T10:00:00.123Z',
+        'issued',
+        'c1',
+        'https://api.example.com',
+        'j1',
+        null,
+        '10.0.0.1',
+      ]);
+      await client.query(insert, [
+        9,
+        '2026-11-01T10:00:01.999Z',
+        'refused',
+        null,
+        null,
+        null,
+        'invalid_client: unknown client',
+        null,
+      ]);
+      await client.query(`select setval('audit_events_id_seq', 9)`);
+    } finally {
+      await client.end();
+    }
+    expect(await store.migrate()).toEqual(['0004_compact_audit']);
+    expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
+      {
+        id: 9,
+        at: '2026-11-01T10:00:01.999Z',
+        type: 'token.refused',
+        clientId: null,
+        audience: null,
+        jti: null,
+        reason: 'invalid_client: unknown client',
+        source: null,
+        count: null,
+      },
+      {
+        id: 7,
+        at: '2026-11-01T10:00:00.123Z',
+        type: 'token.issued',
+        clientId: 'c1',
+        audience: 'https://api.example.com',
+        jti: 'j1',
+        reason: null,
+        source: '10.0.0.1',
+        count: null,
+      },
+    ]);
+    await store.appendAuditEvents([
+      {
+        at: Date.parse('2026-11-02T00:00:00Z'),
+        type: 'token.issued',
+        clientId: 'c2',
+        audience: null,
+        jti: null,
+        reason: null,
+        source: null,
+        count: null,
+      },
+    ]);
+    expect((await store.queryAuditEvents({ limit: 1 }))[0]!.id).toBe(10);
+  });
 });
 
 describe('PostgreSQL change notifications', () => {

@@ -1,6 +1,7 @@
 import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
@@ -20,6 +21,86 @@ let counter = 0;
 storeContract('sqlite', async (now) => openSqliteStore(path.join(tempDir(), `store-${++counter}.db`), now));
 
 const mode = (file: string) => statSync(file).mode & 0o777;
+
+describe('migration 0004 (the compact audit trail)', () => {
+  it('converts the events written before it: RFC 3339 text to milliseconds, outcome to type, ids kept', async () => {
+    const file = path.join(tempDir(), 'tessera.db');
+    const store = openSqliteStore(file);
+    try {
+      expect(await store.migrate('0003_client_quotas')).toEqual([
+        '0001_initial',
+        '0002_audit_events',
+        '0003_client_quotas',
+      ]);
+      const db = new DatabaseSync(file);
+      const insert = db.prepare(
+        'insert into audit_events (id, at, outcome, client_id, audience, jti, reason, source) values (?, ?, ?, ?, ?, ?, ?, ?)',
+      );
+      insert.run(
+        7,
+        '2026-11-01T10:00:00.123Z',
+        'issued',
+        'c1',
+        'https://api.example.com',
+        'j1',
+        null,
+        '10.0.0.1',
+      );
+      insert.run(
+        9,
+        '2026-11-01T10:00:01.999Z',
+        'refused',
+        null,
+        null,
+        null,
+        'invalid_client: unknown client',
+        null,
+      );
+      db.close();
+      expect(await store.migrate()).toEqual(['0004_compact_audit']);
+      expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
+        {
+          id: 9,
+          at: '2026-11-01T10:00:01.999Z',
+          type: 'token.refused',
+          clientId: null,
+          audience: null,
+          jti: null,
+          reason: 'invalid_client: unknown client',
+          source: null,
+          count: null,
+        },
+        {
+          id: 7,
+          at: '2026-11-01T10:00:00.123Z',
+          type: 'token.issued',
+          clientId: 'c1',
+          audience: 'https://api.example.com',
+          jti: 'j1',
+          reason: null,
+          source: '10.0.0.1',
+          count: null,
+        },
+      ]);
+      // New events continue after the copied ids.
+      await store.appendAuditEvents([
+        {
+          at: Date.parse('2026-11-02T00:00:00Z'),
+          type: 'token.issued',
+          clientId: 'c2',
+          audience: null,
+          jti: null,
+          reason: null,
+          source: null,
+          count: null,
+        },
+      ]);
+      expect((await store.queryAuditEvents({ limit: 1 }))[0]!.id).toBe(10);
+    } finally {
+      await store.close();
+    }
+  });
+});
 
 describe('openSqliteStore', () => {
   let dir: string;
@@ -60,6 +141,44 @@ describe('openSqliteStore', () => {
     for (const suffix of ['-wal', '-shm']) {
       expect(existsSync(file + suffix)).toBe(true);
       expect(mode(file + suffix)).toBe(0o600);
+    }
+  });
+
+  it('with background checkpoints, writes never copy the log into the file themselves; a thread of its own does', async () => {
+    const file = path.join(dir, 'tessera.db');
+    const records = (from: number) =>
+      Array.from({ length: 500 }, (_, i) => ({
+        at: Date.now() + from + i,
+        type: 'token.issued' as const,
+        clientId: 'c'.repeat(32),
+        audience: 'https://api.example.com',
+        jti: `${from + i}`.padStart(22, '0'),
+        reason: null,
+        source: '10.0.0.1',
+        count: null,
+      }));
+    for (const background of [false, true]) {
+      rmSync(file, { force: true });
+      rmSync(file + '-wal', { force: true });
+      rmSync(file + '-shm', { force: true });
+      // The checkpointer's first round comes after 2 s here, long after the writes (a few hundred ms).
+      const store = openSqliteStore(file, { backgroundCheckpoints: background, checkpointEveryMs: 2000 });
+      open.push(store);
+      await store.migrate();
+      const before = statSync(file).size;
+      // 40 000 events: well past the 1000 log pages at which a write would checkpoint on its own.
+      for (let i = 0; i < 80; i++) await store.appendAuditEvents(records(i * 500));
+      const right = statSync(file).size;
+      if (!background) {
+        expect(right).toBeGreaterThan(before + 2_000_000); // copied inside the writes
+        continue;
+      }
+      expect(right).toBe(before); // nothing copied inside the writes...
+      const started = Date.now();
+      while (statSync(file).size < before + 2_000_000 && Date.now() - started < 8000)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(statSync(file).size).toBeGreaterThan(before + 2_000_000); // ...the checkpointer did it
+      expect((await store.queryAuditEvents({ limit: 100_000 })).length).toBe(40_000);
     }
   });
 

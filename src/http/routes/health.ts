@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { SigningAlg } from '../../domain/algorithms.js';
 import type { Keyring } from '../../keys/keyring.js';
+import type { Outage } from '../../outage.js';
 import type { Directory } from '../../store/directory.js';
 import type { Store } from '../../store/types.js';
 
@@ -9,7 +10,7 @@ const FEED_STALE_MS = 10_000;
 
 /**
  * /healthz: the process answers. /readyz: the store answers, the default signing key is loaded, and the
- * change feed is being followed.
+ * change feed is being followed; from a shutdown signal on, 503 at once (the server is draining).
  */
 export function healthRoutes(
   app: FastifyInstance,
@@ -17,16 +18,25 @@ export function healthRoutes(
   keyring: Keyring,
   directory: Directory,
   defaultAlg: SigningAlg,
+  options: { shutdown: { readonly draining: boolean }; storeOutage?: Outage },
 ): void {
   const noStore = { 'cache-control': 'no-store' };
   app.get('/healthz', (_request, reply) => reply.headers(noStore).send({ status: 'ok' }));
-  app.get('/readyz', async (request, reply) => {
+  app.get('/readyz', async (_request, reply) => {
+    if (options.shutdown.draining) {
+      // Load balancers take this instance out of rotation while it still serves (TESSERA_SHUTDOWN_DELAY).
+      return reply
+        .code(503)
+        .headers(noStore)
+        .send({ status: 'not_ready', checks: { shutdown: 'draining' } });
+    }
     const checks = {
       store: 'ok',
       signing_key: keyring.hasActive(defaultAlg) ? 'ok' : 'missing',
       // Changes made elsewhere reach this instance only while it reads the feed.
       change_feed: directory.following(FEED_STALE_MS) ? 'ok' : 'stale',
     };
+    const started = Date.now();
     try {
       // A store that hangs is as unready as one that refuses: answer within two seconds either way.
       await Promise.race([
@@ -34,8 +44,12 @@ export function healthRoutes(
         new Promise((_, reject) => setTimeout(() => reject(new Error('store ping timed out')), 2000).unref()),
       ]);
     } catch (error) {
-      request.log.warn({ err: error }, 'store is not reachable');
       checks.store = 'unreachable';
+      // Part of the store's outage, logged once however often the probe runs. Not if the change feed was
+      // read since this ping began: the store answered meanwhile (its recovery may already be logged).
+      if (!directory.following(Date.now() - started)) {
+        options.storeOutage?.failed(error, { during: 'readiness probe' });
+      }
     }
     const ready = Object.values(checks).every((check) => check === 'ok');
     return reply

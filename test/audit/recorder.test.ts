@@ -1,0 +1,508 @@
+/**
+ * The audit recorder and its spool, on a real SQLite store: events are on disk before their answers, reach
+ * the store exactly once (across crashes of the process that wrote them, which the tests make real with
+ * SIGKILL), wait on disk while the store is down, are dropped only when the spool is full (counted, logged
+ * once), and throttled refusals are summed per caller and minute.
+ *
+ * The crash tests run a child process on dist/ (`npm run build` first; `npm test` does it).
+ */
+import { spawn } from 'node:child_process';
+import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AuditRecorder, THROTTLE_WINDOW_MS } from '../../src/audit/recorder.js';
+import type { AuditEntry } from '../../src/domain/token-service.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import type { AuditRecord, AuditStore, Store } from '../../src/store/types.js';
+import { ROOT } from '../helpers/process.js';
+import { tempDir } from '../helpers/server.js';
+
+const T0 = Date.parse('2026-11-01T10:00:00.000Z');
+
+const issued = (i: number): AuditEntry => ({
+  at: T0 + i,
+  type: 'token.issued',
+  clientId: 'svc',
+  audience: 'https://api.example.com',
+  jti: `jti-${i}`,
+  reason: null,
+  source: '192.0.2.1',
+});
+
+interface Logged {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+/** A logger whose lines the test reads. */
+function capture() {
+  const lines: Logged[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Logged) });
+  return { logger, lines, messages: () => lines.map((l) => l.msg) };
+}
+
+const stores: Store[] = [];
+const recorders: AuditRecorder[] = [];
+afterEach(async () => {
+  for (const recorder of recorders.splice(0)) await recorder.close();
+  for (const store of stores.splice(0)) await store.close();
+});
+
+async function sqlite(file: string): Promise<Store> {
+  const store = openSqliteStore(file);
+  await store.migrate();
+  stores.push(store);
+  return store;
+}
+
+/** A store whose audit writes fail while `down` is set, passing everything else to the real one. */
+function switchable(store: Store) {
+  const state = { down: false, writes: 0 };
+  const check = () => {
+    if (state.down) throw new Error('the store is down');
+  };
+  const audit: AuditStore = {
+    appendAuditEvents: async (events, position) => {
+      check();
+      state.writes++;
+      return store.appendAuditEvents(events, position);
+    },
+    spoolPosition: async (segment) => (check(), store.spoolPosition(segment)),
+    forgetSpoolSegments: async (segments) => (check(), store.forgetSpoolSegments(segments)),
+    queryAuditEvents: (filter) => store.queryAuditEvents(filter),
+    pruneAuditEvents: async (before, limit) => (check(), store.pruneAuditEvents(before, limit)),
+  };
+  return { audit, state };
+}
+
+function recorder(
+  store: AuditStore,
+  spoolDir: string,
+  options: Partial<ConstructorParameters<typeof AuditRecorder>[1]> = {},
+): AuditRecorder {
+  const made = new AuditRecorder(store, {
+    spoolDir,
+    spoolMaxBytes: 1 << 30,
+    retentionSeconds: 10 * 365 * 86_400,
+    logger: pino({ level: 'silent' }),
+    flushMs: 3_600_000, // the tests flush by hand
+    ...options,
+  });
+  recorders.push(made);
+  return made;
+}
+
+const jtis = async (store: Store) =>
+  (await store.queryAuditEvents({ limit: 100_000 })).map((e) => e.jti).reverse();
+const spoolFiles = (dir: string) => readdirSync(dir).sort();
+
+describe('AuditRecorder: the spool', () => {
+  it('puts every recorded event on disk at persist, and the store gets them once, in batches', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const { audit, state } = switchable(store);
+    const spoolDir = path.join(dir, 'spool');
+    const r = recorder(audit, spoolDir, { batch: 2 });
+    r.start();
+    for (let i = 0; i < 5; i++) r.record(issued(i));
+    expect(r.queued).toBe(5);
+    r.persist();
+    const [segment] = r.spoolSegments;
+    const lines = readFileSync(path.join(spoolDir, segment!), 'utf8').trimEnd().split('\n');
+    expect(lines).toHaveLength(5);
+    expect(JSON.parse(lines[0]!)).toEqual([
+      T0,
+      'token.issued',
+      'svc',
+      'https://api.example.com',
+      'jti-0',
+      null,
+      '192.0.2.1',
+      null,
+    ]);
+    await r.flush();
+    expect(state.writes).toBe(3); // 2 + 2 + 1
+    expect(await jtis(store)).toEqual(['jti-0', 'jti-1', 'jti-2', 'jti-3', 'jti-4']);
+    expect(r.queued).toBe(0);
+    await r.flush();
+    expect(await jtis(store)).toHaveLength(5);
+    expect(await store.spoolPosition(segment!)).toBe(r.spoolBytes);
+  });
+
+  it('persists on its own in the next loop iteration when no answer follows', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const spoolDir = path.join(dir, 'spool');
+    const r = recorder(store, spoolDir);
+    r.start();
+    r.record(issued(1));
+    expect(r.spoolBytes).toBe(0);
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(r.spoolBytes).toBeGreaterThan(0);
+  });
+
+  it('while the store is down, events wait on disk, not in memory; one line when the outage begins, one when it ends', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const { audit, state } = switchable(store);
+    const log = capture();
+    const r = recorder(audit, path.join(dir, 'spool'), { logger: log.logger });
+    r.start();
+    await r.flush();
+    state.down = true;
+    for (let i = 0; i < 3000; i++) r.record(issued(i));
+    r.persist();
+    for (let i = 0; i < 5; i++) await r.flush();
+    expect(r.queued).toBe(3000);
+    expect(r.spoolBytes).toBeGreaterThan(3000 * 80);
+    state.down = false;
+    await r.flush();
+    expect(r.queued).toBe(0);
+    expect(await jtis(store)).toEqual(Array.from({ length: 3000 }, (_, i) => `jti-${i}`));
+    const outage = log.lines.filter((l) => l.msg.startsWith('audit events'));
+    expect(outage.map((l) => [l.level, l.msg])).toEqual([
+      [50, 'audit events cannot be written to the store yet; they wait in the spool'],
+      [30, 'audit events reach the store again'],
+    ]);
+    expect(outage[0]).toMatchObject({ queued: 3000 });
+  });
+
+  it('past its size, drops new events, counted, with one line when it fills and one when it has room again', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const { audit, state } = switchable(store);
+    const log = capture();
+    const r = recorder(audit, path.join(dir, 'spool'), { logger: log.logger, spoolMaxBytes: 2000 });
+    r.start();
+    state.down = true;
+    let i = 0;
+    // Persisted one at a time, as answers go: the spool takes whole lines until the next would not fit.
+    while (r.dropped === 0) {
+      r.record(issued(i++));
+      r.persist();
+    }
+    const kept = i - 1;
+    expect(r.spoolBytes).toBeLessThanOrEqual(2000);
+    expect(kept).toBeGreaterThan(10);
+    for (let k = 0; k < 5; k++) {
+      r.record(issued(i++));
+      r.persist();
+    }
+    expect(r.dropped).toBe(6);
+    state.down = false;
+    await r.flush();
+    r.record(issued(i++));
+    r.persist();
+    expect(r.dropped).toBe(6);
+    await r.flush();
+    const stored = await jtis(store);
+    expect(stored).toEqual([...Array.from({ length: kept }, (_, k) => `jti-${k}`), `jti-${i - 1}`]);
+    const full = log.lines.filter((l) => l.msg.startsWith('the audit spool'));
+    expect(full.map((l) => [l.level, l.msg])).toEqual([
+      [
+        50,
+        'the audit spool is full (TESSERA_AUDIT_SPOOL_MAX): new audit events are dropped until the store takes the backlog',
+      ],
+      [30, 'the audit spool has room again'],
+    ]);
+    expect(full[1]).toMatchObject({ dropped: 6 });
+  });
+
+  it('skips damaged lines (counted and logged) and writes the others', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const spoolDir = path.join(dir, 'spool');
+    const log = capture();
+    const r = recorder(store, spoolDir, { logger: log.logger });
+    r.start();
+    r.record(issued(1));
+    r.persist();
+    const file = path.join(spoolDir, r.spoolSegments[0]!);
+    appendFileSync(file, 'not json\n[1,"token.unknown",null,null,null,null,null,null]\n');
+    // The appended bytes are not this process's: it knows its own size. A new process adopts the file whole.
+    await r.close();
+    recorders.splice(recorders.indexOf(r), 1);
+    const next = recorder(store, spoolDir, { logger: log.logger });
+    next.start();
+    await next.flush();
+    expect(await jtis(store)).toEqual(['jti-1']);
+    expect(log.lines.filter((l) => l.msg === 'damaged audit spool lines were skipped')).toMatchObject([
+      { lines: 2 },
+    ]);
+  });
+
+  it('cleans control characters (PostgreSQL refuses NUL) out of what it records', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const r = recorder(store, path.join(dir, 'spool'));
+    r.start();
+    r.record({ ...issued(1), clientId: 'a\u0000b', audience: 'https://x\u0000\n', reason: 'r\u001b[31m' });
+    await r.flush();
+    expect((await store.queryAuditEvents({ limit: 1 }))[0]).toMatchObject({
+      clientId: 'a\uFFFDb',
+      audience: 'https://x\uFFFD\uFFFD',
+      reason: 'r\uFFFD[31m',
+    });
+  });
+
+  it('leaves nothing behind when closed with everything in the store', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const spoolDir = path.join(dir, 'spool');
+    const r = recorder(store, spoolDir);
+    r.start();
+    for (let i = 0; i < 3; i++) r.record(issued(i));
+    await r.close();
+    recorders.splice(recorders.indexOf(r), 1);
+    expect(spoolFiles(spoolDir)).toEqual([]);
+    expect(await jtis(store)).toEqual(['jti-0', 'jti-1', 'jti-2']);
+  });
+
+  it('closed while the store is down, it leaves the spool for the next start, which writes it', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const { audit, state } = switchable(store);
+    const spoolDir = path.join(dir, 'spool');
+    const r = recorder(audit, spoolDir);
+    r.start();
+    state.down = true;
+    for (let i = 0; i < 3; i++) r.record(issued(i));
+    await r.close();
+    recorders.splice(recorders.indexOf(r), 1);
+    expect(spoolFiles(spoolDir)).toHaveLength(2); // its lock file and its segment
+    state.down = false;
+    const next = recorder(audit, spoolDir);
+    next.start();
+    await next.flush();
+    expect(await jtis(store)).toEqual(['jti-0', 'jti-1', 'jti-2']);
+    expect(
+      spoolFiles(spoolDir).filter((f) => !f.startsWith(`${next.spoolSegments[0]!.split('.')[0]}.`)),
+    ).toEqual([]);
+  });
+});
+
+/**
+ * A child process that records `count` events into a spool and a SQLite store, then, as `mode` says, writes
+ * some of them to the store first and is killed (SIGKILL), or stays alive until the test kills it.
+ */
+function child(
+  spoolDir: string,
+  dbFile: string,
+  mode: 'crash' | 'flush-some-then-crash' | 'hold',
+  count: number,
+) {
+  const code = `
+    import { pino } from 'pino';
+    import { AuditRecorder } from './dist/audit/recorder.js';
+    import { openSqliteStore } from './dist/store/sqlite.js';
+    const [spoolDir, dbFile, mode, count] = process.argv.slice(1);
+    const store = openSqliteStore(dbFile);
+    await store.migrate();
+    const recorder = new AuditRecorder(store, {
+      spoolDir, spoolMaxBytes: 1 << 30, retentionSeconds: 3600, logger: pino({ level: 'silent' }),
+      flushMs: 3600000, batch: 7,
+    });
+    recorder.start();
+    const record = (i) => recorder.record({ at: ${T0} + i, type: 'token.issued', clientId: 'svc',
+      audience: null, jti: 'jti-' + i, reason: null, source: null });
+    const half = mode === 'flush-some-then-crash' ? Math.floor(Number(count) / 2) : 0;
+    for (let i = 0; i < half; i++) record(i);
+    if (half > 0) await recorder.flush();
+    for (let i = half; i < Number(count); i++) record(i);
+    recorder.persist();
+    process.stdout.write('ready\\n');
+    if (mode !== 'hold') process.kill(process.pid, 'SIGKILL');
+    else setInterval(() => undefined, 1000); // lives until the test kills it
+  `;
+  const proc = spawn(
+    process.execPath,
+    [
+      '--disable-warning=ExperimentalWarning',
+      '--input-type=module',
+      '-e',
+      code,
+      spoolDir,
+      dbFile,
+      mode,
+      String(count),
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stderr = '';
+  proc.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const ready = new Promise<void>((resolve, reject) => {
+    proc.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('ready') && resolve());
+    proc.once('exit', (code, signal) =>
+      signal === 'SIGKILL' ? resolve() : reject(new Error(`child exited ${code}: ${stderr}`)),
+    );
+  });
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  return { proc, ready, exited };
+}
+
+describe('AuditRecorder: a process that crashed', () => {
+  it.each(['crash', 'flush-some-then-crash'] as const)(
+    '%s: the next process adopts its spool and writes every event exactly once',
+    async (mode) => {
+      const dir = tempDir();
+      const dbFile = path.join(dir, 'tessera.db');
+      const spoolDir = path.join(dir, 'spool');
+      const crashed = child(spoolDir, dbFile, mode, 40);
+      await crashed.ready;
+      await crashed.exited;
+      const store = await sqlite(dbFile);
+      const before = await jtis(store);
+      expect(before).toHaveLength(mode === 'crash' ? 0 : 20);
+      const log = capture();
+      const r = recorder(store, spoolDir, { logger: log.logger });
+      r.start();
+      await r.flush();
+      expect(await jtis(store)).toEqual(Array.from({ length: 40 }, (_, i) => `jti-${i}`));
+      expect(
+        log.lines.filter((l) => l.msg === 'audit spool files left by a stopped process adopted'),
+      ).toMatchObject([{ segments: 1 }]);
+      // The adopted segment and its owner's lock are gone; this process's own files are all that is left.
+      const own = r.spoolSegments[0]!.split('.')[0]!;
+      expect(spoolFiles(spoolDir).every((f) => f.startsWith(`${own}.`))).toBe(true);
+      await r.flush();
+      expect(await jtis(store)).toHaveLength(40);
+    },
+  );
+
+  it('a process that lives keeps its spool; once it is killed, the next adoption round takes it', async () => {
+    const dir = tempDir();
+    const dbFile = path.join(dir, 'tessera.db');
+    const spoolDir = path.join(dir, 'spool');
+    const alive = child(spoolDir, dbFile, 'hold', 10);
+    try {
+      await alive.ready;
+      const store = await sqlite(dbFile);
+      let now = Date.now();
+      const r = recorder(store, spoolDir, { now: () => now });
+      r.start();
+      await r.flush();
+      expect(await jtis(store)).toEqual([]);
+      alive.proc.kill('SIGKILL');
+      await alive.exited;
+      await r.flush(); // within the minute: not looked for yet
+      expect(await jtis(store)).toEqual([]);
+      now += 60_000;
+      await r.flush();
+      expect(await jtis(store)).toEqual(Array.from({ length: 10 }, (_, i) => `jti-${i}`));
+    } finally {
+      alive.proc.kill('SIGKILL');
+    }
+  });
+});
+
+describe('AuditRecorder: throttled refusals', () => {
+  const throttled = (at: number, source: string, clientId: string | null): AuditEntry => ({
+    at,
+    type: 'token.throttled',
+    clientId,
+    audience: 'https://api.example.com',
+    jti: null,
+    reason: 'invalid_request: too many failed attempts; try again later',
+    source,
+  });
+
+  it('are summed per caller and minute into one event with the count, logged once each', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const log = capture();
+    const minute = T0 - (T0 % THROTTLE_WINDOW_MS);
+    let now = minute + 1000;
+    const r = recorder(store, path.join(dir, 'spool'), { logger: log.logger, now: () => now });
+    r.start();
+    for (let i = 0; i < 500; i++) r.record(throttled(minute + 1000 + i, '203.0.113.9', `id-${i}`));
+    for (let i = 0; i < 30; i++) r.record(throttled(minute + 2000 + i, '198.51.100.3', 'svc'));
+    r.record(issued(1));
+    await r.flush(); // the minute is not over: nothing of it yet
+    expect((await store.queryAuditEvents({ limit: 100 })).map((e) => e.type)).toEqual(['token.issued']);
+    now = minute + THROTTLE_WINDOW_MS + 5;
+    await r.flush();
+    const summaries = await store.queryAuditEvents({ limit: 100, types: ['token.throttled'] });
+    expect(summaries.map(({ id: _id, ...e }) => e)).toEqual([
+      {
+        at: new Date(minute + 2000).toISOString(),
+        type: 'token.throttled',
+        clientId: 'svc',
+        audience: null,
+        jti: null,
+        reason: 'invalid_request: too many failed attempts; try again later',
+        source: '198.51.100.3',
+        count: 30,
+      },
+      {
+        at: new Date(minute + 1000).toISOString(),
+        type: 'token.throttled',
+        clientId: null, // several ids were sprayed
+        audience: null,
+        jti: null,
+        reason: 'invalid_request: too many failed attempts; try again later',
+        source: '203.0.113.9',
+        count: 500,
+      },
+    ]);
+    expect(log.messages().filter((m) => m === 'token requests throttled')).toHaveLength(2);
+    expect(log.messages().filter((m) => m === 'token refused')).toEqual([]);
+  });
+
+  it('a refusal of the next minute closes the last one; closing the recorder records the current one', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const minute = T0 - (T0 % THROTTLE_WINDOW_MS);
+    const r = recorder(store, path.join(dir, 'spool'), { now: () => minute });
+    r.start();
+    r.record(throttled(minute + 10, '203.0.113.9', 'a'));
+    r.record(throttled(minute + THROTTLE_WINDOW_MS + 10, '203.0.113.9', 'a'));
+    r.record(throttled(minute + THROTTLE_WINDOW_MS + 20, '203.0.113.9', 'a'));
+    await r.close();
+    recorders.splice(recorders.indexOf(r), 1);
+    const counts = (await store.queryAuditEvents({ limit: 10 })).map((e) => [e.at, e.count]);
+    expect(counts).toEqual([
+      [new Date(minute + THROTTLE_WINDOW_MS + 10).toISOString(), 2],
+      [new Date(minute + 10).toISOString(), 1],
+    ]);
+  });
+});
+
+describe('AuditRecorder: retention', () => {
+  it('deletes events older than the retention in small statements, and keeps the rest', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const now = Date.parse('2026-06-01T00:00:00Z');
+    const old: AuditRecord[] = Array.from({ length: 12_000 }, (_, i) => ({
+      ...issued(i),
+      at: now - 2 * 86_400_000 + i,
+      count: null,
+    }));
+    for (let i = 0; i < old.length; i += 500) await store.appendAuditEvents(old.slice(i, i + 500));
+    await store.appendAuditEvents([{ ...issued(1), jti: 'recent', at: now - 1000, count: null }]);
+    const limits: number[] = [];
+    const counting: AuditStore = {
+      ...switchable(store).audit,
+      pruneAuditEvents: async (before, limit) => {
+        limits.push(limit);
+        expect(before).toEqual(new Date(now - 86_400_000));
+        return store.pruneAuditEvents(before, limit);
+      },
+    };
+    const log = capture();
+    const r = recorder(counting, path.join(dir, 'spool'), {
+      retentionSeconds: 86_400,
+      now: () => now,
+      logger: log.logger,
+    });
+    r.start();
+    for (let i = 0; i < 2000 && !log.messages().includes('old audit events deleted'); i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await jtis(store)).toEqual(['recent']);
+    expect(limits.length).toBeGreaterThan(2);
+    expect(Math.max(...limits)).toBeLessThanOrEqual(5000);
+    expect(log.lines.find((l) => l.msg === 'old audit events deleted')).toMatchObject({ pruned: 12_000 });
+  });
+});
