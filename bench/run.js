@@ -10,6 +10,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { cpus as osCpus, release, tmpdir, totalmem } from 'node:os';
@@ -44,6 +45,7 @@ const SCENARIOS = [
   'ceiling',
   'ceiling-at-once',
   'tessera-sqlite',
+  'tessera-sqlite-baseline',
   'tessera-sqlite-no-metrics',
   'tessera-sqlite-cold',
   'tessera-workers2',
@@ -67,6 +69,8 @@ const USAGE = `npm run bench [-- options]
   --env NAME=VALUE        extra environment for every Tessera server (repeatable)
   --profile               run every server with --cpu-prof and print the top self-time entries
   --label TEXT            a label for the results (shown in the report, appended to the file name)
+  --baseline REF          also run Tessera as of this git commit (built into a temporary directory) on SQLite:
+                          the tessera-sqlite-baseline scenario, a before/after in one run
   --pg URL                PostgreSQL admin URL (default postgres://postgres@127.0.0.1:5432/postgres)
   --server-cpus 0         CPUs of a single-process server
   --load-cpus 1           CPUs of the load generator (this process)
@@ -90,6 +94,7 @@ function options() {
       env: { type: 'string', multiple: true, default: [] },
       profile: { type: 'boolean', default: false },
       label: { type: 'string' },
+      baseline: { type: 'string' },
       pg: { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
       'server-cpus': { type: 'string', default: '0' },
       'load-cpus': { type: 'string', default: '1' },
@@ -138,6 +143,7 @@ function options() {
     extraEnv,
     profile: values.profile,
     label: values.label,
+    baseline: values.baseline,
     pgAdminUrl: values.pg,
     serverCpus: values['server-cpus'],
     loadCpus: values['load-cpus'],
@@ -217,6 +223,8 @@ function preflight(settings) {
 async function main() {
   const settings = options();
   const serverNode = preflight(settings);
+  if (!settings.baseline)
+    settings.scenarios = settings.scenarios.filter((id) => id !== 'tessera-sqlite-baseline');
   pinSelf(settings.loadCpus);
   const startedAt = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
   const stamp =
@@ -265,6 +273,9 @@ async function main() {
   );
   watchdog.unref();
 
+  const baseline = settings.scenarios.includes('tessera-sqlite-baseline')
+    ? buildBaseline(settings.baseline, cleanups)
+    : undefined;
   const pgUp = settings.scenarios.some((s) => s.startsWith('tessera-pg'))
     ? await postgresAnswers(settings.pgAdminUrl)
     : false;
@@ -284,6 +295,7 @@ async function main() {
     serverNodePath: settings.nodePath,
     autocannon: versionOf('autocannon'),
     tesseraCommit: gitDescription(),
+    baselineCommit: baseline?.commit,
     postgres: undefined,
     versions: Object.fromEntries(
       ['oidc-provider', '@node-oauth/oauth2-server', 'jose', 'fastify', 'autocannon', 'pg'].map((p) => [
@@ -307,15 +319,18 @@ async function main() {
   const storeSettings = (store) => ({
     TESSERA_MASTER_KEY: masterKey,
     TESSERA_LOG_LEVEL: 'warn',
+    // Stopped between scenarios, not behind a load balancer: no drain delay (older baselines ignore it).
+    TESSERA_SHUTDOWN_DELAY: '0',
     ...(store.databaseUrl
       ? { TESSERA_DATABASE_URL: store.databaseUrl }
       : { TESSERA_DATA_DIR: store.dataDir }),
   });
-  async function sqliteStore() {
+  /** A fresh SQLite store, its schema made by the Tessera at `root` (the baseline's may be older). */
+  async function sqliteStore(root = ROOT) {
     const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
     const store = { engine: 'sqlite', dataDir };
-    store.client = await provision(ROOT, tesseraEnv(storeSettings(store)), AUDIENCE);
+    store.client = await provision(root, tesseraEnv(storeSettings(store)), AUDIENCE);
     return store;
   }
   async function postgresStore() {
@@ -361,7 +376,15 @@ async function main() {
     };
   }
 
-  async function startTessera({ id, store, port, workers = 1, cold: isCold = false, env: own = {} }) {
+  async function startTessera({
+    id,
+    store,
+    port,
+    workers = 1,
+    cold: isCold = false,
+    env: own = {},
+    root = ROOT,
+  }) {
     const env = tesseraEnv({
       ...storeSettings(store),
       TESSERA_ISSUER: `http://127.0.0.1:${port}`,
@@ -373,7 +396,7 @@ async function main() {
     if (settings.profile) flags.push('--cpu-prof', `--cpu-prof-dir=${join(profileDir, id)}`);
     const args = [
       ...flags,
-      join(ROOT, 'bin/tessera.js'),
+      join(root, 'bin/tessera.js'),
       'serve',
       '--port',
       String(port),
@@ -387,7 +410,7 @@ async function main() {
       command: settings.nodePath,
       args,
       env,
-      cwd: ROOT,
+      cwd: root,
     });
     const url = `http://127.0.0.1:${port}`;
     const target = { ...tokenTarget(url, store.client), rotation: isCold ? rotation() : undefined };
@@ -470,6 +493,19 @@ async function main() {
     'tessera-sqlite': {
       label: 'Tessera, SQLite',
       start: async (port) => startTessera({ id: 'tessera-sqlite', store: await sqliteStore(), port }),
+    },
+    'tessera-sqlite-baseline': {
+      label: `Tessera, SQLite, baseline ${baseline?.commit ?? ''}`,
+      note: () =>
+        `baseline: Tessera as of ${baseline.commit} (--baseline ${settings.baseline}), built apart and run like ` +
+        'tessera-sqlite in the same run: the difference between the two rows is what the changes since cost or save',
+      start: async (port) =>
+        startTessera({
+          id: 'tessera-sqlite-baseline',
+          store: await sqliteStore(baseline.root),
+          port,
+          root: baseline.root,
+        }),
     },
     'tessera-sqlite-no-metrics': {
       label: 'Tessera, SQLite, TESSERA_METRICS=false',
@@ -666,6 +702,28 @@ async function main() {
   process.stdout.write(out.join('\n'));
   clearTimeout(watchdog);
   process.exitCode = failures.length > 0 ? 1 : 0;
+}
+
+/**
+ * Tessera as of `ref`, for the before/after of one run: its files (git archive) in a temporary directory, the
+ * project's node_modules linked in, compiled with the project's TypeScript.
+ */
+function buildBaseline(ref, cleanups) {
+  const commit = execFileSync('git', ['rev-parse', '--short', `${ref}^{commit}`], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  }).trim();
+  const root = mkdtempSync(join(tmpdir(), `tessera-baseline-${commit}-`));
+  cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
+  log(`building the baseline ${commit} in ${root}`);
+  const archive = execFileSync('git', ['archive', '--format=tar', commit], { cwd: ROOT, maxBuffer: 1 << 30 });
+  execFileSync('tar', ['-x', '-C', root], { input: archive });
+  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'), 'dir');
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], {
+    cwd: root,
+    stdio: 'inherit',
+  });
+  return { commit, root };
 }
 
 /** The profiles a Tessera run left, summarised; a cluster primary that did nothing but wait is left out. */
