@@ -234,6 +234,42 @@ describe('AuditRecorder: the spool', () => {
     ]);
   });
 
+  it('reads a run of whole lines at once, and a damaged line among them costs only itself', async () => {
+    const line = (jti: string) =>
+      JSON.stringify([T0, 'token.issued', 'c', 'https://api.example.com', jti, null, '10.0.0.1', null]);
+    // Each case: what is appended after the recorder's own line, the jtis written, the lines skipped.
+    const cases: [string, string[], number][] = [
+      // Every line parses: one JSON.parse for them all.
+      [`${line('a')}\n${line('b')}\n`, ['a', 'b', 'jti-1'], 0],
+      // Every line parses, one is not a record.
+      [`[1,"token.unknown",null,null,null,null,null,null]\n${line('a')}\n`, ['a', 'jti-1'], 1],
+      // Two records on one line: one damaged line, not two events (the lines are read one by one).
+      [`${line('a')},${line('b')}\n${line('c')}\n`, ['c', 'jti-1'], 1],
+      // A line cut short.
+      [`${line('a').slice(0, 20)}\n${line('b')}\n`, ['b', 'jti-1'], 1],
+    ];
+    for (const [appended, expected, damaged] of cases) {
+      const dir = tempDir();
+      const store = await sqlite(path.join(dir, 'tessera.db'));
+      const spoolDir = path.join(dir, 'spool');
+      const log = capture();
+      const r = recorder(store, spoolDir, { logger: log.logger });
+      r.start();
+      r.record(issued(1));
+      r.persist();
+      appendFileSync(path.join(spoolDir, r.spoolSegments[0]!), appended);
+      await r.close();
+      recorders.splice(recorders.indexOf(r), 1);
+      const next = recorder(store, spoolDir, { logger: log.logger });
+      next.start();
+      await next.flush();
+      expect((await jtis(store)).sort()).toEqual(expected);
+      expect(log.lines.filter((l) => l.msg === 'damaged audit spool lines were skipped')).toEqual(
+        damaged === 0 ? [] : [expect.objectContaining({ lines: damaged })],
+      );
+    }
+  });
+
   it('cleans control characters (PostgreSQL refuses NUL) out of what it records', async () => {
     const dir = tempDir();
     const store = await sqlite(path.join(dir, 'tessera.db'));
