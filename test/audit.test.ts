@@ -163,8 +163,9 @@ describe('the audit trail', () => {
     const result = await tessera(env, 'audit', '--limit', '100001', '--json');
     expect(result.code).toBe(2);
     expect(JSON.parse(result.stderr)).toEqual({
-      error: 'invalid_argument',
-      message: 'limit is at most 100000 with table or json output; --format ndjson streams any number',
+      error: 'invalid_field',
+      message:
+        'limit is at most 100000 in one answer; an export (tessera audit --format ndjson) streams any number',
     });
     expect(result.stdout).toBe('');
   });

@@ -466,7 +466,7 @@ group('tessera client', (ws) => {
 
 group('tessera client quotas', (ws) => {
   const ZERO =
-    'a quota of 0 would refuse every token: use none to remove the limit, or `tessera client disable` to stop the client';
+    'a quota of 0 would refuse every token: use none to remove the limit, or disable the client (`tessera client disable`) to stop it';
   const RANGE = 'a quota must be a whole number from 1 to 1000000000, or none';
   /** What a usage error prints in text mode: the message, a blank line, then the command's help. */
   const usageText = async (message: string, ...command: string[]) =>
@@ -666,7 +666,7 @@ group('tessera client quotas', (ws) => {
     const message = 'set-quota needs --per-minute, --per-day or both (N or none)';
     const json = await ws.run('client', 'set-quota', 'metered-svc', '--json');
     expect(json.code).toBe(2);
-    expect(jsonError(json)).toEqual({ error: 'invalid_argument', message });
+    expect(jsonError(json)).toEqual({ error: 'invalid_field', message });
     expect(await ws.run('client', 'set-quota', 'metered-svc')).toEqual({
       code: 2,
       stdout: '',
@@ -675,10 +675,13 @@ group('tessera client quotas', (ws) => {
     });
   });
 
-  it('set-quota of an unknown client: exit 1, not_found', async () => {
+  it('set-quota of an unknown client: exit 1, client_not_found', async () => {
     const r = await ws.run('client', 'set-quota', 'no-such-client', '--per-minute', 'none', '--json');
     expect(r.code).toBe(1);
-    expect(jsonError(r)).toEqual({ error: 'not_found', message: 'client no-such-client does not exist' });
+    expect(jsonError(r)).toEqual({
+      error: 'client_not_found',
+      message: 'client no-such-client does not exist',
+    });
   });
 });
 
@@ -842,14 +845,17 @@ group('errors', (ws) => {
     await ws.ok('audience', 'add', API);
   });
 
-  it('client show, rotate-secret, disable, enable, delete of an unknown id: exit 1, not_found', async () => {
+  it('client show, rotate-secret, disable, enable, delete of an unknown id: exit 1, client_not_found', async () => {
     const commands = ['show', 'rotate-secret', 'disable', 'enable', 'delete'];
     const results = await Promise.all(
       commands.map((command) => ws.run('client', command, unknownId, '--json')),
     );
     results.forEach((r, i) => {
       expect(r.code, commands[i]).toBe(1);
-      expect(jsonError(r)).toEqual({ error: 'not_found', message: `client ${unknownId} does not exist` });
+      expect(jsonError(r)).toEqual({
+        error: 'client_not_found',
+        message: `client ${unknownId} does not exist`,
+      });
     });
     expect(await ws.run('client', 'show', unknownId)).toMatchObject({
       code: 1,
@@ -858,29 +864,30 @@ group('errors', (ws) => {
     });
   });
 
-  it('grants and audiences that do not exist: exit 1, not_found, nothing written', async () => {
+  it('grants and audiences that do not exist: exit 1, the code of what is missing, nothing written', async () => {
     const id = (await ws.ok('client', 'create', '--name', 'known', '--json')).json.client_id;
-    const cases: [string[], string][] = [
-      [['grant', 'add', unknownId, API], `client ${unknownId} does not exist`],
-      [['grant', 'add', id, SANDBOX], `audience ${SANDBOX} is not registered`],
-      [['grant', 'remove', id, API], `client ${id} has no grant for ${API}`],
-      [['audience', 'remove', SANDBOX], `audience ${SANDBOX} is not registered`],
+    const cases: [string[], string, string][] = [
+      [['grant', 'add', unknownId, API], 'client_not_found', `client ${unknownId} does not exist`],
+      [['grant', 'add', id, SANDBOX], 'audience_not_found', `audience ${SANDBOX} is not registered`],
+      [['grant', 'remove', id, API], 'grant_not_found', `client ${id} has no grant for ${API}`],
+      [['audience', 'remove', SANDBOX], 'audience_not_found', `audience ${SANDBOX} is not registered`],
       [
         ['client', 'create', '--name', 'x', '--grant', API, '--grant', SANDBOX],
+        'audience_not_found',
         `audience ${SANDBOX} is not registered`,
       ],
     ];
     const results = await Promise.all(cases.map(([args]) => ws.run(...args, '--json')));
     results.forEach((r, i) => {
       expect(r.code, cases[i]![0].join(' ')).toBe(1);
-      expect(jsonError(r)).toEqual({ error: 'not_found', message: cases[i]![1] });
+      expect(jsonError(r)).toEqual({ error: cases[i]![1], message: cases[i]![2] });
     });
     expect((await ws.ok('client', 'list', '--json')).json).toEqual([
       expect.objectContaining({ client_id: id, audiences: [] }),
     ]);
   });
 
-  it('a duplicate audience or client id: exit 1, conflict', async () => {
+  it('a duplicate audience or client id: exit 1, audience_exists or client_exists', async () => {
     await ws.ok('client', 'create', '--name', 'a', '--id', 'svc-1');
     const [json, text, client] = await Promise.all([
       ws.run('audience', 'add', API, '--json'),
@@ -888,17 +895,20 @@ group('errors', (ws) => {
       ws.run('client', 'create', '--name', 'b', '--id', 'svc-1', '--json'),
     ]);
     expect(json.code).toBe(1);
-    expect(jsonError(json)).toEqual({ error: 'conflict', message: `audience ${API} is already registered` });
+    expect(jsonError(json)).toEqual({
+      error: 'audience_exists',
+      message: `audience ${API} is already registered`,
+    });
     expect(text).toMatchObject({
       code: 1,
       stdout: '',
       stderr: `tessera: audience ${API} is already registered\n`,
     });
     expect(client.code).toBe(1);
-    expect(jsonError(client)).toEqual({ error: 'conflict', message: 'client svc-1 already exists' });
+    expect(jsonError(client)).toEqual({ error: 'client_exists', message: 'client svc-1 already exists' });
   });
 
-  it('an invalid audience URL: exit 2, invalid_argument', async () => {
+  it('an invalid audience URL: exit 2, invalid_field', async () => {
     const cases: [string, string][] = [
       ['not-a-url', 'audience must be an absolute URL, got "not-a-url"'],
       ['ftp://files.example.com', 'audience must be an http or https URL'],
@@ -909,7 +919,7 @@ group('errors', (ws) => {
     const results = await Promise.all(cases.map(([url]) => ws.run('audience', 'add', url, '--json')));
     results.forEach((r, i) => {
       expect(r.code, cases[i]![0]).toBe(2);
-      expect(jsonError(r)).toEqual({ error: 'invalid_argument', message: cases[i]![1] });
+      expect(jsonError(r)).toEqual({ error: 'invalid_field', message: cases[i]![1] });
     });
     expect(await ws.run('audience', 'add', 'ftp://files.example.com')).toMatchObject({
       code: 2,

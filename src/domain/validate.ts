@@ -80,3 +80,23 @@ export function validateClientId(value: string): string {
  * is flattened into a new string one character longer than the value, which the result then points into.
  */
 export const ownString = (value: string): string => (' ' + value).slice(1);
+
+export const MAX_QUOTA = 1_000_000_000;
+
+/**
+ * A client's quota (tokens a minute or a day): a whole number from 1, or null for no limit. 0 is refused
+ * rather than stored: "no tokens at all" is what disabling a client is for (a 401 that says so, not a 429
+ * telling the client to reuse a token it cannot have), and to many operators 0 means "unlimited".
+ */
+export function validateQuota(value: number | null): number | null {
+  if (value === null) return null;
+  if (value === 0) {
+    throw new ValidationError(
+      'a quota of 0 would refuse every token: use none to remove the limit, or disable the client (`tessera client disable`) to stop it',
+    );
+  }
+  if (!Number.isSafeInteger(value) || value < 1 || value > MAX_QUOTA) {
+    throw new ValidationError(`a quota must be a whole number from 1 to ${MAX_QUOTA}, or none`);
+  }
+  return value;
+}

@@ -1,6 +1,6 @@
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
-import { StoreError, type KeyChange, type SigningKey } from '../store/types.js';
+import { StoreError, type KeyChange, type KeyStore, type SigningKey } from '../store/types.js';
 import { canSign, mayStillSign, selectKeys } from './lifecycle.js';
 import type { MasterKey } from './master-key.js';
 import { sealPrivateJwk } from './sealed.js';
@@ -98,4 +98,34 @@ export function planRetire(kid: string, replacement: SigningKey, now: number, ma
     }
     return change;
   };
+}
+
+/** What rotateKey scheduled: the new key and the keys it takes over from. */
+export interface Rotated {
+  key: SigningKey;
+  retiring: string[];
+}
+
+/**
+ * Rotates one algorithm's signing key: the one way both the automatic rotator and an operator's `keys rotate`
+ * (any face) go. The new key is published now and signs `publishAheadMs` later, when the current one
+ * retires; with no key signing for `alg` (an empty store), it signs at once, as the one a server's start
+ * makes. Undefined when a next key is already scheduled (by this or another instance).
+ */
+export async function rotateKey(
+  store: KeyStore,
+  master: MasterKey,
+  alg: SigningAlg,
+  now: number,
+  publishAheadMs: number,
+): Promise<Rotated | undefined> {
+  const keys = await store.listSigningKeys();
+  if (pendingKey(keys, alg, now)) return undefined;
+  const signing = keys.some((k) => k.alg === alg && canSign(k, now));
+  const next = await generateSigningKey(alg, master, now, signing ? now + publishAheadMs : now);
+  const written = await store.changeSigningKeys(
+    signing ? planRotation(next, now) : planFirstKey(next, () => now),
+  );
+  if (!written?.insert) return undefined;
+  return { key: next, retiring: written.update?.map((u) => u.kid) ?? [] };
 }

@@ -2,7 +2,7 @@ import { SIGNING_ALGS } from '../domain/algorithms.js';
 import type { KeyStore } from '../store/types.js';
 import { selectKeys } from './lifecycle.js';
 import type { MasterKey } from './master-key.js';
-import { generateSigningKey, pendingKey, planRotation } from './rotation.js';
+import { pendingKey, rotateKey } from './rotation.js';
 
 export interface RotatorOptions {
   /** A key signs this long (ms) before its successor is scheduled. */
@@ -61,9 +61,8 @@ export class KeyRotator {
       if (!current || now - Date.parse(current.activatesAt) < this.options.intervalMs) continue;
       // Already scheduled (by this or another instance): no key pair generated just to be thrown away.
       if (pendingKey(keys, alg, now)) continue;
-      const next = await generateSigningKey(alg, this.master, now, now + this.options.publishAheadMs);
-      const written = await this.store.changeSigningKeys(planRotation(next, now));
-      if (written?.insert) this.options.onRotated?.(alg, next.kid, next.activatesAt);
+      const rotated = await rotateKey(this.store, this.master, alg, now, this.options.publishAheadMs);
+      if (rotated) this.options.onRotated?.(alg, rotated.key.kid, rotated.key.activatesAt);
     }
   }
 }

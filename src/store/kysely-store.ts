@@ -21,6 +21,7 @@ import {
   type SigningKey,
   type SpoolPosition,
   type Store,
+  type StoreResource,
 } from './types.js';
 
 type Tx = Transaction<Database>;
@@ -35,11 +36,11 @@ function isUniqueViolation(error: unknown): boolean {
 }
 
 /** Another writer got there between our check and our insert: the same answer as if we had seen it first. */
-async function orConflict<T>(write: Promise<T>, message: string): Promise<T> {
+async function orConflict<T>(write: Promise<T>, message: string, resource: StoreResource): Promise<T> {
   try {
     return await write;
   } catch (error) {
-    if (isUniqueViolation(error)) throw new StoreError('conflict', message);
+    if (isUniqueViolation(error)) throw new StoreError('conflict', message, resource);
     throw error;
   }
 }
@@ -198,7 +199,7 @@ export class KyselyStore implements Store {
           .select('url')
           .where('url', '=', audience.url)
           .executeTakeFirst();
-        if (existing) throw new StoreError('conflict', conflict);
+        if (existing) throw new StoreError('conflict', conflict, 'audience');
         const at = this.stamp();
         const row = {
           url: audience.url,
@@ -213,6 +214,7 @@ export class KyselyStore implements Store {
         return toAudience(row);
       }),
       conflict,
+      'audience',
     );
   }
 
@@ -232,7 +234,7 @@ export class KyselyStore implements Store {
       await tx.deleteFrom('grants').where('audience_url', '=', url).execute();
       const result = await tx.deleteFrom('audiences').where('url', '=', url).executeTakeFirst();
       if (Number(result.numDeletedRows) === 0)
-        throw new StoreError('not_found', `audience ${url} is not registered`);
+        throw new StoreError('not_found', `audience ${url} is not registered`, 'audience');
       await this.record(tx, 'audience', url);
     });
   }
@@ -251,7 +253,7 @@ export class KyselyStore implements Store {
 
   private async requireClient(db: Kysely<Database> | Tx, id: string): Promise<Client> {
     const row = await db.selectFrom('clients').selectAll().where('id', '=', id).executeTakeFirst();
-    if (!row) throw new StoreError('not_found', `client ${id} does not exist`);
+    if (!row) throw new StoreError('not_found', `client ${id} does not exist`, 'client');
     return toClient(row, await this.grantsOf(db, id));
   }
 
@@ -261,7 +263,7 @@ export class KyselyStore implements Store {
     const known = new Set(found.map((r) => r.url));
     const missing = urls.filter((u) => !known.has(u));
     if (missing.length > 0)
-      throw new StoreError('not_found', `audience ${missing.join(', ')} is not registered`);
+      throw new StoreError('not_found', `audience ${missing.join(', ')} is not registered`, 'audience');
   }
 
   async createClient(client: NewClient): Promise<Client> {
@@ -273,7 +275,7 @@ export class KyselyStore implements Store {
           .select('id')
           .where('id', '=', client.id)
           .executeTakeFirst();
-        if (existing) throw new StoreError('conflict', conflict);
+        if (existing) throw new StoreError('conflict', conflict, 'client');
         const audiences = [...new Set(client.audiences)].sort();
         await this.requireAudiences(tx, audiences);
         const at = this.stamp();
@@ -300,6 +302,7 @@ export class KyselyStore implements Store {
         return toClient(row, audiences);
       }),
       conflict,
+      'client',
     );
   }
 
@@ -364,7 +367,7 @@ export class KyselyStore implements Store {
         .where('id', '=', id)
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0)
-        throw new StoreError('not_found', `client ${id} does not exist`);
+        throw new StoreError('not_found', `client ${id} does not exist`, 'client');
       await this.record(tx, 'client', id);
       return this.requireClient(tx, id);
     });
@@ -390,7 +393,7 @@ export class KyselyStore implements Store {
       await tx.deleteFrom('grants').where('client_id', '=', id).execute();
       const result = await tx.deleteFrom('clients').where('id', '=', id).executeTakeFirst();
       if (Number(result.numDeletedRows) === 0)
-        throw new StoreError('not_found', `client ${id} does not exist`);
+        throw new StoreError('not_found', `client ${id} does not exist`, 'client');
       await this.record(tx, 'client', id);
     });
   }
@@ -425,7 +428,7 @@ export class KyselyStore implements Store {
         .where('audience_url', '=', audienceUrl)
         .executeTakeFirst();
       if (Number(result.numDeletedRows) === 0) {
-        throw new StoreError('not_found', `client ${clientId} has no grant for ${audienceUrl}`);
+        throw new StoreError('not_found', `client ${clientId} has no grant for ${audienceUrl}`, 'grant');
       }
       await this.record(tx, 'grant', `${clientId} ${audienceUrl}`);
     });
@@ -493,7 +496,7 @@ export class KyselyStore implements Store {
             .where('kid', '=', kid)
             .executeTakeFirst();
           if (Number(result.numUpdatedRows) === 0)
-            throw new StoreError('not_found', `signing key ${kid} does not exist`);
+            throw new StoreError('not_found', `signing key ${kid} does not exist`, 'signing_key');
         }
         return change;
       });

@@ -210,11 +210,15 @@ export interface Store extends AudienceStore, ClientStore, GrantStore, KeyStore,
 }
 
 /** A stable `code` that the CLI and HTTP layers switch on. */
+/** What a StoreError is about: the management layer names its error after it (client_not_found, ...). */
+export type StoreResource = 'audience' | 'client' | 'grant' | 'signing_key';
+
 export class StoreError extends Error {
   override name = 'StoreError';
   constructor(
     readonly code: 'not_found' | 'conflict',
     message: string,
+    readonly resource?: StoreResource,
   ) {
     super(message);
   }

@@ -1,0 +1,107 @@
+import type { Command } from 'commander';
+import { InvalidArgumentError } from 'commander';
+import { loadConfig, parseDuration, type Config } from '../config/index.js';
+import {
+  validateAudienceUrl,
+  validateClientId,
+  validateName,
+  validateQuota,
+  validateTokenTtl,
+  ValidationError,
+} from '../domain/validate.js';
+import type { ManagementContext } from '../management/index.js';
+import { openStore } from '../runtime.js';
+
+/** Exit codes: 0 done, 1 the operation failed (not found, already exists, store error), 2 bad arguments. */
+export const EXIT_FAILED = 1;
+export const EXIT_USAGE = 2;
+
+export interface JsonFlag {
+  json?: boolean;
+}
+
+export const withJson = (c: Command): Command =>
+  c.option('--json', 'print one JSON document instead of text');
+
+/**
+ * Runs a command against the management layer (a context on the store of the settings), printing a JSON
+ * document or text; failures reach main(), which maps them to exit codes once.
+ */
+export function action<A extends unknown[]>(
+  run: (ctx: ManagementContext, json: boolean, ...args: A) => Promise<void>,
+): (...args: [...A, Command]) => Promise<void> {
+  return async (...args) => {
+    // Commander passes the positional arguments, then the options, then the command itself.
+    const command = args[args.length - 1] as Command;
+    const json = Boolean(command.optsWithGlobals<JsonFlag>().json);
+    const config: Config = loadConfig();
+    const store = await openStore(config);
+    try {
+      await run({ store, config }, json, ...(args.slice(0, -1) as A));
+    } finally {
+      await store.close();
+    }
+  };
+}
+
+// --- argument parsers: the words of the command line, then the management layer's rules ---
+
+function wrap<T>(parse: (value: string) => T): (value: string) => T {
+  return (value) => {
+    try {
+      return parse(value);
+    } catch (error) {
+      throw new InvalidArgumentError((error as Error).message);
+    }
+  };
+}
+
+export const parseTtl = wrap((value: string) => {
+  if (!/^\d+$/.test(value)) throw new ValidationError('token lifetime must be a whole number of seconds');
+  return validateTokenTtl(Number(value));
+});
+export const parseUrl = wrap(validateAudienceUrl);
+export const parseName = wrap((value: string) => validateName(value, 'the'));
+export const parseClientId = wrap(validateClientId);
+export const parseWorkers = wrap((value: string) => {
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 256) {
+    throw new ValidationError('workers must be a whole number from 1 to 256');
+  }
+  return Number(value);
+});
+/** An ISO 8601 time, or a duration before now (`15m`, `12h`, `7d`). */
+export const parseTime = wrap((value: string) => {
+  const ago = parseDuration(value);
+  if (ago !== undefined) return new Date(Date.now() - ago * 1000).toISOString();
+  const at = Date.parse(value);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(at)) {
+    throw new ValidationError(
+      'a time must be ISO 8601 (2026-01-31T12:00:00Z) or a duration ago (15m, 12h, 7d)',
+    );
+  }
+  return new Date(at).toISOString();
+});
+export const parseLimit = wrap((value: string) => {
+  if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
+    throw new ValidationError('limit must be a whole number from 1 up');
+  }
+  return Number(value);
+});
+
+/** A quota option as parsed: a whole number of tokens, or `none` (no limit). */
+export type QuotaOption = number | 'none';
+/**
+ * The parser cannot return null for `none`: commander stores a parser's null or undefined as '' for an
+ * option that takes a value (commander 15, lib/command.js, "Fill-in appropriate missing values"), and ''
+ * reached the store, where SQLite kept it and it read back as 0 (a client refused every token) and
+ * PostgreSQL refused it. So `none` stays a word until quotaValue() makes it null.
+ */
+export const parseQuota = wrap((value: string): QuotaOption => {
+  if (value === 'none') return 'none';
+  // Anything but digits is not a whole number to the rule (Number() would read `1e3` or ` 5`).
+  return validateQuota(/^\d+$/.test(value) ? Number(value) : Number.NaN)!;
+});
+/** The value an option sets: a number, null for `none`, undefined when it was left out. */
+export const quotaValue = (option: QuotaOption | undefined): number | null | undefined =>
+  option === 'none' ? null : option;
+export const collect = (value: string, previous: string[] = []): string[] => [...previous, parseUrl(value)];

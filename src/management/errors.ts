@@ -1,0 +1,84 @@
+import { ValidationError } from '../domain/validate.js';
+import { MasterKeyMismatchError } from '../keys/sealed.js';
+import { StoreError } from '../store/types.js';
+
+/**
+ * The stable codes of every management failure, whatever the face: the CLI maps each to an exit code and
+ * prints it under `--json`, the admin API to a problem+json type and status. A code is never renamed.
+ */
+export const ERROR_CODES = {
+  invalid_field: 'invalid',
+  audience_not_found: 'not_found',
+  client_not_found: 'not_found',
+  grant_not_found: 'not_found',
+  key_not_found: 'not_found',
+  audience_exists: 'conflict',
+  client_exists: 'conflict',
+  master_key_mismatch: 'failed',
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+/** What kind of failure a code is: each face maps kinds (an exit code, an HTTP status), not every code. */
+export type ErrorKind = (typeof ERROR_CODES)[ErrorCode];
+
+export class ManagementError extends Error {
+  override name = 'ManagementError';
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    /** The input field at fault, for invalid_field (`name`, `token_ttl`, ...). */
+    readonly field?: string,
+  ) {
+    super(message);
+  }
+
+  get kind(): ErrorKind {
+    return ERROR_CODES[this.code];
+  }
+}
+
+const NOT_FOUND = {
+  audience: 'audience_not_found',
+  client: 'client_not_found',
+  grant: 'grant_not_found',
+  signing_key: 'key_not_found',
+} as const;
+
+const EXISTS = { audience: 'audience_exists', client: 'client_exists' } as const;
+
+/**
+ * The management error a failure is, if it is one: the rules' ValidationError, the store's not-found and
+ * conflict, a master key that does not open the stored keys. Anything else (the store unreachable, a bug) is
+ * not a management error and stays what it is.
+ */
+export function asManagementError(error: unknown): ManagementError | undefined {
+  if (error instanceof ManagementError) return error;
+  if (error instanceof ValidationError) return new ManagementError('invalid_field', error.message);
+  if (error instanceof MasterKeyMismatchError)
+    return new ManagementError('master_key_mismatch', error.message);
+  if (error instanceof StoreError && error.resource !== undefined) {
+    if (error.code === 'not_found') return new ManagementError(NOT_FOUND[error.resource], error.message);
+    if (error.resource === 'audience' || error.resource === 'client')
+      return new ManagementError(EXISTS[error.resource], error.message);
+  }
+  return undefined;
+}
+
+/** Runs a rule and names the field it was about when it refuses. */
+export function field<T>(name: string, check: () => T): T {
+  try {
+    return check();
+  } catch (error) {
+    if (error instanceof ValidationError) throw new ManagementError('invalid_field', error.message, name);
+    throw error;
+  }
+}
+
+/** Runs a store operation, turning its failures into management errors. */
+export async function storeCall<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw asManagementError(error) ?? error;
+  }
+}

@@ -1,0 +1,13 @@
+/**
+ * The management layer: every operation on audiences, clients, grants, quotas, keys and the audit trail, with
+ * its rules, in one place. The CLI (and every later face) parses its input, calls an operation, and presents
+ * the result; nothing else writes to the store for management.
+ */
+export * as audiences from './audiences.js';
+export * as audit from './audit.js';
+export * as clients from './clients.js';
+export * as grants from './grants.js';
+export * as keys from './keys.js';
+export type { ManagementContext } from './context.js';
+export { asManagementError, ManagementError, type ErrorCode, type ErrorKind } from './errors.js';
+export * as views from './views.js';

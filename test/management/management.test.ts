@@ -1,0 +1,188 @@
+/**
+ * The management layer on a real SQLite store: every rule refuses with a stable code and the field at fault,
+ * whatever face called it, and nothing is written when it refuses.
+ */
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/index.js';
+import {
+  audiences,
+  audit,
+  clients,
+  grants,
+  keys,
+  ManagementError,
+  type ManagementContext,
+} from '../../src/management/index.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import { tempDir } from '../helpers/server.js';
+
+const API = 'https://api.example.com';
+
+let ctx: ManagementContext;
+beforeEach(async () => {
+  const dataDir = tempDir();
+  const store = openSqliteStore(path.join(dataDir, 'tessera.db'));
+  await store.migrate();
+  const config = loadConfig({
+    TESSERA_DATA_DIR: dataDir,
+    TESSERA_MASTER_KEY: randomBytes(32).toString('base64url'),
+  });
+  ctx = { store, config };
+});
+afterEach(async () => {
+  await ctx.store.close();
+});
+
+/** The failure of `run` as { code, field, message }. */
+async function refusal(run: () => Promise<unknown>) {
+  try {
+    await run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ManagementError);
+    const e = error as ManagementError;
+    return { code: e.code, kind: e.kind, field: e.field, message: e.message };
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('management rules', () => {
+  it('audiences: each field checked, with its name; a duplicate is audience_exists', async () => {
+    expect(await refusal(() => audiences.addAudience(ctx, { url: 'ftp://x.example' }))).toEqual({
+      code: 'invalid_field',
+      kind: 'invalid',
+      field: 'url',
+      message: 'audience must be an http or https URL',
+    });
+    expect(await refusal(() => audiences.addAudience(ctx, { url: API, tokenTtl: 59 }))).toEqual({
+      code: 'invalid_field',
+      kind: 'invalid',
+      field: 'token_ttl',
+      message: 'token lifetime must be a whole number of seconds from 60 to 86400',
+    });
+    expect(await refusal(() => audiences.addAudience(ctx, { url: API, name: ' ' }))).toMatchObject({
+      code: 'invalid_field',
+      field: 'name',
+    });
+    expect(await refusal(() => audiences.addAudience(ctx, { url: API, signingAlg: 'HS256' }))).toMatchObject({
+      code: 'invalid_field',
+      field: 'signing_alg',
+    });
+    expect(await audiences.listAudiences(ctx)).toEqual([]);
+    await audiences.addAudience(ctx, { url: API, name: 'Orders' });
+    expect(await refusal(() => audiences.addAudience(ctx, { url: API }))).toEqual({
+      code: 'audience_exists',
+      kind: 'conflict',
+      field: undefined,
+      message: `audience ${API} is already registered`,
+    });
+    expect(await refusal(() => audiences.getAudience(ctx, 'https://other.example'))).toMatchObject({
+      code: 'audience_not_found',
+      kind: 'not_found',
+    });
+  });
+
+  it('clients: name, id, lifetime and quotas checked before anything is written', async () => {
+    const cases: [Parameters<typeof clients.createClient>[1], string, string][] = [
+      [{ name: '' }, 'name', 'the client name must not be empty'],
+      [{ name: 'a', id: 'x' }, 'client_id', 'client id must be 3 to 128 characters of A-Z a-z 0-9 . _ ~ -'],
+      [
+        { name: 'a', tokenTtl: 86_401 },
+        'token_ttl',
+        'token lifetime must be a whole number of seconds from 60 to 86400',
+      ],
+      [
+        { name: 'a', quotaPerMinute: 0 },
+        'quota_per_minute',
+        'a quota of 0 would refuse every token: use none to remove the limit, or disable the client (`tessera client disable`) to stop it',
+      ],
+      [
+        { name: 'a', quotaPerDay: 1.5 },
+        'quota_per_day',
+        'a quota must be a whole number from 1 to 1000000000, or none',
+      ],
+      [
+        { name: 'a', grants: ['not a url'] },
+        'grants',
+        'audience URL must not contain spaces or control characters',
+      ],
+    ];
+    for (const [input, field, message] of cases) {
+      expect(await refusal(() => clients.createClient(ctx, input)), field).toEqual({
+        code: 'invalid_field',
+        kind: 'invalid',
+        field,
+        message,
+      });
+    }
+    expect(await clients.listClients(ctx)).toEqual([]);
+  });
+
+  it('clients: created with a secret stored only as its digest; quotas set, kept and removed', async () => {
+    await audiences.addAudience(ctx, { url: API });
+    const { client, secret } = await clients.createClient(ctx, {
+      name: 'svc',
+      id: 'svc-1',
+      quotaPerMinute: 10,
+      grants: [API],
+    });
+    expect(secret).toMatch(/^[A-Za-z0-9_-]{43,}$/);
+    expect(JSON.stringify(await ctx.store.findClient('svc-1'))).not.toContain(secret);
+    expect(client).toMatchObject({ id: 'svc-1', audiences: [API], quotaPerMinute: 10, quotaPerDay: null });
+    expect(await clients.setQuota(ctx, 'svc-1', { perDay: 1000 })).toMatchObject({
+      quotaPerMinute: 10,
+      quotaPerDay: 1000,
+    });
+    expect(await clients.setQuota(ctx, 'svc-1', { perMinute: null })).toMatchObject({
+      quotaPerMinute: null,
+      quotaPerDay: 1000,
+    });
+    expect(await refusal(() => clients.setQuota(ctx, 'svc-1', {}))).toMatchObject({ code: 'invalid_field' });
+    expect(await refusal(() => clients.setQuota(ctx, 'nobody', { perDay: 5 }))).toMatchObject({
+      code: 'client_not_found',
+    });
+    expect(await refusal(() => clients.createClient(ctx, { name: 'b', id: 'svc-1' }))).toMatchObject({
+      code: 'client_exists',
+      kind: 'conflict',
+    });
+  });
+
+  it('grants: each missing thing has its own code', async () => {
+    await clients.createClient(ctx, { name: 'svc', id: 'svc-1' });
+    expect(await refusal(() => grants.addGrant(ctx, 'svc-1', API))).toMatchObject({
+      code: 'audience_not_found',
+    });
+    await audiences.addAudience(ctx, { url: API });
+    expect(await refusal(() => grants.addGrant(ctx, 'nobody', API))).toMatchObject({
+      code: 'client_not_found',
+    });
+    expect(await refusal(() => grants.removeGrant(ctx, 'svc-1', API))).toMatchObject({
+      code: 'grant_not_found',
+    });
+    expect(await grants.addGrant(ctx, 'svc-1', API)).toBe(true);
+    expect(await grants.addGrant(ctx, 'svc-1', API)).toBe(false);
+  });
+
+  it('keys: a first rotation on an empty store signs at once; the next is published ahead', async () => {
+    const [first] = await keys.rotateKeys(ctx, { alg: 'ES256' });
+    expect(first).toMatchObject({ alg: 'ES256', alreadyScheduled: false, retiring: [] });
+    expect((await keys.listKeys(ctx)).map((k) => k.status)).toEqual(['active']);
+    const [second] = await keys.rotateKeys(ctx, { alg: 'ES256' });
+    expect(second).toMatchObject({ alreadyScheduled: false, retiring: [first!.kid] });
+    expect(Date.parse(second!.activatesAt!) - Date.now()).toBeGreaterThan(
+      ctx.config.keyPublishAhead * 1000 - 5000,
+    );
+    const [third] = await keys.rotateKeys(ctx, { alg: 'ES256' });
+    expect(third).toEqual({ ...second, alreadyScheduled: true, retiring: [] });
+    expect(await refusal(() => keys.retireKey(ctx, 'nope'))).toMatchObject({ code: 'key_not_found' });
+  });
+
+  it('audit: one answer holds at most 100 000 events', async () => {
+    expect(await refusal(() => audit.queryAudit(ctx, {}, 100_001))).toMatchObject({
+      code: 'invalid_field',
+      field: 'limit',
+    });
+    expect(await audit.queryAudit(ctx, { outcome: 'issued', types: ['token.refused'] })).toEqual([]);
+  });
+});
