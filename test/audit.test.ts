@@ -126,12 +126,15 @@ describe('the audit trail', () => {
       source: '198.51.100.4',
       reason: 'invalid_target: the requested audience is not granted to this client',
       count: null,
+      actor: null,
+      target: null,
+      changes: null,
     });
     const none = await tesseraOk(env, 'audit', '--until', '2000-01-01T00:00:00Z', '--json');
     expect(none.json).toEqual([]);
     const limited = await tesseraOk(env, 'audit', '--limit', '1');
     expect(limited.stdout.split('\n')[0]).toMatch(
-      /^TIME +TYPE +CLIENT_ID +AUDIENCE +JTI +REASON +SOURCE +COUNT$/,
+      /^TIME +TYPE +CLIENT_ID +AUDIENCE +JTI +REASON +SOURCE +COUNT +ACTOR +CHANGES$/,
     );
     expect(limited.stdout.trim().split('\n')).toHaveLength(2);
   });
@@ -168,5 +171,101 @@ describe('the audit trail', () => {
         'limit is at most 100000 in one answer; an export (tessera audit --format ndjson) streams any number',
     });
     expect(result.stdout).toBe('');
+  });
+});
+
+describe('changes in the audit trail', () => {
+  it('every change made with the CLI is an event: its actor, its target, the fields that changed, never a secret', async () => {
+    const { userInfo } = await import('node:os');
+    const { tempDir } = await import('./helpers/server.js');
+    const { tesseraEnv } = await import('./helpers/process.js');
+    const env = tesseraEnv({ TESSERA_DATA_DIR: tempDir() });
+    const actor = `cli:${userInfo().username}`;
+    await tesseraOk(env, 'audience', 'add', API, '--name', 'Orders', '--ttl', '600');
+    const created = (
+      await tesseraOk(
+        env,
+        'client',
+        'create',
+        '--name',
+        'svc',
+        '--id',
+        'svc-1',
+        '--grant',
+        API,
+        '--quota-minute',
+        '10',
+        '--json',
+      )
+    ).json as { client_secret: string };
+    await tesseraOk(env, 'client', 'set-quota', 'svc-1', '--per-minute', 'none', '--per-day', '500');
+    await tesseraOk(env, 'client', 'disable', 'svc-1');
+    const rotated = (await tesseraOk(env, 'client', 'rotate-secret', 'svc-1', '--json')).json as {
+      client_secret: string;
+    };
+    await tesseraOk(env, 'audience', 'add', OTHER);
+    await tesseraOk(env, 'grant', 'add', 'svc-1', OTHER);
+    await tesseraOk(env, 'grant', 'add', 'svc-1', OTHER); // already granted: no change, no event
+    await tesseraOk(env, 'grant', 'remove', 'svc-1', OTHER);
+    await tesseraOk(env, 'keys', 'rotate', '--alg', 'ES256');
+    await tesseraOk(env, 'client', 'delete', 'svc-1');
+    await tesseraOk(env, 'audience', 'remove', OTHER);
+    // A change the store refuses is no event.
+    expect((await tessera(env, 'client', 'disable', 'svc-1')).code).toBe(1);
+
+    const result = await tesseraOk(env, 'audit', '--json');
+    const events = (result.json as Record<string, unknown>[]).reverse();
+    const kid = events.find((e) => e.type === 'key.rotated')!.target;
+    expect(events.map(({ id: _id, time: _time, ...e }) => e)).toEqual(
+      [
+        ['audience.created', API, null, API, { name: 'Orders', token_ttl: 600, signing_alg: null }],
+        [
+          'client.created',
+          'svc-1',
+          'svc-1',
+          null,
+          { name: 'svc', token_ttl: null, quota_per_minute: 10, quota_per_day: null, grants: [API] },
+        ],
+        [
+          'client.updated',
+          'svc-1',
+          'svc-1',
+          null,
+          { quota_per_minute: { from: 10, to: null }, quota_per_day: { from: null, to: 500 } },
+        ],
+        ['client.updated', 'svc-1', 'svc-1', null, { enabled: { from: true, to: false } }],
+        ['client.secret_rotated', 'svc-1', 'svc-1', null, null],
+        ['audience.created', OTHER, null, OTHER, { name: null, token_ttl: null, signing_alg: null }],
+        ['grant.created', 'svc-1', 'svc-1', OTHER, null],
+        ['grant.deleted', 'svc-1', 'svc-1', OTHER, null],
+        [
+          'key.rotated',
+          kid,
+          null,
+          null,
+          { alg: 'ES256', activates_at: expect.any(String) as unknown, retiring: [] },
+        ],
+        ['client.deleted', 'svc-1', 'svc-1', null, null],
+        ['audience.deleted', OTHER, null, OTHER, null],
+      ].map(([type, target, clientId, audience, changes]) => ({
+        type,
+        actor,
+        target,
+        client_id: clientId,
+        audience,
+        changes,
+        jti: null,
+        source: null,
+        reason: null,
+        count: null,
+      })),
+    );
+    expect(result.stdout).not.toContain(created.client_secret);
+    expect(result.stdout).not.toContain(rotated.client_secret);
+    const only = await tesseraOk(env, 'audit', '--type', 'client.updated', '--json');
+    expect((only.json as { type: string }[]).map((e) => e.type)).toEqual([
+      'client.updated',
+      'client.updated',
+    ]);
   });
 });

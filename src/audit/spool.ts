@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { AUDIT_EVENT_TYPES, type AuditEventType, type AuditRecord } from '../store/types.js';
+import { TOKEN_EVENT_TYPES, type AuditRecord, type TokenEventType } from '../store/types.js';
 
 /**
  * The audit spool: append-only files on local disk where every audit event is written before the answer it
@@ -46,7 +46,8 @@ export function encodeRecord(r: AuditRecord): string {
   return JSON.stringify([r.at, r.type, r.clientId, r.audience, r.jti, r.reason, r.source, r.count]) + '\n';
 }
 
-const TYPES = new Set<string>(AUDIT_EVENT_TYPES);
+// The spool carries token events only; changes are written in their own transaction.
+const TYPES = new Set<string>(TOKEN_EVENT_TYPES);
 const text = (value: unknown): value is string | null => value === null || typeof value === 'string';
 
 /** The record of one line, or undefined if the line is not one (a file damaged by something else). */
@@ -68,7 +69,7 @@ function recordOf(value: unknown): AuditRecord | undefined {
     return undefined;
   if (!text(clientId) || !text(audience) || !text(jti) || !text(reason) || !text(source)) return undefined;
   if (count !== null && (typeof count !== 'number' || !Number.isSafeInteger(count))) return undefined;
-  return { at, type: type as AuditEventType, clientId, audience, jti, reason, source, count };
+  return { at, type: type as TokenEventType, clientId, audience, jti, reason, source, count };
 }
 
 /** Lines (JSON values separated by newlines) as the array of their values; undefined if one does not parse. */

@@ -21,7 +21,7 @@ export function auditCommand(program: Command): void {
   withJson(
     program
       .command('audit')
-      .description('the audit trail (issued tokens, refused and throttled requests), newest first')
+      .description('the audit trail (issued tokens, refused and throttled requests, changes), newest first')
       .option('--client <client-id>', 'only this client')
       .option('--audience <url>', 'only this audience')
       .addOption(
@@ -76,8 +76,19 @@ export function auditCommand(program: Command): void {
       else
         print(
           formatTable(
-            ['time', 'type', 'client_id', 'audience', 'jti', 'reason', 'source', 'count'],
-            events.map((e) => [e.at, e.type, e.clientId, e.audience, e.jti, e.reason, e.source, e.count]),
+            ['time', 'type', 'client_id', 'audience', 'jti', 'reason', 'source', 'count', 'actor', 'changes'],
+            events.map((e) => [
+              e.at,
+              e.type,
+              e.clientId,
+              e.audience,
+              e.jti,
+              e.reason,
+              e.source,
+              e.count,
+              e.actor,
+              e.changes === null ? null : JSON.stringify(e.changes),
+            ]),
           ),
         );
     }),

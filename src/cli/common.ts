@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
+import { userInfo } from 'node:os';
 import { loadConfig, parseDuration, type Config } from '../config/index.js';
 import {
   validateAudienceUrl,
@@ -37,11 +38,21 @@ export function action<A extends unknown[]>(
     const config: Config = loadConfig();
     const store = await openStore(config);
     try {
-      await run({ store, config }, json, ...(args.slice(0, -1) as A));
+      await run({ store, config, actor: cliActor() }, json, ...(args.slice(0, -1) as A));
     } finally {
       await store.close();
     }
   };
+}
+
+/** The CLI's changes are audited as `cli:<the OS user>` (MANAGEMENT.md). */
+function cliActor(): string {
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    // no entry for this uid (a container's arbitrary user)
+    return `cli:uid-${process.getuid?.() ?? 'unknown'}`;
+  }
 }
 
 // --- argument parsers: the words of the command line, then the management layer's rules ---

@@ -1,6 +1,12 @@
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
-import { StoreError, type KeyChange, type KeyStore, type SigningKey } from '../store/types.js';
+import {
+  StoreError,
+  type ChangeAudit,
+  type KeyChange,
+  type KeyStore,
+  type SigningKey,
+} from '../store/types.js';
 import { canSign, mayStillSign, selectKeys } from './lifecycle.js';
 import type { MasterKey } from './master-key.js';
 import { sealPrivateJwk } from './sealed.js';
@@ -118,6 +124,8 @@ export async function rotateKey(
   alg: SigningAlg,
   now: number,
   publishAheadMs: number,
+  /** Who rotates, for the audit event written with the rotation (automatic rotation: `tessera`). */
+  by: Pick<ChangeAudit, 'actor' | 'source'> = { actor: 'tessera', source: null },
 ): Promise<Rotated | undefined> {
   const keys = await store.listSigningKeys();
   if (pendingKey(keys, alg, now)) return undefined;
@@ -125,6 +133,16 @@ export async function rotateKey(
   const next = await generateSigningKey(alg, master, now, signing ? now + publishAheadMs : now);
   const written = await store.changeSigningKeys(
     signing ? planRotation(next, now) : planFirstKey(next, () => now),
+    (change) => ({
+      type: 'key.rotated',
+      ...by,
+      target: next.kid,
+      changes: {
+        alg,
+        activates_at: next.activatesAt,
+        retiring: change.update?.map((u) => u.kid) ?? [],
+      },
+    }),
   );
   if (!written?.insert) return undefined;
   return { key: next, retiring: written.update?.map((u) => u.kid) ?? [] };

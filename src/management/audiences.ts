@@ -5,7 +5,7 @@ import {
   validateTokenTtl,
 } from '../domain/validate.js';
 import type { Audience } from '../store/types.js';
-import type { ManagementContext } from './context.js';
+import { changeAudit, type ManagementContext } from './context.js';
 import { field, ManagementError, storeCall } from './errors.js';
 
 export interface AudienceInput {
@@ -24,7 +24,11 @@ export function addAudience(ctx: ManagementContext, input: AudienceInput): Promi
     signingAlg:
       input.signingAlg == null ? null : field('signing_alg', () => validateSigningAlg(input.signingAlg!)),
   };
-  return storeCall(() => ctx.store.addAudience(audience));
+  const audit = changeAudit(ctx, 'audience.created', audience.url, {
+    audience: audience.url,
+    changes: { name: audience.name, token_ttl: audience.tokenTtl, signing_alg: audience.signingAlg },
+  });
+  return storeCall(() => ctx.store.addAudience(audience, audit));
 }
 
 export function listAudiences(ctx: ManagementContext): Promise<Audience[]> {
@@ -39,5 +43,6 @@ export async function getAudience(ctx: ManagementContext, url: string): Promise<
 
 /** Removes an audience and every grant of it. */
 export function removeAudience(ctx: ManagementContext, url: string): Promise<void> {
-  return storeCall(() => ctx.store.removeAudience(url));
+  const audit = changeAudit(ctx, 'audience.deleted', url, { audience: url });
+  return storeCall(() => ctx.store.removeAudience(url, audit));
 }

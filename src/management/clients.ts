@@ -7,7 +7,7 @@ import {
   validateTokenTtl,
 } from '../domain/validate.js';
 import type { Client } from '../store/types.js';
-import type { ManagementContext } from './context.js';
+import { changeAudit, diff, type ManagementContext } from './context.js';
 import { field, ManagementError, storeCall } from './errors.js';
 
 export interface ClientInput {
@@ -42,7 +42,18 @@ export function createClient(ctx: ManagementContext, input: ClientInput): Promis
     quotaPerDay: quota('quota_per_day', input.quotaPerDay),
     audiences: (input.grants ?? []).map((url) => field('grants', () => validateAudienceUrl(url))),
   };
-  return storeCall(async () => ({ client: await ctx.store.createClient(client), secret }));
+  const audit = changeAudit(ctx, 'client.created', client.id, {
+    clientId: client.id,
+    // Never the secret, nor its digest.
+    changes: {
+      name: client.name,
+      token_ttl: client.tokenTtl,
+      quota_per_minute: client.quotaPerMinute,
+      quota_per_day: client.quotaPerDay,
+      grants: [...new Set(client.audiences)].sort(),
+    },
+  });
+  return storeCall(async () => ({ client: await ctx.store.createClient(client, audit), secret }));
 }
 
 export function listClients(ctx: ManagementContext): Promise<Client[]> {
@@ -58,8 +69,9 @@ export async function getClient(ctx: ManagementContext, id: string): Promise<Cli
 /** Replaces the client's secret; the old one stops working at once. */
 export function rotateSecret(ctx: ManagementContext, id: string): Promise<WithSecret> {
   const secret = generateSecret();
+  const audit = changeAudit(ctx, 'client.secret_rotated', id, { clientId: id });
   return storeCall(async () => ({
-    client: await ctx.store.setClientSecret(id, digestSecret(secret)),
+    client: await ctx.store.setClientSecret(id, digestSecret(secret), audit),
     secret,
   }));
 }
@@ -78,19 +90,31 @@ export async function setQuota(
   const perMinute = change.perMinute === undefined ? undefined : quota('quota_per_minute', change.perMinute);
   const perDay = change.perDay === undefined ? undefined : quota('quota_per_day', change.perDay);
   const current = await getClient(ctx, id);
-  return storeCall(() =>
-    ctx.store.setClientQuota(id, {
-      perMinute: perMinute === undefined ? current.quotaPerMinute : perMinute,
-      perDay: perDay === undefined ? current.quotaPerDay : perDay,
-    }),
-  );
+  const quotas = {
+    perMinute: perMinute === undefined ? current.quotaPerMinute : perMinute,
+    perDay: perDay === undefined ? current.quotaPerDay : perDay,
+  };
+  const audit = changeAudit(ctx, 'client.updated', id, {
+    clientId: id,
+    changes: diff(
+      { quota_per_minute: current.quotaPerMinute, quota_per_day: current.quotaPerDay },
+      { quota_per_minute: quotas.perMinute, quota_per_day: quotas.perDay },
+    ),
+  });
+  return storeCall(() => ctx.store.setClientQuota(id, quotas, audit));
 }
 
-export function setEnabled(ctx: ManagementContext, id: string, enabled: boolean): Promise<Client> {
-  return storeCall(() => ctx.store.setClientEnabled(id, enabled));
+export async function setEnabled(ctx: ManagementContext, id: string, enabled: boolean): Promise<Client> {
+  const current = await getClient(ctx, id);
+  const audit = changeAudit(ctx, 'client.updated', id, {
+    clientId: id,
+    changes: diff({ enabled: current.enabled }, { enabled }),
+  });
+  return storeCall(() => ctx.store.setClientEnabled(id, enabled, audit));
 }
 
 /** Deletes a client and its grants. */
 export function deleteClient(ctx: ManagementContext, id: string): Promise<void> {
-  return storeCall(() => ctx.store.deleteClient(id));
+  const audit = changeAudit(ctx, 'client.deleted', id, { clientId: id });
+  return storeCall(() => ctx.store.deleteClient(id, audit));
 }

@@ -5,7 +5,7 @@ import { resolveMasterKey, type MasterKey } from '../keys/master-key.js';
 import { generateSigningKey, pendingKey, planRetire, rotateKey } from '../keys/rotation.js';
 import { assertSameMasterKey } from '../keys/sealed.js';
 import type { SigningKey } from '../store/types.js';
-import { nowOf, type ManagementContext } from './context.js';
+import { changeAudit, nowOf, type ManagementContext } from './context.js';
 import { ManagementError, storeCall } from './errors.js';
 
 const MAX_TOKEN_TTL_MS = MAX_TOKEN_TTL * 1000;
@@ -65,7 +65,10 @@ export async function rotateKeys(
   for (const alg of options.alg ? [options.alg] : SIGNING_ALGS) {
     const now = nowOf(ctx);
     const rotated = await storeCall(() =>
-      rotateKey(ctx.store, master, alg, now, ctx.config.keyPublishAhead * 1000),
+      rotateKey(ctx.store, master, alg, now, ctx.config.keyPublishAhead * 1000, {
+        actor: ctx.actor,
+        source: ctx.source ?? null,
+      }),
     );
     if (rotated) {
       results.push({
@@ -104,7 +107,17 @@ export async function retireKey(
   const now = nowOf(ctx);
   const master = await masterKey(ctx, options.warn ?? (() => undefined));
   const replacement = await generateSigningKey(key.alg, master, now, now);
-  await storeCall(() => ctx.store.changeSigningKeys(planRetire(kid, replacement, now, MAX_TOKEN_TTL_MS)));
+  await storeCall(() =>
+    ctx.store.changeSigningKeys(planRetire(kid, replacement, now, MAX_TOKEN_TTL_MS), (change) =>
+      changeAudit(ctx, 'key.retired', kid, {
+        changes: {
+          alg: key.alg,
+          // The key that signs from now on, if the retired one was signing.
+          signing: change.insert?.kid ?? change.update?.find((u) => u.activatesAt !== undefined)?.kid ?? null,
+        },
+      }),
+    ),
+  );
   const after = await storeCall(() => ctx.store.listSigningKeys());
   const at = nowOf(ctx);
   const signing = selectKeys(after, at, MAX_TOKEN_TTL_MS).active.get(key.alg)?.kid ?? null;

@@ -46,4 +46,7 @@ export const auditEventJson = (e: AuditEvent) => ({
   source: e.source,
   reason: e.reason,
   count: e.count,
+  actor: e.actor,
+  target: e.target,
+  changes: e.changes,
 });

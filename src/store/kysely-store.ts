@@ -13,6 +13,7 @@ import {
   type AuditFilter,
   type AuditRecord,
   type Change,
+  type ChangeAudit,
   type ChangeEntity,
   type Client,
   type KeyChange,
@@ -176,7 +177,28 @@ export class KyselyStore implements Store {
     return this.now().toISOString();
   }
 
-  private async record(tx: Tx, entity: ChangeEntity, key: string): Promise<void> {
+  private async writeChangeAudit(tx: Tx, audit: ChangeAudit): Promise<void> {
+    await tx
+      .insertInto('audit_events')
+      .values({
+        at: this.now().getTime(),
+        type: audit.type,
+        client_id: audit.clientId ?? null,
+        audience: audit.audience ?? null,
+        jti: null,
+        reason: null,
+        source: audit.source,
+        count: null,
+        actor: audit.actor,
+        target: audit.target,
+        changes: audit.changes === null ? null : JSON.stringify(audit.changes),
+      })
+      .execute();
+  }
+
+  /** A change for the feed, and its audit event if it has one, in the change's transaction. */
+  private async record(tx: Tx, entity: ChangeEntity, key: string, audit?: ChangeAudit): Promise<void> {
+    if (audit) await this.writeChangeAudit(tx, audit);
     if (this.engine === 'postgres') {
       // Sequence numbers are taken at insert but become visible at commit, which may come in another order:
       // a follower reading `seq > last` could step over a late commit. Writers of changes take this lock
@@ -190,7 +212,7 @@ export class KyselyStore implements Store {
 
   // --- audiences ---
 
-  async addAudience(audience: NewAudience): Promise<Audience> {
+  async addAudience(audience: NewAudience, audit?: ChangeAudit): Promise<Audience> {
     const conflict = `audience ${audience.url} is already registered`;
     return orConflict(
       this.db.transaction().execute(async (tx) => {
@@ -210,7 +232,7 @@ export class KyselyStore implements Store {
           updated_at: at,
         };
         await tx.insertInto('audiences').values(row).execute();
-        await this.record(tx, 'audience', audience.url);
+        await this.record(tx, 'audience', audience.url, audit);
         return toAudience(row);
       }),
       conflict,
@@ -228,14 +250,14 @@ export class KyselyStore implements Store {
     return rows.map(toAudience);
   }
 
-  async removeAudience(url: string): Promise<void> {
+  async removeAudience(url: string, audit?: ChangeAudit): Promise<void> {
     await this.db.transaction().execute(async (tx) => {
       // Grants go explicitly rather than by cascade alone, so the result does not depend on engine settings.
       await tx.deleteFrom('grants').where('audience_url', '=', url).execute();
       const result = await tx.deleteFrom('audiences').where('url', '=', url).executeTakeFirst();
       if (Number(result.numDeletedRows) === 0)
         throw new StoreError('not_found', `audience ${url} is not registered`, 'audience');
-      await this.record(tx, 'audience', url);
+      await this.record(tx, 'audience', url, audit);
     });
   }
 
@@ -266,7 +288,7 @@ export class KyselyStore implements Store {
       throw new StoreError('not_found', `audience ${missing.join(', ')} is not registered`, 'audience');
   }
 
-  async createClient(client: NewClient): Promise<Client> {
+  async createClient(client: NewClient, audit?: ChangeAudit): Promise<Client> {
     const conflict = `client ${client.id} already exists`;
     return orConflict(
       this.db.transaction().execute(async (tx) => {
@@ -298,7 +320,7 @@ export class KyselyStore implements Store {
             .values(audiences.map((audience_url) => ({ client_id: client.id, audience_url, created_at: at })))
             .execute();
         }
-        await this.record(tx, 'client', client.id);
+        await this.record(tx, 'client', client.id, audit);
         return toClient(row, audiences);
       }),
       conflict,
@@ -359,7 +381,11 @@ export class KyselyStore implements Store {
     return Number(row.n);
   }
 
-  private async updateClient(id: string, values: Partial<Selectable<ClientsTable>>): Promise<Client> {
+  private async updateClient(
+    id: string,
+    values: Partial<Selectable<ClientsTable>>,
+    audit: ChangeAudit | undefined,
+  ): Promise<Client> {
     return this.db.transaction().execute(async (tx) => {
       const result = await tx
         .updateTable('clients')
@@ -368,39 +394,40 @@ export class KyselyStore implements Store {
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0)
         throw new StoreError('not_found', `client ${id} does not exist`, 'client');
-      await this.record(tx, 'client', id);
+      await this.record(tx, 'client', id, audit);
       return this.requireClient(tx, id);
     });
   }
 
-  async setClientSecret(id: string, secretDigest: string): Promise<Client> {
-    return this.updateClient(id, { secret_digest: secretDigest, secret_rotated_at: this.stamp() });
+  async setClientSecret(id: string, secretDigest: string, audit?: ChangeAudit): Promise<Client> {
+    return this.updateClient(id, { secret_digest: secretDigest, secret_rotated_at: this.stamp() }, audit);
   }
 
-  async setClientEnabled(id: string, enabled: boolean): Promise<Client> {
-    return this.updateClient(id, { enabled: enabled ? 1 : 0 });
+  async setClientEnabled(id: string, enabled: boolean, audit?: ChangeAudit): Promise<Client> {
+    return this.updateClient(id, { enabled: enabled ? 1 : 0 }, audit);
   }
 
   async setClientQuota(
     id: string,
     quota: { perMinute: number | null; perDay: number | null },
+    audit?: ChangeAudit,
   ): Promise<Client> {
-    return this.updateClient(id, { quota_per_minute: quota.perMinute, quota_per_day: quota.perDay });
+    return this.updateClient(id, { quota_per_minute: quota.perMinute, quota_per_day: quota.perDay }, audit);
   }
 
-  async deleteClient(id: string): Promise<void> {
+  async deleteClient(id: string, audit?: ChangeAudit): Promise<void> {
     await this.db.transaction().execute(async (tx) => {
       await tx.deleteFrom('grants').where('client_id', '=', id).execute();
       const result = await tx.deleteFrom('clients').where('id', '=', id).executeTakeFirst();
       if (Number(result.numDeletedRows) === 0)
         throw new StoreError('not_found', `client ${id} does not exist`, 'client');
-      await this.record(tx, 'client', id);
+      await this.record(tx, 'client', id, audit);
     });
   }
 
   // --- grants ---
 
-  async addGrant(clientId: string, audienceUrl: string): Promise<boolean> {
+  async addGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<boolean> {
     return this.db.transaction().execute(async (tx) => {
       await this.requireClient(tx, clientId);
       await this.requireAudiences(tx, [audienceUrl]);
@@ -415,12 +442,12 @@ export class KyselyStore implements Store {
         .insertInto('grants')
         .values({ client_id: clientId, audience_url: audienceUrl, created_at: this.stamp() })
         .execute();
-      await this.record(tx, 'grant', `${clientId} ${audienceUrl}`);
+      await this.record(tx, 'grant', `${clientId} ${audienceUrl}`, audit);
       return true;
     });
   }
 
-  async removeGrant(clientId: string, audienceUrl: string): Promise<void> {
+  async removeGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<void> {
     await this.db.transaction().execute(async (tx) => {
       const result = await tx
         .deleteFrom('grants')
@@ -430,7 +457,7 @@ export class KyselyStore implements Store {
       if (Number(result.numDeletedRows) === 0) {
         throw new StoreError('not_found', `client ${clientId} has no grant for ${audienceUrl}`, 'grant');
       }
-      await this.record(tx, 'grant', `${clientId} ${audienceUrl}`);
+      await this.record(tx, 'grant', `${clientId} ${audienceUrl}`, audit);
     });
   }
 
@@ -470,6 +497,7 @@ export class KyselyStore implements Store {
 
   async changeSigningKeys(
     plan: (keys: SigningKey[]) => KeyChange | undefined,
+    audit?: (change: KeyChange) => ChangeAudit,
   ): Promise<KeyChange | undefined> {
     const nothing = Symbol('nothing to write');
     try {
@@ -498,6 +526,7 @@ export class KyselyStore implements Store {
           if (Number(result.numUpdatedRows) === 0)
             throw new StoreError('not_found', `signing key ${kid} does not exist`, 'signing_key');
         }
+        if (audit) await this.writeChangeAudit(tx, audit(change));
         return change;
       });
     } catch (error) {
@@ -655,6 +684,9 @@ export class KyselyStore implements Store {
       reason: r.reason,
       source: r.source,
       count: r.count === null ? null : Number(r.count),
+      actor: r.actor,
+      target: r.target,
+      changes: r.changes === null ? null : (JSON.parse(r.changes) as Record<string, unknown>),
     }));
   }
 

@@ -150,6 +150,15 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
+    '0005_change_audit': {
+      // Changes made through the management layer are audit events too: who made them, to what, and which
+      // fields changed (JSON), beside the token events.
+      async up(db: Kysely<unknown>) {
+        for (const column of ['actor', 'target', 'changes']) {
+          await db.schema.alterTable('audit_events').addColumn(column, 'text').execute();
+        }
+      },
+    },
   };
 }
 

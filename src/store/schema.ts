@@ -23,6 +23,10 @@ export interface AuditEventsTable {
   reason: string | null;
   source: string | null;
   count: number | null;
+  /** Of a change event: who, what (an id), and the fields that changed (JSON). Null for token events. */
+  actor: string | null;
+  target: string | null;
+  changes: string | null;
 }
 
 /** How far each audit spool segment has been written to the store (see audit/spool.ts). */

@@ -67,16 +67,16 @@ export interface NewClient {
 }
 
 export interface AudienceStore {
-  addAudience(audience: NewAudience): Promise<Audience>;
+  addAudience(audience: NewAudience, audit?: ChangeAudit): Promise<Audience>;
   findAudience(url: string): Promise<Audience | undefined>;
   listAudiences(): Promise<Audience[]>;
   /** Removes the audience and every grant of it. */
-  removeAudience(url: string): Promise<void>;
+  removeAudience(url: string, audit?: ChangeAudit): Promise<void>;
 }
 
 export interface ClientStore {
   /** Creates the client with its grants in one transaction. */
-  createClient(client: NewClient): Promise<Client>;
+  createClient(client: NewClient, audit?: ChangeAudit): Promise<Client>;
   /** One client with its grants (the CLI's `client show`); the same query as findClients. */
   findClient(id: string): Promise<Client | undefined>;
   /**
@@ -86,16 +86,20 @@ export interface ClientStore {
   findClients(ids: readonly string[]): Promise<Client[]>;
   listClients(): Promise<Client[]>;
   countClients(): Promise<number>;
-  setClientSecret(id: string, secretDigest: string): Promise<Client>;
-  setClientEnabled(id: string, enabled: boolean): Promise<Client>;
-  setClientQuota(id: string, quota: { perMinute: number | null; perDay: number | null }): Promise<Client>;
-  deleteClient(id: string): Promise<void>;
+  setClientSecret(id: string, secretDigest: string, audit?: ChangeAudit): Promise<Client>;
+  setClientEnabled(id: string, enabled: boolean, audit?: ChangeAudit): Promise<Client>;
+  setClientQuota(
+    id: string,
+    quota: { perMinute: number | null; perDay: number | null },
+    audit?: ChangeAudit,
+  ): Promise<Client>;
+  deleteClient(id: string, audit?: ChangeAudit): Promise<void>;
 }
 
 export interface GrantStore {
   /** Returns false if the grant already existed. */
-  addGrant(clientId: string, audienceUrl: string): Promise<boolean>;
-  removeGrant(clientId: string, audienceUrl: string): Promise<void>;
+  addGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<boolean>;
+  removeGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<void>;
 }
 
 /** What one key operation writes: a new key, and new times for existing ones. */
@@ -113,7 +117,11 @@ export interface KeyStore {
    * writer, so two instances deciding at once (first key, rotation) cannot both act. A plan that returns
    * undefined writes nothing. Returns what was written.
    */
-  changeSigningKeys(plan: (keys: SigningKey[]) => KeyChange | undefined): Promise<KeyChange | undefined>;
+  changeSigningKeys(
+    plan: (keys: SigningKey[]) => KeyChange | undefined,
+    /** The audit event of the change the plan made, written in its transaction. */
+    audit?: (change: KeyChange) => ChangeAudit,
+  ): Promise<KeyChange | undefined>;
 }
 
 export interface ChangeFeed {
@@ -133,14 +141,49 @@ export interface ChangeFeed {
  * What an audit event records. The token endpoint's: `token.issued`, `token.refused`, and `token.throttled`
  * (refusals of a blocked caller or a client over its quota, summed per caller and minute: `count`).
  */
-export const AUDIT_EVENT_TYPES = ['token.issued', 'token.refused', 'token.throttled'] as const;
+/** Events of the token endpoint: written through the audit spool (audit/recorder.ts). */
+export const TOKEN_EVENT_TYPES = ['token.issued', 'token.refused', 'token.throttled'] as const;
+/** Changes made through the management layer (any face): written in the transaction of the change. */
+export const CHANGE_EVENT_TYPES = [
+  'audience.created',
+  'audience.deleted',
+  'client.created',
+  'client.updated',
+  'client.secret_rotated',
+  'client.deleted',
+  'grant.created',
+  'grant.deleted',
+  'key.rotated',
+  'key.retired',
+] as const;
+export const AUDIT_EVENT_TYPES = [...TOKEN_EVENT_TYPES, ...CHANGE_EVENT_TYPES] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
+export type ChangeEventType = (typeof CHANGE_EVENT_TYPES)[number];
+export type TokenEventType = (typeof TOKEN_EVENT_TYPES)[number];
+
+/**
+ * The audit event of a management change, written by the store in the change's own transaction: there is
+ * no change without its event, and no event of a change that did not happen. Never a secret, never a key.
+ */
+export interface ChangeAudit {
+  type: ChangeEventType;
+  /** Who: an admin client's id, a console operator, `cli:<os user>`, or `tessera` (automatic rotation). */
+  actor: string;
+  /** The address the change came from (the admin API's caller), or null (the CLI). */
+  source: string | null;
+  /** The id of what changed: a client id, an audience URL, a key id. */
+  target: string;
+  clientId?: string | null;
+  audience?: string | null;
+  /** The fields that changed: `{ field: { from, to } }` for an update, the values of what was created. */
+  changes: Record<string, unknown> | null;
+}
 
 /** One audit event as it is written. Never a secret, never a token. */
 export interface AuditRecord {
   /** Milliseconds since the epoch. */
   at: number;
-  type: AuditEventType;
+  type: TokenEventType;
   clientId: string | null;
   audience: string | null;
   jti: string | null;
@@ -151,9 +194,14 @@ export interface AuditRecord {
 }
 
 /** One audit event as it is read back: with its id, and its time as RFC 3339 (UTC, milliseconds). */
-export interface AuditEvent extends Omit<AuditRecord, 'at'> {
+export interface AuditEvent extends Omit<AuditRecord, 'at' | 'type'> {
   id: number;
   at: string;
+  type: AuditEventType;
+  /** Of a change event (see ChangeAudit); null for a token event. */
+  actor: string | null;
+  target: string | null;
+  changes: Record<string, unknown> | null;
 }
 
 /** Where a query continues: the events that come after this one, newest first (a keyset cursor). */

@@ -471,6 +471,9 @@ describe('AuditRecorder: throttled refusals', () => {
         reason: 'invalid_request: too many failed attempts; try again later',
         source: '198.51.100.3',
         count: 30,
+        actor: null,
+        target: null,
+        changes: null,
       },
       {
         at: new Date(minute + 1000).toISOString(),
@@ -481,6 +484,9 @@ describe('AuditRecorder: throttled refusals', () => {
         reason: 'invalid_request: too many failed attempts; try again later',
         source: '203.0.113.9',
         count: 500,
+        actor: null,
+        target: null,
+        changes: null,
       },
     ]);
     expect(log.messages().filter((m) => m === 'token requests throttled')).toHaveLength(2);

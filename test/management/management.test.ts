@@ -29,7 +29,7 @@ beforeEach(async () => {
     TESSERA_DATA_DIR: dataDir,
     TESSERA_MASTER_KEY: randomBytes(32).toString('base64url'),
   });
-  ctx = { store, config };
+  ctx = { store, config, actor: 'cli:test' };
 });
 afterEach(async () => {
   await ctx.store.close();

@@ -61,7 +61,7 @@ describe('migration 0004 (the compact audit trail)', () => {
     } finally {
       await client.end();
     }
-    expect(await store.migrate()).toEqual(['0004_compact_audit']);
+    expect(await store.migrate()).toEqual(['0004_compact_audit', '0005_change_audit']);
     expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
       {
         id: 9,
@@ -73,6 +73,9 @@ describe('migration 0004 (the compact audit trail)', () => {
         reason: 'invalid_client: unknown client',
         source: null,
         count: null,
+        actor: null,
+        target: null,
+        changes: null,
       },
       {
         id: 7,
@@ -84,6 +87,9 @@ describe('migration 0004 (the compact audit trail)', () => {
         reason: null,
         source: '10.0.0.1',
         count: null,
+        actor: null,
+        target: null,
+        changes: null,
       },
     ]);
     await store.appendAuditEvents([

@@ -57,7 +57,7 @@ describe('migration 0004 (the compact audit trail)', () => {
         null,
       );
       db.close();
-      expect(await store.migrate()).toEqual(['0004_compact_audit']);
+      expect(await store.migrate()).toEqual(['0004_compact_audit', '0005_change_audit']);
       expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
         {
           id: 9,
@@ -69,6 +69,9 @@ describe('migration 0004 (the compact audit trail)', () => {
           reason: 'invalid_client: unknown client',
           source: null,
           count: null,
+          actor: null,
+          target: null,
+          changes: null,
         },
         {
           id: 7,
@@ -80,6 +83,9 @@ describe('migration 0004 (the compact audit trail)', () => {
           reason: null,
           source: '10.0.0.1',
           count: null,
+          actor: null,
+          target: null,
+          changes: null,
         },
       ]);
       // New events continue after the copied ids.
@@ -156,6 +162,9 @@ describe('openSqliteStore', () => {
         reason: null,
         source: '10.0.0.1',
         count: null,
+        actor: null,
+        target: null,
+        changes: null,
       }));
     for (const background of [false, true]) {
       rmSync(file, { force: true });
