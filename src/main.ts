@@ -2,7 +2,7 @@ import cluster from 'node:cluster';
 import { Server as NetServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { Config } from './config/index.js';
+import { feedStaleMs, type Config } from './config/index.js';
 import { listenerClosedEverywhere } from './cluster-listeners.js';
 import { buildApp, type AppDeps, type ShutdownState } from './http/app.js';
 import { Connections } from './http/connections.js';
@@ -111,6 +111,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     keepAliveTimeoutMs: config.keepAliveTimeout * 1000,
     shutdown: state,
     storeOutage: runtime.storeOutage,
+    feedStaleMs: feedStaleMs(config),
   });
   const connections = new Connections(app.server, { max: config.maxConnections, logger });
   runtime.metrics?.watchConnections(() => connections.stats);

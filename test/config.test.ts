@@ -4,6 +4,7 @@ import { thrownBy } from './helpers/assert.js';
 import {
   ConfigError,
   defaultMaxConnections,
+  feedStaleMs,
   isPostgresUrl,
   jwksMaxAge,
   loadConfig,
@@ -171,6 +172,23 @@ describe('loadConfig defaults', () => {
 
   it('derives the default issuer from the port', () => {
     expect(loadConfig({ TESSERA_PORT: '9443' }, CWD).issuer).toBe('http://localhost:9443');
+  });
+});
+
+describe('feedStaleMs: how long /readyz lets the change feed go unread', () => {
+  it.each([
+    // [TESSERA_CHANGE_POLL_MS, TESSERA_STALE_WINDOW, threshold in ms]
+    [undefined, undefined, 10_000], // the defaults (500 ms, 60 s): at least 10 s
+    ['100', undefined, 10_000],
+    ['3333', undefined, 10_000], // 3 x 3333 = 9999: still the 10 s floor
+    ['4000', undefined, 12_000], // three polls
+    ['10000', undefined, 30_000], // three polls: an instance polling every 10 s does not flap
+    ['10000', '25', 25_000], // no longer than the stale window
+    ['1000', '3', 3000],
+    ['500', '2', 2000], // the shortest stale window allowed with this poll: two polls and a second
+  ])('TESSERA_CHANGE_POLL_MS=%s, TESSERA_STALE_WINDOW=%s: %d ms', (poll, window, expected) => {
+    const config = loadConfig({ TESSERA_CHANGE_POLL_MS: poll, TESSERA_STALE_WINDOW: window }, CWD);
+    expect(feedStaleMs(config)).toBe(expected);
   });
 });
 

@@ -121,6 +121,17 @@ export function jwksMaxAge(config: Pick<Config, 'keyPublishAhead'>): number {
   return Math.floor(config.keyPublishAhead / 2);
 }
 
+/**
+ * How long /readyz lets the change feed go unread before it reports it stale (the instance may be serving
+ * clients and keys that changed elsewhere): three poll intervals, so that a poll late by a slow store or a
+ * busy process does not take a healthy instance out of rotation, and at least 10 s; but no longer than the
+ * stale window (TESSERA_STALE_WINDOW), past which every token request is refused anyway. Never less than two
+ * polls and a second, which the stale window is at least (see loadConfig).
+ */
+export function feedStaleMs(config: Pick<Config, 'changePollMs' | 'staleWindow'>): number {
+  return Math.min(config.staleWindow * 1000, Math.max(10_000, 3 * config.changePollMs));
+}
+
 function prefix(raw: string): string {
   if (!/^[A-Za-z0-9._:-]{1,64}$/.test(raw)) {
     throw new ConfigError('TESSERA_REDIS_PREFIX must be 1 to 64 characters of A-Z a-z 0-9 . _ : -');

@@ -55,6 +55,8 @@ export interface AppDeps {
   shutdown: ShutdownState;
   /** The store's outage, which a failing readiness probe reports to (logged once, not per probe). */
   storeOutage?: Outage;
+  /** How long /readyz lets the change feed go unread before it answers 503 (see feedStaleMs in config). */
+  feedStaleMs: number;
 }
 
 /** Security headers on every answer: JSON only, never framed, never sniffed, no referrer; HSTS over https. */
@@ -130,6 +132,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   healthRoutes(app, deps.store, deps.keyring, deps.directory, deps.defaultAlg, {
     shutdown,
     storeOutage: deps.storeOutage,
+    feedStaleMs: deps.feedStaleMs,
   });
   if (metrics) metricsRoutes(app, () => metrics.exposition());
   return app;
