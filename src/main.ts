@@ -112,6 +112,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     shutdown: state,
     storeOutage: runtime.storeOutage,
     feedStaleMs: feedStaleMs(config),
+    retryAfter: config.retryAfter,
   });
   const connections = new Connections(app.server, { max: config.maxConnections, logger });
   runtime.metrics?.watchConnections(() => connections.stats);

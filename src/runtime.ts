@@ -26,7 +26,10 @@ export async function openStore(
   const url = config.databaseUrl;
   const store =
     url !== undefined && isPostgresUrl(url)
-      ? openPostgresStore(url, { max: options.poolSize })
+      ? openPostgresStore(url, {
+          max: options.poolSize,
+          timeouts: { queryMs: config.pgQueryTimeout * 1000, connectMs: config.pgConnectTimeout * 1000 },
+        })
       : openSqliteStore(sqlitePath(config), { backgroundCheckpoints: options.server === true });
   try {
     await store.migrate();
@@ -78,9 +81,18 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
   const redis =
     config.redisUrl === undefined
       ? undefined
-      : connectRedis(config.redisUrl, { logger, keyPrefix: config.redisPrefix });
+      : connectRedis(config.redisUrl, {
+          logger,
+          keyPrefix: config.redisPrefix,
+          timeoutMs: config.redisTimeoutMs,
+        });
   if (redis) metrics?.watchRedis(() => redis.breaker.closed);
-  const attempts = new FailedAttempts({ redis, keyPrefix: config.redisPrefix });
+  const attempts = new FailedAttempts({
+    redis,
+    keyPrefix: config.redisPrefix,
+    perClientAndSource: config.attemptsPerClient,
+    perSource: config.attemptsPerSource,
+  });
   const quotas = new IssuanceQuotas({ redis, keyPrefix: config.redisPrefix });
   let recorder: AuditRecorder | undefined;
   try {
@@ -88,6 +100,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       maxTokenTtl: MAX_TOKEN_TTL,
       jwksMaxAge: jwksMaxAge(config),
       onError: (error) => logger.error({ err: error }, 'signing key unavailable'),
+      retryAfter: config.retryAfter,
     });
     const rotator =
       config.keyRotationInterval > 0
@@ -120,6 +133,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       max: config.cacheMax,
       pollMs: config.changePollMs,
       staleWindowMs: config.staleWindow * 1000,
+      retryAfter: config.retryAfter,
       onError: (error, during) =>
         during === 'change listener' ? listener.failed(error) : outage.failed(error, { during }),
       onKeysChanged: () => keyring.reload(),

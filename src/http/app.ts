@@ -57,6 +57,8 @@ export interface AppDeps {
   storeOutage?: Outage;
   /** How long /readyz lets the change feed go unread before it answers 503 (see feedStaleMs in config). */
   feedStaleMs: number;
+  /** Seconds a 503 asks the client to wait (`Retry-After`, TESSERA_RETRY_AFTER). */
+  retryAfter: number;
 }
 
 /** Security headers on every answer: JSON only, never framed, never sniffed, no referrer; HSTS over https. */
@@ -134,6 +136,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     storeOutage: deps.storeOutage,
     feedStaleMs: deps.feedStaleMs,
   });
-  if (metrics) metricsRoutes(app, () => metrics.exposition());
+  if (metrics) metricsRoutes(app, () => metrics.exposition(), deps.retryAfter);
   return app;
 }
