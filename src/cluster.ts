@@ -25,7 +25,9 @@ async function prepare(config: Config, logger: Logger): Promise<void> {
   const master = resolveMasterKey(config, (message) => logger.warn(message));
   const store = await openStore(config, { poolSize: 2 });
   try {
-    await new Keyring(store, master, { maxTokenTtl: MAX_TOKEN_TTL }).load(SIGNING_ALGS);
+    await new Keyring(store, master, { maxTokenTtl: MAX_TOKEN_TTL, retryAfter: config.retryAfter }).load(
+      SIGNING_ALGS,
+    );
     if ((await store.countClients()) === 0) process.stderr.write(firstTokenHint(config.issuer) + '\n');
   } finally {
     await store.close();

@@ -2,7 +2,7 @@ import cluster from 'node:cluster';
 import { Server as NetServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { Config } from './config/index.js';
+import { feedStaleMs, type Config } from './config/index.js';
 import { listenerClosedEverywhere } from './cluster-listeners.js';
 import { buildApp, type AppDeps, type ShutdownState } from './http/app.js';
 import { Connections } from './http/connections.js';
@@ -89,36 +89,43 @@ async function shutDown(
   await runtime.close();
 }
 
-/** load config → open store → build app → listen. */
+/** load config → open store → build app → listen. A start that fails closes what it opened. */
 export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<Server> {
   const runtime = await openRuntime(config, logger);
   const state: ShutdownState = {
     draining: false,
     closesConnection: (socket) => connections.closesAfterAnswer(socket),
   };
-  const app = buildApp({
-    issuer: config.issuer,
-    defaultAlg: config.signingAlg,
-    tokens: runtime.tokens,
-    directory: runtime.directory,
-    keyring: runtime.keyring,
-    store: runtime.store,
-    logger,
-    requestTimeoutMs: config.requestTimeout * 1000,
-    trustProxy: config.trustProxy,
-    metrics: metricsFor(runtime.metrics),
-    persistAudit: () => runtime.audit.persist(),
-    keepAliveTimeoutMs: config.keepAliveTimeout * 1000,
-    shutdown: state,
-    storeOutage: runtime.storeOutage,
-  });
-  const connections = new Connections(app.server, { max: config.maxConnections, logger });
-  runtime.metrics?.watchConnections(() => connections.stats);
+  let app: FastifyInstance | undefined;
+  let connections: Connections;
   let address: string;
   try {
+    app = buildApp({
+      issuer: config.issuer,
+      defaultAlg: config.signingAlg,
+      tokens: runtime.tokens,
+      directory: runtime.directory,
+      keyring: runtime.keyring,
+      store: runtime.store,
+      logger,
+      requestTimeoutMs: config.requestTimeout * 1000,
+      trustProxy: config.trustProxy,
+      metrics: metricsFor(runtime.metrics),
+      persistAudit: () => runtime.audit.persist(),
+      keepAliveTimeoutMs: config.keepAliveTimeout * 1000,
+      shutdown: state,
+      storeOutage: runtime.storeOutage,
+      feedStaleMs: feedStaleMs(config),
+      retryAfter: config.retryAfter,
+    });
+    connections = new Connections(app.server, { max: config.maxConnections, logger });
+    const counted = connections;
+    runtime.metrics?.watchConnections(() => counted.stats);
     address = await app.listen({ port: config.port, host: config.host });
   } catch (error) {
-    await runtime.close();
+    // E.g. the port is taken: the app (its timers) and the runtime are closed; the listen error is the answer.
+    await app?.close().catch(() => undefined);
+    await runtime.close().catch(() => undefined);
     throw error;
   }
   logger.info({ address, issuer: config.issuer, store: runtime.store.engine }, 'tessera is listening');

@@ -10,7 +10,7 @@ import { AuditRecorder } from './audit/recorder.js';
 import { KeyRotator } from './keys/rotator.js';
 import { FailedAttempts } from './limits/attempts.js';
 import { IssuanceQuotas } from './limits/quotas.js';
-import { connectRedis } from './limits/redis.js';
+import { connectRedis, type SharedRedis } from './limits/redis.js';
 import { Metrics } from './metrics/metrics.js';
 import { Outage } from './outage.js';
 import { Directory } from './store/directory.js';
@@ -26,7 +26,10 @@ export async function openStore(
   const url = config.databaseUrl;
   const store =
     url !== undefined && isPostgresUrl(url)
-      ? openPostgresStore(url, { max: options.poolSize })
+      ? openPostgresStore(url, {
+          max: options.poolSize,
+          timeouts: { queryMs: config.pgQueryTimeout * 1000, connectMs: config.pgConnectTimeout * 1000 },
+        })
       : openSqliteStore(sqlitePath(config), { backgroundCheckpoints: options.server === true });
   try {
     await store.migrate();
@@ -75,21 +78,35 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
   const metrics = config.metrics ? new Metrics() : undefined;
   const opened = await openStore(config, { server: true });
   const store = metrics ? metrics.timedStore(opened) : opened;
-  const redis =
-    config.redisUrl === undefined
-      ? undefined
-      : connectRedis(config.redisUrl, { logger, keyPrefix: config.redisPrefix });
-  if (redis) metrics?.watchRedis(() => redis.breaker.closed);
-  const attempts = new FailedAttempts({ redis, keyPrefix: config.redisPrefix });
-  const quotas = new IssuanceQuotas({ redis, keyPrefix: config.redisPrefix });
+  // What the start has opened so far: all of it is closed again if the start fails (see the catch below).
+  let redis: SharedRedis | undefined;
   let recorder: AuditRecorder | undefined;
+  let following: Directory | undefined;
+  let rotating: KeyRotator | undefined;
   try {
+    const shared = (redis =
+      config.redisUrl === undefined
+        ? undefined
+        : connectRedis(config.redisUrl, {
+            logger,
+            keyPrefix: config.redisPrefix,
+            timeoutMs: config.redisTimeoutMs,
+          }));
+    if (shared) metrics?.watchRedis(() => shared.breaker.closed);
+    const attempts = new FailedAttempts({
+      redis: shared,
+      keyPrefix: config.redisPrefix,
+      perClientAndSource: config.attemptsPerClient,
+      perSource: config.attemptsPerSource,
+    });
+    const quotas = new IssuanceQuotas({ redis: shared, keyPrefix: config.redisPrefix });
     const keyring = new Keyring(store, master, {
       maxTokenTtl: MAX_TOKEN_TTL,
       jwksMaxAge: jwksMaxAge(config),
       onError: (error) => logger.error({ err: error }, 'signing key unavailable'),
+      retryAfter: config.retryAfter,
     });
-    const rotator =
+    const rotator = (rotating =
       config.keyRotationInterval > 0
         ? new KeyRotator(store, master, {
             intervalMs: config.keyRotationInterval * 1000,
@@ -99,7 +116,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
               logger.info({ alg, kid, activatesAt }, 'signing key rotation scheduled'),
             onError: (error) => logger.error({ err: error }, 'automatic key rotation failed'),
           })
-        : undefined;
+        : undefined);
     const audit = (recorder = new AuditRecorder(store, {
       spoolDir: config.auditSpoolDir,
       spoolMaxBytes: config.auditSpoolMax,
@@ -113,17 +130,18 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       down: 'lost the change listener; reconnecting, and polling meanwhile',
       up: 'the change listener is back',
     });
-    const directory = new Directory(store, {
+    const directory = (following = new Directory(store, {
       onRecovered: () => outage.recovered(),
       onListening: () => listener.recovered(),
       ttlMs: config.cacheTtl * 1000,
       max: config.cacheMax,
       pollMs: config.changePollMs,
       staleWindowMs: config.staleWindow * 1000,
+      retryAfter: config.retryAfter,
       onError: (error, during) =>
         during === 'change listener' ? listener.failed(error) : outage.failed(error, { during }),
       onKeysChanged: () => keyring.reload(),
-    });
+    }));
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
     await directory.start();
     audit.start();
@@ -166,16 +184,23 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       async close() {
         await rotator?.stop();
         await audit.close();
-        await redis?.close();
+        await shared?.close();
         await directory.stop();
         await store.close();
       },
     };
   } catch (error) {
-    // The spool keeps what it holds for the next start; its lock is released.
-    await recorder?.close().catch(() => undefined);
-    await redis?.close();
-    await store.close();
+    // A start that fails (a wrong master key is found when the keys are loaded, after the change feed and the
+    // audit trail have started) closes whatever it opened, in the order close() does, each step whatever the
+    // one before did, so that nothing is left running against a closed store or holding the process open: the
+    // key rotator, the audit trail (the spool keeps what it holds for the next start; its lock is released),
+    // Redis, the change feed (its poll timer and PostgreSQL's LISTEN connection), the store.
+    const quietly = (closing: Promise<void> | undefined) => closing?.catch(() => undefined);
+    await quietly(rotating?.stop());
+    await quietly(recorder?.close());
+    await quietly(redis?.close());
+    await quietly(following?.stop());
+    await quietly(store.close());
     throw error;
   }
 }

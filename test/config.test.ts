@@ -4,6 +4,7 @@ import { thrownBy } from './helpers/assert.js';
 import {
   ConfigError,
   defaultMaxConnections,
+  feedStaleMs,
   isPostgresUrl,
   jwksMaxAge,
   loadConfig,
@@ -51,6 +52,12 @@ describe('loadConfig defaults', () => {
       shutdownTimeout: 20,
       keyRotationInterval: 30 * 86_400,
       keyPublishAhead: 3600,
+      attemptsPerClient: { failures: 10, windowSeconds: 300, blockSeconds: 300 },
+      attemptsPerSource: { failures: 100, windowSeconds: 300, blockSeconds: 900 },
+      redisTimeoutMs: 100,
+      pgQueryTimeout: 5,
+      pgConnectTimeout: 5,
+      retryAfter: 5,
       metrics: true,
       production: false,
     } satisfies Config);
@@ -171,6 +178,23 @@ describe('loadConfig defaults', () => {
 
   it('derives the default issuer from the port', () => {
     expect(loadConfig({ TESSERA_PORT: '9443' }, CWD).issuer).toBe('http://localhost:9443');
+  });
+});
+
+describe('feedStaleMs: how long /readyz lets the change feed go unread', () => {
+  it.each([
+    // [TESSERA_CHANGE_POLL_MS, TESSERA_STALE_WINDOW, threshold in ms]
+    [undefined, undefined, 10_000], // the defaults (500 ms, 60 s): at least 10 s
+    ['100', undefined, 10_000],
+    ['3333', undefined, 10_000], // 3 x 3333 = 9999: still the 10 s floor
+    ['4000', undefined, 12_000], // three polls
+    ['10000', undefined, 30_000], // three polls: an instance polling every 10 s does not flap
+    ['10000', '25', 25_000], // no longer than the stale window
+    ['1000', '3', 3000],
+    ['500', '2', 2000], // the shortest stale window allowed with this poll: two polls and a second
+  ])('TESSERA_CHANGE_POLL_MS=%s, TESSERA_STALE_WINDOW=%s: %d ms', (poll, window, expected) => {
+    const config = loadConfig({ TESSERA_CHANGE_POLL_MS: poll, TESSERA_STALE_WINDOW: window }, CWD);
+    expect(feedStaleMs(config)).toBe(expected);
   });
 });
 
@@ -321,6 +345,99 @@ describe('loadConfig reads each TESSERA_* variable', () => {
 
   it('ignores variables it does not know', () => {
     expect(loadConfig({ TESSERA_NOPE: 'x', PORT: '1' }, CWD)).toEqual(loadConfig({}, CWD));
+  });
+});
+
+describe('failed-attempt limits, timeouts and Retry-After', () => {
+  it('TESSERA_ATTEMPTS_CLIENT_* and TESSERA_ATTEMPTS_SOURCE_*: a count, and two durations', () => {
+    const config = loadConfig(
+      {
+        TESSERA_ATTEMPTS_CLIENT_MAX: '5',
+        TESSERA_ATTEMPTS_CLIENT_WINDOW: '10m',
+        TESSERA_ATTEMPTS_CLIENT_BLOCK: '1h',
+        TESSERA_ATTEMPTS_SOURCE_MAX: '1000',
+        TESSERA_ATTEMPTS_SOURCE_WINDOW: '90',
+        TESSERA_ATTEMPTS_SOURCE_BLOCK: '1d',
+      },
+      CWD,
+    );
+    expect([config.attemptsPerClient, config.attemptsPerSource]).toEqual([
+      { failures: 5, windowSeconds: 600, blockSeconds: 3600 },
+      { failures: 1000, windowSeconds: 90, blockSeconds: 86_400 },
+    ]);
+    // Each is a setting of its own: the others keep their defaults.
+    expect(loadConfig({ TESSERA_ATTEMPTS_SOURCE_BLOCK: '30m' }, CWD)).toMatchObject({
+      attemptsPerClient: { failures: 10, windowSeconds: 300, blockSeconds: 300 },
+      attemptsPerSource: { failures: 100, windowSeconds: 300, blockSeconds: 1800 },
+    });
+    expect(loadConfig({ TESSERA_ATTEMPTS_CLIENT_MAX: '1' }, CWD).attemptsPerClient.failures).toBe(1);
+  });
+
+  it('TESSERA_REDIS_TIMEOUT_MS, TESSERA_PG_QUERY_TIMEOUT, TESSERA_PG_CONNECT_TIMEOUT, TESSERA_RETRY_AFTER', () => {
+    expect(
+      loadConfig(
+        {
+          TESSERA_REDIS_TIMEOUT_MS: '250',
+          TESSERA_PG_QUERY_TIMEOUT: '30s',
+          TESSERA_PG_CONNECT_TIMEOUT: '2',
+          TESSERA_RETRY_AFTER: '1m',
+        },
+        CWD,
+      ),
+    ).toMatchObject({ redisTimeoutMs: 250, pgQueryTimeout: 30, pgConnectTimeout: 2, retryAfter: 60 });
+    expect(
+      loadConfig(
+        {
+          TESSERA_REDIS_TIMEOUT_MS: '10',
+          TESSERA_PG_QUERY_TIMEOUT: '10m',
+          TESSERA_PG_CONNECT_TIMEOUT: '600',
+          TESSERA_RETRY_AFTER: '1h',
+        },
+        CWD,
+      ),
+    ).toMatchObject({ redisTimeoutMs: 10, pgQueryTimeout: 600, pgConnectTimeout: 600, retryAfter: 3600 });
+  });
+
+  it.each([
+    [
+      { TESSERA_ATTEMPTS_CLIENT_MAX: '0' },
+      'TESSERA_ATTEMPTS_CLIENT_MAX must be between 1 and 1000000, got 0',
+    ],
+    [{ TESSERA_ATTEMPTS_SOURCE_MAX: 'ten' }, 'TESSERA_ATTEMPTS_SOURCE_MAX must be a whole number, got "ten"'],
+    [
+      { TESSERA_ATTEMPTS_CLIENT_WINDOW: '0' },
+      'TESSERA_ATTEMPTS_CLIENT_WINDOW must be between 1 and 86400 seconds, got 0',
+    ],
+    [
+      { TESSERA_ATTEMPTS_SOURCE_WINDOW: '5 min' },
+      'TESSERA_ATTEMPTS_SOURCE_WINDOW must be a duration such as 3600, 90s, 15m, 12h or 30d, got "5 min"',
+    ],
+    [
+      { TESSERA_ATTEMPTS_CLIENT_BLOCK: '2d' },
+      'TESSERA_ATTEMPTS_CLIENT_BLOCK must be between 1 and 86400 seconds, got 172800',
+    ],
+    [
+      { TESSERA_ATTEMPTS_SOURCE_BLOCK: '-1' },
+      'TESSERA_ATTEMPTS_SOURCE_BLOCK must be a duration such as 3600, 90s, 15m, 12h or 30d, got "-1"',
+    ],
+    [{ TESSERA_REDIS_TIMEOUT_MS: '5' }, 'TESSERA_REDIS_TIMEOUT_MS must be between 10 and 10000, got 5'],
+    [{ TESSERA_REDIS_TIMEOUT_MS: '0.1s' }, 'TESSERA_REDIS_TIMEOUT_MS must be a whole number, got "0.1s"'],
+    [{ TESSERA_PG_QUERY_TIMEOUT: '0' }, 'TESSERA_PG_QUERY_TIMEOUT must be between 1 and 600 seconds, got 0'],
+    [
+      { TESSERA_PG_CONNECT_TIMEOUT: '1h' },
+      'TESSERA_PG_CONNECT_TIMEOUT must be between 1 and 600 seconds, got 3600',
+    ],
+    [
+      { TESSERA_PG_QUERY_TIMEOUT: '500ms' },
+      'TESSERA_PG_QUERY_TIMEOUT must be a duration such as 3600, 90s, 15m, 12h or 30d, got "500ms"',
+    ],
+    [{ TESSERA_RETRY_AFTER: '0' }, 'TESSERA_RETRY_AFTER must be between 1 and 3600 seconds, got 0'],
+    [
+      { TESSERA_RETRY_AFTER: 'soon' },
+      'TESSERA_RETRY_AFTER must be a duration such as 3600, 90s, 15m, 12h or 30d, got "soon"',
+    ],
+  ])('%j is refused', (env, message) => {
+    expect(configError(env).message).toBe(message);
   });
 });
 

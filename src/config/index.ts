@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from '../domain/algorithms.js';
 import { MAX_TOKEN_TTL, MIN_TOKEN_TTL } from '../domain/validate.js';
+import type { Threshold } from '../limits/attempts.js';
 
 /** Every setting Tessera reads, validated once at start. The CLI reads the same ones. */
 export interface Config {
@@ -65,6 +66,21 @@ export interface Config {
   keyRotationInterval: number;
   /** Seconds a new key is published before it signs. The JWKS max-age is half of it (see jwksMaxAge). */
   keyPublishAhead: number;
+  /**
+   * Failed authentications per client id + source address: `failures` within `windowSeconds` block that
+   * pair for `blockSeconds` (TESSERA_ATTEMPTS_CLIENT_MAX, _WINDOW, _BLOCK).
+   */
+  attemptsPerClient: Threshold;
+  /** Failed authentications per source address, whatever the client ids (TESSERA_ATTEMPTS_SOURCE_*). */
+  attemptsPerSource: Threshold;
+  /** Milliseconds a count waits for Redis before it is made in memory and the breaker opens. */
+  redisTimeoutMs: number;
+  /** Seconds a PostgreSQL query may take before it fails: a store that hangs fails like one that refuses. */
+  pgQueryTimeout: number;
+  /** Seconds a connection attempt to PostgreSQL may take before it fails. */
+  pgConnectTimeout: number;
+  /** Seconds a `503 temporarily_unavailable` asks the client to wait (`Retry-After`). */
+  retryAfter: number;
   /** Whether GET /metrics answers (Prometheus text format); off, it is a 404 like any unknown path. */
   metrics: boolean;
   /** NODE_ENV=production: refuses settings that are only safe on a developer's machine. */
@@ -119,6 +135,17 @@ function duration(
  */
 export function jwksMaxAge(config: Pick<Config, 'keyPublishAhead'>): number {
   return Math.floor(config.keyPublishAhead / 2);
+}
+
+/**
+ * How long /readyz lets the change feed go unread before it reports it stale (the instance may be serving
+ * clients and keys that changed elsewhere): three poll intervals, so that a poll late by a slow store or a
+ * busy process does not take a healthy instance out of rotation, and at least 10 s; but no longer than the
+ * stale window (TESSERA_STALE_WINDOW), past which every token request is refused anyway. Never less than two
+ * polls and a second, which the stale window is at least (see loadConfig).
+ */
+export function feedStaleMs(config: Pick<Config, 'changePollMs' | 'staleWindow'>): number {
+  return Math.min(config.staleWindow * 1000, Math.max(10_000, 3 * config.changePollMs));
 }
 
 function prefix(raw: string): string {
@@ -195,6 +222,19 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   if (value < min || value > max)
     throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+/**
+ * One failed-attempt limit: TESSERA_ATTEMPTS_<scope>_MAX failures within TESSERA_ATTEMPTS_<scope>_WINDOW
+ * block the caller for TESSERA_ATTEMPTS_<scope>_BLOCK.
+ */
+function threshold(env: Env, scope: 'CLIENT' | 'SOURCE', fallback: Threshold): Threshold {
+  const name = `TESSERA_ATTEMPTS_${scope}`;
+  return {
+    failures: integer(env, `${name}_MAX`, fallback.failures, 1, 1_000_000),
+    windowSeconds: duration(env, `${name}_WINDOW`, fallback.windowSeconds, 1, 86_400),
+    blockSeconds: duration(env, `${name}_BLOCK`, fallback.blockSeconds, 1, 86_400),
+  };
 }
 
 /** RFC 8414 §2: the issuer is an https URL with no query or fragment (http is tolerated for local use). */
@@ -374,6 +414,12 @@ export function loadConfig(
     shutdownTimeout: duration(env, 'TESSERA_SHUTDOWN_TIMEOUT', 20, 1, 3600),
     keyRotationInterval,
     keyPublishAhead,
+    attemptsPerClient: threshold(env, 'CLIENT', { failures: 10, windowSeconds: 300, blockSeconds: 300 }),
+    attemptsPerSource: threshold(env, 'SOURCE', { failures: 100, windowSeconds: 300, blockSeconds: 900 }),
+    redisTimeoutMs: integer(env, 'TESSERA_REDIS_TIMEOUT_MS', 100, 10, 10_000),
+    pgQueryTimeout: duration(env, 'TESSERA_PG_QUERY_TIMEOUT', 5, 1, 600),
+    pgConnectTimeout: duration(env, 'TESSERA_PG_CONNECT_TIMEOUT', 5, 1, 600),
+    retryAfter: duration(env, 'TESSERA_RETRY_AFTER', 5, 1, 3600),
     metrics: boolean(env, 'TESSERA_METRICS', true),
     production: env.NODE_ENV === 'production',
   };

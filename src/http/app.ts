@@ -55,6 +55,10 @@ export interface AppDeps {
   shutdown: ShutdownState;
   /** The store's outage, which a failing readiness probe reports to (logged once, not per probe). */
   storeOutage?: Outage;
+  /** How long /readyz lets the change feed go unread before it answers 503 (see feedStaleMs in config). */
+  feedStaleMs: number;
+  /** Seconds a 503 asks the client to wait (`Retry-After`, TESSERA_RETRY_AFTER). */
+  retryAfter: number;
 }
 
 /** Security headers on every answer: JSON only, never framed, never sniffed, no referrer; HSTS over https. */
@@ -130,7 +134,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   healthRoutes(app, deps.store, deps.keyring, deps.directory, deps.defaultAlg, {
     shutdown,
     storeOutage: deps.storeOutage,
+    feedStaleMs: deps.feedStaleMs,
   });
-  if (metrics) metricsRoutes(app, () => metrics.exposition());
+  if (metrics) metricsRoutes(app, () => metrics.exposition(), deps.retryAfter);
   return app;
 }

@@ -30,6 +30,11 @@ export interface KeyringOptions {
   jwksMaxAge?: number;
   /** A key that could not be opened on reload. */
   onError?: (error: unknown) => void;
+  /**
+   * Seconds a token request is asked to wait (`Retry-After`, TESSERA_RETRY_AFTER) when no key can sign for its
+   * algorithm: the store is unreachable, or the key cannot be opened.
+   */
+  retryAfter: number;
 }
 
 /** The token signer of a stored private JWK, its key imported once. */
@@ -173,7 +178,7 @@ export class Keyring {
     await this.ensure(alg).catch((error: unknown) => this.options.onError?.(error));
     const key = this.active.get(alg);
     // The store is unreachable, or the signing key cannot be opened: not an answer to give unsafely.
-    if (!key) throw temporarilyUnavailable(5);
+    if (!key) throw temporarilyUnavailable(this.options.retryAfter);
     return key.sign(payload);
   }
 

@@ -11,15 +11,6 @@ export interface Threshold {
 }
 
 /**
- * The failed-attempt limits (documented in the README):
- * - per client id + source address: a guessing caller is stopped for that client, from that address only,
- *   so an attacker elsewhere cannot lock a legitimate client out of its own address;
- * - per source address, whatever the client ids: stops spraying many ids from one place.
- */
-export const PER_CLIENT_AND_SOURCE: Threshold = { failures: 10, windowSeconds: 300, blockSeconds: 300 };
-export const PER_SOURCE: Threshold = { failures: 100, windowSeconds: 300, blockSeconds: 900 };
-
-/**
  * The address counted: IPv4 as it is, IPv6 by its /64 (one host usually has a whole /64 to pick from),
  * IPv4-mapped IPv6 as the IPv4 address.
  */
@@ -49,8 +40,14 @@ export interface AttemptLimiterOptions {
   redis?: SharedRedis | undefined;
   /** Prefix of every Redis key (tests give each run its own). */
   keyPrefix?: string;
-  perClientAndSource?: Threshold;
-  perSource?: Threshold;
+  /**
+   * The limit per client id + source address (TESSERA_ATTEMPTS_CLIENT_*): a guessing caller is stopped for
+   * that client, from that address only, so an attacker elsewhere cannot lock a legitimate client out of its
+   * own address.
+   */
+  perClientAndSource: Threshold;
+  /** The limit per source address, whatever the client ids (TESSERA_ATTEMPTS_SOURCE_*): stops spraying ids. */
+  perSource: Threshold;
   now?: () => number;
 }
 
@@ -70,10 +67,9 @@ export class FailedAttempts implements AttemptLimiter {
   private readonly now: () => number;
   private readonly thresholds: { pair: Threshold; source: Threshold };
 
-  constructor(options: AttemptLimiterOptions = {}) {
+  constructor(options: AttemptLimiterOptions) {
     this.now = options.now ?? Date.now;
-    const perPair = options.perClientAndSource ?? PER_CLIENT_AND_SOURCE;
-    const perSource = options.perSource ?? PER_SOURCE;
+    const { perClientAndSource: perPair, perSource } = options;
     const prefix = options.keyPrefix ?? options.redis?.keyPrefix ?? 'tessera';
     const limiter = (name: string, t: Threshold): Counter =>
       new Counter(

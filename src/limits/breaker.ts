@@ -2,14 +2,6 @@ import type { Logger } from 'pino';
 import { Outage } from '../outage.js';
 
 /**
- * How long a count waits for Redis before it is made in memory (and the breaker opens). A LAN Redis answers
- * the counting script in well under a millisecond and its slow log starts at 10 ms; 100 ms is a hundred
- * round trips, so only a Redis that hangs (or a fork stall of a multi-gigabyte dataset) reaches it, and it
- * bounds what the requests already in flight when Redis hangs wait. (It was a 250 ms command timeout paid by
- * every request, twice for a client with a minute and a day quota.)
- */
-export const REDIS_TIMEOUT_MS = 100;
-/**
  * While open, Redis is probed after 1 s, then 2, 4, 8, 16 and every 30 s: the first probe comes soon, since a
  * short outage is the common one and every second in memory loosens the shared limits, and a Redis that stays
  * bad costs each process one probe per 30 s. The back-off bounds only how soon an error that persists on a
@@ -48,7 +40,15 @@ export interface BreakerOptions {
   /** Asks Redis whether it serves counts again; resolves if it does. */
   probe: () => Promise<unknown>;
   logger: Logger;
-  timeoutMs?: number;
+  /**
+   * How long a count (or a probe) waits for Redis before it is made in memory and the breaker opens
+   * (TESSERA_REDIS_TIMEOUT_MS, 100 by default). A LAN Redis answers the counting script in well under a
+   * millisecond and its slow log starts at 10 ms; 100 ms is a hundred round trips, so only a Redis that hangs
+   * (or a fork stall of a multi-gigabyte dataset) reaches it, and it bounds what the requests already in
+   * flight when Redis hangs wait. (It was a 250 ms command timeout paid by every request, twice for a client
+   * with a minute and a day quota.)
+   */
+  timeoutMs: number;
   initialBackoffMs?: number;
   maxBackoffMs?: number;
   now?: () => number;
@@ -89,7 +89,7 @@ export class RedisBreaker {
     this.probeCommand = options.probe;
     this.timers = options.timers ?? realTimers;
     this.now = options.now ?? Date.now;
-    this.timeoutMs = options.timeoutMs ?? REDIS_TIMEOUT_MS;
+    this.timeoutMs = options.timeoutMs;
     this.initialBackoffMs = options.initialBackoffMs ?? PROBE_BACKOFF_MS.initial;
     this.maxBackoffMs = options.maxBackoffMs ?? PROBE_BACKOFF_MS.max;
     this.delayMs = this.initialBackoffMs;

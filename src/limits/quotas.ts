@@ -9,7 +9,7 @@ const UNBOUNDED = Number.MAX_SAFE_INTEGER;
 /**
  * Per-client issuance quotas (tokens per minute, per day), counted in Redis when one is configured, so that
  * every instance shares them, and in memory otherwise. While Redis fails or hangs (its breaker is open, see
- * breaker.ts) each instance counts in its memory, at once: a token waits on Redis at most 100 ms, and only
+ * breaker.ts) each instance counts in its memory, at once: a token waits on Redis at most TESSERA_REDIS_TIMEOUT_MS (100 ms), and only
  * if it was already waiting when Redis failed. Quotas fail open: a token is never refused for want of a
  * counter.
  */

@@ -19,14 +19,20 @@ export interface SharedRedis {
  */
 export function connectRedis(
   url: string,
-  options: { logger: Logger; keyPrefix: string; breaker?: Partial<BreakerOptions> },
+  options: {
+    logger: Logger;
+    keyPrefix: string;
+    /** How long a count waits for Redis (TESSERA_REDIS_TIMEOUT_MS; see BreakerOptions.timeoutMs). */
+    timeoutMs: number;
+    breaker?: Partial<BreakerOptions>;
+  },
 ): SharedRedis {
   let closing = false;
   const client = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
-    // The breaker bounds what a count waits (100 ms). This only frees, eventually, the commands a Redis that
+    // The breaker bounds what a count waits (TESSERA_REDIS_TIMEOUT_MS). This only frees, eventually, the commands a Redis that
     // hangs never answers; it is longer than the longest probe back-off so that a probe is always still
     // pending when a long hang ends, and its late answer tells the breaker at once (answeredLate).
     commandTimeout: 60_000,
@@ -39,6 +45,7 @@ export function connectRedis(
   const breaker = new RedisBreaker({
     logger: options.logger,
     probe: () => client.set(probeKey, '1', 'PX', 10_000),
+    timeoutMs: options.timeoutMs,
     ...options.breaker,
   });
   client.on('close', () => {

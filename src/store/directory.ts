@@ -16,6 +16,8 @@ export interface DirectoryOptions {
    * after that, every request is refused with 503 until the store answers again.
    */
   staleWindowMs?: number;
+  /** Seconds a 503 asks the client to wait (`Retry-After`, TESSERA_RETRY_AFTER) when the store cannot answer. */
+  retryAfter: number;
   onError?: (error: unknown, during: 'change feed' | 'change listener' | 'client lookup') => void;
   /** A cache miss waits this long (ms) for the store at most, then answers 503: a hung store is a down one. */
   lookupTimeoutMs?: number;
@@ -36,8 +38,6 @@ export interface DirectoryOptions {
  */
 const UNKNOWN_MAX = 10_000;
 
-/** Seconds a client is asked to wait when the store cannot be reached. */
-export const STORE_RETRY_AFTER = 5;
 const CHANGE_BATCH = 1000;
 const STALE_OK = { allowStale: true, noDeleteOnStaleGet: true } as const;
 const LOOKUP_TIMEOUT_MS = 2000;
@@ -184,7 +184,8 @@ export class Directory {
   /** Synchronous on a hit; a promise on a miss, shared by concurrent lookups of the same id. */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined> {
     // Without the feed, cached answers may be stale (a client disabled meanwhile): good for a while only.
-    if (Date.now() - this.lastRead > this.staleWindowMs) throw temporarilyUnavailable(STORE_RETRY_AFTER);
+    if (Date.now() - this.lastRead > this.staleWindowMs)
+      throw temporarilyUnavailable(this.options.retryAfter);
     // While the feed cannot be read, the TTL backstop must not cut the stale window short: expired entries
     // are still served (they are as fresh as everything else this process knows).
     const known = this.clients.get(id, this.failing ? STALE_OK : undefined);
@@ -241,7 +242,7 @@ export class Directory {
     } catch (error) {
       // The answer cannot be given safely without the store: 503, and the client may retry (INTERFACE.md).
       this.options.onError?.(error, 'client lookup');
-      const unavailable = temporarilyUnavailable(STORE_RETRY_AFTER);
+      const unavailable = temporarilyUnavailable(this.options.retryAfter);
       for (const waiter of batch.waiting.values()) waiter.reject(unavailable);
       return;
     }

@@ -7,9 +7,21 @@ const RECONNECT_MS = 1000;
 
 /**
  * A store that hangs (a frozen host, a network that drops packets) must fail like one that refuses: no
- * connection attempt or query waits longer than this, and dead peers are noticed by TCP keep-alive.
+ * connection attempt or query waits longer than its timeout, and dead peers are noticed by TCP keep-alive.
  */
-const TIMEOUTS = { connectionTimeoutMillis: 5000, query_timeout: 5000, keepAlive: true } as const;
+export interface PostgresTimeouts {
+  /** Milliseconds a query may take before it fails (node-postgres' query_timeout; TESSERA_PG_QUERY_TIMEOUT). */
+  queryMs: number;
+  /** Milliseconds a connection attempt may take before it fails (TESSERA_PG_CONNECT_TIMEOUT). */
+  connectMs: number;
+}
+
+/** The settings of every connection: the pool's and the change listener's. */
+function connectionOptions(timeouts: PostgresTimeouts | undefined): pg.ClientConfig {
+  return timeouts === undefined
+    ? { keepAlive: true }
+    : { connectionTimeoutMillis: timeouts.connectMs, query_timeout: timeouts.queryMs, keepAlive: true };
+}
 
 /**
  * The store on PostgreSQL, shared by every instance. Changes are announced with NOTIFY on commit; each
@@ -19,6 +31,7 @@ export class PostgresStore extends KyselyStore {
   constructor(
     private readonly pool: pg.Pool,
     private readonly connectionString: string,
+    private readonly timeouts: PostgresTimeouts | undefined,
     now?: () => Date,
   ) {
     super(new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), 'postgres', now);
@@ -40,7 +53,10 @@ export class PostgresStore extends KyselyStore {
     let timer: NodeJS.Timeout | undefined;
 
     const connect = async (): Promise<void> => {
-      const next = new pg.Client({ connectionString: this.connectionString, ...TIMEOUTS });
+      const next = new pg.Client({
+        connectionString: this.connectionString,
+        ...connectionOptions(this.timeouts),
+      });
       next.on('notification', () => listener());
       next.on('error', (error) => {
         onError(error);
@@ -96,19 +112,24 @@ export class PostgresStore extends KyselyStore {
 }
 
 // int8 (count, bigserial) arrives as a string; the store converts where it reads one.
+/**
+ * Opens a pool on the database. The server and the CLI pass the configured timeouts (runtime.ts openStore);
+ * without them a query or a connection attempt waits as long as PostgreSQL takes (node-postgres' default),
+ * which only tools and tests that provision a database do.
+ */
 export function openPostgresStore(
   connectionString: string,
-  options: { max?: number; now?: () => Date } = {},
+  options: { max?: number; now?: () => Date; timeouts?: PostgresTimeouts } = {},
 ): PostgresStore {
   const pool = new pg.Pool({
     connectionString,
     max: options.max ?? 10,
     idleTimeoutMillis: 30_000,
-    ...TIMEOUTS,
+    ...connectionOptions(options.timeouts),
   });
   // A connection lost while idle emits on the pool, one lost while checked out emits on its client: without
   // a listener either would crash the process. The query in flight still fails (and its caller answers 503).
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
-  return new PostgresStore(pool, connectionString, options.now);
+  return new PostgresStore(pool, connectionString, options.timeouts, options.now);
 }

@@ -539,4 +539,34 @@ describe('503 temporarily_unavailable', () => {
       await t.server.app.close();
     }
   });
+
+  it('TESSERA_RETRY_AFTER sets its Retry-After: for a client not cached at once, for a cached one past the stale window', async () => {
+    const t = await startTestServer({ TESSERA_RETRY_AFTER: '30s', TESSERA_STALE_WINDOW: '2' });
+    try {
+      expect(t.config.retryAfter).toBe(30);
+      await t.addAudience(API);
+      const cached = await t.createClient([API]);
+      const uncached = await t.createClient([API]);
+      const request = (c: TestClient) =>
+        postToken(t.url, {
+          grant_type: 'client_credentials',
+          client_id: c.id,
+          client_secret: c.secret,
+          audience: API,
+        });
+      expect((await request(cached)).status).toBe(200);
+      await t.server.runtime.store.close();
+      const unavailable = {
+        error: 'temporarily_unavailable',
+        error_description: 'the service cannot answer right now; try again later',
+      };
+      expectError(await request(uncached), 503, unavailable, { 'retry-after': '30' });
+      expect((await request(cached)).status).toBe(200);
+      // The change feed has not been read for longer than the stale window: the cached client is refused too.
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      expectError(await request(cached), 503, unavailable, { 'retry-after': '30' });
+    } finally {
+      await t.server.app.close();
+    }
+  });
 });

@@ -14,6 +14,7 @@ import {
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { rejection } from '../helpers/assert.js';
 import { SIGNING_ALGS, type SigningAlg } from '../../src/domain/algorithms.js';
+import { OAuthError } from '../../src/domain/errors.js';
 import { Keyring } from '../../src/keys/keyring.js';
 import { parseMasterKey, type MasterKey } from '../../src/keys/master-key.js';
 import { MasterKeyMismatchError, openPrivateJwk, sealPrivateJwk } from '../../src/keys/sealed.js';
@@ -69,7 +70,7 @@ describe('Keyring with every algorithm', () => {
   beforeAll(async () => {
     store = await freshStore();
     master = newMaster();
-    keyring = new Keyring(store, master, { maxTokenTtl: 86_400, now: () => loadedAt });
+    keyring = new Keyring(store, master, { maxTokenTtl: 86_400, now: () => loadedAt, retryAfter: 5 });
     await keyring.load(SIGNING_ALGS);
   });
   afterAll(async () => {
@@ -179,7 +180,7 @@ describe('Keyring with every algorithm', () => {
 
   it('reuses the stored keys in a second Keyring on the same store', async () => {
     const before = await store.listSigningKeys();
-    const second = new Keyring(store, master, { maxTokenTtl: 86_400, now: () => loadedAt });
+    const second = new Keyring(store, master, { maxTokenTtl: 86_400, now: () => loadedAt, retryAfter: 5 });
     await second.load(SIGNING_ALGS);
     expect(await store.listSigningKeys()).toEqual(before);
     expect(second.activeKids()).toEqual(keyring.activeKids());
@@ -190,7 +191,11 @@ describe('Keyring with every algorithm', () => {
   });
 
   it('refuses to load keys sealed under another master key', async () => {
-    const stranger = new Keyring(store, newMaster(), { maxTokenTtl: 86_400, now: () => loadedAt });
+    const stranger = new Keyring(store, newMaster(), {
+      maxTokenTtl: 86_400,
+      now: () => loadedAt,
+      retryAfter: 5,
+    });
     const error = await rejection(stranger.load(['ES256']));
     expect(error).toBeInstanceOf(MasterKeyMismatchError);
   });
@@ -206,7 +211,7 @@ describe('Keyring generation', () => {
   });
 
   it('starts with an empty JWKS and no active key', async () => {
-    const keyring = new Keyring(store, newMaster(), { maxTokenTtl: 3600 });
+    const keyring = new Keyring(store, newMaster(), { maxTokenTtl: 3600, retryAfter: 5 });
     await keyring.load([]);
     expect(keyring.jwks()).toBe('{"keys":[]}');
     expect(keyring.hasActive('ES256')).toBe(false);
@@ -214,14 +219,14 @@ describe('Keyring generation', () => {
   });
 
   it('generates one key however many callers ask at once, and for a repeated algorithm', async () => {
-    const keyring = new Keyring(store, newMaster(), { maxTokenTtl: 3600 });
+    const keyring = new Keyring(store, newMaster(), { maxTokenTtl: 3600, retryAfter: 5 });
     await keyring.load(['ES256', 'ES256']);
     await Promise.all([keyring.ensure('EdDSA'), keyring.ensure('EdDSA'), keyring.ensure('EdDSA')]);
     expect((await store.listSigningKeys()).map((k) => k.alg).sort()).toEqual(['ES256', 'EdDSA']);
   });
 
   it('generates a key on first use of an algorithm that has none', async () => {
-    const keyring = new Keyring(store, newMaster(), { maxTokenTtl: 3600 });
+    const keyring = new Keyring(store, newMaster(), { maxTokenTtl: 3600, retryAfter: 5 });
     await keyring.load(['ES256']);
     const token = await keyring.sign({ sub: 'svc' }, 'EdDSA');
     expect(decodeProtectedHeader(token).alg).toBe('EdDSA');
@@ -229,11 +234,33 @@ describe('Keyring generation', () => {
     await expect(jwtVerify(token, createLocalJWKSet(parseJwks(keyring)))).resolves.toBeDefined();
   });
 
+  it('a key that cannot be made (the store refuses) is a 503 with Retry-After: the retryAfter it was given (TESSERA_RETRY_AFTER)', async () => {
+    const errors: unknown[] = [];
+    const keyring = new Keyring(store, newMaster(), {
+      maxTokenTtl: 3600,
+      retryAfter: 17,
+      onError: (error) => errors.push(error),
+    });
+    await keyring.load(['ES256']);
+    const down = new Error('the store is down');
+    store.changeSigningKeys = () => Promise.reject(down);
+    const refused = await rejection(
+      Promise.resolve().then(() => keyring.sign({ sub: 'svc' }, 'EdDSA')),
+      OAuthError,
+    );
+    expect([refused.error, refused.status, refused.headers]).toEqual([
+      'temporarily_unavailable',
+      503,
+      { 'retry-after': '17' },
+    ]);
+    expect(errors).toEqual([down]);
+  });
+
   it('sees a key added by another process after reload()', async () => {
     const master = newMaster();
-    const server = new Keyring(store, master, { maxTokenTtl: 3600 });
+    const server = new Keyring(store, master, { maxTokenTtl: 3600, retryAfter: 5 });
     await server.load(['ES256']);
-    const other = new Keyring(store, master, { maxTokenTtl: 3600 });
+    const other = new Keyring(store, master, { maxTokenTtl: 3600, retryAfter: 5 });
     await other.load(['EdDSA']);
     expect(server.hasActive('EdDSA')).toBe(false);
     await server.reload();
@@ -300,7 +327,7 @@ describe('Keyring over time', () => {
     });
     current = await keyRow('ES256', { createdAt: T - 24 * HOUR, activatesAt: T - 24 * HOUR });
     next = await keyRow('ES256', { createdAt: T - MINUTE, activatesAt: T + 30 * MINUTE });
-    keyring = new Keyring(store, master, { maxTokenTtl: MAX_TTL, now: () => now });
+    keyring = new Keyring(store, master, { maxTokenTtl: MAX_TTL, now: () => now, retryAfter: 5 });
     await keyring.load(['ES256']);
   });
   afterEach(async () => {

@@ -1,13 +1,7 @@
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  PROBE_BACKOFF_MS,
-  REDIS_OUTAGE,
-  REDIS_TIMEOUT_MS,
-  RedisBreaker,
-  type Timers,
-} from '../../src/limits/breaker.js';
+import { PROBE_BACKOFF_MS, REDIS_OUTAGE, RedisBreaker, type Timers } from '../../src/limits/breaker.js';
 import { connectRedis, type SharedRedis } from '../../src/limits/redis.js';
 import { IssuanceQuotas } from '../../src/limits/quotas.js';
 import { waitFor } from '../helpers/process.js';
@@ -17,6 +11,9 @@ import { throwawayRedis, type ThrowawayRedis } from '../helpers/redis.js';
  * The Redis circuit breaker's states (src/limits/breaker.ts), on a clock the test moves: closed (counts go
  * to Redis), open (counts in memory at once, Redis probed after a growing back-off), and back.
  */
+
+/** How long a count waits for Redis: TESSERA_REDIS_TIMEOUT_MS, at its default (test/config.test.ts). */
+const REDIS_TIMEOUT_MS = 100;
 
 /** Timers on a clock that moves only when the test says so. */
 class ManualClock implements Timers {
@@ -70,7 +67,7 @@ interface Line {
   err?: { message: string };
 }
 
-function setUp() {
+function setUp(timeoutMs = REDIS_TIMEOUT_MS) {
   const clock = new ManualClock();
   const lines: Line[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Line) });
@@ -79,6 +76,7 @@ function setUp() {
   let answer: () => Promise<unknown> = () => Promise.reject(new Error('refused'));
   const breaker = new RedisBreaker({
     logger,
+    timeoutMs,
     now: () => clock.now,
     timers: clock,
     probe: () => {
@@ -146,6 +144,24 @@ describe('RedisBreaker', () => {
     expect(opened().map((l) => l.err?.message)).toEqual([
       `Redis did not answer within ${REDIS_TIMEOUT_MS} ms`,
     ]);
+  });
+
+  it('the timeout is the one it is given (TESSERA_REDIS_TIMEOUT_MS): with 250 ms, a count and a probe wait 250 ms', async () => {
+    const { breaker, clock, probes, opened, answerProbesWith } = setUp(250);
+    expect(breaker.timeoutMs).toBe(250);
+    const started = clock.now;
+    let waited = -1;
+    void breaker.run(() => new Promise<number>(() => undefined)).then(() => (waited = clock.now - started));
+    await clock.advance(249);
+    expect([waited, breaker.closed]).toEqual([-1, true]);
+    await clock.advance(1);
+    expect([waited, breaker.closed]).toEqual([250, false]);
+    // The probe 1 s later gets no answer either: it is given up on after 250 ms, logged with that figure.
+    answerProbesWith(() => new Promise(() => undefined));
+    await clock.advance(1000 + 250);
+    expect(probes).toEqual([started + 250 + 1000]);
+    expect(opened().map((l) => l.err?.message)).toEqual(['Redis did not answer within 250 ms']);
+    expect(breaker.backoffMs).toBe(2000);
   });
 
   it('an answer that arrives after its count was released changes nothing', async () => {
@@ -292,6 +308,7 @@ describe('the breaker on a real Redis connection (a private redis-server)', () =
     connectRedis(redis.url, {
       logger: pino({ level: 'info' }, { write: (line: string) => lines.push(line) }),
       keyPrefix: 'breaker-test',
+      timeoutMs: REDIS_TIMEOUT_MS,
       // Short back-off so that the test does not wait seconds for a probe.
       breaker: { initialBackoffMs: 50, maxBackoffMs: 200 },
     });

@@ -1,14 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDIS_OUTAGE } from '../../src/limits/breaker.js';
-import { FailedAttempts, PER_CLIENT_AND_SOURCE, PER_SOURCE, sourceKey } from '../../src/limits/attempts.js';
+import { loadConfig } from '../../src/config/index.js';
+import { FailedAttempts, sourceKey } from '../../src/limits/attempts.js';
 import { dropPrefix, REDIS_URL, testPrefix, throwawayRedis } from '../helpers/redis.js';
 import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
 
 /**
  * INTERFACE.md's 429 row: too many failed attempts for a client id or a source address. The thresholds are
- * the documented ones: 10 failures per client id + source in 5 minutes (blocked 5 minutes), 100 per source
- * (blocked 15 minutes).
+ * settings; by default the documented ones: 10 failures per client id + source in 5 minutes (blocked 5
+ * minutes), 100 per source (blocked 15 minutes).
  */
+
+/** The defaults of TESSERA_ATTEMPTS_CLIENT_* and TESSERA_ATTEMPTS_SOURCE_*. */
+const { attemptsPerClient: PER_CLIENT_AND_SOURCE, attemptsPerSource: PER_SOURCE } = loadConfig({});
+const DEFAULTS = { perClientAndSource: PER_CLIENT_AND_SOURCE, perSource: PER_SOURCE };
 
 const API = 'https://api.example.com';
 const TOO_MANY = { error: 'invalid_request', error_description: 'too many failed attempts; try again later' };
@@ -21,9 +26,16 @@ const attempt = (t: TestServer, c: TestClient, source: string, secret = c.secret
   );
 
 describe('FailedAttempts', () => {
+  it('by default: 10 failures per client id + source in 5 minutes block 5 minutes, 100 per source block 15', () => {
+    expect(DEFAULTS).toEqual({
+      perClientAndSource: { failures: 10, windowSeconds: 300, blockSeconds: 300 },
+      perSource: { failures: 100, windowSeconds: 300, blockSeconds: 900 },
+    });
+  });
+
   it('blocks a client id + source after the limit, for the block time, and nothing else', async () => {
     let now = 1_000_000;
-    const limits = new FailedAttempts({ now: () => now });
+    const limits = new FailedAttempts({ ...DEFAULTS, now: () => now });
     for (let i = 0; i < PER_CLIENT_AND_SOURCE.failures - 1; i++) await limits.failed('svc', '198.51.100.1');
     expect(limits.blockedFor('svc', '198.51.100.1')).toBe(0);
     await limits.failed('svc', '198.51.100.1');
@@ -38,11 +50,32 @@ describe('FailedAttempts', () => {
   });
 
   it('blocks a source spraying client ids after the per-source limit', async () => {
-    const limits = new FailedAttempts();
+    const limits = new FailedAttempts(DEFAULTS);
     for (let i = 0; i < PER_SOURCE.failures; i++) await limits.failed(`id-${i}`, '203.0.113.9');
     expect(limits.blockedFor('anyone', '203.0.113.9')).toBe(PER_SOURCE.blockSeconds);
     expect(limits.blockedFor(undefined, '203.0.113.9')).toBe(PER_SOURCE.blockSeconds);
     expect(limits.blockedFor('anyone', '203.0.113.10')).toBe(0);
+  });
+
+  it('counts and blocks by the thresholds it is given', async () => {
+    let now = 1_000_000;
+    const limits = new FailedAttempts({
+      perClientAndSource: { failures: 2, windowSeconds: 10, blockSeconds: 7 },
+      perSource: { failures: 4, windowSeconds: 60, blockSeconds: 30 },
+      now: () => now,
+    });
+    await limits.failed('svc', '198.51.100.1');
+    expect(limits.blockedFor('svc', '198.51.100.1')).toBe(0);
+    await limits.failed('svc', '198.51.100.1');
+    expect(limits.blockedFor('svc', '198.51.100.1')).toBe(7);
+    expect(limits.blockedFor('other', '198.51.100.1')).toBe(0);
+    await limits.failed('a', '198.51.100.1');
+    expect(limits.blockedFor('other', '198.51.100.1')).toBe(0);
+    await limits.failed('b', '198.51.100.1');
+    expect(limits.blockedFor('other', '198.51.100.1')).toBe(30);
+    expect(limits.blockedFor(undefined, '198.51.100.1')).toBe(30);
+    now += 30_000;
+    expect(limits.blockedFor('svc', '198.51.100.1')).toBe(0);
   });
 });
 
@@ -104,6 +137,53 @@ describe('429 at the token endpoint (in memory)', () => {
       );
     for (let i = 0; i < 100; i++) expect((await send()).status).toBe(401);
     expect((await send()).status).toBe(429);
+  });
+});
+
+describe('429 at the token endpoint with the limits set (TESSERA_ATTEMPTS_*)', () => {
+  let t: TestServer;
+  let client: TestClient;
+  beforeAll(async () => {
+    t = await startTestServer({
+      TESSERA_TRUST_PROXY: 'loopback',
+      TESSERA_ATTEMPTS_CLIENT_MAX: '3',
+      TESSERA_ATTEMPTS_CLIENT_WINDOW: '1',
+      TESSERA_ATTEMPTS_CLIENT_BLOCK: '45s',
+      TESSERA_ATTEMPTS_SOURCE_MAX: '6',
+      TESSERA_ATTEMPTS_SOURCE_WINDOW: '1m',
+      TESSERA_ATTEMPTS_SOURCE_BLOCK: '2m',
+    });
+    await t.addAudience(API);
+    client = await t.createClient([API]);
+  });
+  afterAll(async () => t.close());
+
+  it('three wrong secrets within a second block the pair for 45 s; failures further apart than the window do not add up', async () => {
+    // Five failures from this address in all: under its own limit (six), so the pair's block is the one seen.
+    expect([t.config.attemptsPerClient, t.config.attemptsPerSource]).toEqual([
+      { failures: 3, windowSeconds: 1, blockSeconds: 45 },
+      { failures: 6, windowSeconds: 60, blockSeconds: 120 },
+    ]);
+    const source = '198.51.100.90';
+    for (let i = 0; i < 2; i++) expect((await attempt(t, client, source, 'wrong')).status).toBe(401);
+    // The window (1 s) ends: the count starts again.
+    await new Promise((r) => setTimeout(r, 1200));
+    for (let i = 0; i < 3; i++) expect((await attempt(t, client, source, 'wrong')).status).toBe(401);
+    const blocked = await attempt(t, client, source, 'wrong');
+    expect({ status: blocked.status, body: blocked.body }).toEqual({ status: 429, body: TOO_MANY });
+    expect(blocked.headers.get('retry-after')).toBe('45');
+    expect((await attempt(t, client, source)).status).toBe(200);
+  });
+
+  it('six failures with made-up ids from one address block it for 2 minutes', async () => {
+    for (let i = 0; i < 6; i++) {
+      const fake = { id: `guess-${i}`, secret: 'x', record: client.record };
+      expect((await attempt(t, fake, '203.0.113.90')).status).toBe(401);
+    }
+    const blocked = await attempt(t, client, '203.0.113.90', 'wrong');
+    expect({ status: blocked.status, body: blocked.body }).toEqual({ status: 429, body: TOO_MANY });
+    expect(blocked.headers.get('retry-after')).toBe('120');
+    expect((await attempt(t, client, '203.0.113.91', 'wrong')).status).toBe(401);
   });
 });
 

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REDIS_OUTAGE, REDIS_TIMEOUT_MS } from '../../src/limits/breaker.js';
+import { REDIS_OUTAGE } from '../../src/limits/breaker.js';
 import { waitFor, type LogLine } from '../helpers/process.js';
 import { testPrefix, throwawayRedis, type ThrowawayRedis } from '../helpers/redis.js';
 import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
@@ -127,6 +127,8 @@ describe('a Redis that hangs (SIGSTOP)', () => {
     expect(counted - countedBefore).toBeLessThanOrEqual(1);
 
     const [first, ...rest] = paused;
+    // TESSERA_REDIS_TIMEOUT_MS, at its default of 100 ms.
+    const REDIS_TIMEOUT_MS = t.config.redisTimeoutMs;
     const waited = rest.filter((ms) => ms >= REDIS_TIMEOUT_MS);
     const figures = {
       healthy: { requests: healthy.length, medianMs: median(healthy), worstMs: Math.max(...healthy) },

@@ -1,6 +1,6 @@
 import { readdirSync, rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PER_SOURCE } from '../../src/limits/attempts.js';
+import { loadConfig } from '../../src/config/index.js';
 import { exitWithin, spawnServe, tesseraEnv } from '../helpers/process.js';
 import {
   freePort,
@@ -53,6 +53,8 @@ const summary = (answer: Awaited<ReturnType<typeof postToken>>) => ({
   body: answer.body,
   retryAfter: answer.headers.get('retry-after'),
 });
+/** The per-source limit: TESSERA_ATTEMPTS_SOURCE_*, at their defaults (100 failures in 5 minutes, 15 minutes). */
+const PER_SOURCE = loadConfig({}).attemptsPerSource;
 const refused = { status: 401, body: INVALID_CLIENT, retryAfter: null };
 const blocked = { status: 429, body: TOO_MANY, retryAfter: String(PER_SOURCE.blockSeconds) };
 

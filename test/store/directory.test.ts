@@ -5,12 +5,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
 import type { KnownClient } from '../../src/domain/token-service.js';
 import { OAuthError } from '../../src/domain/errors.js';
-import {
-  Directory,
-  STORE_RETRY_AFTER,
-  toKnownClient,
-  type DirectoryOptions,
-} from '../../src/store/directory.js';
+import { Directory, toKnownClient, type DirectoryOptions } from '../../src/store/directory.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Audience, SigningKey, Store } from '../../src/store/types.js';
 
@@ -98,6 +93,7 @@ describe('Directory', () => {
       ttlMs: 3_600_000,
       max: 1000,
       pollMs: 3_600_000, // polls only when the test says so
+      retryAfter: 5,
       onError,
       onKeysChanged,
       onAudiencesChanged,
@@ -582,9 +578,9 @@ describe('Directory', () => {
       await expect(directory.poll()).resolves.toBeUndefined();
     });
 
-    it('answers a failed client lookup with temporarily_unavailable, reports it, and caches nothing', async () => {
+    it('answers a failed client lookup with temporarily_unavailable (Retry-After: its retryAfter), reports it, and caches nothing', async () => {
       await createClient('svc', [A]);
-      await startDirectory();
+      await startDirectory({ retryAfter: 42 });
       const boom = new Error('store unreachable');
       spy.fail('findClients', boom);
       let failure: unknown;
@@ -599,9 +595,8 @@ describe('Directory', () => {
         'temporarily_unavailable',
         'the service cannot answer right now; try again later',
         503,
-        { 'retry-after': String(STORE_RETRY_AFTER) },
+        { 'retry-after': '42' },
       ]);
-      expect(STORE_RETRY_AFTER).toBe(5);
       expect(onError.mock.calls).toEqual([[boom, 'client lookup']]);
       spy.heal('findClients');
       spy.reset();

@@ -5,9 +5,6 @@ import type { Outage } from '../../outage.js';
 import type { Directory } from '../../store/directory.js';
 import type { Store } from '../../store/types.js';
 
-/** A change feed not read for this long means this instance may be serving stale clients and keys. */
-const FEED_STALE_MS = 10_000;
-
 /**
  * /healthz: the process answers. /readyz: the store answers, the default signing key is loaded, and the
  * change feed is being followed; from a shutdown signal on, 503 at once (the server is draining).
@@ -18,7 +15,15 @@ export function healthRoutes(
   keyring: Keyring,
   directory: Directory,
   defaultAlg: SigningAlg,
-  options: { shutdown: { readonly draining: boolean }; storeOutage?: Outage },
+  options: {
+    shutdown: { readonly draining: boolean };
+    storeOutage?: Outage;
+    /**
+     * A change feed not read for this long means this instance may be serving stale clients and keys
+     * (feedStaleMs in config/index.ts: derived from TESSERA_CHANGE_POLL_MS and TESSERA_STALE_WINDOW).
+     */
+    feedStaleMs: number;
+  },
 ): void {
   const noStore = { 'cache-control': 'no-store' };
   app.get('/healthz', (_request, reply) => reply.headers(noStore).send({ status: 'ok' }));
@@ -34,7 +39,7 @@ export function healthRoutes(
       store: 'ok',
       signing_key: keyring.hasActive(defaultAlg) ? 'ok' : 'missing',
       // Changes made elsewhere reach this instance only while it reads the feed.
-      change_feed: directory.following(FEED_STALE_MS) ? 'ok' : 'stale',
+      change_feed: directory.following(options.feedStaleMs) ? 'ok' : 'stale',
     };
     const started = Date.now();
     try {
