@@ -18,10 +18,20 @@ import { openPostgresStore } from './store/postgres.js';
 import { openSqliteStore } from './store/sqlite.js';
 import type { Store } from './store/types.js';
 
-/** Opens the configured store and brings its schema up to date. */
+/** A store whose schema this code must not use as it is, and must not migrate without being asked. */
+export class SchemaError extends Error {
+  override name = 'SchemaError';
+}
+
+/**
+ * Opens the configured store and brings its schema up to date (`serve`, `migrate`), or with `migrate: false`
+ * (every other command) checks it instead: an operator's command never changes the schema under running
+ * servers. It refuses a schema older than this code (run `tessera migrate`) or newer (use the newer tessera);
+ * only an empty store, which no server can be using, is set up at once.
+ */
 export async function openStore(
   config: Config,
-  options: { poolSize?: number; server?: boolean } = {},
+  options: { poolSize?: number; server?: boolean; migrate?: boolean } = {},
 ): Promise<Store> {
   const url = config.databaseUrl;
   const store =
@@ -32,12 +42,32 @@ export async function openStore(
         })
       : openSqliteStore(sqlitePath(config), { backgroundCheckpoints: options.server === true });
   try {
-    await store.migrate();
+    if (options.migrate === false) await checkSchema(store);
+    else await store.migrate();
   } catch (error) {
     await store.close();
     throw error;
   }
   return store;
+}
+
+async function checkSchema(store: Store): Promise<void> {
+  const { applied, pending, unknown } = await store.schema();
+  if (unknown.length > 0) {
+    throw new SchemaError(
+      `the store's schema is newer than this tessera (${unknown.join(', ')}): use the tessera that migrated it`,
+    );
+  }
+  if (applied.length === 0) {
+    await store.migrate();
+    return;
+  }
+  if (pending.length > 0) {
+    throw new SchemaError(
+      `the store's schema is older than this tessera (${pending.join(', ')} not applied): ` +
+        'run `tessera migrate` (servers of the older version must be stopped or upgraded first)',
+    );
+  }
 }
 
 export interface Runtime {

@@ -36,7 +36,7 @@ export function action<A extends unknown[]>(
     const command = args[args.length - 1] as Command;
     const json = Boolean(command.optsWithGlobals<JsonFlag>().json);
     const config: Config = loadConfig();
-    const store = await openStore(config);
+    const store = await openStore(config, { migrate: false });
     try {
       await run({ store, config, actor: cliActor() }, json, ...(args.slice(0, -1) as A));
     } finally {

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/index.js';
 import { asManagementError, type ErrorKind } from '../management/index.js';
+import { SchemaError } from '../runtime.js';
 import { auditCommand } from './audit.js';
 import { audienceCommands } from './audiences.js';
 import { clientCommands } from './clients.js';
@@ -78,6 +79,8 @@ export async function main(args: string[] = process.argv): Promise<void> {
       else process.exitCode = EXIT_USAGE; // commander has printed the message and the usage
     } else if (error instanceof ConfigError) {
       fail(json, 'invalid_config', error.message, EXIT_USAGE);
+    } else if (error instanceof SchemaError) {
+      fail(json, 'schema_mismatch', error.message, EXIT_FAILED);
     } else if (asManagementError(error)) {
       const failure = asManagementError(error)!;
       fail(json, failure.code, failure.message, EXIT_CODES[failure.kind]);

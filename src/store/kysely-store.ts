@@ -19,6 +19,7 @@ import {
   type KeyChange,
   type NewAudience,
   type NewClient,
+  type SchemaState,
   type SigningKey,
   type SpoolPosition,
   type Store,
@@ -163,6 +164,23 @@ export class KyselyStore implements Store {
         throw error;
       }
     });
+  }
+
+  async schema(): Promise<SchemaState> {
+    const known = Object.keys(migrations(this.engine)).sort();
+    let applied: string[];
+    try {
+      const rows = await sql<{ name: string }>`select name from tessera_migrations`.execute(this.db);
+      applied = rows.rows.map((r) => r.name).sort();
+    } catch {
+      // No migrations table: a store nothing has been written to yet.
+      applied = [];
+    }
+    return {
+      applied,
+      pending: known.filter((name) => !applied.includes(name)),
+      unknown: applied.filter((name) => !known.includes(name)),
+    };
   }
 
   async ping(): Promise<void> {

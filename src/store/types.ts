@@ -252,12 +252,20 @@ export interface Store extends AudienceStore, ClientStore, GrantStore, KeyStore,
   readonly engine: 'sqlite' | 'postgres';
   /** Runs pending migrations (all, or up to and including `upTo`); returns the names it ran. */
   migrate(upTo?: string): Promise<string[]>;
+  /** The schema's migrations: applied, pending (known to this code, not applied), unknown (applied, newer). */
+  schema(): Promise<SchemaState>;
   /** Resolves if the store answers a trivial query. */
   ping(): Promise<void>;
   close(): Promise<void>;
 }
 
 /** A stable `code` that the CLI and HTTP layers switch on. */
+export interface SchemaState {
+  applied: string[];
+  pending: string[];
+  unknown: string[];
+}
+
 /** What a StoreError is about: the management layer names its error after it (client_not_found, ...). */
 export type StoreResource = 'audience' | 'client' | 'grant' | 'signing_key';
 
