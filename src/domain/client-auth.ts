@@ -1,4 +1,6 @@
-import { invalidClient } from './errors.js';
+import { invalidClient, invalidRequest } from './errors.js';
+import { DUMMY_DIGEST, secretMatches } from './secrets.js';
+import type { KnownClient, TokenRequest } from './token-service.js';
 
 export interface BasicCredentials {
   clientId: string;
@@ -39,3 +41,72 @@ export function parseBasicAuthorization(header: string | undefined): BasicCreden
   if (clientId === '' || clientSecret === '') throw invalidClient('empty Basic credentials');
   return { clientId, clientSecret };
 }
+
+/** Empty values count as missing (RFC 6749 §3.2). */
+const present = (value: string | undefined): string | undefined => (value === '' ? undefined : value);
+
+/** What a request presented to authenticate as a client, by one method. */
+export interface PresentedCredentials {
+  clientId: string;
+  /**
+   * Whether the credential proves `client` (undefined: no such client). The same work either way, so that an
+   * unknown client and a wrong credential cannot be told apart by time.
+   */
+  proves(client: KnownClient | undefined): boolean;
+}
+
+/**
+ * One way of authenticating a client at the token endpoint (RFC 6749 §2.3). The token service asks every
+ * method whether the request uses it; exactly one may. A new method (private_key_jwt) is one more of these.
+ */
+export interface ClientAuthMethod {
+  /** The name of RFC 8414's token_endpoint_auth_methods_supported. */
+  readonly name: string;
+  /** Whether the request uses this method, by a look at what it carries (nothing is parsed yet). */
+  presentedIn(request: TokenRequest): boolean;
+  /**
+   * The credentials, parsed. Throws invalid_client for credentials that are malformed (a failed
+   * authentication: counted against the caller), invalid_request for a request that is malformed otherwise.
+   */
+  parse(request: TokenRequest): PresentedCredentials;
+  /** Checks the rest of the request against the method, once it is the only one used (invalid_request). */
+  check?(request: TokenRequest, credentials: PresentedCredentials): void;
+}
+
+/** A shared secret, compared with the client's stored digest in constant time. */
+function secretCredentials(clientId: string, secret: string): PresentedCredentials {
+  return {
+    clientId,
+    proves: (client) => secretMatches(secret, client?.secretDigest ?? DUMMY_DIGEST) && client !== undefined,
+  };
+}
+
+/** client_secret_basic: the id and secret in an HTTP Basic Authorization header. */
+export const clientSecretBasic: ClientAuthMethod = {
+  name: 'client_secret_basic',
+  presentedIn: (request) => request.authorization !== undefined,
+  parse(request) {
+    const basic = parseBasicAuthorization(request.authorization)!;
+    return secretCredentials(basic.clientId, basic.clientSecret);
+  },
+  check(request, credentials) {
+    const bodyId = present(request.params.client_id);
+    if (bodyId !== undefined && bodyId !== credentials.clientId) {
+      throw invalidRequest('client_id in the body does not match the client authenticated by HTTP Basic');
+    }
+  },
+};
+
+/** client_secret_post: client_id and client_secret in the body. */
+export const clientSecretPost: ClientAuthMethod = {
+  name: 'client_secret_post',
+  presentedIn: (request) => present(request.params.client_secret) !== undefined,
+  parse(request) {
+    const clientId = present(request.params.client_id);
+    if (clientId === undefined) throw invalidRequest('client_id is required');
+    return secretCredentials(clientId, request.params.client_secret!);
+  },
+};
+
+/** The methods the token endpoint accepts, in the order a request is examined. */
+export const CLIENT_AUTH_METHODS: readonly ClientAuthMethod[] = [clientSecretBasic, clientSecretPost];

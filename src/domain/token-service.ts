@@ -1,6 +1,11 @@
 import type { JWTPayload } from 'jose';
 import type { SigningAlg } from './algorithms.js';
-import { parseBasicAuthorization, type BasicCredentials } from './client-auth.js';
+import {
+  CLIENT_AUTH_METHODS,
+  parseBasicAuthorization,
+  type ClientAuthMethod,
+  type PresentedCredentials,
+} from './client-auth.js';
 import {
   OAuthError,
   invalidClient,
@@ -11,7 +16,6 @@ import {
   tooManyAttempts,
   unsupportedGrantType,
 } from './errors.js';
-import { DUMMY_DIGEST, secretMatches } from './secrets.js';
 import { isPossibleClientId, ownString } from './validate.js';
 
 /** The token request parameters Tessera reads (RFC 6749 §4.4.2, RFC 8707 §2); others are ignored. */
@@ -190,10 +194,10 @@ export class TokenService {
     // of a client this process holds, else 429, with no store lookup for whatever ids it sprays (INTERFACE.md).
     const wait = this.deps.attempts.blockedFor(possible, source);
     let client: KnownClient;
-    if (wait > 0) client = this.authenticateBlocked(possible, credentials.clientSecret, wait);
+    if (wait > 0) client = this.authenticateBlocked(possible, credentials, wait);
     else {
       // Awaited only on a cache miss (and signing only while a first key is made): a warm request waits on nothing.
-      const authenticated = this.authenticate(credentials.clientId, credentials.clientSecret, source);
+      const authenticated = this.authenticate(credentials, source);
       client = authenticated instanceof Promise ? await authenticated : authenticated;
     }
 
@@ -240,25 +244,48 @@ export class TokenService {
     };
   }
 
+  /** The client authentication methods, in the order a request is examined (client-auth.ts). */
+  private readonly methods: readonly ClientAuthMethod[] = CLIENT_AUTH_METHODS;
+
   /**
-   * The presented credentials. A malformed Basic header is a failed authentication too, counted against its
-   * source; from a caller that is blocked, any malformed request is a 429 like everything else it sends.
+   * The presented credentials, by the one method the request uses (RFC 6749 §2.3: one method per request).
+   * Malformed credentials are a failed authentication, counted against the source; from a caller that is
+   * blocked, any malformed request is a 429 like everything else it sends.
    */
-  private credentialsOf(request: TokenRequest): BasicCredentials {
+  private credentialsOf(request: TokenRequest): PresentedCredentials {
     const { params, source } = request;
-    let basic: BasicCredentials | undefined;
-    try {
-      basic = parseBasicAuthorization(request.authorization);
-    } catch (error) {
-      const wait = this.deps.attempts.blockedFor(undefined, source);
-      if (wait > 0) throw tooManyAttempts(wait);
-      void this.deps.attempts.failed(undefined, source);
-      throw error;
+    const used = this.methods.filter((m) => m.presentedIn(request));
+    const parsed: PresentedCredentials[] = [];
+    let malformed: unknown;
+    for (const method of used) {
+      try {
+        parsed.push(method.parse(request));
+      } catch (error) {
+        if (error instanceof OAuthError && error.error === 'invalid_client') {
+          const wait = this.deps.attempts.blockedFor(undefined, source);
+          if (wait > 0) throw tooManyAttempts(wait);
+          void this.deps.attempts.failed(undefined, source);
+          throw error;
+        }
+        malformed ??= error;
+      }
     }
     try {
-      return this.credentials(params, basic);
+      if (used.length > 1) {
+        throw invalidRequest(
+          'use one client authentication method: HTTP Basic or client_secret in the body, not both',
+        );
+      }
+      if (malformed !== undefined) throw malformed;
+      if (used.length === 0) {
+        throw invalidRequest(
+          present(params.client_id) === undefined ? 'client_id is required' : 'client_secret is required',
+        );
+      }
+      used[0]!.check?.(request, parsed[0]!);
+      return parsed[0]!;
     } catch (error) {
-      const id = basic?.clientId ?? present(params.client_id);
+      const id = parsed[0]?.clientId ?? present(params.client_id);
       const wait = this.deps.attempts.blockedFor(
         id !== undefined && isPossibleClientId(id) ? id : undefined,
         source,
@@ -272,52 +299,40 @@ export class TokenService {
    * A blocked caller: only an enabled client in memory with its exact secret gets through (a NAT or proxy
    * may be shared with an attacker). The secret is hashed and compared whatever the id, as on the usual path.
    */
-  private authenticateBlocked(clientId: string | undefined, secret: string, wait: number): KnownClient {
+  private authenticateBlocked(
+    clientId: string | undefined,
+    credentials: PresentedCredentials,
+    wait: number,
+  ): KnownClient {
     const client = clientId === undefined ? undefined : this.deps.peekClient(clientId);
-    const matches = secretMatches(secret, client?.secretDigest ?? DUMMY_DIGEST);
-    if (client && matches && client.enabled) return client;
+    const proven = credentials.proves(client);
+    if (client && proven && client.enabled) return client;
     throw tooManyAttempts(wait);
-  }
-
-  /** client_secret_basic or client_secret_post, never both (RFC 6749 §2.3: one method per request). */
-  private credentials(params: TokenParams, basic: BasicCredentials | undefined): BasicCredentials {
-    const bodyId = present(params.client_id);
-    const bodySecret = present(params.client_secret);
-    if (basic) {
-      if (bodySecret !== undefined) {
-        throw invalidRequest(
-          'use one client authentication method: HTTP Basic or client_secret in the body, not both',
-        );
-      }
-      if (bodyId !== undefined && bodyId !== basic.clientId) {
-        throw invalidRequest('client_id in the body does not match the client authenticated by HTTP Basic');
-      }
-      return basic;
-    }
-    if (bodyId === undefined) throw invalidRequest('client_id is required');
-    if (bodySecret === undefined) throw invalidRequest('client_secret is required');
-    return { clientId: bodyId, clientSecret: bodySecret };
   }
 
   /**
    * One path for every failure: the secret is always hashed and compared, against a dummy digest when the
    * client is unknown, so unknown, wrong and disabled give the same answer by the same work.
    */
-  private authenticate(clientId: string, secret: string, source: string): KnownClient | Promise<KnownClient> {
+  private authenticate(
+    credentials: PresentedCredentials,
+    source: string,
+  ): KnownClient | Promise<KnownClient> {
+    const { clientId } = credentials;
     // An id no client can have (a NUL, 8 KiB of junk) is unknown without a cache entry or a store query.
     const found = isPossibleClientId(clientId) ? this.deps.findClient(clientId) : undefined;
     return found instanceof Promise
-      ? found.then((client) => this.check(client, clientId, secret, source))
-      : this.check(found, clientId, secret, source);
+      ? found.then((client) => this.check(client, credentials, source))
+      : this.check(found, credentials, source);
   }
 
   private check(
     client: KnownClient | undefined,
-    clientId: string,
-    secret: string,
+    credentials: PresentedCredentials,
     source: string,
   ): KnownClient {
-    const matches = secretMatches(secret, client?.secretDigest ?? DUMMY_DIGEST);
+    const { clientId } = credentials;
+    const matches = credentials.proves(client);
     const failure = !client
       ? 'unknown client'
       : !matches

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { thrownBy } from '../helpers/assert.js';
-import { parseBasicAuthorization } from '../../src/domain/client-auth.js';
+import {
+  CLIENT_AUTH_METHODS,
+  clientSecretBasic,
+  clientSecretPost,
+  parseBasicAuthorization,
+} from '../../src/domain/client-auth.js';
+import { digestBytes, digestSecret, generateSecret } from '../../src/domain/secrets.js';
+import type { KnownClient, TokenParams, TokenRequest } from '../../src/domain/token-service.js';
 import { OAuthError } from '../../src/domain/errors.js';
 
 const b64 = (text: string | Buffer) => Buffer.from(text).toString('base64');
@@ -135,5 +142,60 @@ describe('parseBasicAuthorization', () => {
     invalidClient(basic('a%:b'), 'malformed Basic credentials');
     invalidClient(basic('a:%zz'), 'malformed Basic credentials');
     invalidClient(basic('a:%C3'), 'malformed Basic credentials'); // a lone UTF-8 lead byte
+  });
+});
+
+describe('client authentication methods', () => {
+  const secret = generateSecret();
+  const client = {
+    id: 'svc-1',
+    secretDigest: digestBytes(digestSecret(secret)),
+  } as unknown as KnownClient;
+  const basicOf = (id: string, s: string) =>
+    `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(s)}`).toString('base64')}`;
+  const request = (params: TokenParams, authorization?: string): TokenRequest => ({
+    params,
+    authorization,
+    source: '203.0.113.1',
+  });
+
+  it('are the ones discovery lists, in the order a request is examined', () => {
+    expect(CLIENT_AUTH_METHODS.map((m) => m.name)).toEqual(['client_secret_basic', 'client_secret_post']);
+  });
+
+  it('client_secret_basic: used when there is an Authorization header; proves only the client of that secret', () => {
+    const r = request({}, basicOf('svc-1', secret));
+    expect(clientSecretBasic.presentedIn(r)).toBe(true);
+    expect(clientSecretPost.presentedIn(r)).toBe(false);
+    const credentials = clientSecretBasic.parse(r);
+    expect(credentials.clientId).toBe('svc-1');
+    expect(credentials.proves(client)).toBe(true);
+    expect(credentials.proves(undefined)).toBe(false);
+    expect(clientSecretBasic.parse(request({}, basicOf('svc-1', 'wrong'))).proves(client)).toBe(false);
+    expect(() => clientSecretBasic.parse(request({}, 'Basic !!'))).toThrow(
+      expect.objectContaining({ error: 'invalid_client' }),
+    );
+    expect(() =>
+      clientSecretBasic.check!(request({ client_id: 'other' }, basicOf('svc-1', secret)), credentials),
+    ).toThrow(
+      expect.objectContaining({
+        error: 'invalid_request',
+        description: 'client_id in the body does not match the client authenticated by HTTP Basic',
+      }),
+    );
+    expect(() =>
+      clientSecretBasic.check!(request({ client_id: 'svc-1' }, basicOf('svc-1', secret)), credentials),
+    ).not.toThrow();
+  });
+
+  it('client_secret_post: used when the body has a client_secret; needs the client_id beside it', () => {
+    const r = request({ client_id: 'svc-1', client_secret: secret });
+    expect(clientSecretPost.presentedIn(r)).toBe(true);
+    expect(clientSecretBasic.presentedIn(r)).toBe(false);
+    expect(clientSecretPost.presentedIn(request({ client_id: 'svc-1', client_secret: '' }))).toBe(false);
+    expect(clientSecretPost.parse(r).proves(client)).toBe(true);
+    expect(() => clientSecretPost.parse(request({ client_secret: secret }))).toThrow(
+      expect.objectContaining({ error: 'invalid_request', description: 'client_id is required' }),
+    );
   });
 });

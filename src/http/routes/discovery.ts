@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Keyring } from '../../keys/keyring.js';
 import type { Directory } from '../../store/directory.js';
 import { methodNotAllowed } from '../errors.js';
+import { CLIENT_AUTH_METHODS } from '../../domain/client-auth.js';
 
 export const TOKEN_PATH = '/oauth/token';
 export const JWKS_PATH = '/.well-known/jwks.json';
@@ -14,7 +15,7 @@ export function metadata(issuer: string, audiences: readonly string[]): Record<s
     token_endpoint: issuer + TOKEN_PATH,
     jwks_uri: issuer + JWKS_PATH,
     grant_types_supported: ['client_credentials'],
-    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    token_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS.map((m) => m.name),
     // No authorization endpoint: no response type is supported (the member is REQUIRED, so it is empty).
     response_types_supported: [],
     audiences_supported: audiences,
