@@ -63,13 +63,33 @@ export interface NewClient {
   tokenTtl: number | null;
   quotaPerMinute?: number | null;
   quotaPerDay?: number | null;
+  /** True when left out. */
+  enabled?: boolean;
   audiences: string[];
+}
+
+/** The fields of an audience to change; those left undefined keep their value. */
+export interface AudiencePatch {
+  name?: string | null;
+  tokenTtl?: number | null;
+  signingAlg?: SigningAlg | null;
+}
+
+/** The fields of a client to change; those left undefined keep their value. */
+export interface ClientPatch {
+  name?: string;
+  enabled?: boolean;
+  tokenTtl?: number | null;
+  quotaPerMinute?: number | null;
+  quotaPerDay?: number | null;
 }
 
 export interface AudienceStore {
   addAudience(audience: NewAudience): Promise<Audience>;
   findAudience(url: string): Promise<Audience | undefined>;
   listAudiences(): Promise<Audience[]>;
+  /** Changes the fields given, stamps updated_at, records a change. */
+  updateAudience(url: string, patch: AudiencePatch): Promise<Audience>;
   /** Removes the audience and every grant of it. */
   removeAudience(url: string): Promise<void>;
 }
@@ -89,6 +109,8 @@ export interface ClientStore {
   setClientSecret(id: string, secretDigest: string): Promise<Client>;
   setClientEnabled(id: string, enabled: boolean): Promise<Client>;
   setClientQuota(id: string, quota: { perMinute: number | null; perDay: number | null }): Promise<Client>;
+  /** Changes the fields given (not the secret), stamps updated_at, records a change. */
+  updateClient(id: string, patch: ClientPatch): Promise<Client>;
   deleteClient(id: string): Promise<void>;
 }
 
@@ -204,6 +226,11 @@ export interface Store extends AudienceStore, ClientStore, GrantStore, KeyStore,
   readonly engine: 'sqlite' | 'postgres';
   /** Runs pending migrations (all, or up to and including `upTo`); returns the names it ran. */
   migrate(upTo?: string): Promise<string[]>;
+  /**
+   * Runs `fn` with a store bound to one transaction: all its operations commit together when `fn` resolves,
+   * and none when it throws. Called on a bound store, it joins the transaction already open.
+   */
+  transaction<T>(fn: (store: Store) => Promise<T>): Promise<T>;
   /** Resolves if the store answers a trivial query. */
   ping(): Promise<void>;
   close(): Promise<void>;
