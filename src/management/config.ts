@@ -212,8 +212,8 @@ export function parseConfigFile(text: string, name: string): ParsedFile {
     throw new ConfigFileError(
       name,
       doc.errors.map((e) => {
-        const pos = e.linePos?.[0];
-        return { pointer: '', ...(pos ? { line: pos.line, column: pos.col } : {}), message: e.message };
+        const { line, col } = lineCounter.linePos(e.pos[0]);
+        return { pointer: '', line, column: col, message: e.message };
       }),
     );
   }
@@ -349,6 +349,7 @@ export async function planApply(
   // Audiences: each by the rules of a new one (the normalised values are what the store would hold).
   const wantAudiences = new Map<string, AudienceEntry>();
   const audienceAt = new Map<string, string>();
+  const namedInFile = new Set<string>();
   audienceList.forEach((raw, i) => {
     if (!isObject(raw)) return;
     const base = pointerOf('audiences', i);
@@ -365,6 +366,8 @@ export async function planApply(
       checks,
     );
     ruleProblems(base, checks, { url: 'identifier' });
+    // Named in the file, even if another of its fields is refused: its grants are not errors too.
+    if (!checks.errors.some((e) => e.field === 'url')) namedInFile.add(checked.url);
     if (checks.errors.length > 0) return;
     const first = audienceAt.get(checked.url);
     if (first !== undefined) {
@@ -416,7 +419,7 @@ export async function planApply(
         throw error;
       }
       if (grants.includes(url)) return problem(pointer, `audience ${url} is granted twice`);
-      if (!wantAudiences.has(url)) {
+      if (!namedInFile.has(url)) {
         if (!storedAudiences.has(url))
           return problem(pointer, `audience ${url} is neither in the file nor registered`);
         if (prune) return problem(pointer, `audience ${url} is not in the file, so --prune would delete it`);
