@@ -101,7 +101,10 @@ function digests(dir: string): Record<string, string> {
   }
 }
 
-describe('tessera export / apply', { concurrent: true }, () => {
+/** CLI runs are mostly Node starting up; on a busy 2-core machine a test of a dozen runs needs more than 30 s. */
+const SLOW = { timeout: 120_000 };
+
+describe('tessera export / apply', { concurrent: true, ...SLOW }, () => {
   it('applies a file: the plan, field by field, then the secrets once; the same file again is No changes.', async () => {
     const ws = workspace();
     await ws.ok('audience', 'add', OLD);
@@ -241,91 +244,100 @@ describe('tessera export / apply', { concurrent: true }, () => {
     expect((await ws.ok('apply', '-f', file, '--prune')).stdout).toBe('No changes.\n');
   });
 
-  describe('a file with an error changes nothing and names the line of each error', () => {
-    const cases: [string, string, number, string][] = [
-      [
-        'an unknown field',
-        `audiences:\n  - identifier: ${API}\n    colour: blue\n`,
-        3,
-        '/audiences/0/colour: unknown field "colour"',
-      ],
-      [
-        'a grant of an unknown audience',
-        `clients:\n  - client_id: svc-9\n    name: nine\n    grants:\n      - audience: https://nowhere.example.com\n`,
-        5,
-        '/clients/0/grants/0/audience: audience https://nowhere.example.com is neither in the file nor registered',
-      ],
-      [
-        'a bad URL',
-        `audiences:\n  - identifier: ${API}\n  - identifier: ftp://files.example.com\n`,
-        3,
-        '/audiences/1/identifier: audience must be an http or https URL',
-      ],
-      [
-        'a quota of 0',
-        `clients:\n  - client_id: svc-9\n    name: nine\n    quota_per_day: 0\n`,
-        4,
-        '/clients/0/quota_per_day: a quota of 0 would refuse every token',
-      ],
-      [
-        'a client twice',
-        `clients:\n  - client_id: svc-9\n    name: nine\n  - client_id: svc-9\n    name: again\n`,
-        4,
-        '/clients/1/client_id: client svc-9 is already in the file (line 2)',
-      ],
-      ['broken YAML', `audiences:\n  - identifier: ${API}\n   name: [\n`, 3, ''],
-    ];
-    for (const [what, text, line, message] of cases) {
-      it(what, async () => {
-        const ws = workspace();
+  describe(
+    'a file with an error changes nothing and names the line of each error',
+    { concurrent: false },
+    () => {
+      const cases: [string, string, number, string][] = [
+        [
+          'an unknown field',
+          `audiences:\n  - identifier: ${API}\n    colour: blue\n`,
+          3,
+          '/audiences/0/colour: unknown field "colour"',
+        ],
+        [
+          'a grant of an unknown audience',
+          `clients:\n  - client_id: svc-9\n    name: nine\n    grants:\n      - audience: https://nowhere.example.com\n`,
+          5,
+          '/clients/0/grants/0/audience: audience https://nowhere.example.com is neither in the file nor registered',
+        ],
+        [
+          'a bad URL',
+          `audiences:\n  - identifier: ${API}\n  - identifier: ftp://files.example.com\n`,
+          3,
+          '/audiences/1/identifier: audience must be an http or https URL',
+        ],
+        [
+          'a quota of 0',
+          `clients:\n  - client_id: svc-9\n    name: nine\n    quota_per_day: 0\n`,
+          4,
+          '/clients/0/quota_per_day: a quota of 0 would refuse every token',
+        ],
+        [
+          'a client twice',
+          `clients:\n  - client_id: svc-9\n    name: nine\n  - client_id: svc-9\n    name: again\n`,
+          4,
+          '/clients/1/client_id: client svc-9 is already in the file (line 2)',
+        ],
+        ['broken YAML', `audiences:\n  - identifier: ${API}\n   name: [\n`, 3, ''],
+      ];
+      // One store for every case: a refused file writes nothing, which each case checks.
+      const ws = {} as Workspace;
+      let before = '';
+      beforeAll(async () => {
+        Object.assign(ws, workspace());
         await ws.ok('audience', 'add', BILLING);
-        // A valid part beside the error: none of it is written.
-        const file = ws.write('bad.yaml', `${text}`);
-        const before = (await ws.ok('export')).stdout;
-        const r = await ws.run('apply', '-f', file);
-        expect(r.code).toBe(2);
-        expect(r.stdout).toBe('');
-        expect(r.stderr).toMatch(new RegExp(`^tessera: ${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: `));
-        expect(r.stderr).toContain(`${file}:${line}:`);
-        expect(r.stderr).toContain(message);
-        const json = await ws.run('apply', '-f', file, '--json');
-        expect(json.code).toBe(2);
-        const document = JSON.parse(json.stderr);
-        expect(document).toMatchObject({ error: 'invalid_file' });
-        expect(document.errors[0]).toMatchObject({ line });
-        expect((await ws.ok('export')).stdout).toBe(before);
-      });
-    }
+        before = (await ws.ok('export')).stdout;
+      }, 60_000);
+      for (const [what, text, line, message] of cases) {
+        it(what, async () => {
+          // A valid part beside the error (the first audience, the client's name): none of it is written.
+          const file = ws.write('bad.yaml', text);
+          const r = await ws.run('apply', '-f', file);
+          expect(r.code).toBe(2);
+          expect(r.stdout).toBe('');
+          expect(r.stderr.startsWith(`tessera: ${file}: `)).toBe(true);
+          expect(r.stderr).toContain(`${file}:${line}:`);
+          expect(r.stderr).toContain(message);
+          const json = await ws.run('apply', '-f', file, '--json');
+          expect(json.code).toBe(2);
+          const document = JSON.parse(json.stderr);
+          expect(document).toMatchObject({ error: 'invalid_file' });
+          expect(document.errors[0]).toMatchObject({ line });
+          expect((await ws.ok('export')).stdout).toBe(before);
+        });
+      }
 
-    it('reports every error of a file at once, in file order, with JSON pointers for a JSON file', async () => {
-      const ws = workspace();
-      const file = ws.write(
-        'bad.json',
-        JSON.stringify(
-          {
-            audiences: [{ identifier: 'not a url' }, { identifier: API, token_ttl: 59 }],
-            clients: [{ client_id: 'x', name: '', grants: [{ audience: API, scopes: [] }] }],
-            extra: true,
-          },
-          null,
-          2,
-        ),
-      );
-      const r = await ws.run('apply', '-f', file, '--json');
-      expect(r.code).toBe(2);
-      const { errors } = JSON.parse(r.stderr) as { errors: { pointer: string; line: number }[] };
-      expect(errors.map((e) => e.pointer)).toEqual([
-        '/audiences/0/identifier',
-        '/audiences/1/token_ttl',
-        '/clients/0/client_id',
-        '/clients/0/name',
-        '/clients/0/grants/0/scopes',
-        '/extra',
-      ]);
-      expect(errors.every((e) => e.line > 1)).toBe(true);
-      expect((await ws.ok('audience', 'list', '--json')).json).toEqual([]);
-    });
-  });
+      it('reports every error of a file at once, in file order, with JSON pointers for a JSON file', async () => {
+        const ws = workspace();
+        const file = ws.write(
+          'bad.json',
+          JSON.stringify(
+            {
+              audiences: [{ identifier: 'not a url' }, { identifier: API, token_ttl: 59 }],
+              clients: [{ client_id: 'x', name: '', grants: [{ audience: API, scopes: [] }] }],
+              extra: true,
+            },
+            null,
+            2,
+          ),
+        );
+        const r = await ws.run('apply', '-f', file, '--json');
+        expect(r.code).toBe(2);
+        const { errors } = JSON.parse(r.stderr) as { errors: { pointer: string; line: number }[] };
+        expect(errors.map((e) => e.pointer)).toEqual([
+          '/audiences/0/identifier',
+          '/audiences/1/token_ttl',
+          '/clients/0/client_id',
+          '/clients/0/name',
+          '/clients/0/grants/0/scopes',
+          '/extra',
+        ]);
+        expect(errors.every((e) => e.line > 1)).toBe(true);
+        expect((await ws.ok('audience', 'list', '--json')).json).toEqual([]);
+      });
+    },
+  );
 
   it('export --schema is a JSON Schema (2020-12) that the export itself satisfies', async () => {
     const ws = workspace();
