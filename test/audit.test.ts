@@ -224,7 +224,14 @@ describe('changes in the audit trail', () => {
           'svc-1',
           'svc-1',
           null,
-          { name: 'svc', token_ttl: null, quota_per_minute: 10, quota_per_day: null, grants: [API] },
+          {
+            name: 'svc',
+            enabled: true,
+            token_ttl: null,
+            quota_per_minute: 10,
+            quota_per_day: null,
+            grants: [API],
+          },
         ],
         [
           'client.updated',
@@ -262,6 +269,21 @@ describe('changes in the audit trail', () => {
     );
     expect(result.stdout).not.toContain(created.client_secret);
     expect(result.stdout).not.toContain(rotated.client_secret);
+    // `apply` goes through the same operations: its changes are audited the same way, in its transaction.
+    const { writeFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const file = join(tempDir(), 'tessera.yaml');
+    writeFileSync(file, `audiences:\n  - identifier: ${API}\n    name: Orders v2\n    token_ttl: 600\nclients: []\n`);
+    await tesseraOk(env, 'apply', '-f', file);
+    const applied = await tesseraOk(env, 'audit', '--type', 'audience.updated', '--json');
+    expect(applied.json).toEqual([
+      expect.objectContaining({
+        type: 'audience.updated',
+        actor,
+        target: API,
+        changes: { name: { from: 'Orders', to: 'Orders v2' } },
+      }),
+    ]);
     const only = await tesseraOk(env, 'audit', '--type', 'client.updated', '--json');
     expect((only.json as { type: string }[]).map((e) => e.type)).toEqual([
       'client.updated',

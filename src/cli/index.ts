@@ -1,10 +1,11 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/index.js';
-import { asManagementError, type ErrorKind } from '../management/index.js';
+import { asManagementError, config, type ErrorKind } from '../management/index.js';
 import { SchemaError } from '../runtime.js';
 import { auditCommand } from './audit.js';
 import { audienceCommands } from './audiences.js';
 import { clientCommands } from './clients.js';
+import { configCommands } from './config.js';
 import { EXIT_FAILED, EXIT_USAGE } from './common.js';
 import { grantCommands } from './grants.js';
 import { keyCommands } from './keys.js';
@@ -30,11 +31,18 @@ export function buildProgram(): Command {
   grantCommands(program);
   keyCommands(program);
   auditCommand(program);
+  configCommands(program);
   return program;
 }
 
-function fail(json: boolean, code: string, message: string, exitCode: number): void {
-  if (json) process.stderr.write(JSON.stringify({ error: code, message }) + '\n');
+function fail(
+  json: boolean,
+  code: string,
+  message: string,
+  exitCode: number,
+  details: Record<string, unknown> = {},
+): void {
+  if (json) process.stderr.write(JSON.stringify({ error: code, message, ...details }) + '\n');
   else process.stderr.write(`tessera: ${message}\n`);
   process.exitCode = exitCode;
 }
@@ -83,7 +91,9 @@ export async function main(args: string[] = process.argv): Promise<void> {
       fail(json, 'schema_mismatch', error.message, EXIT_FAILED);
     } else if (asManagementError(error)) {
       const failure = asManagementError(error)!;
-      fail(json, failure.code, failure.message, EXIT_CODES[failure.kind]);
+      // A file refused by `apply` lists every problem and its place.
+      const details = failure instanceof config.ConfigFileError ? { errors: failure.problems } : {};
+      fail(json, failure.code, failure.message, EXIT_CODES[failure.kind], details);
     } else {
       fail(json, 'failed', (error as Error).message ?? String(error), EXIT_FAILED);
     }

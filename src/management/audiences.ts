@@ -4,31 +4,84 @@ import {
   validateSigningAlg,
   validateTokenTtl,
 } from '../domain/validate.js';
-import type { Audience } from '../store/types.js';
-import { changeAudit, type ManagementContext } from './context.js';
-import { field, ManagementError, storeCall } from './errors.js';
+import type { Audience, AudiencePatch, NewAudience } from '../store/types.js';
+import { changeAudit, diff, type ManagementContext } from './context.js';
+import { FieldChecks, ManagementError, storeCall } from './errors.js';
 
-export interface AudienceInput {
-  url: string;
+/** The fields of an audience but its URL: undefined leaves one as it is (a change) or unset (a new one). */
+export interface AudienceFields {
   name?: string | null;
   tokenTtl?: number | null;
   signingAlg?: string | null;
 }
 
+export interface AudienceInput extends AudienceFields {
+  url: string;
+}
+
+/** Checks the fields given (null clears one), each by its rule; refusals are collected in `checks`. */
+export function checkAudienceFields(input: AudienceFields, checks: FieldChecks): AudiencePatch {
+  const patch: AudiencePatch = {};
+  if (input.name !== undefined)
+    patch.name =
+      input.name === null ? null : checks.run('name', () => validateName(input.name!, 'the audience'));
+  if (input.tokenTtl !== undefined)
+    patch.tokenTtl =
+      input.tokenTtl === null ? null : checks.run('token_ttl', () => validateTokenTtl(input.tokenTtl!));
+  if (input.signingAlg !== undefined)
+    patch.signingAlg =
+      input.signingAlg === null
+        ? null
+        : checks.run('signing_alg', () => validateSigningAlg(input.signingAlg!));
+  return patch;
+}
+
+/** A new audience as the rules make it (URL checked, names trimmed); refusals are collected in `checks`. */
+export function checkNewAudience(input: AudienceInput, checks: FieldChecks): NewAudience {
+  const url = checks.run('url', () => validateAudienceUrl(input.url));
+  const fields = checkAudienceFields(input, checks);
+  return {
+    url,
+    name: fields.name ?? null,
+    tokenTtl: fields.tokenTtl ?? null,
+    signingAlg: fields.signingAlg ?? null,
+  };
+}
+
 /** Registers an audience; every field is checked here, whatever face it came from. */
 export function addAudience(ctx: ManagementContext, input: AudienceInput): Promise<Audience> {
-  const audience = {
-    url: field('url', () => validateAudienceUrl(input.url)),
-    name: input.name == null ? null : field('name', () => validateName(input.name!, 'the audience')),
-    tokenTtl: input.tokenTtl == null ? null : field('token_ttl', () => validateTokenTtl(input.tokenTtl!)),
-    signingAlg:
-      input.signingAlg == null ? null : field('signing_alg', () => validateSigningAlg(input.signingAlg!)),
-  };
+  const checks = new FieldChecks();
+  const audience = checkNewAudience(input, checks);
+  checks.throwFirst();
   const audit = changeAudit(ctx, 'audience.created', audience.url, {
     audience: audience.url,
     changes: { name: audience.name, token_ttl: audience.tokenTtl, signing_alg: audience.signingAlg },
   });
   return storeCall(() => ctx.store.addAudience(audience, audit));
+}
+
+/** Changes the fields given of an audience (null clears one). */
+export async function updateAudience(
+  ctx: ManagementContext,
+  url: string,
+  change: AudienceFields,
+): Promise<Audience> {
+  const checks = new FieldChecks();
+  const patch = checkAudienceFields(change, checks);
+  checks.throwFirst();
+  const current = await getAudience(ctx, url);
+  const audit = changeAudit(ctx, 'audience.updated', url, {
+    audience: url,
+    changes: diff(
+      { name: current.name, token_ttl: current.tokenTtl, signing_alg: current.signingAlg },
+      {
+        name: patch.name === undefined ? current.name : patch.name,
+        token_ttl: patch.tokenTtl === undefined ? current.tokenTtl : patch.tokenTtl,
+        signing_alg: patch.signingAlg === undefined ? current.signingAlg : patch.signingAlg,
+      },
+    ),
+  });
+  return storeCall(() => ctx.store.updateAudience(url, patch, audit));
 }
 
 export function listAudiences(ctx: ManagementContext): Promise<Audience[]> {

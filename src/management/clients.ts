@@ -6,17 +6,23 @@ import {
   validateQuota,
   validateTokenTtl,
 } from '../domain/validate.js';
-import type { Client } from '../store/types.js';
+import type { Client, ClientPatch, NewClient } from '../store/types.js';
 import { changeAudit, diff, type ManagementContext } from './context.js';
-import { field, ManagementError, storeCall } from './errors.js';
+import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
 
-export interface ClientInput {
-  name: string;
-  /** Chosen by the operator; generated when left out. */
-  id?: string;
+/** The fields of a client but its id and grants: undefined leaves one as it is (a change) or default (new). */
+export interface ClientFields {
+  name?: string;
+  enabled?: boolean;
   tokenTtl?: number | null;
   quotaPerMinute?: number | null;
   quotaPerDay?: number | null;
+}
+
+export interface ClientInput extends ClientFields {
+  name: string;
+  /** Chosen by the operator; generated when left out. */
+  id?: string;
   /** Audience URLs granted at once. */
   grants?: string[];
 }
@@ -30,30 +36,91 @@ export interface WithSecret {
 const quota = (name: string, value: number | null | undefined): number | null =>
   value === undefined ? null : field(name, () => validateQuota(value));
 
+/** Checks the fields given (null clears one), each by its rule; refusals are collected in `checks`. */
+export function checkClientFields(input: ClientFields, checks: FieldChecks): ClientPatch {
+  const patch: ClientPatch = {};
+  if (input.name !== undefined)
+    patch.name = checks.run('name', () => validateName(input.name!, 'the client'));
+  if (input.enabled !== undefined) patch.enabled = input.enabled;
+  if (input.tokenTtl !== undefined)
+    patch.tokenTtl =
+      input.tokenTtl === null ? null : checks.run('token_ttl', () => validateTokenTtl(input.tokenTtl!));
+  if (input.quotaPerMinute !== undefined)
+    patch.quotaPerMinute = checks.run('quota_per_minute', () =>
+      quota('quota_per_minute', input.quotaPerMinute),
+    );
+  if (input.quotaPerDay !== undefined)
+    patch.quotaPerDay = checks.run('quota_per_day', () => quota('quota_per_day', input.quotaPerDay));
+  return patch;
+}
+
+/** A new client as the rules make it, but its secret; refusals are collected in `checks`. */
+export function checkNewClient(input: ClientInput, checks: FieldChecks): Omit<NewClient, 'secretDigest'> {
+  const id =
+    input.id === undefined ? generateClientId() : checks.run('client_id', () => validateClientId(input.id!));
+  const name = checks.run('name', () => validateName(input.name, 'the client'));
+  const fields = checkClientFields({ ...input, name: undefined }, checks);
+  return {
+    id,
+    name,
+    tokenTtl: fields.tokenTtl ?? null,
+    quotaPerMinute: fields.quotaPerMinute ?? null,
+    quotaPerDay: fields.quotaPerDay ?? null,
+    enabled: input.enabled ?? true,
+    audiences: (input.grants ?? []).map((url) => checks.run('grants', () => validateAudienceUrl(url))),
+  };
+}
+
 /** Creates a client with a new secret (stored as its digest only). */
 export function createClient(ctx: ManagementContext, input: ClientInput): Promise<WithSecret> {
+  const checks = new FieldChecks();
+  const client = checkNewClient(input, checks);
+  checks.throwFirst();
   const secret = generateSecret();
-  const client = {
-    id: input.id === undefined ? generateClientId() : field('client_id', () => validateClientId(input.id!)),
-    name: field('name', () => validateName(input.name, 'the client')),
-    secretDigest: digestSecret(secret),
-    tokenTtl: input.tokenTtl == null ? null : field('token_ttl', () => validateTokenTtl(input.tokenTtl!)),
-    quotaPerMinute: quota('quota_per_minute', input.quotaPerMinute),
-    quotaPerDay: quota('quota_per_day', input.quotaPerDay),
-    audiences: (input.grants ?? []).map((url) => field('grants', () => validateAudienceUrl(url))),
-  };
   const audit = changeAudit(ctx, 'client.created', client.id, {
     clientId: client.id,
     // Never the secret, nor its digest.
     changes: {
       name: client.name,
+      enabled: client.enabled ?? true,
       token_ttl: client.tokenTtl,
       quota_per_minute: client.quotaPerMinute,
       quota_per_day: client.quotaPerDay,
       grants: [...new Set(client.audiences)].sort(),
     },
   });
-  return storeCall(async () => ({ client: await ctx.store.createClient(client, audit), secret }));
+  return storeCall(async () => ({
+    client: await ctx.store.createClient({ ...client, secretDigest: digestSecret(secret) }, audit),
+    secret,
+  }));
+}
+
+/** Changes the fields given of a client (null clears a lifetime or a quota); never its secret. */
+export async function updateClient(
+  ctx: ManagementContext,
+  id: string,
+  change: ClientFields,
+): Promise<Client> {
+  const checks = new FieldChecks();
+  const patch = checkClientFields(change, checks);
+  checks.throwFirst();
+  const current = await getClient(ctx, id);
+  const before = {
+    name: current.name,
+    enabled: current.enabled,
+    token_ttl: current.tokenTtl,
+    quota_per_minute: current.quotaPerMinute,
+    quota_per_day: current.quotaPerDay,
+  };
+  const after = {
+    name: patch.name ?? current.name,
+    enabled: patch.enabled ?? current.enabled,
+    token_ttl: patch.tokenTtl === undefined ? current.tokenTtl : patch.tokenTtl,
+    quota_per_minute: patch.quotaPerMinute === undefined ? current.quotaPerMinute : patch.quotaPerMinute,
+    quota_per_day: patch.quotaPerDay === undefined ? current.quotaPerDay : patch.quotaPerDay,
+  };
+  const audit = changeAudit(ctx, 'client.updated', id, { clientId: id, changes: diff(before, after) });
+  return storeCall(() => ctx.store.updateClient(id, patch, audit));
 }
 
 export function listClients(ctx: ManagementContext): Promise<Client[]> {

@@ -8,6 +8,7 @@ import { StoreError } from '../store/types.js';
  */
 export const ERROR_CODES = {
   invalid_field: 'invalid',
+  invalid_file: 'invalid',
   audience_not_found: 'not_found',
   client_not_found: 'not_found',
   grant_not_found: 'not_found',
@@ -80,5 +81,27 @@ export async function storeCall<T>(run: () => Promise<T>): Promise<T> {
     return await run();
   } catch (error) {
     throw asManagementError(error) ?? error;
+  }
+}
+
+/**
+ * Runs the rules of several fields and keeps every refusal instead of stopping at the first, so that a face
+ * can report them all (tessera apply); an operation then throws the first, as a single call always did.
+ */
+export class FieldChecks {
+  readonly errors: ManagementError[] = [];
+
+  run<T>(name: string, check: () => T): T {
+    try {
+      return field(name, check);
+    } catch (error) {
+      if (!(error instanceof ManagementError)) throw error;
+      this.errors.push(error);
+      return undefined as T; // never used: the caller throws or reports the errors
+    }
+  }
+
+  throwFirst(): void {
+    if (this.errors.length > 0) throw this.errors[0];
   }
 }

@@ -6,6 +6,7 @@
 export * as audiences from './audiences.js';
 export * as audit from './audit.js';
 export * as clients from './clients.js';
+export * as config from './config.js';
 export * as grants from './grants.js';
 export * as keys from './keys.js';
 export type { ManagementContext } from './context.js';

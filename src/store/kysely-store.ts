@@ -8,6 +8,7 @@ import {
   AUDIT_BATCH,
   StoreError,
   type Audience,
+  type AudiencePatch,
   type AuditEvent,
   type AuditEventType,
   type AuditFilter,
@@ -16,6 +17,7 @@ import {
   type ChangeAudit,
   type ChangeEntity,
   type Client,
+  type ClientPatch,
   type KeyChange,
   type NewAudience,
   type NewClient,
@@ -120,12 +122,49 @@ export class KyselyStore implements Store {
   /** The SQL of findClients, compiled on first use. */
   private findClientsSql: string | undefined;
 
+  /** The transaction this store is bound to (see transaction()); undefined for the store itself. */
+  private tx: Tx | undefined;
+
+  /** Where a query runs: the bound transaction, or the database. */
+  private get conn(): Kysely<Database> {
+    return this.tx ?? this.db;
+  }
+
+  /**
+   * Runs `work` in a transaction: the bound one when this store is bound to one (so that an operation is one
+   * step of the caller's transaction), or a new one. Every write goes through here.
+   */
+  private write<T>(work: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.tx ? work(this.tx) : this.db.transaction().execute(work);
+  }
+
+  /**
+   * Runs `fn` with a store bound to one transaction: every operation of that store runs on it, and it commits
+   * when `fn` resolves or rolls back, writing nothing, when it throws. Change-feed records are written in it
+   * too, so followers see everything at the commit. Inside a transaction, this joins it.
+   */
+  async transaction<T>(fn: (store: Store) => Promise<T>): Promise<T> {
+    if (this.tx) return fn(this);
+    return this.db.transaction().execute(async (tx) => {
+      // The bound store shares everything with this one (its prototype) but the connection it runs on.
+      const bound = Object.create(this) as KyselyStore;
+      bound.tx = tx;
+      return fn(bound);
+    });
+  }
+
   /**
    * Runs a query the token path repeats, as a prepared statement where the engine keeps one: SQLite's
    * adapter reuses statements by text; PostgreSQL overrides this with a named statement per connection.
    */
   protected async runPrepared<R>(_name: string, text: string, parameters: unknown[]): Promise<R[]> {
-    return (await this.db.executeQuery<R>(CompiledQuery.raw(text, parameters))).rows;
+    return (await this.conn.executeQuery<R>(CompiledQuery.raw(text, parameters))).rows;
+  }
+
+  /** A repeated query: prepared where the engine keeps one, or on the bound transaction's connection. */
+  private async runQuery<R>(name: string, text: string, parameters: unknown[]): Promise<R[]> {
+    if (this.tx) return (await this.tx.executeQuery<R>(CompiledQuery.raw(text, parameters))).rows;
+    return this.runPrepared<R>(name, text, parameters);
   }
 
   async migrate(upTo?: string): Promise<string[]> {
@@ -135,6 +174,7 @@ export class KyselyStore implements Store {
       this.engine === 'postgres'
         ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(this.db)).rows[0]?.schema
         : undefined;
+    if (this.tx) throw new Error('migrations do not run inside a transaction');
     const run = async (db: Kysely<Database>): Promise<string[]> => {
       const migrator = new Migrator({
         db,
@@ -184,10 +224,11 @@ export class KyselyStore implements Store {
   }
 
   async ping(): Promise<void> {
-    await sql`select 1`.execute(this.db);
+    await sql`select 1`.execute(this.conn);
   }
 
   async close(): Promise<void> {
+    if (this.tx) throw new Error('a store bound to a transaction is closed by its owner');
     await this.db.destroy();
   }
 
@@ -233,7 +274,7 @@ export class KyselyStore implements Store {
   async addAudience(audience: NewAudience, audit?: ChangeAudit): Promise<Audience> {
     const conflict = `audience ${audience.url} is already registered`;
     return orConflict(
-      this.db.transaction().execute(async (tx) => {
+      this.write(async (tx) => {
         const existing = await tx
           .selectFrom('audiences')
           .select('url')
@@ -259,17 +300,40 @@ export class KyselyStore implements Store {
   }
 
   async findAudience(url: string): Promise<Audience | undefined> {
-    const row = await this.db.selectFrom('audiences').selectAll().where('url', '=', url).executeTakeFirst();
+    const row = await this.conn.selectFrom('audiences').selectAll().where('url', '=', url).executeTakeFirst();
     return row && toAudience(row);
   }
 
   async listAudiences(): Promise<Audience[]> {
-    const rows = await this.db.selectFrom('audiences').selectAll().orderBy('url').execute();
+    const rows = await this.conn.selectFrom('audiences').selectAll().orderBy('url').execute();
     return rows.map(toAudience);
   }
 
+  async updateAudience(url: string, patch: AudiencePatch, audit?: ChangeAudit): Promise<Audience> {
+    return this.write(async (tx) => {
+      const values: Partial<Selectable<AudiencesTable>> = {};
+      if (patch.name !== undefined) values.name = patch.name;
+      if (patch.tokenTtl !== undefined) values.token_ttl = patch.tokenTtl;
+      if (patch.signingAlg !== undefined) values.signing_alg = patch.signingAlg;
+      const result = await tx
+        .updateTable('audiences')
+        .set({ ...values, updated_at: this.stamp() })
+        .where('url', '=', url)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0)
+        throw new StoreError('not_found', `audience ${url} is not registered`, 'audience');
+      await this.record(tx, 'audience', url, audit);
+      const row = await tx
+        .selectFrom('audiences')
+        .selectAll()
+        .where('url', '=', url)
+        .executeTakeFirstOrThrow();
+      return toAudience(row);
+    });
+  }
+
   async removeAudience(url: string, audit?: ChangeAudit): Promise<void> {
-    await this.db.transaction().execute(async (tx) => {
+    await this.write(async (tx) => {
       // Grants go explicitly rather than by cascade alone, so the result does not depend on engine settings.
       await tx.deleteFrom('grants').where('audience_url', '=', url).execute();
       const result = await tx.deleteFrom('audiences').where('url', '=', url).executeTakeFirst();
@@ -309,7 +373,7 @@ export class KyselyStore implements Store {
   async createClient(client: NewClient, audit?: ChangeAudit): Promise<Client> {
     const conflict = `client ${client.id} already exists`;
     return orConflict(
-      this.db.transaction().execute(async (tx) => {
+      this.write(async (tx) => {
         const existing = await tx
           .selectFrom('clients')
           .select('id')
@@ -323,7 +387,7 @@ export class KyselyStore implements Store {
           id: client.id,
           name: client.name,
           secret_digest: client.secretDigest,
-          enabled: 1,
+          enabled: client.enabled === false ? 0 : 1,
           token_ttl: client.tokenTtl,
           created_at: at,
           updated_at: at,
@@ -360,7 +424,7 @@ export class KyselyStore implements Store {
     // array on SQLite), so the statement is compiled and prepared once.
     this.findClientsSql ??= compileOnce(clientsByIds(this.db, this.engine, ''), 1);
     const parameter = this.engine === 'postgres' ? [...ids] : JSON.stringify(ids);
-    const rows = await this.runPrepared<ClientWithGrant>('tessera_find_clients', this.findClientsSql, [
+    const rows = await this.runQuery<ClientWithGrant>('tessera_find_clients', this.findClientsSql, [
       parameter,
     ]);
     const clients: Client[] = [];
@@ -379,8 +443,8 @@ export class KyselyStore implements Store {
 
   async listClients(): Promise<Client[]> {
     const [rows, grants] = await Promise.all([
-      this.db.selectFrom('clients').selectAll().orderBy('created_at').orderBy('id').execute(),
-      this.db.selectFrom('grants').select(['client_id', 'audience_url']).orderBy('audience_url').execute(),
+      this.conn.selectFrom('clients').selectAll().orderBy('created_at').orderBy('id').execute(),
+      this.conn.selectFrom('grants').select(['client_id', 'audience_url']).orderBy('audience_url').execute(),
     ]);
     const byClient = new Map<string, string[]>();
     for (const g of grants) {
@@ -392,19 +456,19 @@ export class KyselyStore implements Store {
   }
 
   async countClients(): Promise<number> {
-    const row = await this.db
+    const row = await this.conn
       .selectFrom('clients')
       .select((eb) => eb.fn.countAll().as('n'))
       .executeTakeFirstOrThrow();
     return Number(row.n);
   }
 
-  private async updateClient(
+  private async patchClient(
     id: string,
     values: Partial<Selectable<ClientsTable>>,
     audit: ChangeAudit | undefined,
   ): Promise<Client> {
-    return this.db.transaction().execute(async (tx) => {
+    return this.write(async (tx) => {
       const result = await tx
         .updateTable('clients')
         .set({ ...values, updated_at: this.stamp() })
@@ -418,11 +482,11 @@ export class KyselyStore implements Store {
   }
 
   async setClientSecret(id: string, secretDigest: string, audit?: ChangeAudit): Promise<Client> {
-    return this.updateClient(id, { secret_digest: secretDigest, secret_rotated_at: this.stamp() }, audit);
+    return this.patchClient(id, { secret_digest: secretDigest, secret_rotated_at: this.stamp() }, audit);
   }
 
   async setClientEnabled(id: string, enabled: boolean, audit?: ChangeAudit): Promise<Client> {
-    return this.updateClient(id, { enabled: enabled ? 1 : 0 }, audit);
+    return this.patchClient(id, { enabled: enabled ? 1 : 0 }, audit);
   }
 
   async setClientQuota(
@@ -430,11 +494,21 @@ export class KyselyStore implements Store {
     quota: { perMinute: number | null; perDay: number | null },
     audit?: ChangeAudit,
   ): Promise<Client> {
-    return this.updateClient(id, { quota_per_minute: quota.perMinute, quota_per_day: quota.perDay }, audit);
+    return this.patchClient(id, { quota_per_minute: quota.perMinute, quota_per_day: quota.perDay }, audit);
+  }
+
+  async updateClient(id: string, patch: ClientPatch, audit?: ChangeAudit): Promise<Client> {
+    const values: Partial<Selectable<ClientsTable>> = {};
+    if (patch.name !== undefined) values.name = patch.name;
+    if (patch.enabled !== undefined) values.enabled = patch.enabled ? 1 : 0;
+    if (patch.tokenTtl !== undefined) values.token_ttl = patch.tokenTtl;
+    if (patch.quotaPerMinute !== undefined) values.quota_per_minute = patch.quotaPerMinute;
+    if (patch.quotaPerDay !== undefined) values.quota_per_day = patch.quotaPerDay;
+    return this.patchClient(id, values, audit);
   }
 
   async deleteClient(id: string, audit?: ChangeAudit): Promise<void> {
-    await this.db.transaction().execute(async (tx) => {
+    await this.write(async (tx) => {
       await tx.deleteFrom('grants').where('client_id', '=', id).execute();
       const result = await tx.deleteFrom('clients').where('id', '=', id).executeTakeFirst();
       if (Number(result.numDeletedRows) === 0)
@@ -446,7 +520,7 @@ export class KyselyStore implements Store {
   // --- grants ---
 
   async addGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<boolean> {
-    return this.db.transaction().execute(async (tx) => {
+    return this.write(async (tx) => {
       await this.requireClient(tx, clientId);
       await this.requireAudiences(tx, [audienceUrl]);
       const existing = await tx
@@ -466,7 +540,7 @@ export class KyselyStore implements Store {
   }
 
   async removeGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<void> {
-    await this.db.transaction().execute(async (tx) => {
+    await this.write(async (tx) => {
       const result = await tx
         .deleteFrom('grants')
         .where('client_id', '=', clientId)
@@ -482,7 +556,7 @@ export class KyselyStore implements Store {
   // --- signing keys ---
 
   async listSigningKeys(): Promise<SigningKey[]> {
-    const rows = await this.db
+    const rows = await this.conn
       .selectFrom('signing_keys')
       .selectAll()
       .orderBy('created_at')
@@ -492,7 +566,7 @@ export class KyselyStore implements Store {
   }
 
   async insertSigningKey(key: SigningKey): Promise<void> {
-    await this.db.transaction().execute(async (tx) => {
+    await this.write(async (tx) => {
       await this.insertKeyRow(tx, key);
       await this.record(tx, 'key', key.kid);
     });
@@ -519,7 +593,7 @@ export class KyselyStore implements Store {
   ): Promise<KeyChange | undefined> {
     const nothing = Symbol('nothing to write');
     try {
-      return await this.db.transaction().execute(async (tx) => {
+      return await this.write(async (tx) => {
         // Write first: on SQLite that takes the write lock before reading, on PostgreSQL the change-feed
         // lock; either way no other writer reads the keys between our read and our write.
         await this.record(tx, 'key', '*');
@@ -530,7 +604,11 @@ export class KyselyStore implements Store {
           .orderBy('kid')
           .execute();
         const change = plan(rows.map(toSigningKey));
-        if (!change || (!change.insert && !change.update?.length)) throw nothing;
+        if (!change || (!change.insert && !change.update?.length)) {
+          // Rolling back would undo the caller's whole transaction: within one, the change record stays.
+          if (this.tx) return undefined;
+          throw nothing;
+        }
         if (change.insert) await this.insertKeyRow(tx, change.insert);
         for (const { kid, activatesAt, retiredAt } of change.update ?? []) {
           const result = await tx
@@ -578,7 +656,7 @@ export class KyselyStore implements Store {
       return;
     }
     // SQLite has no data-modifying CTE: two statements in one transaction (both run in this process, at once).
-    await this.db.transaction().execute(async (tx) => {
+    await this.write(async (tx) => {
       await tx.executeQuery(CompiledQuery.raw(this.auditSql(events.length, false), parameters));
       await tx.executeQuery(CompiledQuery.raw(this.spoolPositionSql(), at));
     });
@@ -592,8 +670,8 @@ export class KyselyStore implements Store {
     parameters: unknown[],
   ): Promise<void> {
     // Only full batches are prepared, so that PostgreSQL connections do not keep a plan for every size.
-    if (full) await this.runPrepared(name, text, parameters);
-    else await this.db.executeQuery(CompiledQuery.raw(text, parameters));
+    if (full) await this.runQuery(name, text, parameters);
+    else await this.conn.executeQuery(CompiledQuery.raw(text, parameters));
   }
 
   /** Compiled audit inserts by row count and form (see auditSql). */
@@ -662,7 +740,7 @@ export class KyselyStore implements Store {
   }
 
   async spoolPosition(segment: string): Promise<number> {
-    const row = await this.db
+    const row = await this.conn
       .selectFrom('audit_spool_positions')
       .select('position')
       .where('segment', '=', segment)
@@ -672,11 +750,11 @@ export class KyselyStore implements Store {
 
   async forgetSpoolSegments(segments: readonly string[]): Promise<void> {
     if (segments.length === 0) return;
-    await this.db.deleteFrom('audit_spool_positions').where('segment', 'in', segments).execute();
+    await this.conn.deleteFrom('audit_spool_positions').where('segment', 'in', segments).execute();
   }
 
   async queryAuditEvents(filter: AuditFilter): Promise<AuditEvent[]> {
-    let query = this.db.selectFrom('audit_events').selectAll();
+    let query = this.conn.selectFrom('audit_events').selectAll();
     if (filter.clientId !== undefined) query = query.where('client_id', '=', filter.clientId);
     if (filter.audience !== undefined) query = query.where('audience', '=', filter.audience);
     if (filter.types !== undefined) {
@@ -713,7 +791,7 @@ export class KyselyStore implements Store {
    * than it asked for, so that neither engine holds a long lock and a SQLite server never stalls.
    */
   async pruneAuditEvents(olderThan: Date, limit: number): Promise<number> {
-    const result = await this.db
+    const result = await this.conn
       .deleteFrom('audit_events')
       .where('id', 'in', (eb) =>
         eb
@@ -730,7 +808,7 @@ export class KyselyStore implements Store {
   // --- change feed ---
 
   async changesSince(seq: number, limit: number): Promise<Change[]> {
-    const rows = await this.db
+    const rows = await this.conn
       .selectFrom('changes')
       .select(['seq', 'entity', 'key'])
       .where('seq', '>', seq)
@@ -741,7 +819,7 @@ export class KyselyStore implements Store {
   }
 
   async latestChange(): Promise<number> {
-    const row = await this.db
+    const row = await this.conn
       .selectFrom('changes')
       .select((eb) => eb.fn.max('seq').as('seq'))
       .executeTakeFirst();
@@ -749,7 +827,7 @@ export class KyselyStore implements Store {
   }
 
   async pruneChanges(olderThan: Date): Promise<number> {
-    const result = await this.db
+    const result = await this.conn
       .deleteFrom('changes')
       .where('created_at', '<', olderThan.toISOString())
       .executeTakeFirst();

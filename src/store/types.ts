@@ -63,13 +63,33 @@ export interface NewClient {
   tokenTtl: number | null;
   quotaPerMinute?: number | null;
   quotaPerDay?: number | null;
+  /** True when left out. */
+  enabled?: boolean;
   audiences: string[];
+}
+
+/** The fields of an audience to change; those left undefined keep their value. */
+export interface AudiencePatch {
+  name?: string | null;
+  tokenTtl?: number | null;
+  signingAlg?: SigningAlg | null;
+}
+
+/** The fields of a client to change; those left undefined keep their value. */
+export interface ClientPatch {
+  name?: string;
+  enabled?: boolean;
+  tokenTtl?: number | null;
+  quotaPerMinute?: number | null;
+  quotaPerDay?: number | null;
 }
 
 export interface AudienceStore {
   addAudience(audience: NewAudience, audit?: ChangeAudit): Promise<Audience>;
   findAudience(url: string): Promise<Audience | undefined>;
   listAudiences(): Promise<Audience[]>;
+  /** Changes the fields given, stamps updated_at, records a change. */
+  updateAudience(url: string, patch: AudiencePatch, audit?: ChangeAudit): Promise<Audience>;
   /** Removes the audience and every grant of it. */
   removeAudience(url: string, audit?: ChangeAudit): Promise<void>;
 }
@@ -94,6 +114,8 @@ export interface ClientStore {
     audit?: ChangeAudit,
   ): Promise<Client>;
   deleteClient(id: string, audit?: ChangeAudit): Promise<void>;
+  /** Changes the fields given (not the secret), stamps updated_at, records a change. */
+  updateClient(id: string, patch: ClientPatch, audit?: ChangeAudit): Promise<Client>;
 }
 
 export interface GrantStore {
@@ -146,6 +168,7 @@ export const TOKEN_EVENT_TYPES = ['token.issued', 'token.refused', 'token.thrott
 /** Changes made through the management layer (any face): written in the transaction of the change. */
 export const CHANGE_EVENT_TYPES = [
   'audience.created',
+  'audience.updated',
   'audience.deleted',
   'client.created',
   'client.updated',
@@ -254,6 +277,11 @@ export interface Store extends AudienceStore, ClientStore, GrantStore, KeyStore,
   migrate(upTo?: string): Promise<string[]>;
   /** The schema's migrations: applied, pending (known to this code, not applied), unknown (applied, newer). */
   schema(): Promise<SchemaState>;
+  /**
+   * Runs `fn` with a store bound to one transaction: all its operations commit together when `fn` resolves,
+   * and none when it throws. Called on a bound store, it joins the transaction already open.
+   */
+  transaction<T>(fn: (store: Store) => Promise<T>): Promise<T>;
   /** Resolves if the store answers a trivial query. */
   ping(): Promise<void>;
   close(): Promise<void>;

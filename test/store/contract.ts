@@ -461,6 +461,106 @@ export function storeContract(name: string, open: OpenStore): void {
       });
     });
 
+    describe('updates', () => {
+      it('updateAudience changes the fields given, keeps the others, stamps updated_at, records a change', async () => {
+        await store.addAudience({ url: A, name: 'A', tokenTtl: 300, signingAlg: 'ES256' });
+        clock.advance(1000);
+        const updated = await expectChanges(
+          store,
+          () => store.updateAudience(A, { name: null, tokenTtl: 600 }),
+          [['audience', A]],
+        );
+        expect(updated).toMatchObject({ url: A, name: null, tokenTtl: 600, signingAlg: 'ES256' });
+        expect(updated.updatedAt).toBe(clock.iso());
+        expect(updated.createdAt).not.toBe(clock.iso());
+        expect(await store.findAudience(A)).toEqual(updated);
+        expect((await expectNoChange(store, () => store.updateAudience(B, { name: 'x' }))).code).toBe(
+          'not_found',
+        );
+      });
+
+      it('updateClient changes name, enabled, token lifetime and quotas, never the secret', async () => {
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        await store.createClient(newClient('u', [A], { enabled: false }));
+        expect(await store.findClient('u')).toMatchObject({ enabled: false });
+        const updated = await expectChanges(
+          store,
+          () => store.updateClient('u', { name: 'renamed', enabled: true, tokenTtl: 120, quotaPerMinute: 7 }),
+          [['client', 'u']],
+        );
+        expect(updated).toMatchObject({
+          name: 'renamed',
+          enabled: true,
+          tokenTtl: 120,
+          quotaPerMinute: 7,
+          quotaPerDay: null,
+          secretDigest: DIGEST_1,
+          audiences: [A],
+        });
+        expect(await store.findClient('u')).toEqual(updated);
+        expect((await expectNoChange(store, () => store.updateClient('nobody', { name: 'x' }))).code).toBe(
+          'not_found',
+        );
+      });
+    });
+
+    describe('transactions', () => {
+      it('commits every operation of the bound store together, with their change records', async () => {
+        const before = await store.latestChange();
+        const result = await store.transaction(async (tx) => {
+          await tx.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+          await tx.createClient(newClient('t1', [A]));
+          await tx.updateClient('t1', { quotaPerDay: 9 });
+          // Reads on the bound store see its own writes.
+          expect((await tx.findClient('t1'))?.quotaPerDay).toBe(9);
+          expect(await tx.listClients()).toHaveLength(1);
+          // Joining: a transaction inside one is the same transaction.
+          await tx.transaction((inner) => inner.addGrant('t1', A));
+          return 'done';
+        });
+        expect(result).toBe('done');
+        expect(await changesAfter(store, before)).toEqual([
+          ['audience', A],
+          ['client', 't1'],
+          ['client', 't1'],
+        ]);
+        expect(await store.findClient('t1')).toMatchObject({ quotaPerDay: 9, audiences: [A] });
+      });
+
+      it('writes nothing, not even change records, when an operation fails part-way', async () => {
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        await store.createClient(newClient('kept', [A]));
+        const before = await store.latestChange();
+        const error = await storeError(
+          store.transaction(async (tx) => {
+            await tx.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null });
+            await tx.createClient(newClient('t2', [A, B]));
+            await tx.updateClient('kept', { name: 'changed' });
+            await tx.deleteClient('kept');
+            await tx.createClient(newClient('t3', [C])); // C is not registered: not_found
+          }),
+        );
+        expect(error).toMatchObject({ code: 'not_found', resource: 'audience' });
+        expect(await store.latestChange()).toBe(before);
+        expect(await store.findAudience(B)).toBeUndefined();
+        expect(await store.findClient('t2')).toBeUndefined();
+        expect(await store.findClient('kept')).toMatchObject({ name: 'client kept', audiences: [A] });
+        expect(await store.countClients()).toBe(1);
+      });
+
+      it('rolls back when the callback itself throws, and the store works on afterwards', async () => {
+        await expect(
+          store.transaction(async (tx) => {
+            await tx.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+            throw new Error('changed my mind');
+          }),
+        ).rejects.toThrow('changed my mind');
+        expect(await store.listAudiences()).toEqual([]);
+        await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
+        expect(await store.listAudiences()).toHaveLength(1);
+      });
+    });
+
     describe('signing keys', () => {
       it('inserts keys and lists them oldest first, every field as given', async () => {
         const newer = signingKey('kid-new', {

@@ -1,0 +1,93 @@
+import { readFile } from 'node:fs/promises';
+import { Option, type Command } from 'commander';
+import { stringify } from 'yaml';
+import { config } from '../management/index.js';
+import { action, withJson } from './common.js';
+import { print, printJson } from './output.js';
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const asYaml = (value: unknown): string => stringify(value, { lineWidth: 0 });
+
+/** `tessera export` and `tessera apply`: the configuration as a file kept in git. */
+export function configCommands(program: Command): void {
+  program
+    .command('export')
+    .description('print audiences and clients (never secrets) as a file for tessera apply')
+    .addOption(new Option('--format <format>', 'file format').choices(['yaml', 'json']))
+    .option('--schema', 'print the JSON Schema of the file instead')
+    .option('--json', 'the same as --format json')
+    .action(
+      action(async (ctx, json, options: { format?: string; schema?: boolean }) => {
+        const format = options.format ?? (json ? 'json' : 'yaml');
+        if (options.schema) {
+          printJson(config.configSchema());
+          return;
+        }
+        const file = await config.exportConfig(ctx);
+        if (format === 'json') printJson(file);
+        else print(asYaml(file));
+      }),
+    );
+  withJson(
+    program
+      .command('apply')
+      .description('make the store match a file: print the plan, then apply it in one transaction')
+      .requiredOption('-f, --file <file>', 'the file (YAML or JSON); - reads standard input')
+      .option('--dry-run', 'print the plan and change nothing')
+      .option('--prune', 'also delete what the file does not have (audiences, clients, grants)'),
+  ).action(
+    action(async (ctx, json, options: { file: string; dryRun?: boolean; prune?: boolean }) => {
+      const name = options.file === '-' ? '<stdin>' : options.file;
+      const text = options.file === '-' ? await readStdin() : await readFile(options.file, 'utf8');
+      const parsed = config.parseConfigFile(text, name);
+      const plan = await config.planApply(ctx, parsed, { prune: Boolean(options.prune) });
+      const dryRun = Boolean(options.dryRun);
+      const secrets = dryRun ? [] : await config.applyPlan(ctx, plan);
+      const summary = config.planSummary(plan);
+      if (json) {
+        printJson({
+          file: name,
+          dry_run: dryRun,
+          prune: plan.prune,
+          applied: !dryRun && plan.steps.length > 0,
+          summary,
+          changes: plan.steps,
+          kept: plan.kept,
+          secrets,
+        });
+        return;
+      }
+      const keptText = () => {
+        const { audiences, clients, grants } = plan.kept;
+        const parts = [
+          audiences && `${audiences} audience${audiences === 1 ? '' : 's'}`,
+          clients && `${clients} client${clients === 1 ? '' : 's'}`,
+          grants && `${grants} grant${grants === 1 ? '' : 's'}`,
+        ].filter(Boolean);
+        return parts.length ? `Not in the file, kept (--prune deletes them): ${parts.join(', ')}.\n` : '';
+      };
+      if (plan.steps.length === 0) {
+        print(`No changes.\n${keptText()}`);
+        return;
+      }
+      print(config.planLines(plan).join('\n') + '\n\n');
+      print(`Plan: ${summary.create} to create, ${summary.update} to update, ${summary.delete} to delete.\n`);
+      print(keptText());
+      if (dryRun) {
+        print('Dry run: nothing was changed.\n');
+        return;
+      }
+      print('Applied.\n');
+      if (secrets.length > 0) {
+        print('\nSecrets of the new clients, shown this once: store them now.\n');
+        const width = Math.max(...secrets.map((s) => s.client_id.length));
+        for (const s of secrets) print(`  ${s.client_id.padEnd(width)}  ${s.client_secret}\n`);
+      }
+    }),
+  );
+}
