@@ -208,14 +208,29 @@ export class KyselyStore implements Store {
 
   async schema(): Promise<SchemaState> {
     const known = Object.keys(migrations(this.engine)).sort();
-    let applied: string[];
-    try {
-      const rows = await sql<{ name: string }>`select name from tessera_migrations`.execute(this.db);
-      applied = rows.rows.map((r) => r.name).sort();
-    } catch {
-      // No migrations table: a store nothing has been written to yet.
-      applied = [];
-    }
+    const read = async (db: Kysely<Database>): Promise<string[]> => {
+      try {
+        const rows = await sql<{ name: string }>`select name from tessera_migrations`.execute(db);
+        return rows.rows.map((r) => r.name).sort();
+      } catch (error) {
+        // No migrations table: a store nothing has been written to yet. Anything else is a failure.
+        if (/no such table|does not exist/.test((error as Error).message)) return [];
+        throw error;
+      }
+    };
+    // On SQLite, under the write lock, as migrate() takes it: a process migrating the file meanwhile is
+    // waited for (busy_timeout), not seen half-way, and a fresh file is not read while it is being set up.
+    const applied =
+      this.engine !== 'sqlite'
+        ? await read(this.db)
+        : await this.db.connection().execute(async (conn) => {
+            await sql`begin immediate`.execute(conn);
+            try {
+              return await read(conn);
+            } finally {
+              await sql`commit`.execute(conn);
+            }
+          });
     return {
       applied,
       pending: known.filter((name) => !applied.includes(name)),
