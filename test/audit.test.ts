@@ -273,7 +273,10 @@ describe('changes in the audit trail', () => {
     const { writeFileSync } = await import('node:fs');
     const { join } = await import('node:path');
     const file = join(tempDir(), 'tessera.yaml');
-    writeFileSync(file, `audiences:\n  - identifier: ${API}\n    name: Orders v2\n    token_ttl: 600\nclients: []\n`);
+    writeFileSync(
+      file,
+      `audiences:\n  - identifier: ${API}\n    name: Orders v2\n    token_ttl: 600\nclients: []\n`,
+    );
     await tesseraOk(env, 'apply', '-f', file);
     const applied = await tesseraOk(env, 'audit', '--type', 'audience.updated', '--json');
     expect(applied.json).toEqual([
