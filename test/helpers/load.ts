@@ -47,7 +47,14 @@ export function keepAliveLoad(
   port: number,
   request: string | (() => string),
   connections: number,
-  options: { reopen?: boolean } = {},
+  options: {
+    reopen?: boolean;
+    /**
+     * Each connection sends at most one request per this many milliseconds (an open rate, not the server's
+     * fastest): latency is then the server's answer time, not the queue of a saturated 2-core machine.
+     */
+    intervalMs?: number;
+  } = {},
 ): Load {
   const result: LoadResult = {
     statuses: new Map(),
@@ -106,7 +113,11 @@ export function keepAliveLoad(
               if (jti) result.jtis.push(jti);
             }
             closeAfter = /\r\nconnection: *close/i.test(head);
-            if (!closeAfter) send();
+            if (closeAfter) continue;
+            const wait =
+              options.intervalMs === undefined ? 0 : started + options.intervalMs - performance.now();
+            if (wait > 0) setTimeout(send, wait);
+            else send();
           }
         });
         socket.on('error', (error: NodeJS.ErrnoException) => {
