@@ -40,7 +40,15 @@ describe('the audit trail', () => {
   afterAll(async () => t.close());
 
   it('records every issued token and every refusal, newest first, without secrets or tokens', async () => {
-    const events = await t.server.runtime.store.queryAuditEvents({ limit: 100 });
+    const events = await t.server.runtime.store.queryAuditEvents({
+      limit: 100,
+      types: ['token.issued', 'token.refused', 'token.throttled'],
+    });
+    // Besides them: the first key of each algorithm, made by the server at its start, is a change too.
+    const keys = await t.server.runtime.store.queryAuditEvents({ limit: 100, types: ['key.rotated'] });
+    expect(keys.map((e) => [e.actor, e.changes?.alg]).sort()).toEqual(
+      ['ES256', 'EdDSA', 'PS256', 'RS256'].map((alg) => ['tessera', alg]),
+    );
     expect(events.map((e) => [e.type, e.clientId, e.audience, e.reason, e.count])).toEqual([
       ['token.refused', '(not a client id)', API, 'invalid_client: unknown client', null],
       ['token.refused', 'nobody-here', API, 'invalid_client: unknown client', null],

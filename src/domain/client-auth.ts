@@ -74,11 +74,17 @@ export interface ClientAuthMethod {
 }
 
 /** A shared secret, compared with the client's stored digest in constant time. */
-function secretCredentials(clientId: string, secret: string): PresentedCredentials {
-  return {
-    clientId,
-    proves: (client) => secretMatches(secret, client?.secretDigest ?? DUMMY_DIGEST) && client !== undefined,
-  };
+class SecretCredentials implements PresentedCredentials {
+  constructor(
+    readonly clientId: string,
+    private readonly secret: string,
+  ) {}
+
+  proves(client: KnownClient | undefined): boolean {
+    // Hashed and compared whether the client exists or not: the same work either way.
+    const matches = secretMatches(this.secret, client?.secretDigest ?? DUMMY_DIGEST);
+    return matches && client !== undefined;
+  }
 }
 
 /** client_secret_basic: the id and secret in an HTTP Basic Authorization header. */
@@ -87,7 +93,7 @@ export const clientSecretBasic: ClientAuthMethod = {
   presentedIn: (request) => request.authorization !== undefined,
   parse(request) {
     const basic = parseBasicAuthorization(request.authorization)!;
-    return secretCredentials(basic.clientId, basic.clientSecret);
+    return new SecretCredentials(basic.clientId, basic.clientSecret);
   },
   check(request, credentials) {
     const bodyId = present(request.params.client_id);
@@ -104,7 +110,7 @@ export const clientSecretPost: ClientAuthMethod = {
   parse(request) {
     const clientId = present(request.params.client_id);
     if (clientId === undefined) throw invalidRequest('client_id is required');
-    return secretCredentials(clientId, request.params.client_secret!);
+    return new SecretCredentials(clientId, request.params.client_secret!);
   },
 };
 

@@ -254,12 +254,21 @@ export class TokenService {
    */
   private credentialsOf(request: TokenRequest): PresentedCredentials {
     const { params, source } = request;
-    const used = this.methods.filter((m) => m.presentedIn(request));
-    const parsed: PresentedCredentials[] = [];
+    // By index, without a filtered array or a closure: this runs for every token.
+    let used = 0;
+    let method: ClientAuthMethod | undefined;
+    let credentials: PresentedCredentials | undefined;
     let malformed: unknown;
-    for (const method of used) {
+    for (let i = 0; i < this.methods.length; i++) {
+      const candidate = this.methods[i]!;
+      if (!candidate.presentedIn(request)) continue;
+      used++;
       try {
-        parsed.push(method.parse(request));
+        const parsed = candidate.parse(request);
+        if (credentials === undefined) {
+          credentials = parsed;
+          method = candidate;
+        }
       } catch (error) {
         if (error instanceof OAuthError && error.error === 'invalid_client') {
           const wait = this.deps.attempts.blockedFor(undefined, source);
@@ -271,21 +280,21 @@ export class TokenService {
       }
     }
     try {
-      if (used.length > 1) {
+      if (used > 1) {
         throw invalidRequest(
           'use one client authentication method: HTTP Basic or client_secret in the body, not both',
         );
       }
       if (malformed !== undefined) throw malformed;
-      if (used.length === 0) {
+      if (used === 0 || method === undefined || credentials === undefined) {
         throw invalidRequest(
           present(params.client_id) === undefined ? 'client_id is required' : 'client_secret is required',
         );
       }
-      used[0]!.check?.(request, parsed[0]!);
-      return parsed[0]!;
+      method.check?.(request, credentials);
+      return credentials;
     } catch (error) {
-      const id = parsed[0]?.clientId ?? present(params.client_id);
+      const id = credentials?.clientId ?? present(params.client_id);
       const wait = this.deps.attempts.blockedFor(
         id !== undefined && isPossibleClientId(id) ? id : undefined,
         source,

@@ -153,9 +153,14 @@ export class Keyring {
   private async generate(alg: SigningAlg): Promise<void> {
     const now = this.now();
     // Another instance may be doing the same: the plan inside the store's transaction lets only one win.
-    await this.store.changeSigningKeys(
-      planFirstKey(await generateSigningKey(alg, this.master, now, now), this.now),
-    );
+    const key = await generateSigningKey(alg, this.master, now, now);
+    await this.store.changeSigningKeys(planFirstKey(key, this.now), () => ({
+      type: 'key.rotated',
+      actor: 'tessera',
+      source: null,
+      target: key.kid,
+      changes: { alg, activates_at: key.activatesAt, retiring: [] },
+    }));
     await this.reload();
   }
 

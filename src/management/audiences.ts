@@ -69,19 +69,23 @@ export async function updateAudience(
   const checks = new FieldChecks();
   const patch = checkAudienceFields(change, checks);
   checks.throwFirst();
-  const current = await getAudience(ctx, url);
-  const audit = changeAudit(ctx, 'audience.updated', url, {
-    audience: url,
-    changes: diff(
-      { name: current.name, token_ttl: current.tokenTtl, signing_alg: current.signingAlg },
-      {
-        name: patch.name === undefined ? current.name : patch.name,
-        token_ttl: patch.tokenTtl === undefined ? current.tokenTtl : patch.tokenTtl,
-        signing_alg: patch.signingAlg === undefined ? current.signingAlg : patch.signingAlg,
-      },
-    ),
-  });
-  return storeCall(() => ctx.store.updateAudience(url, patch, audit));
+  // Read, compare and write in one transaction; a change that changes nothing writes nothing.
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      const current = await getAudience({ ...ctx, store }, url);
+      const changes = diff(
+        { name: current.name, token_ttl: current.tokenTtl, signing_alg: current.signingAlg },
+        {
+          name: patch.name === undefined ? current.name : patch.name,
+          token_ttl: patch.tokenTtl === undefined ? current.tokenTtl : patch.tokenTtl,
+          signing_alg: patch.signingAlg === undefined ? current.signingAlg : patch.signingAlg,
+        },
+      );
+      if (Object.keys(changes).length === 0) return current;
+      const audit = changeAudit(ctx, 'audience.updated', url, { audience: url, changes });
+      return store.updateAudience(url, patch, audit);
+    }),
+  );
 }
 
 export function listAudiences(ctx: ManagementContext): Promise<Audience[]> {

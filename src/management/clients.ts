@@ -104,23 +104,31 @@ export async function updateClient(
   const checks = new FieldChecks();
   const patch = checkClientFields(change, checks);
   checks.throwFirst();
-  const current = await getClient(ctx, id);
-  const before = {
-    name: current.name,
-    enabled: current.enabled,
-    token_ttl: current.tokenTtl,
-    quota_per_minute: current.quotaPerMinute,
-    quota_per_day: current.quotaPerDay,
-  };
-  const after = {
-    name: patch.name ?? current.name,
-    enabled: patch.enabled ?? current.enabled,
-    token_ttl: patch.tokenTtl === undefined ? current.tokenTtl : patch.tokenTtl,
-    quota_per_minute: patch.quotaPerMinute === undefined ? current.quotaPerMinute : patch.quotaPerMinute,
-    quota_per_day: patch.quotaPerDay === undefined ? current.quotaPerDay : patch.quotaPerDay,
-  };
-  const audit = changeAudit(ctx, 'client.updated', id, { clientId: id, changes: diff(before, after) });
-  return storeCall(() => ctx.store.updateClient(id, patch, audit));
+  // Read, compare and write in one transaction: the event's `from` is what was replaced, and a change that
+  // changes nothing writes nothing (no event, no updated_at, no change for the caches).
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      const current = await getClient({ ...ctx, store }, id);
+      const before = {
+        name: current.name,
+        enabled: current.enabled,
+        token_ttl: current.tokenTtl,
+        quota_per_minute: current.quotaPerMinute,
+        quota_per_day: current.quotaPerDay,
+      };
+      const after = {
+        name: patch.name ?? current.name,
+        enabled: patch.enabled ?? current.enabled,
+        token_ttl: patch.tokenTtl === undefined ? current.tokenTtl : patch.tokenTtl,
+        quota_per_minute: patch.quotaPerMinute === undefined ? current.quotaPerMinute : patch.quotaPerMinute,
+        quota_per_day: patch.quotaPerDay === undefined ? current.quotaPerDay : patch.quotaPerDay,
+      };
+      const changes = diff(before, after);
+      if (Object.keys(changes).length === 0) return current;
+      const audit = changeAudit(ctx, 'client.updated', id, { clientId: id, changes });
+      return store.updateClient(id, patch, audit);
+    }),
+  );
 }
 
 export function listClients(ctx: ManagementContext): Promise<Client[]> {
@@ -144,40 +152,16 @@ export function rotateSecret(ctx: ManagementContext, id: string): Promise<WithSe
 }
 
 /** Sets the quotas given (a number, or null for none); one left undefined keeps its value. */
-export async function setQuota(
+export function setQuota(
   ctx: ManagementContext,
   id: string,
   change: { perMinute?: number | null; perDay?: number | null },
 ): Promise<Client> {
-  if (change.perMinute === undefined && change.perDay === undefined)
-    throw new ManagementError(
-      'invalid_field',
-      'a quota change needs a per-minute or a per-day quota (or both)',
-    );
-  const perMinute = change.perMinute === undefined ? undefined : quota('quota_per_minute', change.perMinute);
-  const perDay = change.perDay === undefined ? undefined : quota('quota_per_day', change.perDay);
-  const current = await getClient(ctx, id);
-  const quotas = {
-    perMinute: perMinute === undefined ? current.quotaPerMinute : perMinute,
-    perDay: perDay === undefined ? current.quotaPerDay : perDay,
-  };
-  const audit = changeAudit(ctx, 'client.updated', id, {
-    clientId: id,
-    changes: diff(
-      { quota_per_minute: current.quotaPerMinute, quota_per_day: current.quotaPerDay },
-      { quota_per_minute: quotas.perMinute, quota_per_day: quotas.perDay },
-    ),
-  });
-  return storeCall(() => ctx.store.setClientQuota(id, quotas, audit));
+  return updateClient(ctx, id, { quotaPerMinute: change.perMinute, quotaPerDay: change.perDay });
 }
 
-export async function setEnabled(ctx: ManagementContext, id: string, enabled: boolean): Promise<Client> {
-  const current = await getClient(ctx, id);
-  const audit = changeAudit(ctx, 'client.updated', id, {
-    clientId: id,
-    changes: diff({ enabled: current.enabled }, { enabled }),
-  });
-  return storeCall(() => ctx.store.setClientEnabled(id, enabled, audit));
+export function setEnabled(ctx: ManagementContext, id: string, enabled: boolean): Promise<Client> {
+  return updateClient(ctx, id, { enabled });
 }
 
 /** Deletes a client and its grants. */

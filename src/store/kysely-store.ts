@@ -32,6 +32,8 @@ type Tx = Transaction<Database>;
 
 /** PostgreSQL NOTIFY channel on which every committed change is announced. */
 export const CHANGE_CHANNEL = 'tessera_changes';
+/** The change feed's lock on PostgreSQL (an arbitrary constant key): writers commit one at a time. */
+const lockChangeFeed = () => sql`select pg_advisory_xact_lock(7215426781233001)`;
 
 /** A unique or primary key violation, on either engine (SQLite extended codes 2067/1555, PostgreSQL 23505). */
 function isUniqueViolation(error: unknown): boolean {
@@ -125,9 +127,26 @@ export class KyselyStore implements Store {
   /** The transaction this store is bound to (see transaction()); undefined for the store itself. */
   private tx: Tx | undefined;
 
+  /** Set on a bound store once its transaction has committed or rolled back: it cannot be used any more. */
+  private over = false;
+
+  private assertOpen(): void {
+    if (this.over)
+      throw new Error('this store was bound to a transaction that is over: use the store itself');
+  }
+
   /** Where a query runs: the bound transaction, or the database. */
   private get conn(): Kysely<Database> {
+    this.assertOpen();
     return this.tx ?? this.db;
+  }
+
+  /**
+   * On PostgreSQL, every writing transaction takes the change feed's lock first (see record): taken later,
+   * after row locks, two multi-step transactions could each hold what the other waits for.
+   */
+  private async lockChanges(tx: Tx): Promise<void> {
+    if (this.engine === 'postgres') await lockChangeFeed().execute(tx);
   }
 
   /**
@@ -135,7 +154,12 @@ export class KyselyStore implements Store {
    * step of the caller's transaction), or a new one. Every write goes through here.
    */
   private write<T>(work: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.tx ? work(this.tx) : this.db.transaction().execute(work);
+    this.assertOpen();
+    if (this.tx) return work(this.tx);
+    return this.db.transaction().execute(async (tx) => {
+      await this.lockChanges(tx);
+      return work(tx);
+    });
   }
 
   /**
@@ -144,13 +168,22 @@ export class KyselyStore implements Store {
    * too, so followers see everything at the commit. Inside a transaction, this joins it.
    */
   async transaction<T>(fn: (store: Store) => Promise<T>): Promise<T> {
+    this.assertOpen();
     if (this.tx) return fn(this);
-    return this.db.transaction().execute(async (tx) => {
-      // The bound store shares everything with this one (its prototype) but the connection it runs on.
-      const bound = Object.create(this) as KyselyStore;
-      bound.tx = tx;
-      return fn(bound);
-    });
+    let bound: KyselyStore | undefined;
+    try {
+      return await this.db.transaction().execute(async (tx) => {
+        await this.lockChanges(tx);
+        // The bound store shares everything with this one (its prototype) but the connection it runs on.
+        bound = Object.create(this) as KyselyStore;
+        bound.tx = tx;
+        return fn(bound);
+      });
+    } finally {
+      // Its connection is back in the pool (or is SQLite's only one): a bound store kept beyond its
+      // transaction must not write outside it.
+      if (bound) bound.over = true;
+    }
   }
 
   /**
@@ -208,29 +241,41 @@ export class KyselyStore implements Store {
 
   async schema(): Promise<SchemaState> {
     const known = Object.keys(migrations(this.engine)).sort();
-    const read = async (db: Kysely<Database>): Promise<string[]> => {
+    // On PostgreSQL, the migrations table of this connection's schema (as migrate() pins it), not whichever
+    // one the search path finds first (another Tessera's, in `public`).
+    const table =
+      this.engine === 'postgres'
+        ? sql.id(
+            (await sql<{ schema: string }>`select current_schema() as schema`.execute(this.db)).rows[0]!
+              .schema,
+            'tessera_migrations',
+          )
+        : sql.id('tessera_migrations');
+    const read = async (db: Kysely<Database>): Promise<string[] | undefined> => {
       try {
-        const rows = await sql<{ name: string }>`select name from tessera_migrations`.execute(db);
+        const rows = await sql<{ name: string }>`select name from ${table}`.execute(db);
         return rows.rows.map((r) => r.name).sort();
       } catch (error) {
-        // No migrations table: a store nothing has been written to yet. Anything else is a failure.
-        if (/no such table|does not exist/.test((error as Error).message)) return [];
+        // No migrations table: a store nothing has been written to yet, or (SQLite) one being set up.
+        if (/no such table|does not exist|database is locked/.test((error as Error).message))
+          return undefined;
         throw error;
       }
     };
-    // On SQLite, under the write lock, as migrate() takes it: a process migrating the file meanwhile is
-    // waited for (busy_timeout), not seen half-way, and a fresh file is not read while it is being set up.
+    // On SQLite a store being set up by another process is read again under the write lock, as migrate()
+    // takes it: that process is waited for (busy_timeout), not seen half-way.
     const applied =
-      this.engine !== 'sqlite'
-        ? await read(this.db)
-        : await this.db.connection().execute(async (conn) => {
+      (await read(this.db)) ??
+      (this.engine !== 'sqlite'
+        ? []
+        : ((await this.db.connection().execute(async (conn) => {
             await sql`begin immediate`.execute(conn);
             try {
               return await read(conn);
             } finally {
               await sql`commit`.execute(conn);
             }
-          });
+          })) ?? []));
     return {
       applied,
       pending: known.filter((name) => !applied.includes(name)),
@@ -277,7 +322,7 @@ export class KyselyStore implements Store {
       // Sequence numbers are taken at insert but become visible at commit, which may come in another order:
       // a follower reading `seq > last` could step over a late commit. Writers of changes take this lock
       // first, so they commit one at a time and seq order is commit order. Writes are rare; reads never wait.
-      await sql`select pg_advisory_xact_lock(7215426781233001)`.execute(tx); // an arbitrary constant key
+      await lockChangeFeed().execute(tx);
     }
     await tx.insertInto('changes').values({ entity, key, created_at: this.stamp() }).execute();
     // Delivered at commit to every instance that listens (PostgreSQL; SQLite followers poll).

@@ -15,6 +15,7 @@ import {
   ManagementError,
   type ManagementContext,
 } from '../../src/management/index.js';
+import { digestSecret } from '../../src/domain/secrets.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import { tempDir } from '../helpers/server.js';
 
@@ -138,7 +139,22 @@ describe('management rules', () => {
       quotaPerMinute: null,
       quotaPerDay: 1000,
     });
-    expect(await refusal(() => clients.setQuota(ctx, 'svc-1', {}))).toMatchObject({ code: 'invalid_field' });
+    // A change that changes nothing writes nothing: no event, no updated_at.
+    const before = await clients.getClient(ctx, 'svc-1');
+    expect(await clients.setQuota(ctx, 'svc-1', {})).toEqual(before);
+    expect(await clients.setQuota(ctx, 'svc-1', { perDay: 1000 })).toEqual(before);
+    await clients.setEnabled(ctx, 'svc-1', false);
+    await clients.setEnabled(ctx, 'svc-1', false);
+    const updates = await audit.queryAudit(ctx, { types: ['client.updated'] });
+    expect(updates.map((e) => e.changes)).toEqual([
+      { enabled: { from: true, to: false } },
+      { quota_per_minute: { from: 10, to: null } },
+      { quota_per_day: { from: null, to: 1000 } },
+    ]);
+    // Never a secret or its digest in the trail.
+    const trail = JSON.stringify(await audit.queryAudit(ctx, {}));
+    expect(trail).not.toContain(secret);
+    expect(trail).not.toContain(digestSecret(secret));
     expect(await refusal(() => clients.setQuota(ctx, 'nobody', { perDay: 5 }))).toMatchObject({
       code: 'client_not_found',
     });

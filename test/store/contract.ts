@@ -559,6 +559,45 @@ export function storeContract(name: string, open: OpenStore): void {
         await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
         expect(await store.listAudiences()).toHaveLength(1);
       });
+
+      it("a change's audit event commits with it, and rolls back with it", async () => {
+        const audit = (target: string) => ({
+          type: 'audience.created' as const,
+          actor: 'cli:test',
+          source: null,
+          target,
+          audience: target,
+          changes: { name: null },
+        });
+        await expect(
+          store.transaction(async (tx) => {
+            await tx.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null }, audit(A));
+            throw new Error('changed my mind');
+          }),
+        ).rejects.toThrow('changed my mind');
+        expect(await store.queryAuditEvents({ limit: 10 })).toEqual([]);
+        await store.transaction(async (tx) => {
+          await tx.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null }, audit(B));
+        });
+        expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
+          expect.objectContaining({
+            type: 'audience.created',
+            actor: 'cli:test',
+            target: B,
+            changes: { name: null },
+          }),
+        ]);
+      });
+
+      it('a store bound to a transaction that is over refuses to be used', async () => {
+        let kept: Store | undefined;
+        await store.transaction(async (tx) => {
+          kept = tx;
+        });
+        await expect(kept!.listAudiences()).rejects.toThrow(
+          'this store was bound to a transaction that is over: use the store itself',
+        );
+      });
     });
 
     describe('signing keys', () => {
