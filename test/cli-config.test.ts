@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -14,7 +14,8 @@ import { loadConfig } from '../src/config/index.js';
 import { digestSecret } from '../src/domain/secrets.js';
 import { audiences, clients, config, type ManagementContext } from '../src/management/index.js';
 import { openSqliteStore } from '../src/store/sqlite.js';
-import { collect, ROOT, TESSERA, tessera, tesseraEnv, type CliResult } from './helpers/process.js';
+import { workspace as cliWorkspace, type Workspace } from './helpers/cli.js';
+import { ROOT, TESSERA } from './helpers/process.js';
 import { tempDir } from './helpers/server.js';
 
 const API = 'https://api.example.com';
@@ -41,50 +42,17 @@ clients:
       - audience: ${OLD}
 `;
 
-interface Workspace {
-  dir: string;
-  env: NodeJS.ProcessEnv;
-  run(...args: string[]): Promise<CliResult>;
-  ok(...args: string[]): Promise<CliResult>;
-  /** Runs with `input` on standard input. */
-  withInput(input: string, ...args: string[]): Promise<CliResult>;
-  write(name: string, text: string): string;
-}
-
-const made: string[] = [];
+const made: Workspace[] = [];
+const dirs: string[] = [];
 afterAll(() => {
-  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+  for (const ws of made) ws.remove();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
 function workspace(): Workspace {
-  const dir = tempDir('tessera-apply-test-');
-  made.push(dir);
-  const env = tesseraEnv({ TESSERA_DATA_DIR: dir, TESSERA_LOG_LEVEL: 'silent' });
-  const run = (...args: string[]) => tessera(env, ...args);
-  return {
-    dir,
-    env,
-    run,
-    async ok(...args) {
-      const r = await run(...args);
-      expect(r, `tessera ${args.join(' ')}`).toMatchObject({ code: 0, stderr: '' });
-      return r;
-    },
-    withInput(input, ...args) {
-      const child = spawn(process.execPath, [...TESSERA, ...args], {
-        cwd: ROOT,
-        env,
-        stdio: ['pipe', 'pipe', 'pipe'],
-      });
-      child.stdin!.end(input);
-      return collect(child);
-    },
-    write(name, text) {
-      const file = path.join(dir, name);
-      writeFileSync(file, text);
-      return file;
-    },
-  };
+  const ws = cliWorkspace('tessera-apply-test-');
+  made.push(ws);
+  return ws;
 }
 
 /** The clients' stored digests, read from the database file itself. */
@@ -355,7 +323,7 @@ describe('applyPlan is all or nothing', () => {
   let ctx: ManagementContext;
   beforeAll(async () => {
     const dataDir = tempDir();
-    made.push(dataDir);
+    dirs.push(dataDir);
     const store = openSqliteStore(path.join(dataDir, 'tessera.db'));
     await store.migrate();
     ctx = {

@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { once } from 'node:events';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -20,8 +20,9 @@ import {
   type CliResult,
   type Serve,
 } from './helpers/process.js';
+import { workspace, type Workspace } from './helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from './helpers/postgres.js';
-import { freePort, postToken, tempDir } from './helpers/server.js';
+import { freePort, postToken } from './helpers/server.js';
 
 // --- helpers ---
 
@@ -60,33 +61,6 @@ async function runTogether(env: NodeJS.ProcessEnv, runs: string[][]): Promise<Cl
   await Promise.all(children.map((child, i) => Promise.race([once(child.stdio[3]!, 'data'), results[i]])));
   for (const child of children) child.stdin!.end();
   return Promise.all(results);
-}
-
-/** A fresh data directory and the environment to run with; no TESSERA_* variable is inherited. */
-interface Workspace {
-  dir: string;
-  env: NodeJS.ProcessEnv;
-  run(...args: string[]): Promise<CliResult>;
-  /** Runs a command that must succeed (exit 0, nothing on stderr). */
-  ok(...args: string[]): Promise<CliResult>;
-  remove(): void;
-}
-
-function workspace(): Workspace {
-  const dir = tempDir('tessera-cli-test-');
-  const env = tesseraEnv({ TESSERA_DATA_DIR: dir, TESSERA_LOG_LEVEL: 'silent' });
-  const run = (...args: string[]) => tessera(env, ...args);
-  return {
-    dir,
-    env,
-    run,
-    async ok(...args) {
-      const r = await run(...args);
-      expect(r, `tessera ${args.join(' ')}`).toMatchObject({ code: 0, stderr: '' });
-      return r;
-    },
-    remove: () => rmSync(dir, { recursive: true, force: true }),
-  };
 }
 
 /**

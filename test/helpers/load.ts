@@ -150,14 +150,3 @@ export function keepAliveLoad(
     },
   };
 }
-
-/** A token request with a form body, as a client with keep-alive sends it; `headers` are added lines. */
-export function tokenRequestBytes(port: number, form: string, headers: Record<string, string> = {}): string {
-  const extra = Object.entries(headers)
-    .map(([name, value]) => `${name}: ${value}\r\n`)
-    .join('');
-  return (
-    `POST /oauth/token HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${extra}` +
-    `Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${Buffer.byteLength(form)}\r\n\r\n${form}`
-  );
-}

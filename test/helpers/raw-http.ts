@@ -82,10 +82,13 @@ export function getRequest(port: number, target: string, connection = 'keep-aliv
   return `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: ${connection}\r\n\r\n`;
 }
 
-/** A complete token request with a form body. */
-export function tokenRequest(port: number, form: string): string {
+/** A complete token request with a form body, as a keep-alive client sends it; `headers` are added lines. */
+export function tokenRequest(port: number, form: string, headers: Record<string, string> = {}): string {
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
   return (
-    `POST /oauth/token HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n` +
+    `POST /oauth/token HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n${extra}` +
     `Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${Buffer.byteLength(form)}\r\n\r\n${form}`
   );
 }

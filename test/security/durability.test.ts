@@ -13,11 +13,12 @@ import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { digestSecret, generateClientId, generateSecret } from '../../src/domain/secrets.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
-import { keepAliveLoad, tokenRequestBytes } from '../helpers/load.js';
+import { keepAliveLoad } from '../helpers/load.js';
+import { provisionClient } from '../helpers/provision.js';
+import { tokenRequest } from '../helpers/raw-http.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { childrenOf } from '../helpers/proc.js';
 import { spawnServe, startServe, tesseraEnv, waitFor, type Serve } from '../helpers/process.js';
@@ -47,26 +48,8 @@ afterAll(async () => {
   await db.drop();
 });
 
-/** An audience and a client, written straight to the store (as the CLI would). */
-async function provision(store: Store): Promise<string> {
-  await store.migrate();
-  await store.addAudience({ url: AUDIENCE, name: null, tokenTtl: null, signingAlg: null });
-  const secret = generateSecret();
-  const id = generateClientId();
-  await store.createClient({
-    id,
-    name: 'load',
-    secretDigest: digestSecret(secret),
-    tokenTtl: null,
-    audiences: [AUDIENCE],
-  });
-  return new URLSearchParams({
-    grant_type: 'client_credentials',
-    client_id: id,
-    client_secret: secret,
-    audience: AUDIENCE,
-  }).toString();
-}
+/** An audience and a client, written straight to the store; the token request's form. */
+const provision = async (store: Store): Promise<string> => (await provisionClient(store, AUDIENCE)).form;
 
 /** Every issued token's jti in the store, with how many times each is there. */
 async function storedJtis(store: Store): Promise<Map<string, number>> {
@@ -111,7 +94,7 @@ async function killUnderLoad(env: NodeJS.ProcessEnv, form: string, sql: (query: 
   const port = Number(env.TESSERA_PORT);
   const serve = await startServe(env);
   running.push(serve);
-  const load = keepAliveLoad(port, tokenRequestBytes(port, form), 50);
+  const load = keepAliveLoad(port, tokenRequest(port, form), 50);
   await waitFor(() => load.answered() >= 2000, 30_000, 20);
   await sql('alter table audit_events rename to audit_events_hidden');
   const hiddenAt = load.answered();
@@ -212,7 +195,7 @@ describe(
         running.push(serve);
         await serve.waitForLog('tessera is listening', 2, 20_000);
         const port = Number(env.TESSERA_PORT);
-        const load = keepAliveLoad(port, tokenRequestBytes(port, form), 50, { reopen: true });
+        const load = keepAliveLoad(port, tokenRequest(port, form), 50, { reopen: true });
         await waitFor(() => load.answered() >= 3000, 30_000, 20);
         const [victim] = childrenOf(serve.pid);
         process.kill(victim!, 'SIGKILL');
@@ -248,7 +231,7 @@ describe('a store that is down: events wait on disk', { timeout: 90_000 }, () =>
       const serve = await startServe(env);
       running.push(serve);
       const port = Number(env.TESSERA_PORT);
-      const request = tokenRequestBytes(port, form);
+      const request = tokenRequest(port, form);
       const first = keepAliveLoad(port, request, 5);
       await waitFor(() => first.answered() >= 200, 10_000, 20);
       const warm = await first.stop();

@@ -10,10 +10,11 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { digestSecret, generateClientId, generateSecret } from '../../src/domain/secrets.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
-import { keepAliveLoad, tokenRequestBytes } from '../helpers/load.js';
+import { keepAliveLoad } from '../helpers/load.js';
+import { provisionClient, tokenForm } from '../helpers/provision.js';
+import { tokenRequest } from '../helpers/raw-http.js';
 import { startServe, tesseraEnv, type Serve } from '../helpers/process.js';
 import { freePort, tempDir } from '../helpers/server.js';
 
@@ -53,26 +54,10 @@ async function setUp() {
   });
   const store = openSqliteStore(path.join(dataDir, 'tessera.db'));
   stores.push(store);
-  await store.migrate();
-  await store.addAudience({ url: AUDIENCE, name: null, tokenTtl: null, signingAlg: null });
-  const secret = generateSecret();
-  const id = generateClientId();
-  await store.createClient({
-    id,
-    name: 'good',
-    secretDigest: digestSecret(secret),
-    tokenTtl: null,
-    audiences: [AUDIENCE],
-  });
+  const { id, secret } = await provisionClient(store, AUDIENCE, 'good');
   const serve = await startServe(env);
   running.push(serve);
-  const form = (clientId: string, clientSecret: string) =>
-    new URLSearchParams({
-      grant_type: 'client_credentials',
-      client_id: clientId,
-      client_secret: clientSecret,
-      audience: AUDIENCE,
-    }).toString();
+  const form = (clientId: string, clientSecret: string) => tokenForm(clientId, clientSecret, AUDIENCE);
   const post = async (body: string, source: string) => {
     const response = await fetch(`http://127.0.0.1:${port}/oauth/token`, {
       method: 'POST',
@@ -124,7 +109,7 @@ describe('a blocked source spraying client ids', { timeout: 90_000 }, () => {
           : n % 3 === 1
             ? t.form(randomBytes(16).toString('hex'), randomBytes(8).toString('hex'))
             : 'grant_type=client_credentials&client_id=&audience=x';
-      return tokenRequestBytes(t.port, body, { 'X-Forwarded-For': ATTACKER });
+      return tokenRequest(t.port, body, { 'X-Forwarded-For': ATTACKER });
     };
     const load = keepAliveLoad(t.port, spray, 20);
     const good: number[] = [];

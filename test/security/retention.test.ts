@@ -8,9 +8,10 @@
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterEach, describe, expect, it } from 'vitest';
-import { digestSecret, generateClientId, generateSecret } from '../../src/domain/secrets.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
-import { keepAliveLoad, tokenRequestBytes } from '../helpers/load.js';
+import { keepAliveLoad } from '../helpers/load.js';
+import { provisionClient } from '../helpers/provision.js';
+import { tokenRequest } from '../helpers/raw-http.js';
 import { startServe, tesseraEnv, waitFor, type Serve } from '../helpers/process.js';
 import { freePort, tempDir } from '../helpers/server.js';
 
@@ -26,17 +27,7 @@ afterEach(async () => {
 async function filledStore(dataDir: string, expired: number, recent: number) {
   const file = path.join(dataDir, 'tessera.db');
   const store = openSqliteStore(file);
-  await store.migrate();
-  await store.addAudience({ url: AUDIENCE, name: null, tokenTtl: null, signingAlg: null });
-  const secret = generateSecret();
-  const id = generateClientId();
-  await store.createClient({
-    id,
-    name: 'c',
-    secretDigest: digestSecret(secret),
-    tokenTtl: null,
-    audiences: [AUDIENCE],
-  });
+  const { id, form } = await provisionClient(store, AUDIENCE, 'c');
   await store.close();
   const db = new DatabaseSync(file);
   const insert = db.prepare(
@@ -58,13 +49,7 @@ async function filledStore(dataDir: string, expired: number, recent: number) {
     insert.run(now - 60_000 + i, 'token.issued', id, AUDIENCE, `recent-${i}`, null, '10.0.0.1');
   db.exec('commit');
   db.close();
-  const form = new URLSearchParams({
-    grant_type: 'client_credentials',
-    client_id: id,
-    client_secret: secret,
-    audience: AUDIENCE,
-  });
-  return { file, form: form.toString() };
+  return { file, form };
 }
 
 describe('TESSERA_AUDIT_RETENTION', { timeout: 120_000 }, () => {
@@ -111,7 +96,7 @@ describe('TESSERA_AUDIT_RETENTION', { timeout: 120_000 }, () => {
     // Retention starts with the server; requests go on the whole time it deletes, at about 2 000 a second
     // (4 connections, one request each per 2 ms): a busy server, not a saturated one, so that what is measured
     // is what the deletes hold a request up, not the run queue of a 2-core machine shared with the load.
-    const load = keepAliveLoad(port, tokenRequestBytes(port, form), 4, { intervalMs: 2 });
+    const load = keepAliveLoad(port, tokenRequest(port, form), 4, { intervalMs: 2 });
     const started = Date.now();
     let done = false;
     await waitFor(

@@ -514,8 +514,9 @@ export function storeContract(name: string, open: OpenStore): void {
           // Reads on the bound store see its own writes.
           expect((await tx.findClient('t1'))?.quotaPerDay).toBe(9);
           expect(await tx.listClients()).toHaveLength(1);
-          // Joining: a transaction inside one is the same transaction.
-          await tx.transaction((inner) => inner.addGrant('t1', A));
+          // Joining: a transaction inside one is the same transaction, and sees its writes (B).
+          await tx.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null });
+          expect(await tx.transaction((inner) => inner.addGrant('t1', B))).toBe(true);
           return 'done';
         });
         expect(result).toBe('done');
@@ -523,8 +524,10 @@ export function storeContract(name: string, open: OpenStore): void {
           ['audience', A],
           ['client', 't1'],
           ['client', 't1'],
+          ['audience', B],
+          ['grant', `t1 ${B}`],
         ]);
-        expect(await store.findClient('t1')).toMatchObject({ quotaPerDay: 9, audiences: [A] });
+        expect(await store.findClient('t1')).toMatchObject({ quotaPerDay: 9, audiences: [A, B] });
       });
 
       it('writes nothing, not even change records, when an operation fails part-way', async () => {
@@ -856,4 +859,50 @@ export function storeContract(name: string, open: OpenStore): void {
       });
     });
   });
+}
+
+/**
+ * After migration 0004 on a store that held two events written before it (ids 7 and 9, RFC 3339 times,
+ * outcomes): both converted, ids kept, and new events numbered after them. Each engine's test writes the
+ * old rows its own way.
+ */
+export async function expectCompactAuditConverted(store: Store): Promise<void> {
+  const event = (id: number, at: string, fields: Partial<AuditEvent>): AuditEvent => ({
+    id,
+    at,
+    type: 'token.issued',
+    clientId: null,
+    audience: null,
+    jti: null,
+    reason: null,
+    source: null,
+    count: null,
+    actor: null,
+    target: null,
+    changes: null,
+    ...fields,
+  });
+  expect(await store.migrate()).toEqual(['0004_compact_audit', '0005_change_audit']);
+  expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
+    event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
+    event(7, '2026-11-01T10:00:00.123Z', {
+      clientId: 'c1',
+      audience: 'https://api.example.com',
+      jti: 'j1',
+      source: '10.0.0.1',
+    }),
+  ]);
+  // New events continue after the copied ids.
+  const {
+    id: _id,
+    at: _at,
+    actor: _a,
+    target: _t,
+    changes: _c,
+    ...record
+  } = event(0, '', { clientId: 'c2' });
+  await store.appendAuditEvents([
+    { ...record, type: 'token.issued', at: Date.parse('2026-11-02T00:00:00Z') },
+  ]);
+  expect((await store.queryAuditEvents({ limit: 1 }))[0]!.id).toBe(10);
 }
