@@ -157,18 +157,19 @@ export class AuditRecorder {
 
   record(entry: AuditEntry): void {
     if (entry.type === 'token.throttled') return this.throttle(entry);
-    this.add({ ...entry, count: null });
+    // One request: no count. Queued as it is, without a copy (this runs for every token).
+    this.add(entry);
   }
 
-  /** Logs an event and queues it for the spool (persist writes it there). */
-  private add(event: AuditRecord): void {
+  /** Logs an event and queues it for the spool (persist writes it there); no count is one request. */
+  private add(event: Omit<AuditRecord, 'count'> & { count?: number | null }): void {
     // Nearly every event is clean: it is then queued as it is, without a copy.
     const dirty =
       hasControl(event.clientId) ||
       hasControl(event.audience) ||
       hasControl(event.reason) ||
       hasControl(event.source);
-    const safe: AuditRecord = dirty
+    const safe = dirty
       ? {
           ...event,
           clientId: clean(event.clientId),
@@ -181,7 +182,7 @@ export class AuditRecorder {
     if (logger.isLevelEnabled('info')) {
       const { count, ...rest } = safe;
       logger.info(
-        { audit: { ...rest, at: this.iso(safe.at), ...(count === null ? {} : { count }) } },
+        { audit: { ...rest, at: this.iso(safe.at), ...(count == null ? {} : { count }) } },
         MESSAGES[safe.type],
       );
     }

@@ -41,9 +41,11 @@ const NEWLINE = 0x0a;
 const SEGMENT_NAME = /^([0-9a-z]+-[0-9a-f]+)\.(\d{8})\.spool$/;
 const LOCK_NAME = /^([0-9a-z]+-[0-9a-f]+)\.lock$/;
 
-/** One spool line: the record as a JSON array (field names would double its size). */
-export function encodeRecord(r: AuditRecord): string {
-  return JSON.stringify([r.at, r.type, r.clientId, r.audience, r.jti, r.reason, r.source, r.count]) + '\n';
+/** One spool line: the record as a JSON array (field names would double its size); no count is null. */
+export function encodeRecord(r: Omit<AuditRecord, 'count'> & { count?: number | null }): string {
+  return (
+    JSON.stringify([r.at, r.type, r.clientId, r.audience, r.jti, r.reason, r.source, r.count ?? null]) + '\n'
+  );
 }
 
 // The spool carries token events only; changes are written in their own transaction.

@@ -85,7 +85,7 @@ export function planRotation(next: SigningKey, now: number) {
 export function planRetire(kid: string, replacement: SigningKey, now: number, maxTokenTtlMs: number) {
   return (keys: SigningKey[]): KeyChange | undefined => {
     const key = keys.find((k) => k.kid === kid);
-    if (!key) throw new StoreError('not_found', `signing key ${kid} does not exist`);
+    if (!key) throw new StoreError('not_found', `signing key ${kid} does not exist`, 'signing_key');
     if (!mayStillSign(key, now)) return undefined;
     const at = new Date(now).toISOString();
     const update: NonNullable<KeyChange['update']> = [{ kid, retiredAt: at }];
@@ -126,13 +126,15 @@ export async function rotateKey(
   publishAheadMs: number,
   /** Who rotates, for the audit event written with the rotation (automatic rotation: `tessera`). */
   by: Pick<ChangeAudit, 'actor' | 'source'> = { actor: 'tessera', source: null },
+  /** Read again inside the store's lock (see planFirstKey): a first key made meanwhile elsewhere is seen. */
+  clock: () => number = Date.now,
 ): Promise<Rotated | undefined> {
   const keys = await store.listSigningKeys();
   if (pendingKey(keys, alg, now)) return undefined;
   const signing = keys.some((k) => k.alg === alg && canSign(k, now));
   const next = await generateSigningKey(alg, master, now, signing ? now + publishAheadMs : now);
   const written = await store.changeSigningKeys(
-    signing ? planRotation(next, now) : planFirstKey(next, () => now),
+    signing ? planRotation(next, now) : planFirstKey(next, clock),
     (change) => ({
       type: 'key.rotated',
       ...by,

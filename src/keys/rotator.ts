@@ -61,7 +61,15 @@ export class KeyRotator {
       if (!current || now - Date.parse(current.activatesAt) < this.options.intervalMs) continue;
       // Already scheduled (by this or another instance): no key pair generated just to be thrown away.
       if (pendingKey(keys, alg, now)) continue;
-      const rotated = await rotateKey(this.store, this.master, alg, now, this.options.publishAheadMs);
+      const rotated = await rotateKey(
+        this.store,
+        this.master,
+        alg,
+        now,
+        this.options.publishAheadMs,
+        undefined,
+        this.now,
+      );
       if (rotated) this.options.onRotated?.(alg, rotated.key.kid, rotated.key.activatesAt);
     }
   }

@@ -5,7 +5,14 @@ import {
   validateTokenTtl,
 } from '../domain/validate.js';
 import type { Audience, AudiencePatch, NewAudience } from '../store/types.js';
-import { changeAudit, diff, type ManagementContext } from './context.js';
+import {
+  asAuditChanges,
+  changeAudit,
+  changedFields,
+  definedFields,
+  type ManagementContext,
+} from './context.js';
+import { AUDIENCE_FIELDS, audienceJson } from './views.js';
 import { FieldChecks, ManagementError, storeCall } from './errors.js';
 
 /** The fields of an audience but its URL: undefined leaves one as it is (a change) or unset (a new one). */
@@ -73,15 +80,10 @@ export async function updateAudience(
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       const current = await getAudience({ ...ctx, store }, url);
-      const changes = diff(
-        { name: current.name, token_ttl: current.tokenTtl, signing_alg: current.signingAlg },
-        {
-          name: patch.name === undefined ? current.name : patch.name,
-          token_ttl: patch.tokenTtl === undefined ? current.tokenTtl : patch.tokenTtl,
-          signing_alg: patch.signingAlg === undefined ? current.signingAlg : patch.signingAlg,
-        },
-      );
-      if (Object.keys(changes).length === 0) return current;
+      const after = { ...current, ...definedFields(patch) };
+      const changed = changedFields(AUDIENCE_FIELDS, audienceJson(current), audienceJson(after));
+      if (changed.length === 0) return current;
+      const changes = asAuditChanges(changed);
       const audit = changeAudit(ctx, 'audience.updated', url, { audience: url, changes });
       return store.updateAudience(url, patch, audit);
     }),

@@ -7,7 +7,14 @@ import {
   validateTokenTtl,
 } from '../domain/validate.js';
 import type { Client, ClientPatch, NewClient } from '../store/types.js';
-import { changeAudit, diff, type ManagementContext } from './context.js';
+import {
+  asAuditChanges,
+  changeAudit,
+  changedFields,
+  definedFields,
+  type ManagementContext,
+} from './context.js';
+import { CLIENT_FIELDS, clientJson } from './views.js';
 import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
 
 /** The fields of a client but its id and grants: undefined leaves one as it is (a change) or default (new). */
@@ -55,7 +62,10 @@ export function checkClientFields(input: ClientFields, checks: FieldChecks): Cli
 }
 
 /** A new client as the rules make it, but its secret; refusals are collected in `checks`. */
-export function checkNewClient(input: ClientInput, checks: FieldChecks): Omit<NewClient, 'secretDigest'> {
+export function checkNewClient(
+  input: ClientInput,
+  checks: FieldChecks,
+): Omit<NewClient, 'secretDigest'> & { enabled: boolean } {
   const id =
     input.id === undefined ? generateClientId() : checks.run('client_id', () => validateClientId(input.id!));
   const name = checks.run('name', () => validateName(input.name, 'the client'));
@@ -67,7 +77,10 @@ export function checkNewClient(input: ClientInput, checks: FieldChecks): Omit<Ne
     quotaPerMinute: fields.quotaPerMinute ?? null,
     quotaPerDay: fields.quotaPerDay ?? null,
     enabled: input.enabled ?? true,
-    audiences: (input.grants ?? []).map((url) => checks.run('grants', () => validateAudienceUrl(url))),
+    // Each audience once, in order: as the store keeps them, and as the audit event reports them.
+    audiences: [
+      ...new Set((input.grants ?? []).map((url) => checks.run('grants', () => validateAudienceUrl(url)))),
+    ].sort(),
   };
 }
 
@@ -82,11 +95,11 @@ export function createClient(ctx: ManagementContext, input: ClientInput): Promis
     // Never the secret, nor its digest.
     changes: {
       name: client.name,
-      enabled: client.enabled ?? true,
+      enabled: client.enabled,
       token_ttl: client.tokenTtl,
       quota_per_minute: client.quotaPerMinute,
       quota_per_day: client.quotaPerDay,
-      grants: [...new Set(client.audiences)].sort(),
+      grants: client.audiences,
     },
   });
   return storeCall(async () => ({
@@ -109,22 +122,10 @@ export async function updateClient(
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       const current = await getClient({ ...ctx, store }, id);
-      const before = {
-        name: current.name,
-        enabled: current.enabled,
-        token_ttl: current.tokenTtl,
-        quota_per_minute: current.quotaPerMinute,
-        quota_per_day: current.quotaPerDay,
-      };
-      const after = {
-        name: patch.name ?? current.name,
-        enabled: patch.enabled ?? current.enabled,
-        token_ttl: patch.tokenTtl === undefined ? current.tokenTtl : patch.tokenTtl,
-        quota_per_minute: patch.quotaPerMinute === undefined ? current.quotaPerMinute : patch.quotaPerMinute,
-        quota_per_day: patch.quotaPerDay === undefined ? current.quotaPerDay : patch.quotaPerDay,
-      };
-      const changes = diff(before, after);
-      if (Object.keys(changes).length === 0) return current;
+      const after = { ...current, ...definedFields(patch) };
+      const changed = changedFields(CLIENT_FIELDS, clientJson(current), clientJson(after));
+      if (changed.length === 0) return current;
+      const changes = asAuditChanges(changed);
       const audit = changeAudit(ctx, 'client.updated', id, { clientId: id, changes });
       return store.updateClient(id, patch, audit);
     }),

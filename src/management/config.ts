@@ -11,7 +11,8 @@ import { SIGNING_ALGS } from '../domain/algorithms.js';
 import type { Audience, Client } from '../store/types.js';
 import { checkNewAudience } from './audiences.js';
 import { checkNewClient, createClient, deleteClient, updateClient } from './clients.js';
-import type { ManagementContext } from './context.js';
+import { changedFields, type ManagementContext } from './context.js';
+import { AUDIENCE_FIELDS, CLIENT_FIELDS } from './views.js';
 import { FieldChecks, ManagementError, storeCall } from './errors.js';
 import { addGrant, checkGrantAudience, removeGrant } from './grants.js';
 import { removeAudience, addAudience, updateAudience } from './audiences.js';
@@ -280,9 +281,6 @@ export interface Plan {
   kept: { audiences: number; clients: number; grants: number };
 }
 
-const AUDIENCE_FIELDS = ['name', 'token_ttl', 'signing_alg'] as const;
-const CLIENT_FIELDS = ['name', 'enabled', 'token_ttl', 'quota_per_minute', 'quota_per_day'] as const;
-
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 /** A value of the type the schema asks, else undefined (its error is the schema's). */
@@ -437,10 +435,10 @@ export async function planApply(
     wantClients.set(checked.id, {
       client_id: checked.id,
       name: checked.name,
-      enabled: checked.enabled ?? true,
+      enabled: checked.enabled,
       token_ttl: checked.tokenTtl,
-      quota_per_minute: checked.quotaPerMinute ?? null,
-      quota_per_day: checked.quotaPerDay ?? null,
+      quota_per_minute: checked.quotaPerMinute,
+      quota_per_day: checked.quotaPerDay,
       grants: grants.sort(byCodeUnit).map((audience) => ({ audience })),
     });
   });
@@ -471,12 +469,7 @@ export async function planApply(
       steps.push({ action: 'create', type: 'audience', identifier: url, values });
       continue;
     }
-    const current = audienceEntry(have) as unknown as Record<string, Value | undefined>;
-    const changes = AUDIENCE_FIELDS.flatMap((f) => {
-      const from = current[f] ?? null;
-      const to = (want[f] ?? null) as Value;
-      return from === to ? [] : [{ field: f, from, to }];
-    });
+    const changes = changedFields(AUDIENCE_FIELDS, audienceEntry(have), want) as FieldChange[];
     if (changes.length > 0) steps.push({ action: 'update', type: 'audience', identifier: url, changes });
   }
   const haveClients = new Map(storedClients.map((c) => [c.id, c]));
@@ -493,12 +486,7 @@ export async function planApply(
       for (const audience of wanted) steps.push({ action: 'create', type: 'grant', client_id: id, audience });
       continue;
     }
-    const current = clientEntry(have) as unknown as Record<string, Value | undefined>;
-    const changes = CLIENT_FIELDS.flatMap((f) => {
-      const from = current[f] ?? null;
-      const to = (want[f] ?? null) as Value;
-      return from === to ? [] : [{ field: f, from, to }];
-    });
+    const changes = changedFields(CLIENT_FIELDS, clientEntry(have), want) as FieldChange[];
     if (changes.length > 0) steps.push({ action: 'update', type: 'client', client_id: id, changes });
     const granted = new Set(have.audiences);
     for (const audience of wanted)

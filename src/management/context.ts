@@ -33,14 +33,28 @@ export function changeAudit(
   };
 }
 
-/** `{ field: { from, to } }` for every field whose value differs. */
-export function diff(
-  before: Record<string, unknown>,
-  after: Record<string, unknown>,
-): Record<string, { from: unknown; to: unknown }> {
-  const changed: Record<string, { from: unknown; to: unknown }> = {};
-  for (const [key, to] of Object.entries(after)) {
-    if (before[key] !== to) changed[key] = { from: before[key] ?? null, to };
-  }
-  return changed;
+/** One field that differs between two versions of a record (a field missing from one is null there). */
+export interface FieldChange {
+  field: string;
+  from: unknown;
+  to: unknown;
 }
+
+/** The `fields` whose values differ between `before` and `after`, in the order of `fields`. */
+export function changedFields(fields: readonly string[], before: object, after: object): FieldChange[] {
+  const changes: FieldChange[] = [];
+  for (const field of fields) {
+    const from = (before as Record<string, unknown>)[field] ?? null;
+    const to = (after as Record<string, unknown>)[field] ?? null;
+    if (from !== to) changes.push({ field, from, to });
+  }
+  return changes;
+}
+
+/** As an audit event records them: `{ field: { from, to } }`. */
+export const asAuditChanges = (changes: FieldChange[]): Record<string, { from: unknown; to: unknown }> =>
+  Object.fromEntries(changes.map(({ field, from, to }) => [field, { from, to }]));
+
+/** A patch's defined fields only (undefined: left as it is). */
+export const definedFields = <T extends object>(patch: T): Partial<T> =>
+  Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined)) as Partial<T>;

@@ -65,10 +65,15 @@ export async function rotateKeys(
   for (const alg of options.alg ? [options.alg] : SIGNING_ALGS) {
     const now = nowOf(ctx);
     const rotated = await storeCall(() =>
-      rotateKey(ctx.store, master, alg, now, ctx.config.keyPublishAhead * 1000, {
-        actor: ctx.actor,
-        source: ctx.source ?? null,
-      }),
+      rotateKey(
+        ctx.store,
+        master,
+        alg,
+        now,
+        ctx.config.keyPublishAhead * 1000,
+        { actor: ctx.actor, source: ctx.source ?? null },
+        () => nowOf(ctx),
+      ),
     );
     if (rotated) {
       results.push({

@@ -5,6 +5,11 @@ import type { KeyView } from './keys.js';
  * Records as every face shows them in JSON (snake_case, as OAuth and MANAGEMENT.md name them): the CLI's
  * `--json` and the admin API's answers are the same documents.
  */
+/** The fields of an audience an operator sets (in audienceJson's names); the others are the store's. */
+export const AUDIENCE_FIELDS = ['name', 'token_ttl', 'signing_alg'] as const;
+/** The fields of a client an operator sets, but its grants and secret (in clientJson's names). */
+export const CLIENT_FIELDS = ['name', 'enabled', 'token_ttl', 'quota_per_minute', 'quota_per_day'] as const;
+
 export const audienceJson = (a: Audience) => ({
   url: a.url,
   name: a.name,
