@@ -211,34 +211,13 @@ describe('AuditRecorder: the spool', () => {
     expect(full[1]).toMatchObject({ dropped: 6 });
   });
 
-  it('skips damaged lines (counted and logged) and writes the others', async () => {
-    const dir = tempDir();
-    const store = await sqlite(path.join(dir, 'tessera.db'));
-    const spoolDir = path.join(dir, 'spool');
-    const log = capture();
-    const r = recorder(store, spoolDir, { logger: log.logger });
-    r.start();
-    r.record(issued(1));
-    r.persist();
-    const file = path.join(spoolDir, r.spoolSegments[0]!);
-    appendFileSync(file, 'not json\n[1,"token.unknown",null,null,null,null,null,null]\n');
-    // The appended bytes are not this process's: it knows its own size. A new process adopts the file whole.
-    await r.close();
-    recorders.splice(recorders.indexOf(r), 1);
-    const next = recorder(store, spoolDir, { logger: log.logger });
-    next.start();
-    await next.flush();
-    expect(await jtis(store)).toEqual(['jti-1']);
-    expect(log.lines.filter((l) => l.msg === 'damaged audit spool lines were skipped')).toMatchObject([
-      { lines: 2 },
-    ]);
-  });
-
-  it('reads a run of whole lines at once, and a damaged line among them costs only itself', async () => {
+  it('skips damaged lines (counted and logged) and writes the others; whole runs of lines are read at once', async () => {
     const line = (jti: string) =>
       JSON.stringify([T0, 'token.issued', 'c', 'https://api.example.com', jti, null, '10.0.0.1', null]);
     // Each case: what is appended after the recorder's own line, the jtis written, the lines skipped.
     const cases: [string, string[], number][] = [
+      // Lines that are not JSON, or not a record: skipped, counted and logged; the others written.
+      ['not json\n[1,"token.unknown",null,null,null,null,null,null]\n', ['jti-1'], 2],
       // Every line parses: one JSON.parse for them all.
       [`${line('a')}\n${line('b')}\n`, ['a', 'b', 'jti-1'], 0],
       // Every line parses, one is not a record.
