@@ -498,21 +498,27 @@ describe('408 for a request that does not arrive in time', () => {
   });
 });
 
+/** Two clients of API, one of them cached by a first token, and how to ask for a token. */
+async function cachedAndNot(t: TestServer) {
+  await t.addAudience(API);
+  const cached = await t.createClient([API]);
+  const uncached = await t.createClient([API]);
+  const request = (c: TestClient) =>
+    postToken(t.url, {
+      grant_type: 'client_credentials',
+      client_id: c.id,
+      client_secret: c.secret,
+      audience: API,
+    });
+  expect((await request(cached)).status).toBe(200);
+  return { cached, uncached, request };
+}
+
 describe('503 temporarily_unavailable', () => {
   it('a client that is not cached cannot be authenticated while the store is down', async () => {
     const t = await startTestServer();
     try {
-      await t.addAudience(API);
-      const cached = await t.createClient([API]);
-      const uncached = await t.createClient([API]);
-      const request = (c: TestClient) =>
-        postToken(t.url, {
-          grant_type: 'client_credentials',
-          client_id: c.id,
-          client_secret: c.secret,
-          audience: API,
-        });
-      expect((await request(cached)).status).toBe(200);
+      const { cached, uncached, request } = await cachedAndNot(t);
 
       // Take the store away under the running server.
       await t.server.runtime.store.close();
@@ -544,17 +550,7 @@ describe('503 temporarily_unavailable', () => {
     const t = await startTestServer({ TESSERA_RETRY_AFTER: '30s', TESSERA_STALE_WINDOW: '2' });
     try {
       expect(t.config.retryAfter).toBe(30);
-      await t.addAudience(API);
-      const cached = await t.createClient([API]);
-      const uncached = await t.createClient([API]);
-      const request = (c: TestClient) =>
-        postToken(t.url, {
-          grant_type: 'client_credentials',
-          client_id: c.id,
-          client_secret: c.secret,
-          audience: API,
-        });
-      expect((await request(cached)).status).toBe(200);
+      const { cached, uncached, request } = await cachedAndNot(t);
       await t.server.runtime.store.close();
       const unavailable = {
         error: 'temporarily_unavailable',
