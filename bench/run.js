@@ -35,6 +35,7 @@ import {
   insertSqlite,
   postgresAnswers,
   provision,
+  provisionScoped,
   tesseraEnv,
 } from './lib/stores.js';
 
@@ -47,6 +48,7 @@ const SCENARIOS = [
   'tessera-sqlite',
   'tessera-sqlite-baseline',
   'tessera-sqlite-no-metrics',
+  'tessera-sqlite-scoped',
   'tessera-sqlite-cold',
   'tessera-workers2',
   'tessera-pg',
@@ -333,6 +335,14 @@ async function main() {
     store.client = await provision(root, tesseraEnv(storeSettings(store)), AUDIENCE);
     return store;
   }
+  /** Like sqliteStore, with a client that has ten scopes and five custom claims (every token carries them). */
+  async function scopedSqliteStore() {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const store = { engine: 'sqlite', dataDir };
+    store.client = await provisionScoped(ROOT, tesseraEnv(storeSettings(store)), AUDIENCE);
+    return store;
+  }
   async function postgresStore() {
     if (!pgUp) throw new Error(`PostgreSQL does not answer at ${settings.pgAdminUrl}`);
     const db = await createPostgresDatabase(settings.pgAdminUrl);
@@ -516,6 +526,14 @@ async function main() {
           port,
           env: { TESSERA_METRICS: 'false' },
         }),
+    },
+    'tessera-sqlite-scoped': {
+      label: 'Tessera, SQLite, 10 scopes + 5 claims',
+      note: () =>
+        'scoped: the client is granted ten scopes and has five custom claims, so every token carries a scope ' +
+        'claim and the custom claims (and the answer a scope field); against tessera-sqlite, what they cost',
+      start: async (port) =>
+        startTessera({ id: 'tessera-sqlite-scoped', store: await scopedSqliteStore(), port }),
     },
     'tessera-sqlite-cold': coldScenario('tessera-sqlite-cold', 'Tessera, SQLite, cold cache', sqliteStore),
     'tessera-workers2': {

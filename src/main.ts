@@ -117,6 +117,13 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       storeOutage: runtime.storeOutage,
       feedStaleMs: feedStaleMs(config),
       retryAfter: config.retryAfter,
+      admin: {
+        ...runtime.admin,
+        config,
+        store: runtime.store,
+        publishedKeys: () => runtime.keyring.publishedKeys(),
+        findClient: (id) => runtime.directory.findClient(id),
+      },
     });
     connections = new Connections(app.server, { max: config.maxConnections, logger });
     const counted = connections;

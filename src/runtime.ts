@@ -1,4 +1,5 @@
-import { randomBytes } from 'node:crypto';
+import { hkdfSync, randomBytes } from 'node:crypto';
+import type { AdminApiDeps } from './http/admin/index.js';
 import type { Logger } from 'pino';
 import { isPostgresUrl, jwksMaxAge, sqlitePath, type Config } from './config/index.js';
 import { SIGNING_ALGS, type SigningAlg } from './domain/algorithms.js';
@@ -13,7 +14,9 @@ import { IssuanceQuotas } from './limits/quotas.js';
 import { connectRedis, type SharedRedis } from './limits/redis.js';
 import { Metrics } from './metrics/metrics.js';
 import { Outage } from './outage.js';
+import { ensureAdminAudience } from './management/builtin.js';
 import { Directory } from './store/directory.js';
+import { SecretUsage } from './store/secret-usage.js';
 import { openPostgresStore } from './store/postgres.js';
 import { openSqliteStore } from './store/sqlite.js';
 import type { Store } from './store/types.js';
@@ -72,6 +75,10 @@ async function checkSchema(store: Store): Promise<void> {
 
 export interface Runtime {
   store: Store;
+  /** When client secrets were last used: noted by the token path, written in batches. */
+  secretUsage: SecretUsage;
+  /** What the admin API needs beside the store: the failed-attempt limits, and its cursors' key. */
+  admin: Omit<AdminApiDeps, 'config' | 'store' | 'publishedKeys' | 'findClient'>;
   audit: AuditRecorder;
   keyring: Keyring;
   directory: Directory;
@@ -113,6 +120,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
   let recorder: AuditRecorder | undefined;
   let following: Directory | undefined;
   let rotating: KeyRotator | undefined;
+  let secretUsage: SecretUsage | undefined;
   try {
     const shared = (redis =
       config.redisUrl === undefined
@@ -172,6 +180,8 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
         during === 'change listener' ? listener.failed(error) : outage.failed(error, { during }),
       onKeysChanged: () => keyring.reload(),
     }));
+    // The admin API's audience, with its scopes, before the directory loads the audiences.
+    await ensureAdminAudience({ store, config, actor: 'tessera' });
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
     await directory.start();
     audit.start();
@@ -184,11 +194,17 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     metrics?.watchCache(() => directory.stats);
     const registered = (url: string): boolean => directory.findAudience(url) !== undefined;
     metrics?.watchAudit(() => audit);
+    const usage = new SecretUsage(store, {
+      onError: (error) => logger.warn({ err: error }, 'could not record when client secrets were last used'),
+    });
+    usage.start();
+    secretUsage = usage;
     const tokens = new TokenService({
+      secretUsed: (id) => usage.used(id),
       findClient: (id) => directory.findClient(id),
       peekClient: (id) => directory.peekClient(id),
       findAudience: (url) => directory.findAudience(url),
-      sign: (payload, alg: SigningAlg) => keyring.sign(payload, alg),
+      sign: (payload, alg: SigningAlg, claims) => keyring.sign(payload, alg, claims),
       now: Date.now,
       newJti: jtiSource(),
       attempts,
@@ -205,6 +221,12 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     });
     return {
       store,
+      secretUsage: usage,
+      admin: {
+        attempts,
+        // Derived from the master key: every instance signs and accepts the same list cursors.
+        cursorKey: new Uint8Array(hkdfSync('sha256', master.key, '', 'tessera admin api cursors', 32)),
+      },
       audit,
       keyring,
       directory,
@@ -212,6 +234,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       metrics,
       storeOutage: outage,
       async close() {
+        await usage.stop();
         await rotator?.stop();
         await audit.close();
         await shared?.close();
@@ -226,6 +249,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     // key rotator, the audit trail (the spool keeps what it holds for the next start; its lock is released),
     // Redis, the change feed (its poll timer and PostgreSQL's LISTEN connection), the store.
     const quietly = (closing: Promise<void> | undefined) => closing?.catch(() => undefined);
+    await quietly(secretUsage?.stop());
     await quietly(rotating?.stop());
     await quietly(recorder?.close());
     await quietly(redis?.close());

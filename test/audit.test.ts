@@ -224,9 +224,20 @@ describe('changes in the audit trail', () => {
     const result = await tesseraOk(env, 'audit', '--json');
     const events = (result.json as Record<string, unknown>[]).reverse();
     const kid = events.find((e) => e.type === 'key.rotated')!.target;
+    // An audience's events name it by its id; the audience field has its URL.
+    const [apiId, otherId] = (['audience.created', 'audience.created'] as const).map(
+      (type, i) => events.filter((e) => e.type === type)[i]!.target,
+    );
+    expect(apiId).toMatch(/^aud_/);
     expect(events.map(({ id: _id, time: _time, ...e }) => e)).toEqual(
       [
-        ['audience.created', API, null, API, { name: 'Orders', token_ttl: 600, signing_alg: null }],
+        [
+          'audience.created',
+          apiId,
+          null,
+          API,
+          { name: 'Orders', token_ttl: 600, signing_alg: null, scopes: [] },
+        ],
         [
           'client.created',
           'svc-1',
@@ -234,11 +245,13 @@ describe('changes in the audit trail', () => {
           null,
           {
             name: 'svc',
+            description: null,
             enabled: true,
             token_ttl: null,
             quota_per_minute: 10,
             quota_per_day: null,
-            grants: [API],
+            claims: null,
+            grants: [{ audience: API, scopes: [] }],
           },
         ],
         [
@@ -249,8 +262,24 @@ describe('changes in the audit trail', () => {
           { quota_per_minute: { from: 10, to: null }, quota_per_day: { from: null, to: 500 } },
         ],
         ['client.updated', 'svc-1', 'svc-1', null, { enabled: { from: true, to: false } }],
-        ['client.secret_rotated', 'svc-1', 'svc-1', null, null],
-        ['audience.created', OTHER, null, OTHER, { name: null, token_ttl: null, signing_alg: null }],
+        [
+          'client.secret_rotated',
+          'svc-1',
+          'svc-1',
+          null,
+          // The new secret's id, never the secret; no grace: the others stopped at once.
+          {
+            secret_id: expect.stringMatching(/^sec_/) as unknown,
+            grace: 0,
+          },
+        ],
+        [
+          'audience.created',
+          otherId,
+          null,
+          OTHER,
+          { name: null, token_ttl: null, signing_alg: null, scopes: [] },
+        ],
         ['grant.created', 'svc-1', 'svc-1', OTHER, null],
         ['grant.deleted', 'svc-1', 'svc-1', OTHER, null],
         [
@@ -261,7 +290,7 @@ describe('changes in the audit trail', () => {
           { alg: 'ES256', activates_at: expect.any(String) as unknown, retiring: [] },
         ],
         ['client.deleted', 'svc-1', 'svc-1', null, null],
-        ['audience.deleted', OTHER, null, OTHER, null],
+        ['audience.deleted', otherId, null, OTHER, null],
       ].map(([type, target, clientId, audience, changes]) => ({
         type,
         actor,
@@ -291,7 +320,8 @@ describe('changes in the audit trail', () => {
       expect.objectContaining({
         type: 'audience.updated',
         actor,
-        target: API,
+        target: apiId,
+        audience: API,
         changes: { name: { from: 'Orders', to: 'Orders v2' } },
       }),
     ]);

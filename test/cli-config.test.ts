@@ -208,7 +208,7 @@ describe('tessera export / apply', { concurrent: true, ...SLOW }, () => {
     expect((await ws.ok('client', 'list', '--json')).json).toMatchObject([
       { client_id: 'keep', audiences: [API] },
     ]);
-    expect((await ws.ok('audience', 'list', '--json')).json).toMatchObject([{ url: API }]);
+    expect((await ws.ok('audience', 'list', '--json')).json).toMatchObject([{ identifier: API }]);
     expect((await ws.ok('apply', '-f', file, '--prune')).stdout).toBe('No changes.\n');
   });
 
@@ -283,7 +283,7 @@ describe('tessera export / apply', { concurrent: true, ...SLOW }, () => {
           JSON.stringify(
             {
               audiences: [{ identifier: 'not a url' }, { identifier: API, token_ttl: 59 }],
-              clients: [{ client_id: 'x', name: '', grants: [{ audience: API, scopes: [] }] }],
+              clients: [{ client_id: 'x', name: '', grants: [{ audience: API, scopes: ['orders:read'] }] }],
               extra: true,
             },
             null,
@@ -298,7 +298,7 @@ describe('tessera export / apply', { concurrent: true, ...SLOW }, () => {
           '/audiences/1/token_ttl',
           '/clients/0/client_id',
           '/clients/0/name',
-          '/clients/0/grants/0/scopes',
+          '/clients/0/grants/0/scopes/0',
           '/extra',
         ]);
         expect(errors.every((e) => e.line > 1)).toBe(true);
@@ -306,6 +306,158 @@ describe('tessera export / apply', { concurrent: true, ...SLOW }, () => {
       });
     },
   );
+
+  it('admin clients: export writes their grant of the built-in audience with its scopes (never the audience); apply round-trips it and plans scope changes', async () => {
+    const ws = workspace();
+    const ADMIN = 'http://localhost:8080/admin/v1'; // the default issuer's admin API
+    const made = await ws.ok(
+      'client',
+      'create',
+      '--name',
+      'ops',
+      '--id',
+      'ops',
+      '--admin-scopes',
+      'clients:read audit:read',
+      '--json',
+    );
+    expect(made.json).toMatchObject({ client_id: 'ops', audiences: [ADMIN] });
+    const exported = (await ws.ok('export')).stdout;
+    expect(exported).toBe(
+      'audiences: []\nclients:\n  - client_id: ops\n    name: ops\n    enabled: true\n    grants:\n' +
+        `      - audience: ${ADMIN}\n        scopes:\n          - audit:read\n          - clients:read\n`,
+    );
+    expect((await ws.withInput(exported, 'apply', '-f', '-', '--dry-run', '--prune')).stdout).toBe(
+      'No changes.\n',
+    );
+    const wider = exported.replace(
+      '          - clients:read\n',
+      '          - clients:read\n          - clients:write\n',
+    );
+    const plan = await ws.withInput(wider, 'apply', '-f', '-');
+    expect(plan.code).toBe(0);
+    expect(plan.stdout).toContain(
+      `~ grant ops → ${ADMIN}: scopes "audit:read clients:read" → "audit:read clients:read clients:write"\n`,
+    );
+    expect((await ws.ok('client', 'show', 'ops')).stdout).toContain(
+      `${ADMIN} (audit:read clients:read clients:write)`,
+    );
+    const bad = await ws.withInput(
+      wider.replace('clients:write', 'clients:delete'),
+      'apply',
+      '-f',
+      '-',
+      '--json',
+    );
+    expect(bad.code).toBe(2);
+    expect(JSON.parse(bad.stderr).errors).toEqual([
+      {
+        pointer: '/clients/0/grants/0/scopes/2',
+        line: 11,
+        column: 13,
+        message: `audience ${ADMIN} defines no scope "clients:delete"`,
+      },
+    ]);
+    const builtIn = await ws.withInput(
+      `audiences:\n  - identifier: ${ADMIN}\n`,
+      'apply',
+      '-f',
+      '-',
+      '--json',
+    );
+    expect(builtIn.code).toBe(2);
+    expect(JSON.parse(builtIn.stderr).errors[0].message).toBe(
+      `audience ${ADMIN} is Tessera's admin API: it is built in`,
+    );
+    expect((await ws.run('audience', 'remove', ADMIN, '--json')).stderr).toContain('audience_builtin');
+  });
+
+  it('scopes: defined on audiences and carried by grants, in the CLI and in files; a scope removed leaves every grant', async () => {
+    const ws = workspace();
+    await ws.ok('audience', 'add', API, '--scope', 'orders:read', '--scope', 'orders:write');
+    expect(
+      (await ws.ok('audience', 'scope', 'add', API, 'orders:admin', '--description', 'everything')).stdout,
+    ).toBe(`Audience ${API} defines orders:admin.\n`);
+    await ws.ok('client', 'create', '--name', 'svc', '--id', 'svc', '--grant', API);
+    expect(
+      (await ws.ok('grant', 'set-scopes', 'svc', API, 'orders:write orders:read', '--json')).json,
+    ).toEqual({
+      client_id: 'svc',
+      audience: API,
+      scopes: ['orders:read', 'orders:write'],
+      added: false,
+    });
+    const refused = await ws.run('grant', 'add', 'svc', API, '--scopes', 'orders:delete', '--json');
+    expect(refused.code).toBe(2);
+    expect(JSON.parse(refused.stderr)).toEqual({
+      error: 'invalid_field',
+      message: `audience ${API} defines no scope "orders:delete"`,
+    });
+    const exported = (await ws.ok('export')).stdout;
+    expect(exported).toBe(
+      `audiences:\n  - identifier: ${API}\n    scopes:\n      - name: orders:admin\n        description: everything\n` +
+        '      - name: orders:read\n      - name: orders:write\n' +
+        `clients:\n  - client_id: svc\n    name: svc\n    enabled: true\n    grants:\n      - audience: ${API}\n` +
+        '        scopes:\n          - orders:read\n          - orders:write\n',
+    );
+    expect((await ws.withInput(exported, 'apply', '-f', '-', '--dry-run', '--prune')).stdout).toBe(
+      'No changes.\n',
+    );
+    // The file drops orders:write from the audience and from the grant, as the store will.
+    const narrower = exported
+      .replace('      - name: orders:write\n', '')
+      .replace('          - orders:write\n', '');
+    const applied = await ws.withInput(narrower, 'apply', '-f', '-');
+    expect(applied.stdout).toContain(
+      `~ audience ${API}: scopes orders:admin orders:read orders:write → orders:admin orders:read\n`,
+    );
+    expect((await ws.ok('client', 'show', 'svc', '--json')).json.audiences).toEqual([API]);
+    expect((await ws.ok('export')).stdout).toBe(narrower);
+    expect((await ws.ok('audience', 'scope', 'remove', API, 'orders:read')).stdout).toBe(
+      `Audience ${API} no longer defines orders:read; its grants lost them too.\n`,
+    );
+    expect((await ws.ok('export')).stdout).toContain(`      - audience: ${API}\n`);
+    expect((await ws.ok('export')).stdout).not.toContain('orders:read');
+  });
+
+  it('custom claims of clients and grants round-trip through files; a reserved one is refused at its place', async () => {
+    const ws = workspace();
+    const file =
+      `audiences:\n  - identifier: ${API}\n    scopes:\n      - name: orders:read\n` +
+      `clients:\n  - client_id: svc\n    name: svc\n    enabled: true\n    claims:\n      tenant_id: acme\n` +
+      `      limits:\n        rps: 10\n    grants:\n      - audience: ${API}\n        scopes:\n          - orders:read\n` +
+      '        claims:\n          plan: gold\n';
+    await ws.withInput(file, 'apply', '-f', '-');
+    expect((await ws.ok('export')).stdout).toBe(file);
+    expect((await ws.ok('client', 'show', 'svc', '--json')).json.claims).toEqual({
+      tenant_id: 'acme',
+      limits: { rps: 10 },
+    });
+    const changed = file.replace('plan: gold', 'plan: platinum');
+    const plan = await ws.withInput(changed, 'apply', '-f', '-', '--dry-run');
+    expect(plan.stdout).toContain(`~ grant svc → ${API}: claims {"plan":"gold"} → {"plan":"platinum"}\n`);
+    const reserved = await ws.withInput(
+      file.replace('plan: gold', 'sub: admin'),
+      'apply',
+      '-f',
+      '-',
+      '--json',
+    );
+    expect(reserved.code).toBe(2);
+    expect(JSON.parse(reserved.stderr).errors).toEqual([
+      {
+        pointer: '/clients/0/grants/0/claims',
+        line: 18,
+        column: 11,
+        message: 'claim sub is registered: Tessera sets it, it cannot be a custom claim',
+      },
+    ]);
+    expect((await ws.ok('client', 'update', 'svc', '--claim', 'tier=3', '--json')).json.claims).toEqual({
+      tenant_id: 'acme',
+      limits: { rps: 10 },
+      tier: 3,
+    });
+  });
 
   it('export --schema is a JSON Schema (2020-12) that the export itself satisfies', async () => {
     const ws = workspace();

@@ -13,7 +13,7 @@ interface KeyRow {
   status: string;
   created_at: string;
   activates_at: string;
-  retired_at: string | null;
+  retires_at: string | null;
 }
 
 describe('tessera keys', () => {
@@ -49,7 +49,7 @@ describe('tessera keys', () => {
       },
     ]);
     const list = await keys();
-    expect(list).toEqual([{ ...list[0], alg: 'ES256', status: 'active', retired_at: null }]);
+    expect(list).toEqual([{ ...list[0], alg: 'ES256', status: 'active', retires_at: null }]);
     // Nothing signs for ES256 to hand over from: a key published an hour ahead would leave it without one.
     expect(list[0]!.activates_at).toBe(list[0]!.created_at);
   });
@@ -82,7 +82,7 @@ describe('tessera keys', () => {
     for (const alg of ['ES256', 'RS256', 'PS256', 'EdDSA']) {
       const [current, next] = of(after, alg) as [KeyRow, KeyRow];
       expect([current.status, next.status]).toEqual(['active', 'next']);
-      expect(current.retired_at).toBe(next.activates_at);
+      expect(current.retires_at).toBe(next.activates_at);
     }
     const text = await tesseraOk(env, 'keys', 'rotate', '--alg', 'EdDSA');
     expect(text.stdout).toMatch(/^EdDSA: a next key is already scheduled \(.+, signs from .+\)\.\n$/);
@@ -97,7 +97,7 @@ describe('tessera keys', () => {
     // Withdraw the scheduled key: the current one keeps signing, with no retirement planned.
     await tesseraOk(env, 'keys', 'retire', scheduled.kid);
     let list = await keys();
-    expect(list.map((k) => [k.kid, k.status, k.retired_at === null])).toEqual([
+    expect(list.map((k) => [k.kid, k.status, k.retires_at === null])).toEqual([
       [current!.kid, 'active', true],
       [scheduled.kid, 'retired', false],
     ]);

@@ -169,7 +169,9 @@ group('tessera audience', (ws) => {
     );
     production = r.json;
     expect(production).toEqual({
-      url: API,
+      id: expect.stringMatching(/^aud_/),
+      identifier: API,
+      scopes: [],
       name: 'Production API',
       token_ttl: 600,
       signing_alg: 'RS256',
@@ -182,7 +184,9 @@ group('tessera audience', (ws) => {
   it('add without options leaves name, lifetime and algorithm unset', async () => {
     sandbox = (await ws.ok('audience', 'add', SANDBOX, '--json')).json;
     expect(sandbox).toEqual({
-      url: SANDBOX,
+      id: expect.stringMatching(/^aud_/),
+      identifier: SANDBOX,
+      scopes: [],
       name: null,
       token_ttl: null,
       signing_alg: null,
@@ -202,7 +206,9 @@ group('tessera audience', (ws) => {
       production,
       sandbox,
       {
-        url: STAGING,
+        id: expect.stringMatching(/^aud_/),
+        identifier: STAGING,
+        scopes: [],
         name: 'Staging',
         token_ttl: null,
         signing_alg: 'EdDSA',
@@ -216,11 +222,11 @@ group('tessera audience', (ws) => {
   it('list in text mode prints a table', async () => {
     expectTable(
       (await ws.ok('audience', 'list')).stdout,
-      ['URL', 'NAME', 'TOKEN_TTL', 'SIGNING_ALG', 'CREATED_AT'],
+      ['URL', 'NAME', 'TOKEN_TTL', 'SIGNING_ALG', 'SCOPES', 'CREATED_AT'],
       [
-        [API, 'Production API', '600', 'RS256', production.created_at],
-        [SANDBOX, '-', '-', '-', sandbox.created_at],
-        [STAGING, 'Staging', '-', 'EdDSA', staging.created_at],
+        [API, 'Production API', '600', 'RS256', '-', production.created_at],
+        [SANDBOX, '-', '-', '-', '-', sandbox.created_at],
+        [STAGING, 'Staging', '-', 'EdDSA', '-', staging.created_at],
       ],
     );
   });
@@ -239,7 +245,9 @@ group('tessera audience', (ws) => {
   it('list of none: an empty array, or a header alone', async () => {
     await ws.ok('audience', 'remove', API);
     expect((await ws.ok('audience', 'list', '--json')).json).toEqual([]);
-    expect((await ws.ok('audience', 'list')).stdout).toBe('URL  NAME  TOKEN_TTL  SIGNING_ALG  CREATED_AT\n');
+    expect((await ws.ok('audience', 'list')).stdout).toBe(
+      'URL  NAME  TOKEN_TTL  SIGNING_ALG  SCOPES  CREATED_AT\n',
+    );
   });
 });
 
@@ -266,6 +274,9 @@ group('tessera client', (ws) => {
       token_ttl: 900,
       quota_per_minute: null,
       quota_per_day: null,
+      description: null,
+      token_endpoint_auth_method: 'client_secret_basic',
+      claims: null,
       audiences: [API, SANDBOX],
       created_at: anyTime(),
       updated_at: anyTime(),
@@ -285,6 +296,9 @@ group('tessera client', (ws) => {
       token_ttl: null,
       quota_per_minute: null,
       quota_per_day: null,
+      description: null,
+      token_endpoint_auth_method: 'client_secret_basic',
+      claims: null,
       audiences: [],
       created_at: anyTime(),
       updated_at: anyTime(),
@@ -307,17 +321,19 @@ group('tessera client', (ws) => {
       ['client_id', id],
       ['client_secret', secret],
       ['name', 'Ledger'],
+      ['description', '-'],
       ['enabled', 'yes'],
       ['token_ttl', '-'],
       ['quota', '-'],
-      ['audiences', SANDBOX],
+      ['claims', '-'],
+      ['grants', SANDBOX],
       ['created_at', anyTime()],
       ['updated_at', anyTime()],
       ['secret_rotated_at', anyTime()],
     ]);
     // Neither TESSERA_PORT nor TESSERA_ISSUER is set: the default issuer.
     expect(hint).toBe(curlHint('http://localhost:8080', id, secret, SANDBOX));
-    ledger = { client_id: id, client_secret: secret, created_at: record[7]![1] };
+    ledger = { client_id: id, client_secret: secret, created_at: record[9]![1] };
   });
 
   it('list --json lists every client in creation order, without secrets', async () => {
@@ -331,6 +347,9 @@ group('tessera client', (ws) => {
         token_ttl: null,
         quota_per_minute: null,
         quota_per_day: null,
+        description: null,
+        token_endpoint_auth_method: 'client_secret_basic',
+        claims: null,
         audiences: [SANDBOX],
         created_at: ledger.created_at,
         updated_at: ledger.created_at,
@@ -359,10 +378,12 @@ group('tessera client', (ws) => {
     expect(parseRecord((await ws.ok('client', 'show', 'billing-svc')).stdout)).toEqual([
       ['client_id', 'billing-svc'],
       ['name', 'Billing service'],
+      ['description', '-'],
       ['enabled', 'yes'],
       ['token_ttl', '900'],
       ['quota', '-'],
-      ['audiences', `${API}, ${SANDBOX}`],
+      ['claims', '-'],
+      ['grants', `${API}, ${SANDBOX}`],
       ['created_at', billing.created_at],
       ['updated_at', billing.updated_at],
       ['secret_rotated_at', billing.secret_rotated_at],
@@ -396,10 +417,12 @@ group('tessera client', (ws) => {
       ['client_id', ledger.client_id],
       ['client_secret', secret],
       ['name', 'Ledger'],
+      ['description', '-'],
       ['enabled', 'yes'],
       ['token_ttl', '-'],
       ['quota', '-'],
-      ['audiences', SANDBOX],
+      ['claims', '-'],
+      ['grants', SANDBOX],
       ['created_at', ledger.created_at],
       ['updated_at', anyTime()],
       ['secret_rotated_at', anyTime()],
@@ -464,6 +487,9 @@ group('tessera client quotas', (ws) => {
       token_ttl: null,
       quota_per_minute: 60,
       quota_per_day: 10_000,
+      description: null,
+      token_endpoint_auth_method: 'client_secret_basic',
+      claims: null,
       audiences: [API],
       created_at: anyTime(),
       updated_at: anyTime(),
@@ -746,7 +772,7 @@ group('tessera keys list', (ws) => {
   it('on a store without keys: an empty array, or a header alone', async () => {
     expect((await ws.ok('keys', 'list', '--json')).json).toEqual([]);
     expect((await ws.ok('keys', 'list')).stdout).toBe(
-      'KID  ALG  STATUS  CREATED_AT  ACTIVATES_AT  RETIRED_AT\n',
+      'KID  ALG  STATUS  CREATED_AT  ACTIVATES_AT  RETIRES_AT\n',
     );
   });
 });
@@ -785,7 +811,7 @@ group('client secrets', (ws) => {
     results.forEach((r, i) => {
       const command = [...writes, ...reads][i]!.join(' ');
       for (const secret of secrets) expect(r.stdout, command).not.toContain(secret);
-      expect(r.stdout, command).not.toMatch(/secret(?!_rotated_at)/);
+      expect(r.stdout, command).not.toMatch(/secret(?!_rotated_at|_basic)/);
     });
 
     const onDisk = storeBytes(ws.dir);
@@ -900,9 +926,9 @@ group('errors', (ws) => {
       stdout: '',
       stderr: 'tessera: audience must be an http or https URL\n',
     });
-    expect((await ws.ok('audience', 'list', '--json')).json.map((a: { url: string }) => a.url)).toEqual([
-      API,
-    ]);
+    expect(
+      (await ws.ok('audience', 'list', '--json')).json.map((a: { identifier: string }) => a.identifier),
+    ).toEqual([API]);
   });
 
   it('a bad --ttl: exit 2, usage, nothing written', async () => {
@@ -928,9 +954,9 @@ group('errors', (ws) => {
     expect(text).toMatchObject({ code: 2, stdout: '' });
     expect(text.stderr).toMatch(/^error: option '--ttl <seconds>' argument 'abc' is invalid\. /);
     expect(text.stderr).toContain('Usage: tessera audience add [options] <url>');
-    expect((await ws.ok('audience', 'list', '--json')).json.map((a: { url: string }) => a.url)).toEqual([
-      API,
-    ]);
+    expect(
+      (await ws.ok('audience', 'list', '--json')).json.map((a: { identifier: string }) => a.identifier),
+    ).toEqual([API]);
   });
 
   it('a bad --alg: exit 2, usage', async () => {
@@ -1060,8 +1086,8 @@ describe('several commands at once', () => {
         for (const r of results) expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
         added.push(...urls);
       }
-      const list = (await ws.ok('audience', 'list', '--json')).json as { url: string }[];
-      expect(list.map((a) => a.url)).toEqual(added);
+      const list = (await ws.ok('audience', 'list', '--json')).json as { identifier: string }[];
+      expect(list.map((a) => a.identifier)).toEqual(added);
     } finally {
       ws.remove();
     }
@@ -1162,7 +1188,7 @@ describe('a running server', () => {
       status: 'active',
       created_at: anyTime(),
       activates_at: k.created_at,
-      retired_at: null,
+      retires_at: null,
     });
     for (const k of keys) expect(k).toEqual(key(k));
     expect(keys).toContainEqual(
@@ -1170,7 +1196,7 @@ describe('a running server', () => {
     );
     expectTable(
       (await ws.ok('keys', 'list')).stdout,
-      ['KID', 'ALG', 'STATUS', 'CREATED_AT', 'ACTIVATES_AT', 'RETIRED_AT'],
+      ['KID', 'ALG', 'STATUS', 'CREATED_AT', 'ACTIVATES_AT', 'RETIRES_AT'],
       keys.map((k) => [k.kid, k.alg, 'active', k.created_at, k.activates_at, '-']),
     );
   });

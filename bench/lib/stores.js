@@ -40,6 +40,34 @@ export async function provision(root, env, audience) {
   return { clientId: client.client_id, clientSecret: client.client_secret };
 }
 
+/** Ten scopes and five custom claims, as a client with permissions and a tenant would have. */
+export const SCOPES = Array.from({ length: 10 }, (_, i) => `orders.${i}:read`);
+export const CLAIMS = { tenant_id: 'acme', plan: 'gold', region: 'eu-west-1', org: 'org_8fK2', tier: 3 };
+
+/** Like provision, but the audience defines ten scopes, and the client has them all and five custom claims. */
+export async function provisionScoped(root, env, audience) {
+  await tesseraCli(root, env, [
+    'audience',
+    'add',
+    audience,
+    '--name',
+    'Benchmark API',
+    ...SCOPES.flatMap((s) => ['--scope', s]),
+  ]);
+  const client = await tesseraCli(root, env, [
+    'client',
+    'create',
+    '--name',
+    'bench',
+    '--grant',
+    audience,
+    '--claims',
+    JSON.stringify(CLAIMS),
+  ]);
+  await tesseraCli(root, env, ['grant', 'set-scopes', client.client_id, audience, SCOPES.join(' ')]);
+  return { clientId: client.client_id, clientSecret: client.client_secret };
+}
+
 /** `count` clients with random ids and secrets, as Tessera would generate them, and their stored digests. */
 export function coldClients(count) {
   const ids = new Array(count);
@@ -65,10 +93,15 @@ export async function insertSqlite(file, clients, audience) {
         'secret_rotated_at, quota_per_minute, quota_per_day) VALUES (?, ?, ?, 1, NULL, ?, ?, ?, NULL, NULL)',
     );
     const grant = db.prepare('INSERT INTO grants (client_id, audience_url, created_at) VALUES (?, ?, ?)');
+    // Since migration 0008 a client authenticates with the secrets of client_secrets.
+    const secret = db.prepare(
+      'INSERT INTO client_secrets (id, client_id, digest, created_at) VALUES (?, ?, ?, ?)',
+    );
     db.exec('BEGIN');
     for (let i = 0; i < clients.ids.length; i++) {
       client.run(clients.ids[i], `cold ${i}`, clients.digests[i], now, now, now);
       grant.run(clients.ids[i], audience, now);
+      secret.run(`sec_cold_${i}`, clients.ids[i], clients.digests[i], now);
     }
     db.exec('COMMIT');
     db.exec('ANALYZE');
@@ -95,9 +128,16 @@ export async function insertPostgres(url, clients, audience) {
       'INSERT INTO grants (client_id, audience_url, created_at) SELECT id, $2, $3 FROM unnest($1::text[]) AS t(id)',
       [clients.ids, audience, now],
     );
+    // Since migration 0008 a client authenticates with the secrets of client_secrets.
+    await db.query(
+      "INSERT INTO client_secrets (id, client_id, digest, created_at) SELECT 'sec_cold_' || n, id, digest, $3 " +
+        'FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(id, digest, n)',
+      [clients.ids, clients.digests, now],
+    );
     await db.query('COMMIT');
     await db.query('ANALYZE clients');
     await db.query('ANALYZE grants');
+    await db.query('ANALYZE client_secrets');
   } catch (error) {
     await db.query('ROLLBACK').catch(() => undefined);
     throw error;

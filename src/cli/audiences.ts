@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { SIGNING_ALGS } from '../domain/algorithms.js';
 import { audiences, views } from '../management/index.js';
-import { action, parseName, parseTtl, withJson } from './common.js';
+import { action, collectText, parseName, parseTtl, withJson } from './common.js';
 import { formatTable, print, printJson } from './output.js';
 
 /** `tessera audience add|list|remove`. */
@@ -16,18 +16,31 @@ export function audienceCommands(program: Command): void {
       .description('register an audience')
       .option('--name <name>', 'display name', parseName)
       .option('--ttl <seconds>', 'token lifetime for this audience', parseTtl)
-      .addOption(new Option('--alg <alg>', 'signing algorithm for this audience').choices(SIGNING_ALGS)),
+      .addOption(new Option('--alg <alg>', 'signing algorithm for this audience').choices(SIGNING_ALGS))
+      .option(
+        '--scope <name>',
+        'a scope it defines (repeatable; descriptions: audience scope add)',
+        collectText,
+      ),
   ).action(
-    action(async (ctx, json, url: string, options: { name?: string; ttl?: number; alg?: string }) => {
-      const added = await audiences.addAudience(ctx, {
-        url,
-        name: options.name,
-        tokenTtl: options.ttl,
-        signingAlg: options.alg,
-      });
-      if (json) printJson(views.audienceJson(added));
-      else print(`Audience ${added.url} registered.\n`);
-    }),
+    action(
+      async (
+        ctx,
+        json,
+        url: string,
+        options: { name?: string; ttl?: number; alg?: string; scope?: string[] },
+      ) => {
+        const added = await audiences.addAudience(ctx, {
+          url,
+          name: options.name,
+          scopes: options.scope?.map((name) => ({ name })),
+          tokenTtl: options.ttl,
+          signingAlg: options.alg,
+        });
+        if (json) printJson(views.audienceJson(added));
+        else print(`Audience ${added.url} registered.\n`);
+      },
+    ),
   );
   withJson(audience.command('list').description('list audiences')).action(
     action(async (ctx, json) => {
@@ -36,8 +49,15 @@ export function audienceCommands(program: Command): void {
       else
         print(
           formatTable(
-            ['url', 'name', 'token_ttl', 'signing_alg', 'created_at'],
-            list.map((a) => [a.url, a.name, a.tokenTtl, a.signingAlg, a.createdAt]),
+            ['url', 'name', 'token_ttl', 'signing_alg', 'scopes', 'created_at'],
+            list.map((a) => [
+              a.url,
+              a.name,
+              a.tokenTtl,
+              a.signingAlg,
+              a.scopes.map((sc) => sc.name).join(' ') || null,
+              a.createdAt,
+            ]),
           ),
         );
     }),
@@ -47,6 +67,30 @@ export function audienceCommands(program: Command): void {
       await audiences.removeAudience(ctx, url);
       if (json) printJson({ url, removed: true });
       else print(`Audience ${url} removed, with its grants.\n`);
+    }),
+  );
+  const scope = audience.command('scope').alias('scopes').description('the permissions an audience defines');
+  withJson(
+    scope
+      .command('add <url> <name>')
+      .description('define a scope (RFC 6749 §3.3 characters), or change its description')
+      .option('--description <text>', 'what the scope allows'),
+  ).action(
+    action(async (ctx, json, url: string, name: string, options: { description?: string }) => {
+      const updated = await audiences.putScope(ctx, url, { name, description: options.description });
+      if (json) printJson(views.audienceJson(updated));
+      else print(`Audience ${url} defines ${name}.\n`);
+    }),
+  );
+  withJson(
+    scope
+      .command('remove <url> <names...>')
+      .description('remove scopes from an audience and from every grant of it'),
+  ).action(
+    action(async (ctx, json, url: string, names: string[]) => {
+      const updated = await audiences.removeScopes(ctx, url, names);
+      if (json) printJson(views.audienceJson(updated));
+      else print(`Audience ${url} no longer defines ${names.join(', ')}; its grants lost them too.\n`);
     }),
   );
 }

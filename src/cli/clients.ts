@@ -1,75 +1,42 @@
 import type { Command } from 'commander';
-import type { Config } from '../config/index.js';
 import { ValidationError } from '../domain/validate.js';
 import { clients, views } from '../management/index.js';
-import type { Client } from '../store/types.js';
+import { ADMIN_SCOPES } from '../management/builtin.js';
 import {
   action,
   collect,
+  claimsOption,
+  collectClaim,
+  parseClaims,
   parseClientId,
   parseName,
   parseQuota,
   parseTtl,
+  parseTtlOrNone,
   quotaValue,
   withJson,
   type QuotaOption,
 } from './common.js';
-import { formatRecord, formatTable, print, printJson } from './output.js';
-
-function quotaText(c: Client): string | null {
-  const parts = [
-    c.quotaPerMinute === null ? '' : `${c.quotaPerMinute}/minute`,
-    c.quotaPerDay === null ? '' : `${c.quotaPerDay}/day`,
-  ].filter(Boolean);
-  return parts.length ? parts.join(', ') : null;
-}
-
-function clientRecord(c: Client, secret?: string): string {
-  return formatRecord([
-    ['client_id', c.id],
-    ...(secret === undefined ? [] : [['client_secret', secret] as const]),
-    ['name', c.name],
-    ['enabled', c.enabled ? 'yes' : 'no'],
-    ['token_ttl', c.tokenTtl],
-    ['quota', quotaText(c)],
-    ['audiences', c.audiences.join(', ')],
-    ['created_at', c.createdAt],
-    ['updated_at', c.updatedAt],
-    ['secret_rotated_at', c.secretRotatedAt],
-  ]);
-}
-
-function curlHint(config: Config, c: Client, secret: string): string {
-  const audience = c.audiences[0] ?? '<audience>';
-  return (
-    `\nGet a token:\n  curl -s ${config.issuer}/oauth/token -d grant_type=client_credentials ` +
-    `-d client_id=${c.id} -d client_secret=${secret} -d audience=${encodeURIComponent(audience)}\n`
-  );
-}
-
-/** A client with its secret, shown this once. */
-function printWithSecret(
-  config: Config,
-  json: boolean,
-  heading: string,
-  { client, secret }: clients.WithSecret,
-) {
-  if (json) printJson({ ...views.clientJson(client), client_secret: secret });
-  else {
-    print(`${heading}: store it now.\n\n`);
-    print(clientRecord(client, secret));
-    print(curlHint(config, client, secret));
-  }
-}
+import { clientRecord, printWithSecret, quotaText } from './client-output.js';
+import { secretCommands } from './secrets.js';
+import { formatTable, print, printJson } from './output.js';
 
 interface CreateOptions {
   name: string;
+  description?: string;
+  admin?: boolean;
+  adminScopes?: string;
   grant?: string[];
   id?: string;
   ttl?: number;
   quotaMinute?: QuotaOption;
   quotaDay?: QuotaOption;
+  claims?: Record<string, unknown>;
+  claim?: Record<string, unknown>;
 }
+
+const CLAIMS_HELP = 'custom claims in its tokens, a JSON object: \'{"tenant_id":"acme"}\'';
+const CLAIM_HELP = 'one custom claim, name=value (repeatable; value as JSON if it is JSON)';
 
 /** `tessera client create|list|show|rotate-secret|set-quota|enable|disable|delete`. */
 export function clientCommands(program: Command): void {
@@ -79,19 +46,34 @@ export function clientCommands(program: Command): void {
       .command('create')
       .description('create a client; its secret is shown this once')
       .requiredOption('--name <name>', 'display name', parseName)
+      .option('--description <text>', 'what the client is for')
+      .option(
+        '--admin',
+        `an admin client: granted the admin API (${ADMIN_SCOPES.length} scopes, or --admin-scopes)`,
+      )
+      .option(
+        '--admin-scopes <scopes>',
+        `only these admin scopes (space-separated: ${ADMIN_SCOPES.join(' ')})`,
+      )
       .option('--grant <audience>', 'grant an audience (repeatable)', collect)
       .option('--id <client-id>', 'choose the client id instead of a generated one', parseClientId)
       .option('--ttl <seconds>', 'token lifetime for this client', parseTtl)
       .option('--quota-minute <n>', 'at most this many tokens a minute (or none)', parseQuota)
-      .option('--quota-day <n>', 'at most this many tokens a day (or none)', parseQuota),
+      .option('--quota-day <n>', 'at most this many tokens a day (or none)', parseQuota)
+      .option('--claims <json>', CLAIMS_HELP, parseClaims)
+      .option('--claim <name=value>', CLAIM_HELP, collectClaim),
   ).action(
     action(async (ctx, json, options: CreateOptions) => {
+      const admin = options.admin === true || options.adminScopes !== undefined;
       const created = await clients.createClient(ctx, {
         name: options.name,
+        description: options.description,
+        ...(admin ? { adminScopes: options.adminScopes?.split(/\s+/).filter(Boolean) ?? ADMIN_SCOPES } : {}),
         id: options.id,
         tokenTtl: options.ttl,
         quotaPerMinute: quotaValue(options.quotaMinute),
         quotaPerDay: quotaValue(options.quotaDay),
+        claims: claimsOption(options),
         grants: options.grant,
       });
       printWithSecret(ctx.config, json, 'Client created. The secret is shown this once', created);
@@ -110,6 +92,42 @@ export function clientCommands(program: Command): void {
         );
     }),
   );
+  withJson(
+    client
+      .command('update <client-id>')
+      .description('change a client: its name, description, token lifetime or custom claims')
+      .option('--name <name>', 'display name', parseName)
+      .option('--description <text>', 'what the client is for ("" removes it)')
+      .option('--ttl <seconds>', 'token lifetime for this client (or none)', parseTtlOrNone)
+      .option('--claims <json>', `${CLAIMS_HELP} (replaces them; '{}' removes them)`, parseClaims)
+      .option('--claim <name=value>', `${CLAIM_HELP}; added to the current ones`, collectClaim),
+  ).action(
+    action(
+      async (
+        ctx,
+        json,
+        id: string,
+        options: {
+          name?: string;
+          description?: string;
+          ttl?: number | 'none';
+          claims?: Record<string, unknown>;
+          claim?: Record<string, unknown>;
+        },
+      ) => {
+        // --claims replaces the claims; --claim adds to them (to the new ones, with both).
+        const updated = await clients.updateClient(ctx, id, {
+          name: options.name,
+          description: options.description === '' ? null : options.description,
+          tokenTtl: options.ttl === 'none' ? null : options.ttl,
+          claims: options.claims,
+          addClaims: options.claim,
+        });
+        if (json) printJson(views.clientJson(updated));
+        else print(clientRecord(updated));
+      },
+    ),
+  );
   withJson(client.command('show <client-id>').description('show one client (never its secret)')).action(
     action(async (ctx, json, id: string) => {
       const found = await clients.getClient(ctx, id);
@@ -117,20 +135,7 @@ export function clientCommands(program: Command): void {
       else print(clientRecord(found));
     }),
   );
-  withJson(
-    client
-      .command('rotate-secret <client-id>')
-      .description('replace the secret; the old one stops working at once'),
-  ).action(
-    action(async (ctx, json, id: string) => {
-      printWithSecret(
-        ctx.config,
-        json,
-        'Secret rotated. The new secret is shown this once',
-        await clients.rotateSecret(ctx, id),
-      );
-    }),
-  );
+  secretCommands(client);
   withJson(
     client
       .command('set-quota <client-id>')

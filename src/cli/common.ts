@@ -71,6 +71,8 @@ export const parseTtl = wrap((value: string) => {
   if (!/^\d+$/.test(value)) throw new ValidationError('token lifetime must be a whole number of seconds');
   return validateTokenTtl(Number(value));
 });
+export const parseTtlOrNone = (value: string): number | 'none' =>
+  value === 'none' ? 'none' : parseTtl(value);
 export const parseUrl = wrap(validateAudienceUrl);
 export const parseName = wrap((value: string) => validateName(value, 'the'));
 export const parseClientId = wrap(validateClientId);
@@ -116,3 +118,44 @@ export const parseQuota = wrap((value: string): QuotaOption => {
 export const quotaValue = (option: QuotaOption | undefined): number | null | undefined =>
   option === 'none' ? null : option;
 export const collect = (value: string, previous: string[] = []): string[] => [...previous, parseUrl(value)];
+/** A repeatable option of free text (commander's accumulator). */
+export const collectText = (value: string, previous: string[] = []): string[] => [...previous, value];
+
+/** `--claims '{"tenant_id":"acme"}'`: a JSON object (its rules are the management layer's). */
+export const parseClaims = wrap((value: string): Record<string, unknown> => {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    throw new ValidationError('claims must be a JSON object, e.g. \'{"tenant_id":"acme"}\'');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new ValidationError('claims must be a JSON object, e.g. \'{"tenant_id":"acme"}\'');
+  return parsed as Record<string, unknown>;
+});
+
+/** `--claim k=v` (repeatable): v as JSON when it is JSON (`plan=3`, `beta=true`), else as text. */
+export const collectClaim = (
+  value: string,
+  previous: Record<string, unknown> = {},
+): Record<string, unknown> => {
+  const at = value.indexOf('=');
+  if (at <= 0) throw new InvalidArgumentError(`a claim is name=value, got "${value}"`);
+  const raw = value.slice(at + 1);
+  let parsed: unknown = raw;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    // text
+  }
+  return { ...previous, [value.slice(0, at)]: parsed };
+};
+
+/** The claims of `--claims` and `--claim` together (the latter win); undefined when neither is given. */
+export const claimsOption = (options: {
+  claims?: Record<string, unknown>;
+  claim?: Record<string, unknown>;
+}): Record<string, unknown> | undefined =>
+  options.claims === undefined && options.claim === undefined
+    ? undefined
+    : { ...options.claims, ...options.claim };

@@ -16,6 +16,7 @@ const EXIT_CODES: Record<ErrorKind, number> = {
   invalid: EXIT_USAGE,
   not_found: EXIT_FAILED,
   conflict: EXIT_FAILED,
+  precondition: EXIT_FAILED,
   failed: EXIT_FAILED,
 };
 

@@ -10,7 +10,7 @@ function printKeys(list: KeyView[], json: boolean): void {
   else
     print(
       formatTable(
-        ['kid', 'alg', 'status', 'created_at', 'activates_at', 'retired_at'],
+        ['kid', 'alg', 'status', 'created_at', 'activates_at', 'retires_at'],
         list.map(({ key, status }) => [
           key.kid,
           key.alg,

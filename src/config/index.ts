@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from '../domain/algorithms.js';
-import { MAX_TOKEN_TTL, MIN_TOKEN_TTL } from '../domain/validate.js';
+import { MAX_TOKEN_TTL, MIN_TOKEN_TTL, parseDuration as parseDurationStrictly } from '../domain/validate.js';
 import type { Threshold } from '../limits/attempts.js';
 
 /** Every setting Tessera reads, validated once at start. The CLI reads the same ones. */
@@ -100,12 +100,13 @@ function read(env: Env, name: string): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
-const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
-
-/** A duration in seconds: `90`, `90s`, `15m`, `12h`, `30d`; undefined if it is not one. */
+/** A duration in seconds: `90`, `90s`, `15m`, `12h`, `30d`; undefined if it is not one (validate.ts's grammar). */
 export function parseDuration(raw: string): number | undefined {
-  const match = /^(\d+)([smhd]?)$/.exec(raw.trim());
-  return match ? Number(match[1]) * UNITS[match[2] || 's']! : undefined;
+  try {
+    return parseDurationStrictly(raw);
+  } catch {
+    return undefined;
+  }
 }
 
 /** A duration in seconds: `90`, `90s`, `15m`, `12h`, `30d`. */

@@ -1,5 +1,5 @@
 import { invalidClient, invalidRequest } from './errors.js';
-import { DUMMY_DIGEST, secretMatches } from './secrets.js';
+import { digestOf, digestsEqual, DUMMY_DIGEST, MAX_LIVE_SECRETS } from './secrets.js';
 import type { KnownClient, TokenRequest } from './token-service.js';
 
 export interface BasicCredentials {
@@ -49,10 +49,12 @@ const present = (value: string | undefined): string | undefined => (value === ''
 export interface PresentedCredentials {
   clientId: string;
   /**
-   * Whether the credential proves `client` (undefined: no such client). The same work either way, so that an
-   * unknown client and a wrong credential cannot be told apart by time.
+   * Whether the credential proves `client` (undefined: no such client) at `now` (ms). The same work either
+   * way, so that an unknown client and a wrong credential cannot be told apart by time.
    */
-  proves(client: KnownClient | undefined): boolean;
+  proves(client: KnownClient | undefined, now: number): boolean;
+  /** After a successful proof: the id of the secret that matched, if the method uses secrets. */
+  readonly usedSecret?: string | undefined;
 }
 
 /**
@@ -73,17 +75,34 @@ export interface ClientAuthMethod {
   check?(request: TokenRequest, credentials: PresentedCredentials): void;
 }
 
-/** A shared secret, compared with the client's stored digest in constant time. */
+/** Slots compared for every request: a client's live secrets, padded with a digest no secret has. */
+const SECRET_SLOTS = MAX_LIVE_SECRETS;
+
+/**
+ * A shared secret, compared in constant time with every slot of the client's secrets: always
+ * MAX_LIVE_SECRETS comparisons, so that an unknown client, a client with one secret and one with five cost
+ * the same. An expired secret matches nothing.
+ */
 class SecretCredentials implements PresentedCredentials {
+  usedSecret: string | undefined;
+
   constructor(
     readonly clientId: string,
     private readonly secret: string,
   ) {}
 
-  proves(client: KnownClient | undefined): boolean {
-    // Hashed and compared whether the client exists or not: the same work either way.
-    const matches = secretMatches(this.secret, client?.secretDigest ?? DUMMY_DIGEST);
-    return matches && client !== undefined;
+  proves(client: KnownClient | undefined, now: number): boolean {
+    const presented = digestOf(this.secret);
+    const secrets = client?.secrets ?? [];
+    let matched: string | undefined;
+    for (let i = 0; i < SECRET_SLOTS; i++) {
+      const candidate = secrets[i];
+      const live = candidate !== undefined && candidate.expiresAt > now;
+      // Compared whether or not the slot holds a live secret: the same work either way.
+      if (digestsEqual(presented, live ? candidate.digest : DUMMY_DIGEST) && live) matched = candidate.id;
+    }
+    this.usedSecret = matched;
+    return matched !== undefined && client !== undefined;
   }
 }
 

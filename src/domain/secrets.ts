@@ -6,6 +6,9 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
  * slow hash is needed on the token path.
  */
 export const SECRET_BYTES = 32;
+
+/** At most this many secrets of a client work at once (INTERFACE.md, "Secrets, with overlap"). */
+export const MAX_LIVE_SECRETS = 5;
 const DIGEST_PREFIX = 'sha256:';
 
 export function generateSecret(): string {
@@ -40,8 +43,9 @@ export function digestBytes(stored: string): Buffer {
  */
 export const DUMMY_DIGEST: Buffer = randomBytes(32);
 
-/** Constant-time comparison of a presented secret against a stored digest. */
-export function secretMatches(presented: string, expected: Buffer): boolean {
-  const actual = createHash('sha256').update(presented, 'utf8').digest();
-  return timingSafeEqual(actual, expected);
-}
+/** The SHA-256 of a presented secret, computed once per request and compared with each candidate. */
+export const digestOf = (presented: string): Buffer =>
+  createHash('sha256').update(presented, 'utf8').digest();
+
+/** Constant-time comparison of two 32-byte digests. */
+export const digestsEqual = (a: Buffer, b: Buffer): boolean => timingSafeEqual(a, b);

@@ -16,7 +16,7 @@ import {
   tooManyAttempts,
   unsupportedGrantType,
 } from './errors.js';
-import { isPossibleClientId, ownString } from './validate.js';
+import { isPossibleClientId, ownString, SCOPE_TOKEN } from './validate.js';
 
 /** The token request parameters Tessera reads (RFC 6749 §4.4.2, RFC 8707 §2); others are ignored. */
 export const TOKEN_PARAMS = [
@@ -62,15 +62,36 @@ export interface TokenResponse {
   access_token: string;
   token_type: 'Bearer';
   expires_in: number;
+  /** The token's scopes, when it carries any (RFC 6749 §5.1). */
+  scope?: string;
+}
+
+export interface KnownSecret {
+  id: string;
+  digest: Buffer;
+  expiresAt: number;
+}
+
+/** A client's grant of an audience as the token path needs it: computed once, when the client is cached. */
+export interface KnownGrant {
+  scopes: ReadonlySet<string>;
+  /** Every granted scope, sorted and space-delimited (a request without `scope` gets them); undefined: none. */
+  scope: string | undefined;
+  /**
+   * The custom claims of this client for this audience (the grant's over the client's), serialised once as
+   * the inside of a JSON object; undefined: none.
+   */
+  claims?: string | undefined;
 }
 
 /** A client as the token path sees it: what authentication and the grant check need, nothing more. */
 export interface KnownClient {
   id: string;
   enabled: boolean;
-  /** The raw 32-byte SHA-256 of the secret. */
-  secretDigest: Buffer;
-  audiences: ReadonlySet<string>;
+  /** Its secrets: the raw 32-byte SHA-256 of each, and when it expires (ms since the epoch; Infinity: never). */
+  secrets: readonly KnownSecret[];
+  /** By audience URL. */
+  grants: ReadonlyMap<string, KnownGrant>;
   tokenTtl: number | null;
   quota: Quota;
 }
@@ -88,13 +109,16 @@ export interface TokenServiceDeps {
   peekClient(id: string): KnownClient | undefined;
   findAudience(url: string): KnownAudience | undefined;
   /** Synchronous once the key is loaded; a promise only while one is being made. */
-  sign(payload: JWTPayload, alg: SigningAlg): string | Promise<string>;
+  /** `claims`: a client's custom claims, serialised once (see KnownGrant), signed after the registered ones. */
+  sign(payload: JWTPayload, alg: SigningAlg, claims?: string): string | Promise<string>;
   /** Milliseconds since the epoch. */
   now(): number;
   /** A unique token id with at least 128 random bits. */
   newJti(): string;
   attempts: AttemptLimiter;
   quotas?: QuotaLimiter;
+  /** Told which secret authenticated a request (its id): last-used times are written off the token path. */
+  secretUsed?: (secretId: string) => void;
   /** Receives every issued token and every refusal (no secrets, no tokens in them). */
   audit?: (event: AuditEntry) => void;
   issuer: string;
@@ -132,6 +156,22 @@ export interface IssuedToken {
   clientId: string;
   audience: string;
   jti: string;
+}
+
+/**
+ * The scopes a token carries (INTERFACE.md, Scopes): without `scope` in the request every granted one; with
+ * it exactly those asked for (each once, sorted), each granted, else invalid_scope naming the first that is not.
+ */
+export function scopeOf(grant: KnownGrant, requested: string | undefined): string | undefined {
+  if (requested === undefined) return grant.scope;
+  const asked = requested.split(' ');
+  for (const token of asked) {
+    if (!SCOPE_TOKEN.test(token))
+      throw invalidScope('scope must be scope tokens separated by single spaces (RFC 6749 §3.3)');
+    if (!grant.scopes.has(token))
+      throw invalidScope(`scope ${token.slice(0, 128)} is not granted to this client for this audience`);
+  }
+  return [...new Set(asked)].sort().join(' ');
 }
 
 /** Empty values count as missing (RFC 6749 §3.2: "Parameters sent without a value MUST be treated as if omitted"). */
@@ -208,12 +248,9 @@ export class TokenService {
     const audienceUrl = this.requestedAudience(params);
     const audience = this.deps.findAudience(audienceUrl);
     if (!audience) throw invalidTarget('the requested audience is not registered');
-    if (!client.audiences.has(audience.url))
-      throw invalidTarget('the requested audience is not granted to this client');
-
-    // Scopes do not exist yet: any requested scope is one this client may not have (RFC 6749 §5.2).
-    if (present(params.scope) !== undefined)
-      throw invalidScope('the requested scope is not allowed for this client');
+    const granted = client.grants.get(audience.url);
+    if (!granted) throw invalidTarget('the requested audience is not granted to this client');
+    const scope = scopeOf(granted, present(params.scope));
 
     // Only clients with a quota pay for counting it.
     if (this.deps.quotas && (client.quota.perMinute !== null || client.quota.perDay !== null)) {
@@ -234,10 +271,14 @@ export class TokenService {
       exp: iat + ttl,
       jti,
     };
-    const signed = this.deps.sign(payload, audience.signingAlg ?? this.deps.defaultAlg);
+    if (scope !== undefined) payload.scope = scope;
+    const signed = this.deps.sign(payload, audience.signingAlg ?? this.deps.defaultAlg, granted.claims);
     const accessToken = typeof signed === 'string' ? signed : await signed;
     return {
-      response: { access_token: accessToken, token_type: 'Bearer', expires_in: ttl },
+      response:
+        scope === undefined
+          ? { access_token: accessToken, token_type: 'Bearer', expires_in: ttl }
+          : { access_token: accessToken, token_type: 'Bearer', expires_in: ttl, scope },
       clientId: client.id,
       audience: audience.url,
       jti,
@@ -314,8 +355,11 @@ export class TokenService {
     wait: number,
   ): KnownClient {
     const client = clientId === undefined ? undefined : this.deps.peekClient(clientId);
-    const proven = credentials.proves(client);
-    if (client && proven && client.enabled) return client;
+    const proven = credentials.proves(client, this.deps.now());
+    if (client && proven && client.enabled) {
+      if (credentials.usedSecret !== undefined) this.deps.secretUsed?.(credentials.usedSecret);
+      return client;
+    }
     throw tooManyAttempts(wait);
   }
 
@@ -341,7 +385,7 @@ export class TokenService {
     source: string,
   ): KnownClient {
     const { clientId } = credentials;
-    const matches = credentials.proves(client);
+    const matches = credentials.proves(client, this.deps.now());
     const failure = !client
       ? 'unknown client'
       : !matches
@@ -349,7 +393,10 @@ export class TokenService {
         : !client.enabled
           ? 'client is disabled'
           : '';
-    if (!failure) return client!;
+    if (!failure) {
+      if (credentials.usedSecret !== undefined) this.deps.secretUsed?.(credentials.usedSecret);
+      return client!;
+    }
     // The limits turn failures into 429s, never a success: an enabled client with its exact secret is let
     // through even from a blocked address, so nobody sharing that address (a NAT, a proxy) can lock it
     // out. With 256-bit secrets, letting a blocked guesser learn "wrong" costs nothing.

@@ -58,6 +58,15 @@ export function validateName(value: string, what: string): string {
   return name;
 }
 
+/** A free-text description: at most 1000 characters, no control characters but line breaks and tabs. */
+export function validateDescription(value: string): string {
+  if (value.length > 1000) throw new ValidationError('description is longer than 1000 characters');
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
+  if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(value))
+    throw new ValidationError('description must not contain control characters');
+  return value;
+}
+
 const CLIENT_ID = /^[A-Za-z0-9._~-]{3,128}$/;
 
 /** Whether a string could be a client id at all; anything else is known not to exist without asking the store. */
@@ -99,4 +108,104 @@ export function validateQuota(value: number | null): number | null {
     throw new ValidationError(`a quota must be a whole number from 1 to ${MAX_QUOTA}, or none`);
   }
   return value;
+}
+
+/** A duration as people write it: whole seconds (`3600`), or a number and a unit (`90s`, `15m`, `24h`, `7d`). */
+export function parseDuration(value: string): number {
+  const match = /^([0-9]{1,9})([smhd]?)$/.exec(value.trim());
+  if (!match)
+    throw new ValidationError(`"${value}" is not a duration: seconds, or a number and s, m, h or d`);
+  return Number(match[1]) * UNIT_SECONDS[(match[2] || 's') as keyof typeof UNIT_SECONDS];
+}
+
+/** Seconds per unit of a duration. */
+export const UNIT_SECONDS = { s: 1, m: 60, h: 3600, d: 86_400 } as const;
+
+/** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
+export const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
+export const MAX_SCOPE_LENGTH = 128;
+export const MAX_AUDIENCE_SCOPES = 200;
+
+/** A scope an audience defines: a scope-token (RFC 6749 §3.3) of at most 128 characters. */
+export function validateScopeName(name: string): string {
+  if (name.length > MAX_SCOPE_LENGTH)
+    throw new ValidationError(
+      `scope ${JSON.stringify(name.slice(0, 40))}… is longer than ${MAX_SCOPE_LENGTH} characters`,
+    );
+  if (!SCOPE_TOKEN.test(name))
+    throw new ValidationError(
+      `scope ${JSON.stringify(name)} is not a scope token (RFC 6749 §3.3: printable ASCII but space, " and \\)`,
+    );
+  return name;
+}
+
+/**
+ * An audience's scopes: each name a scope token, each once, at most 200; descriptions at most 500 characters.
+ * Returned sorted by name, as they are stored and shown.
+ */
+export function validateAudienceScopes(
+  scopes: readonly { name: string; description?: string | null }[],
+): { name: string; description: string | null }[] {
+  if (scopes.length > MAX_AUDIENCE_SCOPES)
+    throw new ValidationError(`an audience has at most ${MAX_AUDIENCE_SCOPES} scopes`);
+  const seen = new Set<string>();
+  const checked = scopes.map(({ name, description }) => {
+    validateScopeName(name);
+    if (seen.has(name)) throw new ValidationError(`scope ${name} is listed twice`);
+    seen.add(name);
+    if (description != null) {
+      if (description.length > 500)
+        throw new ValidationError(`the description of scope ${name} is longer than 500 characters`);
+      // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
+      if (/[\u0000-\u001f\u007f]/.test(description))
+        throw new ValidationError(`the description of scope ${name} must not contain control characters`);
+    }
+    return { name, description: description ?? null };
+  });
+  return checked.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** Claim names a client or grant may not set: registered and protocol claims (INTERFACE.md). */
+export const RESERVED_CLAIMS = [
+  'iss',
+  'sub',
+  'aud',
+  'exp',
+  'nbf',
+  'iat',
+  'jti',
+  'client_id',
+  'scope',
+  'cnf',
+  'act',
+  'may_act',
+  'azp',
+  'auth_time',
+  'acr',
+  'amr',
+  'typ',
+] as const;
+const RESERVED = new Set<string>(RESERVED_CLAIMS);
+export const MAX_CLAIMS_BYTES = 4096;
+
+/**
+ * Custom claims: a JSON object of at most 4 KiB serialized, none of whose names is reserved or starts with
+ * `tessera`. Returned as given (an empty object is no claims: null).
+ */
+export function validateClaims(value: unknown): Record<string, unknown> | null {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new ValidationError('claims must be a JSON object');
+  for (const name of Object.keys(value)) {
+    if (name === '') throw new ValidationError('a claim name must not be empty');
+    // A verifier that merges claims into objects must not meet a prototype-setting name.
+    if (name === '__proto__') throw new ValidationError('claim __proto__ is not allowed');
+    if (RESERVED.has(name))
+      throw new ValidationError(`claim ${name} is registered: Tessera sets it, it cannot be a custom claim`);
+    if (name.toLowerCase().startsWith('tessera'))
+      throw new ValidationError(`claim ${name}: names starting with "tessera" are reserved`);
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(value));
+  if (bytes > MAX_CLAIMS_BYTES)
+    throw new ValidationError(`claims are ${bytes} bytes as JSON; at most ${MAX_CLAIMS_BYTES}`);
+  return Object.keys(value).length === 0 ? null : (value as Record<string, unknown>);
 }

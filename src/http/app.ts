@@ -8,6 +8,7 @@ import type { Exposition } from '../metrics/metrics.js';
 import type { Outage } from '../outage.js';
 import type { Directory } from '../store/directory.js';
 import type { Store } from '../store/types.js';
+import { adminApi, type AdminApiDeps } from './admin/index.js';
 import { BODY_LIMIT, registerBodyParsers } from './body.js';
 import { clientErrorHandler, registerErrorHandlers } from './errors.js';
 import { discoveryRoutes } from './routes/discovery.js';
@@ -59,6 +60,8 @@ export interface AppDeps {
   feedStaleMs: number;
   /** Seconds a 503 asks the client to wait (`Retry-After`, TESSERA_RETRY_AFTER). */
   retryAfter: number;
+  /** The admin API under /admin/v1; absent: not served. */
+  admin?: AdminApiDeps;
 }
 
 /** Security headers on every answer: JSON only, never framed, never sniffed, no referrer; HSTS over https. */
@@ -137,5 +140,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     feedStaleMs: deps.feedStaleMs,
   });
   if (metrics) metricsRoutes(app, () => metrics.exposition(), deps.retryAfter);
+  if (deps.admin) adminApi(app, deps.admin);
   return app;
 }

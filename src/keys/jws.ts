@@ -3,7 +3,11 @@ import type { JWTPayload } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
 
 /** Signs one access token's claims; built once per key. */
-export type Signer = (payload: JWTPayload) => string;
+/**
+ * Signs a payload; `claims`, when given, is the inside of a JSON object (`"k":v,...`, serialised once per
+ * client) appended after the payload's own members: the registered claims first, then the custom ones.
+ */
+export type Signer = (payload: JWTPayload, claims?: string) => string;
 
 /**
  * How node:crypto computes each JWS algorithm's signature (RFC 7518 §3, RFC 8037 §3.1): the digest, and the
@@ -41,8 +45,10 @@ export function jwsSigner(key: KeyObject, alg: SigningAlg, kid: string): Signer 
   if (key.type !== 'private') throw new Error('a signing key must be a private key');
   const header = Buffer.from(JSON.stringify({ alg, kid, typ: 'at+jwt' })).toString('base64url') + '.';
   const params = signatureParams(alg, key);
-  return (payload) => {
-    const input = header + Buffer.from(JSON.stringify(payload)).toString('base64url');
+  return (payload, claims) => {
+    const json = JSON.stringify(payload);
+    const body = claims === undefined ? json : `${json.slice(0, -1)},${claims}}`;
+    const input = header + Buffer.from(body).toString('base64url');
     const signature = sign(params.digest, Buffer.from(input, 'latin1'), params.key);
     return input + '.' + signature.toString('base64url');
   };

@@ -173,18 +173,18 @@ export class Keyring {
    * Signs an RFC 9068 access token: `typ: at+jwt` and the `kid` of the active key. Synchronous when the
    * algorithm has an active key (always, once loaded); a promise only while a first key is being made.
    */
-  sign(payload: JWTPayload, alg: SigningAlg): string | Promise<string> {
+  sign(payload: JWTPayload, alg: SigningAlg, claims?: string): string | Promise<string> {
     this.current();
     const key = this.active.get(alg);
-    return key ? key.sign(payload) : this.signAfterEnsure(payload, alg);
+    return key ? key.sign(payload, claims) : this.signAfterEnsure(payload, alg, claims);
   }
 
-  private async signAfterEnsure(payload: JWTPayload, alg: SigningAlg): Promise<string> {
+  private async signAfterEnsure(payload: JWTPayload, alg: SigningAlg, claims?: string): Promise<string> {
     await this.ensure(alg).catch((error: unknown) => this.options.onError?.(error));
     const key = this.active.get(alg);
     // The store is unreachable, or the signing key cannot be opened: not an answer to give unsafely.
     if (!key) throw temporarilyUnavailable(this.options.retryAfter);
-    return key.sign(payload);
+    return key.sign(payload, claims);
   }
 
   /** The JWKS document, serialised once per change. */

@@ -2,15 +2,20 @@ import {
   validateAudienceUrl,
   validateName,
   validateSigningAlg,
+  validateAudienceScopes,
   validateTokenTtl,
 } from '../domain/validate.js';
+import { newAudienceId } from '../store/migrations.js';
 import type { Audience, AudiencePatch, NewAudience } from '../store/types.js';
+import { assertNotBuiltIn } from './builtin.js';
 import {
   asAuditChanges,
   changeAudit,
   changedFields,
+  checkPrecondition,
   definedFields,
   type ManagementContext,
+  type Precondition,
 } from './context.js';
 import { AUDIENCE_FIELDS, audienceJson } from './views.js';
 import { FieldChecks, ManagementError, storeCall } from './errors.js';
@@ -20,6 +25,8 @@ export interface AudienceFields {
   name?: string | null;
   tokenTtl?: number | null;
   signingAlg?: string | null;
+  /** Every scope it defines (a change replaces the list; scopes left out are taken from its grants too). */
+  scopes?: { name: string; description?: string | null }[];
 }
 
 export interface AudienceInput extends AudienceFields {
@@ -40,6 +47,8 @@ export function checkAudienceFields(input: AudienceFields, checks: FieldChecks):
       input.signingAlg === null
         ? null
         : checks.run('signing_alg', () => validateSigningAlg(input.signingAlg!));
+  if (input.scopes !== undefined)
+    patch.scopes = checks.run('scopes', () => validateAudienceScopes(input.scopes!));
   return patch;
 }
 
@@ -52,17 +61,24 @@ export function checkNewAudience(input: AudienceInput, checks: FieldChecks): New
     name: fields.name ?? null,
     tokenTtl: fields.tokenTtl ?? null,
     signingAlg: fields.signingAlg ?? null,
+    scopes: fields.scopes ?? [],
   };
 }
 
 /** Registers an audience; every field is checked here, whatever face it came from. */
-export function addAudience(ctx: ManagementContext, input: AudienceInput): Promise<Audience> {
+export async function addAudience(ctx: ManagementContext, input: AudienceInput): Promise<Audience> {
   const checks = new FieldChecks();
-  const audience = checkNewAudience(input, checks);
+  const audience = { ...checkNewAudience(input, checks), id: newAudienceId() };
   checks.throwFirst();
-  const audit = changeAudit(ctx, 'audience.created', audience.url, {
+  assertNotBuiltIn(ctx, audience.url);
+  const audit = changeAudit(ctx, 'audience.created', audience.id, {
     audience: audience.url,
-    changes: { name: audience.name, token_ttl: audience.tokenTtl, signing_alg: audience.signingAlg },
+    changes: {
+      name: audience.name,
+      token_ttl: audience.tokenTtl,
+      signing_alg: audience.signingAlg,
+      scopes: audience.scopes,
+    },
   });
   return storeCall(() => ctx.store.addAudience(audience, audit));
 }
@@ -72,19 +88,22 @@ export async function updateAudience(
   ctx: ManagementContext,
   url: string,
   change: AudienceFields,
+  condition: Precondition = {},
 ): Promise<Audience> {
   const checks = new FieldChecks();
   const patch = checkAudienceFields(change, checks);
   checks.throwFirst();
+  assertNotBuiltIn(ctx, url);
   // Read, compare and write in one transaction; a change that changes nothing writes nothing.
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       const current = await getAudience({ ...ctx, store }, url);
+      checkPrecondition(condition, audienceJson(current), `audience ${url}`);
       const after = { ...current, ...definedFields(patch) };
       const changed = changedFields(AUDIENCE_FIELDS, audienceJson(current), audienceJson(after));
       if (changed.length === 0) return current;
       const changes = asAuditChanges(changed);
-      const audit = changeAudit(ctx, 'audience.updated', url, { audience: url, changes });
+      const audit = changeAudit(ctx, 'audience.updated', current.id, { audience: url, changes });
       return store.updateAudience(url, patch, audit);
     }),
   );
@@ -100,8 +119,60 @@ export async function getAudience(ctx: ManagementContext, url: string): Promise<
   return found;
 }
 
+/** An audience by its server-made id (the admin API's paths). */
+export async function getAudienceById(ctx: ManagementContext, id: string): Promise<Audience> {
+  const found = await storeCall(() => ctx.store.findAudienceById(id));
+  if (!found) throw new ManagementError('audience_not_found', `audience ${id} does not exist`);
+  return found;
+}
+
 /** Removes an audience and every grant of it. */
-export function removeAudience(ctx: ManagementContext, url: string): Promise<void> {
-  const audit = changeAudit(ctx, 'audience.deleted', url, { audience: url });
-  return storeCall(() => ctx.store.removeAudience(url, audit));
+export async function removeAudience(
+  ctx: ManagementContext,
+  url: string,
+  condition: Precondition = {},
+): Promise<void> {
+  assertNotBuiltIn(ctx, url);
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      const current = await getAudience({ ...ctx, store }, url);
+      checkPrecondition(condition, audienceJson(current), `audience ${url}`);
+      const audit = changeAudit(ctx, 'audience.deleted', current.id, { audience: url });
+      await store.removeAudience(url, audit);
+    }),
+  );
+}
+
+/** Adds a scope to an audience, or changes its description. */
+export async function putScope(
+  ctx: ManagementContext,
+  url: string,
+  scope: { name: string; description?: string | null },
+): Promise<Audience> {
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      const tx = { ...ctx, store };
+      const current = await getAudience(tx, url);
+      const others = current.scopes.filter((s) => s.name !== scope.name);
+      return updateAudience(tx, url, { scopes: [...others, scope] });
+    }),
+  );
+}
+
+/** Removes scopes from an audience, and from every grant of it. */
+export async function removeScopes(ctx: ManagementContext, url: string, names: string[]): Promise<Audience> {
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      const tx = { ...ctx, store };
+      const current = await getAudience(tx, url);
+      const missing = names.find((n) => !current.scopes.some((s) => s.name === n));
+      if (missing !== undefined)
+        throw new ManagementError(
+          'invalid_field',
+          `audience ${url} defines no scope ${JSON.stringify(missing)}`,
+          'scopes',
+        );
+      return updateAudience(tx, url, { scopes: current.scopes.filter((s) => !names.includes(s.name)) });
+    }),
+  );
 }

@@ -65,10 +65,12 @@ export async function* exportAudit(
   ctx: ManagementContext,
   query: AuditQuery,
   limit = Infinity,
+  /** Only the events after this one (newest first): where a previous page ended. */
+  from?: AuditCursor,
 ): AsyncGenerator<AuditEvent[]> {
   const filter = filterOf(query);
   if (filter.types?.length === 0) return;
-  let after: AuditCursor | undefined;
+  let after: AuditCursor | undefined = from;
   let left = limit;
   while (left > 0) {
     const page = await storeCall(() =>

@@ -1,7 +1,10 @@
 import { digestSecret, generateClientId, generateSecret } from '../domain/secrets.js';
+import { newSecretId } from '../store/migrations.js';
 import {
   validateAudienceUrl,
   validateClientId,
+  validateClaims,
+  validateDescription,
   validateName,
   validateQuota,
   validateTokenTtl,
@@ -11,19 +14,28 @@ import {
   asAuditChanges,
   changeAudit,
   changedFields,
+  checkPrecondition,
   definedFields,
   type ManagementContext,
+  type Precondition,
 } from './context.js';
+import { adminAudienceUrl, ensureAdminAudience } from './builtin.js';
+import { checkGrantScopes } from './grants.js';
 import { CLIENT_FIELDS, clientJson } from './views.js';
 import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
 
 /** The fields of a client but its id and grants: undefined leaves one as it is (a change) or default (new). */
 export interface ClientFields {
   name?: string;
+  description?: string | null;
   enabled?: boolean;
   tokenTtl?: number | null;
   quotaPerMinute?: number | null;
   quotaPerDay?: number | null;
+  /** Custom claims in every token of the client (null or {} for none). */
+  claims?: Record<string, unknown> | null;
+  /** Claims added to the client's (an update only): the CLI's `--claim k=v`. */
+  addClaims?: Record<string, unknown>;
 }
 
 export interface ClientInput extends ClientFields {
@@ -32,6 +44,12 @@ export interface ClientInput extends ClientFields {
   id?: string;
   /** Audience URLs granted at once. */
   grants?: string[];
+  /** The scopes of some of those grants, by audience URL (each defined by its audience). */
+  scopes?: Record<string, string[]>;
+  /** The custom claims of some of those grants, by audience URL. */
+  grantClaims?: Record<string, Record<string, unknown>>;
+  /** An admin client: granted the admin API with these of its scopes (ADMIN_SCOPES for all). */
+  adminScopes?: readonly string[];
 }
 
 /** A client and its secret, which exists in clear only in this answer. */
@@ -48,6 +66,11 @@ export function checkClientFields(input: ClientFields, checks: FieldChecks): Cli
   const patch: ClientPatch = {};
   if (input.name !== undefined)
     patch.name = checks.run('name', () => validateName(input.name!, 'the client'));
+  if (input.description !== undefined)
+    patch.description =
+      input.description === null
+        ? null
+        : checks.run('description', () => validateDescription(input.description!));
   if (input.enabled !== undefined) patch.enabled = input.enabled;
   if (input.tokenTtl !== undefined)
     patch.tokenTtl =
@@ -58,6 +81,8 @@ export function checkClientFields(input: ClientFields, checks: FieldChecks): Cli
     );
   if (input.quotaPerDay !== undefined)
     patch.quotaPerDay = checks.run('quota_per_day', () => quota('quota_per_day', input.quotaPerDay));
+  if (input.claims !== undefined)
+    patch.claims = input.claims === null ? null : checks.run('claims', () => validateClaims(input.claims));
   return patch;
 }
 
@@ -73,9 +98,11 @@ export function checkNewClient(
   return {
     id,
     name,
+    description: fields.description ?? null,
     tokenTtl: fields.tokenTtl ?? null,
     quotaPerMinute: fields.quotaPerMinute ?? null,
     quotaPerDay: fields.quotaPerDay ?? null,
+    claims: fields.claims ?? null,
     enabled: input.enabled ?? true,
     // Each audience once, in order: as the store keeps them, and as the audit event reports them.
     audiences: [
@@ -85,27 +112,75 @@ export function checkNewClient(
 }
 
 /** Creates a client with a new secret (stored as its digest only). */
-export function createClient(ctx: ManagementContext, input: ClientInput): Promise<WithSecret> {
+export async function createClient(ctx: ManagementContext, input: ClientInput): Promise<WithSecret> {
+  if (input.adminScopes !== undefined) {
+    // An admin client: granted the built-in admin audience (made if the server has not yet) with these scopes.
+    await ensureAdminAudience(ctx);
+    const url = adminAudienceUrl(ctx.config);
+    input = {
+      ...input,
+      adminScopes: undefined,
+      grants: [...(input.grants ?? []), url],
+      scopes: { ...input.scopes, [url]: [...input.adminScopes] },
+    };
+  }
   const checks = new FieldChecks();
   const client = checkNewClient(input, checks);
   checks.throwFirst();
   const secret = generateSecret();
-  const audit = changeAudit(ctx, 'client.created', client.id, {
-    clientId: client.id,
-    // Never the secret, nor its digest.
-    changes: {
-      name: client.name,
-      enabled: client.enabled,
-      token_ttl: client.tokenTtl,
-      quota_per_minute: client.quotaPerMinute,
-      quota_per_day: client.quotaPerDay,
-      grants: client.audiences,
-    },
-  });
-  return storeCall(async () => ({
-    client: await ctx.store.createClient({ ...client, secretDigest: digestSecret(secret) }, audit),
-    secret,
-  }));
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      // Each grant's scopes must be its audience's (read in the transaction that writes the grants).
+      const scopes: Record<string, string[]> = {};
+      for (const [url, asked] of Object.entries(input.scopes ?? {})) {
+        if (!client.audiences.includes(url))
+          throw new ManagementError(
+            'invalid_field',
+            `scopes are given for ${url}, which is not granted`,
+            'scopes',
+          );
+        const audience = await store.findAudience(url);
+        if (!audience) throw new ManagementError('audience_not_found', `audience ${url} is not registered`);
+        scopes[url] = checkGrantScopes(audience, asked);
+      }
+      const grantClaims: Record<string, Record<string, unknown>> = {};
+      for (const [url, claims] of Object.entries(input.grantClaims ?? {})) {
+        if (!client.audiences.includes(url))
+          throw new ManagementError(
+            'invalid_field',
+            `claims are given for ${url}, which is not granted`,
+            'claims',
+          );
+        const checked = field('claims', () => validateClaims(claims));
+        if (checked) grantClaims[url] = checked;
+      }
+      const audit = changeAudit(ctx, 'client.created', client.id, {
+        clientId: client.id,
+        // Never the secret, nor its digest.
+        changes: {
+          name: client.name,
+          description: client.description,
+          enabled: client.enabled,
+          token_ttl: client.tokenTtl,
+          quota_per_minute: client.quotaPerMinute,
+          quota_per_day: client.quotaPerDay,
+          claims: client.claims,
+          grants: client.audiences.map((audience) => ({
+            audience,
+            scopes: scopes[audience] ?? [],
+            ...(grantClaims[audience] ? { claims: grantClaims[audience] } : {}),
+          })),
+        },
+      });
+      return {
+        client: await store.createClient(
+          { ...client, scopes, grantClaims, secretDigest: digestSecret(secret) },
+          audit,
+        ),
+        secret,
+      };
+    }),
+  );
 }
 
 /** Changes the fields given of a client (null clears a lifetime or a quota); never its secret. */
@@ -113,6 +188,7 @@ export async function updateClient(
   ctx: ManagementContext,
   id: string,
   change: ClientFields,
+  condition: Precondition = {},
 ): Promise<Client> {
   const checks = new FieldChecks();
   const patch = checkClientFields(change, checks);
@@ -122,6 +198,12 @@ export async function updateClient(
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       const current = await getClient({ ...ctx, store }, id);
+      checkPrecondition(condition, clientJson(current), `client ${id}`);
+      // Claims added to those it has (or to those this change sets), checked whole.
+      if (change.addClaims !== undefined) {
+        const base = patch.claims !== undefined ? patch.claims : current.claims;
+        patch.claims = field('claims', () => validateClaims({ ...base, ...change.addClaims }));
+      }
       const after = { ...current, ...definedFields(patch) };
       const changed = changedFields(CLIENT_FIELDS, clientJson(current), clientJson(after));
       if (changed.length === 0) return current;
@@ -143,12 +225,31 @@ export async function getClient(ctx: ManagementContext, id: string): Promise<Cli
 }
 
 /** Replaces the client's secret; the old one stops working at once. */
-export function rotateSecret(ctx: ManagementContext, id: string): Promise<WithSecret> {
+/**
+ * Replaces the client's secret with a new one: the others keep working for `graceSeconds` (0, the default:
+ * they stop at once), then expire by themselves on every instance.
+ */
+export async function rotateSecret(
+  ctx: ManagementContext,
+  id: string,
+  options: { graceSeconds?: number } = {},
+): Promise<WithSecret & { secretId: string }> {
+  const grace = options.graceSeconds ?? 0;
   const secret = generateSecret();
-  const audit = changeAudit(ctx, 'client.secret_rotated', id, { clientId: id });
+  const secretId = newSecretId();
+  const audit = changeAudit(ctx, 'client.secret_rotated', id, {
+    clientId: id,
+    changes: { secret_id: secretId, grace },
+  });
   return storeCall(async () => ({
-    client: await ctx.store.setClientSecret(id, digestSecret(secret), audit),
+    client: await ctx.store.addClientSecret(
+      id,
+      { id: secretId, digest: digestSecret(secret), expiresAt: null },
+      grace,
+      audit,
+    ),
     secret,
+    secretId,
   }));
 }
 
@@ -166,7 +267,26 @@ export function setEnabled(ctx: ManagementContext, id: string, enabled: boolean)
 }
 
 /** Deletes a client and its grants. */
-export function deleteClient(ctx: ManagementContext, id: string): Promise<void> {
+export async function deleteClient(
+  ctx: ManagementContext,
+  id: string,
+  condition: Precondition = {},
+): Promise<void> {
   const audit = changeAudit(ctx, 'client.deleted', id, { clientId: id });
-  return storeCall(() => ctx.store.deleteClient(id, audit));
+  if (condition.ifMatch === undefined) return storeCall(() => ctx.store.deleteClient(id, audit));
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      checkPrecondition(condition, clientJson(await getClient({ ...ctx, store }, id)), `client ${id}`);
+      await store.deleteClient(id, audit);
+    }),
+  );
+}
+
+/** A page of clients in client_id order: those after `after`, at most `limit`. */
+export function listClientsPage(
+  ctx: ManagementContext,
+  after: string | null,
+  limit: number,
+): Promise<Client[]> {
+  return storeCall(() => ctx.store.listClientsPage(after, limit));
 }

@@ -8,20 +8,48 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
 import { SIGNING_ALGS } from '../domain/algorithms.js';
-import type { Audience, Client } from '../store/types.js';
+import { validateClaims } from '../domain/validate.js';
+import type { Audience, AudienceScope, Client } from '../store/types.js';
 import { checkNewAudience } from './audiences.js';
 import { checkNewClient, createClient, deleteClient, updateClient } from './clients.js';
 import { changedFields, type ManagementContext } from './context.js';
 import { AUDIENCE_FIELDS, CLIENT_FIELDS } from './views.js';
-import { FieldChecks, ManagementError, storeCall } from './errors.js';
-import { addGrant, checkGrantAudience, removeGrant } from './grants.js';
+import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
+import {
+  ADMIN_AUDIENCE_SCOPES,
+  adminAudienceUrl,
+  ensureAdminAudience,
+  isBuiltInAudience,
+} from './builtin.js';
+import { checkGrantAudience, checkGrantScopes, putGrant, removeGrant } from './grants.js';
+
+/** An audience's fields but those the plan looks at (an audience the plan makes, the built-in one). */
+const ADMIN_AUDIENCE_STUB: Audience = {
+  id: '',
+  url: '',
+  name: null,
+  tokenTtl: null,
+  signingAlg: null,
+  scopes: ADMIN_AUDIENCE_SCOPES,
+  createdAt: '',
+  updatedAt: '',
+};
 import { removeAudience, addAudience, updateAudience } from './audiences.js';
 
 // --- the file format ---
 
-/** A grant of an audience to a client. Scopes and claims will be fields of it. */
+/** A grant of an audience to a client, with the audience's scopes it carries (none when left out). */
 export interface GrantEntry {
   audience: string;
+  scopes?: string[];
+  /** Custom claims for this audience's tokens, over the client's. */
+  claims?: Record<string, unknown> | null;
+}
+
+/** A scope an audience defines; a description only when it has one. */
+export interface ScopeEntry {
+  name: string;
+  description?: string | null;
 }
 
 /** An audience, known by its identifier (the URL). A field left out or null is the server default. */
@@ -30,17 +58,30 @@ export interface AudienceEntry {
   name?: string | null;
   token_ttl?: number | null;
   signing_alg?: string | null;
+  /** The scopes it defines, sorted by name; none when left out. */
+  scopes?: ScopeEntry[];
 }
+
+/** Scopes as a file has them: sorted, a description only where there is one, and no list when empty. */
+const scopeEntries = (scopes: readonly AudienceScope[]): ScopeEntry[] | undefined =>
+  scopes.length === 0
+    ? undefined
+    : scopes.map((s) =>
+        s.description === null ? { name: s.name } : { name: s.name, description: s.description },
+      );
 
 /** A client, known by its client_id; never its secret. A field left out or null is the default. */
 export interface ClientEntry {
   client_id: string;
   name: string;
+  description?: string | null;
   /** True when left out. */
   enabled?: boolean;
   token_ttl?: number | null;
   quota_per_minute?: number | null;
   quota_per_day?: number | null;
+  /** Custom claims in every token of the client. */
+  claims?: Record<string, unknown> | null;
   /** Every audience the client is granted; none when left out. */
   grants?: GrantEntry[];
 }
@@ -87,6 +128,16 @@ export function configSchema(): Record<string, unknown> {
           name: nullable({ type: 'string' }),
           token_ttl: nullable({ type: 'integer', description: 'token lifetime in seconds' }),
           signing_alg: nullable({ enum: [...SIGNING_ALGS] }),
+          scopes: {
+            type: 'array',
+            description: 'the permissions this audience defines (RFC 6749 §3.3 scope tokens)',
+            items: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['name'],
+              properties: { name: { type: 'string' }, description: nullable({ type: 'string' }) },
+            },
+          },
         },
       },
       client: {
@@ -96,10 +147,12 @@ export function configSchema(): Record<string, unknown> {
         properties: {
           client_id: { type: 'string' },
           name: { type: 'string' },
+          description: nullable({ type: 'string' }),
           enabled: { type: 'boolean', default: true },
           token_ttl: nullable({ type: 'integer', description: 'token lifetime in seconds' }),
           quota_per_minute: nullable({ type: 'integer', description: 'tokens a minute; null: no limit' }),
           quota_per_day: nullable({ type: 'integer', description: 'tokens a day; null: no limit' }),
+          claims: nullable({ type: 'object', description: 'custom claims in every token of the client' }),
           grants: { type: 'array', items: { $ref: '#/$defs/grant' } },
         },
       },
@@ -107,7 +160,18 @@ export function configSchema(): Record<string, unknown> {
         type: 'object',
         additionalProperties: false,
         required: ['audience'],
-        properties: { audience: { type: 'string', description: 'the identifier of an audience' } },
+        properties: {
+          audience: { type: 'string', description: 'the identifier of an audience' },
+          scopes: {
+            type: 'array',
+            items: { type: 'string' },
+            description: "scopes the grant carries, each one the audience's; none when left out",
+          },
+          claims: nullable({
+            type: 'object',
+            description: "custom claims for this audience, over the client's",
+          }),
+        },
       },
     },
   };
@@ -129,6 +193,7 @@ export function audienceEntry(a: Audience): AudienceEntry {
     ...(a.name === null ? {} : { name: a.name }),
     ...(a.tokenTtl === null ? {} : { token_ttl: a.tokenTtl }),
     ...(a.signingAlg === null ? {} : { signing_alg: a.signingAlg }),
+    ...(a.scopes.length === 0 ? {} : { scopes: scopeEntries(a.scopes) }),
   };
 }
 
@@ -136,11 +201,19 @@ export function clientEntry(c: Client): ClientEntry {
   return {
     client_id: c.id,
     name: c.name,
+    ...(c.description === null ? {} : { description: c.description }),
     enabled: c.enabled,
     ...(c.tokenTtl === null ? {} : { token_ttl: c.tokenTtl }),
     ...(c.quotaPerMinute === null ? {} : { quota_per_minute: c.quotaPerMinute }),
     ...(c.quotaPerDay === null ? {} : { quota_per_day: c.quotaPerDay }),
-    grants: [...c.audiences].sort(byCodeUnit).map((audience) => ({ audience })),
+    ...(c.claims === null ? {} : { claims: c.claims }),
+    grants: [...c.grants]
+      .sort((a, b) => byCodeUnit(a.audience, b.audience))
+      .map((g) => ({
+        audience: g.audience,
+        ...(g.scopes.length === 0 ? {} : { scopes: g.scopes }),
+        ...(g.claims === null ? {} : { claims: g.claims }),
+      })),
   };
 }
 
@@ -153,8 +226,12 @@ export async function exportConfig(ctx: ManagementContext): Promise<ConfigFile> 
   const [audiences, clients] = await storeCall(() =>
     Promise.all([ctx.store.listAudiences(), ctx.store.listClients()]),
   );
+  // The built-in admin audience is the server's, not configuration: its grants are exported, it is not.
   return {
-    audiences: [...audiences].sort((a, b) => byCodeUnit(a.url, b.url)).map(audienceEntry),
+    audiences: audiences
+      .filter((a) => !isBuiltInAudience(ctx, a.url))
+      .sort((a, b) => byCodeUnit(a.url, b.url))
+      .map(audienceEntry),
     clients: [...clients].sort((a, b) => byCodeUnit(a.id, b.id)).map(clientEntry),
   };
 }
@@ -250,7 +327,8 @@ export function parseConfigFile(text: string, name: string): ParsedFile {
 
 // --- the plan ---
 
-type Value = string | number | boolean | null;
+/** A field's value in a plan: a scalar, or a list (an audience's scopes, a grant's). */
+type Value = string | number | boolean | null | ScopeEntry[] | Record<string, unknown>;
 
 export interface FieldChange {
   field: string;
@@ -271,7 +349,16 @@ export type PlanStep =
     }
   | { action: 'update'; type: 'client'; client_id: string; changes: FieldChange[] }
   | { action: 'delete'; type: 'client'; client_id: string }
-  | { action: 'create' | 'delete'; type: 'grant'; client_id: string; audience: string };
+  | {
+      action: 'create';
+      type: 'grant';
+      client_id: string;
+      audience: string;
+      scopes: string[];
+      claims?: Record<string, unknown>;
+    }
+  | { action: 'update'; type: 'grant'; client_id: string; audience: string; changes: FieldChange[] }
+  | { action: 'delete'; type: 'grant'; client_id: string; audience: string };
 
 export interface Plan {
   file: string;
@@ -342,7 +429,22 @@ export async function planApply(
   const [stored, storedClients] = await storeCall(() =>
     Promise.all([ctx.store.listAudiences(), ctx.store.listClients()]),
   );
-  const storedAudiences = new Map(stored.map((a) => [a.url, a]));
+  const builtIn = adminAudienceUrl(ctx.config);
+  // The built-in audience is known even where the server has not started yet, and it is never pruned.
+  const storedAudiences = new Map(stored.filter((a) => a.url !== builtIn).map((a) => [a.url, a]));
+  /** The scopes an audience defines, for the grants' scopes (audiences the file creates define none yet). */
+  const scopesOf = (url: string): Audience => {
+    if (url === builtIn) return { ...ADMIN_AUDIENCE_STUB, url: builtIn };
+    // The file's scopes where the file has the audience (they are what the store will have), else the store's.
+    const inFile = wantAudiences.get(url);
+    if (inFile)
+      return {
+        ...ADMIN_AUDIENCE_STUB,
+        url,
+        scopes: (inFile.scopes ?? []).map((s) => ({ name: s.name, description: s.description ?? null })),
+      };
+    return storedAudiences.get(url) ?? { ...ADMIN_AUDIENCE_STUB, url, scopes: [] };
+  };
 
   // Audiences: each by the rules of a new one (the normalised values are what the store would hold).
   const wantAudiences = new Map<string, AudienceEntry>();
@@ -360,10 +462,21 @@ export async function planApply(
         name: nstr(raw.name),
         tokenTtl: int(raw.token_ttl),
         signingAlg: nstr(raw.signing_alg),
+        scopes: Array.isArray(raw.scopes)
+          ? (raw.scopes as unknown[]).flatMap((s) =>
+              isObject(s) && typeof s.name === 'string'
+                ? [{ name: s.name, description: nstr(s.description) ?? null }]
+                : [],
+            )
+          : undefined,
       },
       checks,
     );
     ruleProblems(base, checks, { url: 'identifier' });
+    if (checked.url === builtIn) {
+      problem(`${base}/identifier`, `audience ${builtIn} is Tessera's admin API: it is built in`);
+      return;
+    }
     // Named in the file, even if another of its fields is refused: its grants are not errors too.
     if (!checks.errors.some((e) => e.field === 'url')) namedInFile.add(checked.url);
     if (checks.errors.length > 0) return;
@@ -379,6 +492,7 @@ export async function planApply(
       name: checked.name,
       token_ttl: checked.tokenTtl,
       signing_alg: checked.signingAlg,
+      scopes: scopeEntries(checked.scopes ?? []),
     });
   });
 
@@ -400,11 +514,13 @@ export async function planApply(
         tokenTtl: int(raw.token_ttl),
         quotaPerMinute: int(raw.quota_per_minute),
         quotaPerDay: int(raw.quota_per_day),
+        description: nstr(raw.description),
+        claims: raw.claims === null ? null : isObject(raw.claims) ? raw.claims : undefined,
       },
       checks,
     );
     ruleProblems(base, checks);
-    const grants: string[] = [];
+    const grants: GrantEntry[] = [];
     (Array.isArray(raw.grants) ? (raw.grants as unknown[]) : []).forEach((grant, j) => {
       const audience = isObject(grant) ? str(grant.audience) : undefined;
       if (audience === undefined) return;
@@ -416,13 +532,40 @@ export async function planApply(
         if (error instanceof ManagementError) return problem(pointer, error.message);
         throw error;
       }
-      if (grants.includes(url)) return problem(pointer, `audience ${url} is granted twice`);
-      if (!namedInFile.has(url)) {
+      if (grants.some((g) => g.audience === url)) return problem(pointer, `audience ${url} is granted twice`);
+      if (!namedInFile.has(url) && url !== builtIn) {
         if (!storedAudiences.has(url))
           return problem(pointer, `audience ${url} is neither in the file nor registered`);
         if (prune) return problem(pointer, `audience ${url} is not in the file, so --prune would delete it`);
       }
-      grants.push(url);
+      const asked = isObject(grant) && Array.isArray(grant.scopes) ? (grant.scopes as unknown[]) : [];
+      // Each scope by the grants' rule, so that a refusal names the scope's own place in the file.
+      let refusedScope = false;
+      asked.forEach((scope, k) => {
+        if (typeof scope !== 'string') return;
+        try {
+          checkGrantScopes(scopesOf(url), [scope]);
+        } catch (error) {
+          if (!(error instanceof ManagementError)) throw error;
+          problem(`${base}/grants/${j}/scopes/${k}`, error.message);
+          refusedScope = true;
+        }
+      });
+      if (refusedScope) return;
+      const scopes = checkGrantScopes(
+        scopesOf(url),
+        asked.filter((s): s is string => typeof s === 'string'),
+      );
+      let claims: Record<string, unknown> | null = null;
+      if (isObject(grant) && isObject(grant.claims)) {
+        try {
+          claims = field('claims', () => validateClaims(grant.claims));
+        } catch (error) {
+          if (error instanceof ManagementError) return problem(`${base}/grants/${j}/claims`, error.message);
+          throw error;
+        }
+      }
+      grants.push({ audience: url, scopes, ...(claims === null ? {} : { claims }) });
     });
     if (checks.errors.length > 0) return;
     const first = clientAt.get(checked.id);
@@ -435,11 +578,13 @@ export async function planApply(
     wantClients.set(checked.id, {
       client_id: checked.id,
       name: checked.name,
+      description: checked.description,
+      claims: checked.claims ?? null,
       enabled: checked.enabled,
       token_ttl: checked.tokenTtl,
       quota_per_minute: checked.quotaPerMinute,
       quota_per_day: checked.quotaPerDay,
-      grants: grants.sort(byCodeUnit).map((audience) => ({ audience })),
+      grants: grants.sort((a, b) => byCodeUnit(a.audience, b.audience)),
     });
   });
 
@@ -459,12 +604,12 @@ export async function planApply(
     const have = storedAudiences.get(url);
     if (!have) {
       const { identifier: _, ...values } = audienceEntry({
+        ...ADMIN_AUDIENCE_STUB,
         url,
         name: want.name ?? null,
         tokenTtl: want.token_ttl ?? null,
         signingAlg: (want.signing_alg ?? null) as Audience['signingAlg'],
-        createdAt: '',
-        updatedAt: '',
+        scopes: (want.scopes ?? []).map((s) => ({ name: s.name, description: s.description ?? null })),
       });
       steps.push({ action: 'create', type: 'audience', identifier: url, values });
       continue;
@@ -476,22 +621,42 @@ export async function planApply(
   for (const id of [...wantClients.keys()].sort(byCodeUnit)) {
     const { grants, client_id: _, ...want } = wantClients.get(id)!;
     const have = haveClients.get(id);
-    const wanted = grants.map((g) => g.audience);
+    const createGrant = (g: GrantEntry): PlanStep => ({
+      action: 'create',
+      type: 'grant',
+      client_id: id,
+      audience: g.audience,
+      scopes: g.scopes ?? [],
+      ...(g.claims ? { claims: g.claims } : {}),
+    });
     if (!have) {
       const values = Object.fromEntries(Object.entries(want).filter(([, v]) => v !== null)) as Omit<
         ClientEntry,
         'client_id' | 'grants'
       >;
       steps.push({ action: 'create', type: 'client', client_id: id, values });
-      for (const audience of wanted) steps.push({ action: 'create', type: 'grant', client_id: id, audience });
+      for (const g of grants) steps.push(createGrant(g));
       continue;
     }
     const changes = changedFields(CLIENT_FIELDS, clientEntry(have), want) as FieldChange[];
     if (changes.length > 0) steps.push({ action: 'update', type: 'client', client_id: id, changes });
-    const granted = new Set(have.audiences);
-    for (const audience of wanted)
-      if (!granted.has(audience)) steps.push({ action: 'create', type: 'grant', client_id: id, audience });
-    const wantedSet = new Set(wanted);
+    const granted = new Map(have.grants.map((g) => [g.audience, g]));
+    for (const g of grants) {
+      const current = granted.get(g.audience);
+      if (current === undefined) {
+        steps.push(createGrant(g));
+        continue;
+      }
+      // Scopes as one string (`a b`), as a token has them; claims as objects.
+      const changes = changedFields(
+        ['scopes', 'claims'],
+        { scopes: current.scopes.join(' '), claims: current.claims },
+        { scopes: (g.scopes ?? []).join(' '), claims: g.claims ?? null },
+      ) as FieldChange[];
+      if (changes.length > 0)
+        steps.push({ action: 'update', type: 'grant', client_id: id, audience: g.audience, changes });
+    }
+    const wantedSet = new Set(grants.map((g) => g.audience));
     for (const audience of [...have.audiences].sort(byCodeUnit)) {
       if (wantedSet.has(audience)) continue;
       if (prune) steps.push({ action: 'delete', type: 'grant', client_id: id, audience });
@@ -521,14 +686,17 @@ const audienceFields = (values: Record<string, Value | undefined>) => ({
   ...('name' in values ? { name: values.name as string | null } : {}),
   ...('token_ttl' in values ? { tokenTtl: values.token_ttl as number | null } : {}),
   ...('signing_alg' in values ? { signingAlg: values.signing_alg as string | null } : {}),
+  ...('scopes' in values ? { scopes: (values.scopes as ScopeEntry[] | null) ?? [] } : {}),
 });
 
 const clientFields = (values: Record<string, Value | undefined>) => ({
   ...('name' in values ? { name: values.name as string } : {}),
+  ...('description' in values ? { description: values.description as string | null } : {}),
   ...('enabled' in values ? { enabled: values.enabled as boolean } : {}),
   ...('token_ttl' in values ? { tokenTtl: values.token_ttl as number | null } : {}),
   ...('quota_per_minute' in values ? { quotaPerMinute: values.quota_per_minute as number | null } : {}),
   ...('quota_per_day' in values ? { quotaPerDay: values.quota_per_day as number | null } : {}),
+  ...('claims' in values ? { claims: values.claims as Record<string, unknown> | null } : {}),
 });
 
 const changed = (changes: FieldChange[]) => Object.fromEntries(changes.map((c) => [c.field, c.to]));
@@ -543,14 +711,26 @@ export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<Cre
   const newClients = new Set(
     plan.steps.flatMap((s) => (s.type === 'client' && s.action === 'create' ? [s.client_id] : [])),
   );
-  const grantsOfNew = new Map<string, string[]>();
+  const grantsOfNew = new Map<
+    string,
+    { audience: string; scopes: string[]; claims?: Record<string, unknown> }[]
+  >();
   for (const s of plan.steps)
     if (s.type === 'grant' && s.action === 'create' && newClients.has(s.client_id))
-      grantsOfNew.set(s.client_id, [...(grantsOfNew.get(s.client_id) ?? []), s.audience]);
+      grantsOfNew.set(s.client_id, [...(grantsOfNew.get(s.client_id) ?? []), s]);
+  const builtIn = adminAudienceUrl(ctx.config);
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       const tx: ManagementContext = { ...ctx, store };
       const secrets: CreatedSecret[] = [];
+      // A file may grant the admin audience on a store whose server has not made it yet.
+      if (plan.steps.some((s) => s.type === 'grant' && s.action !== 'delete' && s.audience === builtIn))
+        await ensureAdminAudience(tx);
+      const audienceOf = async (url: string) => {
+        const found = await store.findAudience(url);
+        if (!found) throw new ManagementError('audience_not_found', `audience ${url} is not registered`);
+        return found;
+      };
       for (const step of plan.steps) {
         if (step.type === 'audience') {
           if (step.action === 'create')
@@ -564,14 +744,32 @@ export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<Cre
               id: step.client_id,
               ...clientFields(step.values),
               name: step.values.name,
-              grants: grantsOfNew.get(step.client_id) ?? [],
+              grants: (grantsOfNew.get(step.client_id) ?? []).map((g) => g.audience),
+              scopes: Object.fromEntries(
+                (grantsOfNew.get(step.client_id) ?? []).map((g) => [g.audience, g.scopes]),
+              ),
+              grantClaims: Object.fromEntries(
+                (grantsOfNew.get(step.client_id) ?? []).flatMap((g) =>
+                  g.claims ? [[g.audience, g.claims]] : [],
+                ),
+              ),
             });
             secrets.push({ client_id: step.client_id, client_secret: secret });
           } else if (step.action === 'update')
             await updateClient(tx, step.client_id, clientFields(changed(step.changes)));
           else await deleteClient(tx, step.client_id);
         } else if (step.action === 'create') {
-          if (!newClients.has(step.client_id)) await addGrant(tx, step.client_id, step.audience);
+          if (!newClients.has(step.client_id))
+            await putGrant(tx, step.client_id, await audienceOf(step.audience), {
+              scopes: step.scopes,
+              claims: step.claims ?? null,
+            });
+        } else if (step.action === 'update') {
+          const to = changed(step.changes);
+          await putGrant(tx, step.client_id, await audienceOf(step.audience), {
+            ...('scopes' in to ? { scopes: String(to.scopes).split(' ').filter(Boolean) } : {}),
+            ...('claims' in to ? { claims: to.claims as Record<string, unknown> | null } : {}),
+          });
         } else await removeGrant(tx, step.client_id, step.audience);
       }
       return secrets;
@@ -581,7 +779,12 @@ export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<Cre
 
 // --- the plan in words ---
 
-const show = (value: Value): string => (typeof value === 'string' ? JSON.stringify(value) : String(value));
+const show = (value: Value): string =>
+  Array.isArray(value)
+    ? value.map((s) => s.name).join(' ')
+    : typeof value === 'string' || (typeof value === 'object' && value !== null)
+      ? JSON.stringify(value)
+      : String(value);
 
 /** The plan, one line per change: `+ audience URL (...)`, `~ client ID: field from → to`, `- grant ID → URL`. */
 export function planLines(plan: Plan): string[] {
@@ -592,9 +795,16 @@ export function planLines(plan: Plan): string[] {
   };
   for (const s of plan.steps) {
     const id = s.type === 'audience' ? s.identifier : s.client_id;
-    if (s.type === 'grant')
-      lines.push(`${s.action === 'create' ? '+' : '-'} grant ${s.client_id} → ${s.audience}`);
-    else if (s.action === 'create') lines.push(`+ ${s.type} ${id}${values(s.values)}`);
+    if (s.type === 'grant') {
+      if (s.action === 'create')
+        lines.push(
+          `+ grant ${s.client_id} → ${s.audience}${s.scopes.length ? ` (scopes ${show(s.scopes.join(' '))})` : ''}`,
+        );
+      else if (s.action === 'delete') lines.push(`- grant ${s.client_id} → ${s.audience}`);
+      else
+        for (const c of s.changes)
+          lines.push(`~ grant ${s.client_id} → ${s.audience}: ${c.field} ${show(c.from)} → ${show(c.to)}`);
+    } else if (s.action === 'create') lines.push(`+ ${s.type} ${id}${values(s.values)}`);
     else if (s.action === 'delete')
       lines.push(
         `- ${s.type} ${id}${s.type === 'client' ? ' (with its grants)' : ' (with every grant of it)'}`,

@@ -1,5 +1,7 @@
 import type { Config } from '../config/index.js';
 import type { ChangeAudit, ChangeEventType, Store } from '../store/types.js';
+import { ManagementError } from './errors.js';
+import { etagOf, ifMatchAllows } from './views.js';
 
 /** What every management operation runs against. Each face makes one per call (CLI) or per request (API). */
 export interface ManagementContext {
@@ -46,7 +48,12 @@ export function changedFields(fields: readonly string[], before: object, after: 
   for (const field of fields) {
     const from = (before as Record<string, unknown>)[field] ?? null;
     const to = (after as Record<string, unknown>)[field] ?? null;
-    if (from !== to) changes.push({ field, from, to });
+    // Lists and objects (an audience's scopes) compare by value.
+    const same =
+      typeof from === 'object' && typeof to === 'object'
+        ? JSON.stringify(from) === JSON.stringify(to)
+        : from === to;
+    if (!same) changes.push({ field, from, to });
   }
   return changes;
 }
@@ -58,3 +65,18 @@ export const asAuditChanges = (changes: FieldChange[]): Record<string, { from: u
 /** A patch's defined fields only (undefined: left as it is). */
 export const definedFields = <T extends object>(patch: T): Partial<T> =>
   Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined)) as Partial<T>;
+
+/** A change made only if the resource is still the version the caller read (the admin API's If-Match). */
+export interface Precondition {
+  /** An If-Match header value: `*` or entity tags; undefined: no condition. */
+  ifMatch?: string | undefined;
+}
+
+/** Refuses (precondition_failed) when `view`, the resource as it is now, is not a version If-Match names. */
+export function checkPrecondition(condition: Precondition, view: object, what: string): void {
+  if (condition.ifMatch !== undefined && !ifMatchAllows(condition.ifMatch, etagOf(view)))
+    throw new ManagementError(
+      'precondition_failed',
+      `${what} has changed since it was read: If-Match does not match its ETag, nothing was changed`,
+    );
+}

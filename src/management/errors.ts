@@ -9,12 +9,17 @@ import { StoreError } from '../store/types.js';
 export const ERROR_CODES = {
   invalid_field: 'invalid',
   invalid_file: 'invalid',
+  invalid_cursor: 'invalid',
   audience_not_found: 'not_found',
   client_not_found: 'not_found',
   grant_not_found: 'not_found',
   key_not_found: 'not_found',
+  secret_not_found: 'not_found',
   audience_exists: 'conflict',
   client_exists: 'conflict',
+  audience_builtin: 'conflict',
+  too_many_secrets: 'conflict',
+  precondition_failed: 'precondition',
   master_key_mismatch: 'failed',
 } as const;
 
@@ -43,9 +48,14 @@ const NOT_FOUND = {
   client: 'client_not_found',
   grant: 'grant_not_found',
   signing_key: 'key_not_found',
+  secret: 'secret_not_found',
 } as const;
 
-const EXISTS = { audience: 'audience_exists', client: 'client_exists' } as const;
+const EXISTS = {
+  audience: 'audience_exists',
+  client: 'client_exists',
+  secret: 'too_many_secrets',
+} as const;
 
 /**
  * The management error a failure is, if it is one: the rules' ValidationError, the store's not-found and
@@ -59,7 +69,7 @@ export function asManagementError(error: unknown): ManagementError | undefined {
     return new ManagementError('master_key_mismatch', error.message);
   if (error instanceof StoreError && error.resource !== undefined) {
     if (error.code === 'not_found') return new ManagementError(NOT_FOUND[error.resource], error.message);
-    if (error.resource === 'audience' || error.resource === 'client')
+    if (error.resource === 'audience' || error.resource === 'client' || error.resource === 'secret')
       return new ManagementError(EXISTS[error.resource], error.message);
   }
   return undefined;

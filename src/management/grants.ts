@@ -1,20 +1,132 @@
-import { validateAudienceUrl } from '../domain/validate.js';
-import { changeAudit, type ManagementContext } from './context.js';
-import { field, storeCall } from './errors.js';
+import { validateAudienceUrl, validateClaims } from '../domain/validate.js';
+import type { Audience, Client, Grant } from '../store/types.js';
+import {
+  asAuditChanges,
+  changeAudit,
+  changedFields,
+  checkPrecondition,
+  type ManagementContext,
+  type Precondition,
+} from './context.js';
+import { field, ManagementError, storeCall } from './errors.js';
+import { grantJson } from './views.js';
 
 /** The audience of a grant, checked by its rule (field `audience`). */
 export const checkGrantAudience = (audience: string): string =>
   field('audience', () => validateAudienceUrl(audience));
 
+/** A grant's scopes: each one the audience defines (field `scopes`); each once, sorted. */
+export function checkGrantScopes(audience: Audience, scopes: readonly string[]): string[] {
+  const defined = new Set(audience.scopes.map((s) => s.name));
+  for (const scope of scopes)
+    if (!defined.has(scope))
+      throw new ManagementError(
+        'invalid_field',
+        `audience ${audience.url} defines no scope ${JSON.stringify(scope)}`,
+        'scopes',
+      );
+  return [...new Set(scopes)].sort();
+}
+
 /** Allows a client an audience. False if it already had it. */
-export function addGrant(ctx: ManagementContext, clientId: string, audience: string): Promise<boolean> {
+export async function addGrant(ctx: ManagementContext, clientId: string, audience: string): Promise<boolean> {
   const url = checkGrantAudience(audience);
   const audit = changeAudit(ctx, 'grant.created', clientId, { clientId, audience: url });
   return storeCall(() => ctx.store.addGrant(clientId, url, audit));
 }
 
-/** Withdraws an audience from a client. */
-export function removeGrant(ctx: ManagementContext, clientId: string, audience: string): Promise<void> {
-  const audit = changeAudit(ctx, 'grant.deleted', clientId, { clientId, audience });
-  return storeCall(() => ctx.store.removeGrant(clientId, audience, audit));
+/** A client's grant of an audience, if it has one. */
+export const grantOf = (client: Client, url: string): Grant | undefined =>
+  client.grants.find((g) => g.audience === url);
+
+/** What a grant is set to: its scopes, its claims; one left undefined stays as it is (none, for a new grant). */
+export interface GrantInput {
+  scopes?: readonly string[];
+  claims?: Record<string, unknown> | null;
 }
+
+/**
+ * Grants a client an audience, or changes the grant (the admin API's PUT, `grant set-scopes`, apply).
+ * Returns the grant and whether it was created; a grant that already is so writes nothing.
+ */
+export async function putGrant(
+  ctx: ManagementContext,
+  clientId: string,
+  audience: Audience,
+  input: GrantInput,
+  condition: Precondition = {},
+): Promise<{ grant: Grant; created: boolean }> {
+  const scopes = input.scopes === undefined ? undefined : checkGrantScopes(audience, input.scopes);
+  const claims =
+    input.claims === undefined || input.claims === null
+      ? input.claims
+      : field('claims', () => validateClaims(input.claims));
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      const client = await store.findClient(clientId);
+      if (!client) throw new ManagementError('client_not_found', `client ${clientId} does not exist`);
+      const current = grantOf(client, audience.url);
+      // If-Match on a grant that does not exist fails, `*` included (RFC 9110 §13.1.1).
+      if (current) checkPrecondition(condition, grantJson(clientId, audience, current), 'the grant');
+      else if (condition.ifMatch !== undefined)
+        throw new ManagementError('precondition_failed', 'the grant does not exist: If-Match fails');
+      const grant: Grant = {
+        audience: audience.url,
+        scopes: scopes ?? current?.scopes ?? [],
+        claims: claims === undefined ? (current?.claims ?? null) : claims,
+      };
+      const changed = changedFields(['scopes', 'claims'], current ?? {}, grant);
+      if (current && changed.length === 0) return { grant, created: false };
+      const audit = changeAudit(ctx, current ? 'grant.updated' : 'grant.created', clientId, {
+        clientId,
+        audience: audience.url,
+        changes: current
+          ? asAuditChanges(changed)
+          : { scopes: grant.scopes, ...(grant.claims ? { claims: grant.claims } : {}) },
+      });
+      const created = await store.putGrant(clientId, audience.url, grant.scopes, audit, grant.claims);
+      return { grant, created };
+    }),
+  );
+}
+
+/** Withdraws an audience from a client. */
+export async function removeGrant(
+  ctx: ManagementContext,
+  clientId: string,
+  audience: string,
+  condition: Precondition = {},
+): Promise<void> {
+  const audit = changeAudit(ctx, 'grant.deleted', clientId, { clientId, audience });
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      if (condition.ifMatch !== undefined) {
+        const client = await store.findClient(clientId);
+        const current = client && grantOf(client, audience);
+        const found = current && (await store.findAudience(audience));
+        if (current && found) checkPrecondition(condition, grantJson(clientId, found, current), 'the grant');
+      }
+      await store.removeGrant(clientId, audience, audit);
+    }),
+  );
+}
+
+/** Grants a client an audience (by its URL), or changes the grant: the CLI's `grant set-scopes/set-claims`. */
+export async function setGrant(
+  ctx: ManagementContext,
+  clientId: string,
+  url: string,
+  input: GrantInput,
+): Promise<{ grant: Grant; created: boolean }> {
+  const audience = await storeCall(() => ctx.store.findAudience(checkGrantAudience(url)));
+  if (!audience) throw new ManagementError('audience_not_found', `audience ${url} is not registered`);
+  return putGrant(ctx, clientId, audience, input);
+}
+
+/** Grants a client an audience (by its URL) with exactly these scopes, keeping its claims. */
+export const setGrantScopes = (
+  ctx: ManagementContext,
+  clientId: string,
+  url: string,
+  scopes: readonly string[],
+) => setGrant(ctx, clientId, url, { scopes });

@@ -9,6 +9,7 @@ export * as clients from './clients.js';
 export * as config from './config.js';
 export * as grants from './grants.js';
 export * as keys from './keys.js';
+export * as secrets from './secrets.js';
 export type { ManagementContext } from './context.js';
 export { asManagementError, ManagementError, type ErrorCode, type ErrorKind } from './errors.js';
 export * as views from './views.js';

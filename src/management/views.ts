@@ -1,4 +1,5 @@
-import type { Audience, AuditEvent, Client } from '../store/types.js';
+import { createHash } from 'node:crypto';
+import type { Audience, AuditEvent, Client, ClientSecret, Grant } from '../store/types.js';
 import type { KeyView } from './keys.js';
 
 /**
@@ -6,30 +7,61 @@ import type { KeyView } from './keys.js';
  * `--json` and the admin API's answers are the same documents.
  */
 /** The fields of an audience an operator sets (in audienceJson's names); the others are the store's. */
-export const AUDIENCE_FIELDS = ['name', 'token_ttl', 'signing_alg'] as const;
+export const AUDIENCE_FIELDS = ['name', 'token_ttl', 'signing_alg', 'scopes'] as const;
 /** The fields of a client an operator sets, but its grants and secret (in clientJson's names). */
-export const CLIENT_FIELDS = ['name', 'enabled', 'token_ttl', 'quota_per_minute', 'quota_per_day'] as const;
+export const CLIENT_FIELDS = [
+  'name',
+  'description',
+  'enabled',
+  'token_ttl',
+  'quota_per_minute',
+  'quota_per_day',
+  'claims',
+] as const;
 
 export const audienceJson = (a: Audience) => ({
-  url: a.url,
+  id: a.id,
+  identifier: a.url,
   name: a.name,
   token_ttl: a.tokenTtl,
   signing_alg: a.signingAlg,
+  scopes: a.scopes,
   created_at: a.createdAt,
   updated_at: a.updatedAt,
 });
 
+/** Every client authenticates with a secret, in the Authorization header or the body (RFC 6749 §2.3.1). */
+export const SECRET_AUTH_METHOD = 'client_secret_basic';
+
 export const clientJson = (c: Client) => ({
   client_id: c.id,
   name: c.name,
+  description: c.description,
   enabled: c.enabled,
+  token_endpoint_auth_method: SECRET_AUTH_METHOD,
   token_ttl: c.tokenTtl,
   quota_per_minute: c.quotaPerMinute,
   quota_per_day: c.quotaPerDay,
+  claims: c.claims,
   audiences: c.audiences,
   created_at: c.createdAt,
   updated_at: c.updatedAt,
   secret_rotated_at: c.secretRotatedAt,
+});
+
+export const grantJson = (clientId: string, audience: Pick<Audience, 'id' | 'url'>, grant: Grant) => ({
+  client_id: clientId,
+  audience_id: audience.id,
+  audience: audience.url,
+  scopes: grant.scopes,
+  claims: grant.claims,
+});
+
+export const secretJson = (s: ClientSecret) => ({
+  id: s.id,
+  created_at: s.createdAt,
+  expires_at: s.expiresAt,
+  last_used_at: s.lastUsedAt,
 });
 
 export const keyJson = ({ key, status }: KeyView) => ({
@@ -38,7 +70,7 @@ export const keyJson = ({ key, status }: KeyView) => ({
   status,
   created_at: key.createdAt,
   activates_at: key.activatesAt,
-  retired_at: key.retiredAt,
+  retires_at: key.retiredAt,
 });
 
 export const auditEventJson = (e: AuditEvent) => ({
@@ -55,3 +87,22 @@ export const auditEventJson = (e: AuditEvent) => ({
   target: e.target,
   changes: e.changes,
 });
+
+/**
+ * A strong entity tag of a resource as the API shows it (RFC 9110 §8.8.3): any change of what a reader sees
+ * changes it, and two readers of the same version get the same tag on any instance.
+ */
+export const etagOf = (view: object): string =>
+  `"${createHash('sha256').update(JSON.stringify(view)).digest('base64url').slice(0, 27)}"`;
+
+/**
+ * Whether an If-Match header allows a change of a resource with this tag (RFC 9110 §13.1.1): `*`, or a list of
+ * entity tags one of which is this one by strong comparison (a weak tag never matches).
+ */
+export function ifMatchAllows(header: string, etag: string): boolean {
+  if (header.trim() === '*') return true;
+  return header
+    .split(',')
+    .map((t) => t.trim())
+    .some((t) => t === etag);
+}

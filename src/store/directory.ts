@@ -69,12 +69,31 @@ function deadline<T>(work: Promise<T>, ms: number): Promise<T> {
 const CHANGE_RETENTION_MS = 24 * 3600 * 1000;
 const PRUNE_EVERY_MS = 10 * 60 * 1000;
 
+/** Custom claims as the signer appends them: the inside of their JSON object, or undefined for none. */
+function claimsFragment(claims: Record<string, unknown>): string | undefined {
+  const json = JSON.stringify(claims);
+  return json === '{}' ? undefined : json.slice(1, -1);
+}
+
 export function toKnownClient(client: Client): KnownClient {
   return {
     id: client.id,
     enabled: client.enabled,
-    secretDigest: digestBytes(client.secretDigest),
-    audiences: new Set(client.audiences),
+    secrets: client.secrets.map((s) => ({
+      id: s.id,
+      digest: digestBytes(s.digest),
+      expiresAt: s.expiresAt === null ? Infinity : Date.parse(s.expiresAt),
+    })),
+    grants: new Map(
+      client.grants.map((g) => [
+        g.audience,
+        {
+          scopes: new Set(g.scopes),
+          scope: g.scopes.length === 0 ? undefined : g.scopes.join(' '),
+          claims: claimsFragment({ ...client.claims, ...g.claims }),
+        },
+      ]),
+    ),
     tokenTtl: client.tokenTtl,
     quota: { perMinute: client.quotaPerMinute, perDay: client.quotaPerDay },
   };

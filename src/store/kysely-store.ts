@@ -2,13 +2,27 @@ import type { Compilable, InferResult, Kysely, Selectable, Transaction } from 'k
 import { Migrator } from 'kysely/migration';
 import { CompiledQuery, sql } from 'kysely';
 import type { SigningAlg } from '../domain/algorithms.js';
-import { migrations, StaticMigrationProvider, type Engine } from './migrations.js';
-import type { AudiencesTable, ClientsTable, Database, SigningKeysTable } from './schema.js';
+import {
+  migrations,
+  newAudienceId,
+  newSecretId,
+  StaticMigrationProvider,
+  type Engine,
+} from './migrations.js';
+import type {
+  AudiencesTable,
+  ClientSecretsTable,
+  ClientsTable,
+  Database,
+  SigningKeysTable,
+} from './schema.js';
 import {
   AUDIT_BATCH,
+  MAX_LIVE_SECRETS,
   StoreError,
   type Audience,
   type AudiencePatch,
+  type AudienceScope,
   type AuditEvent,
   type AuditEventType,
   type AuditFilter,
@@ -17,7 +31,10 @@ import {
   type ChangeAudit,
   type ChangeEntity,
   type Client,
+  type Claims,
   type ClientPatch,
+  type ClientSecret,
+  type Grant,
   type KeyChange,
   type NewAudience,
   type NewClient,
@@ -52,17 +69,51 @@ async function orConflict<T>(write: Promise<T>, message: string, resource: Store
 }
 
 const toAudience = (row: Selectable<AudiencesTable>): Audience => ({
+  id: row.id,
   url: row.url,
   name: row.name,
   tokenTtl: row.token_ttl === null ? null : Number(row.token_ttl),
   signingAlg: row.signing_alg as SigningAlg | null,
+  scopes: JSON.parse(row.scopes) as AudienceScope[],
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
 
-const toClient = (row: Selectable<ClientsTable>, audiences: string[]): Client => ({
+function secretsByClient(rows: Selectable<ClientSecretsTable>[]): Map<string, ClientSecret[]> {
+  const byClient = new Map<string, ClientSecret[]>();
+  for (const row of rows) {
+    const list = byClient.get(row.client_id);
+    if (list) list.push(toSecret(row));
+    else byClient.set(row.client_id, [toSecret(row)]);
+  }
+  return byClient;
+}
+
+/** A grant's scopes as stored: sorted, space-delimited. */
+const scopeText = (scopes: readonly string[]): string => [...new Set(scopes)].sort().join(' ');
+const scopeList = (text: string): string[] => (text === '' ? [] : text.split(' '));
+
+const claimsOf = (text: string | null): Claims | null =>
+  text === null ? null : (JSON.parse(text) as Claims);
+const claimsText = (claims: Claims | null | undefined): string | null =>
+  claims == null || Object.keys(claims).length === 0 ? null : JSON.stringify(claims);
+
+const toSecret = (row: Selectable<ClientSecretsTable>): ClientSecret => ({
+  id: row.id,
+  digest: row.digest,
+  createdAt: row.created_at,
+  expiresAt: row.expires_at,
+  lastUsedAt: row.last_used_at,
+});
+
+/** Secrets oldest first (then by id), as every read returns them. */
+const bySecretAge = (a: ClientSecret, b: ClientSecret): number =>
+  a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+
+const toClient = (row: Selectable<ClientsTable>, grants: Grant[], secrets: ClientSecret[]): Client => ({
   id: row.id,
   name: row.name,
+  description: row.description,
   secretDigest: row.secret_digest,
   enabled: Number(row.enabled) === 1,
   tokenTtl: row.token_ttl === null ? null : Number(row.token_ttl),
@@ -71,7 +122,10 @@ const toClient = (row: Selectable<ClientsTable>, audiences: string[]): Client =>
   secretRotatedAt: row.secret_rotated_at,
   quotaPerMinute: row.quota_per_minute === null ? null : Number(row.quota_per_minute),
   quotaPerDay: row.quota_per_day === null ? null : Number(row.quota_per_day),
-  audiences,
+  audiences: grants.map((g) => g.audience),
+  grants,
+  claims: claimsOf(row.claims),
+  secrets: [...secrets].sort(bySecretAge),
 });
 
 const toSigningKey = (row: Selectable<SigningKeysTable>): SigningKey => ({
@@ -85,20 +139,34 @@ const toSigningKey = (row: Selectable<SigningKeysTable>): SigningKey => ({
 });
 
 /** Several clients and their grants, ordered by client then grant; `ids` is the one parameter (see findClients). */
+/**
+ * Several clients with their grants and secrets in one statement: a row per client × grant × secret (a client
+ * has a few of each), ordered by client, grant, secret; `ids` is the one parameter (see findClients).
+ */
 function clientsByIds(db: Kysely<Database>, engine: Engine, ids: unknown) {
   return db
     .selectFrom('clients')
     .leftJoin('grants', 'grants.client_id', 'clients.id')
+    .leftJoin('client_secrets', 'client_secrets.client_id', 'clients.id')
     .selectAll('clients')
-    .select('grants.audience_url')
+    .select(['grants.audience_url', 'grants.scopes as grant_scopes', 'grants.claims as grant_claims'])
+    .select([
+      'client_secrets.id as secret_id',
+      'client_secrets.digest as secret_digest_',
+      'client_secrets.created_at as secret_created_at',
+      'client_secrets.expires_at as secret_expires_at',
+      'client_secrets.last_used_at as secret_last_used_at',
+    ])
     .where(
       engine === 'postgres'
         ? sql<boolean>`clients.id = any(${ids}::text[])`
         : sql<boolean>`clients.id in (select value from json_each(${ids}))`,
     )
     .orderBy('clients.id')
-    .orderBy('grants.audience_url');
+    .orderBy('grants.audience_url')
+    .orderBy('client_secrets.id');
 }
+
 /** One row of clientsByIds: a client with one of its grants (or a null grant if it has none). */
 type ClientWithGrant = InferResult<ReturnType<typeof clientsByIds>>[number];
 
@@ -343,10 +411,12 @@ export class KyselyStore implements Store {
         if (existing) throw new StoreError('conflict', conflict, 'audience');
         const at = this.stamp();
         const row = {
+          id: audience.id ?? newAudienceId(),
           url: audience.url,
           name: audience.name,
           token_ttl: audience.tokenTtl,
           signing_alg: audience.signingAlg,
+          scopes: JSON.stringify(audience.scopes ?? []),
           created_at: at,
           updated_at: at,
         };
@@ -364,6 +434,11 @@ export class KyselyStore implements Store {
     return row && toAudience(row);
   }
 
+  async findAudienceById(id: string): Promise<Audience | undefined> {
+    const row = await this.conn.selectFrom('audiences').selectAll().where('id', '=', id).executeTakeFirst();
+    return row && toAudience(row);
+  }
+
   async listAudiences(): Promise<Audience[]> {
     const rows = await this.conn.selectFrom('audiences').selectAll().orderBy('url').execute();
     return rows.map(toAudience);
@@ -375,6 +450,7 @@ export class KyselyStore implements Store {
       if (patch.name !== undefined) values.name = patch.name;
       if (patch.tokenTtl !== undefined) values.token_ttl = patch.tokenTtl;
       if (patch.signingAlg !== undefined) values.signing_alg = patch.signingAlg;
+      if (patch.scopes !== undefined) values.scopes = JSON.stringify(patch.scopes);
       const result = await tx
         .updateTable('audiences')
         .set({ ...values, updated_at: this.stamp() })
@@ -382,6 +458,26 @@ export class KyselyStore implements Store {
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0)
         throw new StoreError('not_found', `audience ${url} is not registered`, 'audience');
+      // A scope the audience no longer defines is taken from every grant of it, in the same transaction.
+      if (patch.scopes !== undefined) {
+        const defined = new Set(patch.scopes.map((s) => s.name));
+        const grants = await tx
+          .selectFrom('grants')
+          .select(['client_id', 'scopes'])
+          .where('audience_url', '=', url)
+          .where('scopes', '!=', '')
+          .execute();
+        for (const grant of grants) {
+          const kept = scopeList(grant.scopes).filter((s) => defined.has(s));
+          if (kept.join(' ') === grant.scopes) continue;
+          await tx
+            .updateTable('grants')
+            .set({ scopes: kept.join(' ') })
+            .where('client_id', '=', grant.client_id)
+            .where('audience_url', '=', url)
+            .execute();
+        }
+      }
       await this.record(tx, 'audience', url, audit);
       const row = await tx
         .selectFrom('audiences')
@@ -405,20 +501,25 @@ export class KyselyStore implements Store {
 
   // --- clients ---
 
-  private async grantsOf(db: Kysely<Database> | Tx, clientId: string): Promise<string[]> {
+  private async grantsOf(db: Kysely<Database> | Tx, clientId: string): Promise<Grant[]> {
     const rows = await db
       .selectFrom('grants')
-      .select('audience_url')
+      .select(['audience_url', 'scopes', 'claims'])
       .where('client_id', '=', clientId)
       .orderBy('audience_url')
       .execute();
-    return rows.map((r) => r.audience_url);
+    return rows.map((r) => ({
+      audience: r.audience_url,
+      scopes: scopeList(r.scopes),
+      claims: claimsOf(r.claims),
+    }));
   }
 
   private async requireClient(db: Kysely<Database> | Tx, id: string): Promise<Client> {
     const row = await db.selectFrom('clients').selectAll().where('id', '=', id).executeTakeFirst();
     if (!row) throw new StoreError('not_found', `client ${id} does not exist`, 'client');
-    return toClient(row, await this.grantsOf(db, id));
+    const secrets = await db.selectFrom('client_secrets').selectAll().where('client_id', '=', id).execute();
+    return toClient(row, await this.grantsOf(db, id), secrets.map(toSecret));
   }
 
   private async requireAudiences(tx: Tx, urls: string[]): Promise<void> {
@@ -446,6 +547,7 @@ export class KyselyStore implements Store {
         const row = {
           id: client.id,
           name: client.name,
+          description: client.description ?? null,
           secret_digest: client.secretDigest,
           enabled: client.enabled === false ? 0 : 1,
           token_ttl: client.tokenTtl,
@@ -454,16 +556,39 @@ export class KyselyStore implements Store {
           secret_rotated_at: at,
           quota_per_minute: client.quotaPerMinute ?? null,
           quota_per_day: client.quotaPerDay ?? null,
+          claims: claimsText(client.claims),
         };
         await tx.insertInto('clients').values(row).execute();
-        if (audiences.length > 0) {
+        const grants: Grant[] = audiences.map((audience) => ({
+          audience,
+          scopes: scopeList(scopeText(client.scopes?.[audience] ?? [])),
+          claims: client.grantClaims?.[audience] ?? null,
+        }));
+        if (grants.length > 0) {
           await tx
             .insertInto('grants')
-            .values(audiences.map((audience_url) => ({ client_id: client.id, audience_url, created_at: at })))
+            .values(
+              grants.map((g) => ({
+                client_id: client.id,
+                audience_url: g.audience,
+                scopes: g.scopes.join(' '),
+                claims: claimsText(g.claims),
+                created_at: at,
+              })),
+            )
             .execute();
         }
+        const secret = {
+          id: newSecretId(),
+          client_id: client.id,
+          digest: client.secretDigest,
+          created_at: at,
+          expires_at: null,
+          last_used_at: null,
+        };
+        await tx.insertInto('client_secrets').values(secret).execute();
         await this.record(tx, 'client', client.id, audit);
-        return toClient(row, audiences);
+        return toClient(row, grants, [toSecret(secret)]);
       }),
       conflict,
       'client',
@@ -488,31 +613,88 @@ export class KyselyStore implements Store {
       parameter,
     ]);
     const clients: Client[] = [];
-    // Rows arrive ordered by client id, then grant.
+    // Rows arrive ordered by client id, then grant, then secret: each grant and secret once per client.
     for (let i = 0; i < rows.length;) {
-      const { audience_url: _grant, ...row } = rows[i]!;
-      const grants: string[] = [];
+      const {
+        audience_url: _grant,
+        grant_scopes: _scopes,
+        grant_claims: _claims,
+        secret_id: _secret,
+        secret_digest_: _digest,
+        secret_created_at: _created,
+        secret_expires_at: _expires,
+        secret_last_used_at: _used,
+        ...row
+      } = rows[i]!;
+      const grants: Grant[] = [];
+      const secrets: ClientSecret[] = [];
       for (; i < rows.length && rows[i]!.id === row.id; i++) {
-        const grant = rows[i]!.audience_url;
-        if (grant !== null) grants.push(grant);
+        const r = rows[i]!;
+        if (r.audience_url !== null && grants[grants.length - 1]?.audience !== r.audience_url)
+          grants.push({
+            audience: r.audience_url,
+            scopes: scopeList(r.grant_scopes ?? ''),
+            claims: claimsOf(r.grant_claims),
+          });
+        if (r.secret_id !== null && !secrets.some((s) => s.id === r.secret_id))
+          secrets.push({
+            id: r.secret_id,
+            digest: r.secret_digest_!,
+            createdAt: r.secret_created_at!,
+            expiresAt: r.secret_expires_at,
+            lastUsedAt: r.secret_last_used_at,
+          });
       }
-      clients.push(toClient(row, grants));
+      clients.push(toClient(row, grants, secrets));
     }
     return clients;
   }
 
   async listClients(): Promise<Client[]> {
-    const [rows, grants] = await Promise.all([
+    const [rows, grants, secrets] = await Promise.all([
       this.conn.selectFrom('clients').selectAll().orderBy('created_at').orderBy('id').execute(),
-      this.conn.selectFrom('grants').select(['client_id', 'audience_url']).orderBy('audience_url').execute(),
+      this.conn
+        .selectFrom('grants')
+        .select(['client_id', 'audience_url', 'scopes', 'claims'])
+        .orderBy('audience_url')
+        .execute(),
+      this.conn.selectFrom('client_secrets').selectAll().execute(),
     ]);
-    const byClient = new Map<string, string[]>();
+    return this.withGrants(rows, grants, secrets);
+  }
+
+  async listClientsPage(after: string | null, limit: number): Promise<Client[]> {
+    let query = this.conn.selectFrom('clients').selectAll().orderBy('id').limit(limit);
+    if (after !== null) query = query.where('id', '>', after);
+    const rows = await query.execute();
+    if (rows.length === 0) return [];
+    const ids = rows.map((r) => r.id);
+    const [grants, secrets] = await Promise.all([
+      this.conn
+        .selectFrom('grants')
+        .select(['client_id', 'audience_url', 'scopes', 'claims'])
+        .where('client_id', 'in', ids)
+        .orderBy('audience_url')
+        .execute(),
+      this.conn.selectFrom('client_secrets').selectAll().where('client_id', 'in', ids).execute(),
+    ]);
+    return this.withGrants(rows, grants, secrets);
+  }
+
+  private withGrants(
+    rows: Selectable<ClientsTable>[],
+    grants: { client_id: string; audience_url: string; scopes: string; claims: string | null }[],
+    secretRows: Selectable<ClientSecretsTable>[],
+  ): Client[] {
+    const secrets = secretsByClient(secretRows);
+    const byClient = new Map<string, Grant[]>();
     for (const g of grants) {
+      const grant = { audience: g.audience_url, scopes: scopeList(g.scopes), claims: claimsOf(g.claims) };
       const list = byClient.get(g.client_id);
-      if (list) list.push(g.audience_url);
-      else byClient.set(g.client_id, [g.audience_url]);
+      if (list) list.push(grant);
+      else byClient.set(g.client_id, [grant]);
     }
-    return rows.map((row) => toClient(row, byClient.get(row.id) ?? []));
+    return rows.map((row) => toClient(row, byClient.get(row.id) ?? [], secrets.get(row.id) ?? []));
   }
 
   async countClients(): Promise<number> {
@@ -542,7 +724,107 @@ export class KyselyStore implements Store {
   }
 
   async setClientSecret(id: string, secretDigest: string, audit?: ChangeAudit): Promise<Client> {
-    return this.patchClient(id, { secret_digest: secretDigest, secret_rotated_at: this.stamp() }, audit);
+    return this.addClientSecret(id, { id: newSecretId(), digest: secretDigest, expiresAt: null }, 0, audit);
+  }
+
+  async addClientSecret(
+    clientId: string,
+    secret: { id: string; digest: string; expiresAt: string | null; expiresInSeconds?: number },
+    othersGraceSeconds: number | null,
+    audit?: ChangeAudit,
+  ): Promise<Client> {
+    return this.write(async (tx) => {
+      await this.requireClient(tx, clientId);
+      // One clock reading for the new secret's time and the others' expiry: a grace is exact.
+      const clock = this.now();
+      const now = clock.toISOString();
+      const othersExpireAt =
+        othersGraceSeconds === null
+          ? null
+          : new Date(clock.getTime() + othersGraceSeconds * 1000).toISOString();
+      // Secrets expired by now are gone for good: pruned, so that they neither count nor clutter the list.
+      await tx
+        .deleteFrom('client_secrets')
+        .where('client_id', '=', clientId)
+        .where('expires_at', 'is not', null)
+        .where('expires_at', '<=', now)
+        .execute();
+      if (othersExpireAt !== null) {
+        await tx
+          .updateTable('client_secrets')
+          .set({ expires_at: othersExpireAt })
+          .where('client_id', '=', clientId)
+          .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', othersExpireAt)]))
+          .execute();
+        if (othersExpireAt <= now)
+          await tx
+            .deleteFrom('client_secrets')
+            .where('client_id', '=', clientId)
+            .where('expires_at', '<=', now)
+            .execute();
+      }
+      const live = await tx
+        .selectFrom('client_secrets')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .where('client_id', '=', clientId)
+        .executeTakeFirstOrThrow();
+      if (Number(live.n) >= MAX_LIVE_SECRETS)
+        throw new StoreError(
+          'conflict',
+          `client ${clientId} has ${MAX_LIVE_SECRETS} live secrets already: revoke one, or rotate with a grace period shorter than theirs`,
+          'secret',
+        );
+      await tx
+        .insertInto('client_secrets')
+        .values({
+          id: secret.id,
+          client_id: clientId,
+          digest: secret.digest,
+          created_at: now,
+          expires_at:
+            secret.expiresInSeconds === undefined
+              ? secret.expiresAt
+              : new Date(clock.getTime() + secret.expiresInSeconds * 1000).toISOString(),
+          last_used_at: null,
+        })
+        .execute();
+      await tx
+        .updateTable('clients')
+        .set({ secret_digest: secret.digest, secret_rotated_at: now, updated_at: now })
+        .where('id', '=', clientId)
+        .execute();
+      await this.record(tx, 'client', clientId, audit);
+      return this.requireClient(tx, clientId);
+    });
+  }
+
+  async revokeClientSecret(clientId: string, secretId: string, audit?: ChangeAudit): Promise<Client> {
+    return this.write(async (tx) => {
+      await this.requireClient(tx, clientId);
+      const result = await tx
+        .deleteFrom('client_secrets')
+        .where('client_id', '=', clientId)
+        .where('id', '=', secretId)
+        .executeTakeFirst();
+      if (Number(result.numDeletedRows) === 0)
+        throw new StoreError('not_found', `client ${clientId} has no secret ${secretId}`, 'secret');
+      await tx.updateTable('clients').set({ updated_at: this.stamp() }).where('id', '=', clientId).execute();
+      await this.record(tx, 'client', clientId, audit);
+      return this.requireClient(tx, clientId);
+    });
+  }
+
+  async markSecretsUsed(ids: readonly string[], at: string): Promise<void> {
+    // A statement per thousand ids (SQLite's parameter limit), each one short: a cold cache of many clients
+    // makes batches of thousands, and they must not hold the write lock against the token path's lookups.
+    for (let i = 0; i < ids.length; i += 1000) {
+      await this.conn
+        .updateTable('client_secrets')
+        .set({ last_used_at: at })
+        .where('id', 'in', ids.slice(i, i + 1000))
+        .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', at)]))
+        .execute();
+    }
   }
 
   async setClientEnabled(id: string, enabled: boolean, audit?: ChangeAudit): Promise<Client> {
@@ -560,10 +842,12 @@ export class KyselyStore implements Store {
   async updateClient(id: string, patch: ClientPatch, audit?: ChangeAudit): Promise<Client> {
     const values: Partial<Selectable<ClientsTable>> = {};
     if (patch.name !== undefined) values.name = patch.name;
+    if (patch.description !== undefined) values.description = patch.description;
     if (patch.enabled !== undefined) values.enabled = patch.enabled ? 1 : 0;
     if (patch.tokenTtl !== undefined) values.token_ttl = patch.tokenTtl;
     if (patch.quotaPerMinute !== undefined) values.quota_per_minute = patch.quotaPerMinute;
     if (patch.quotaPerDay !== undefined) values.quota_per_day = patch.quotaPerDay;
+    if (patch.claims !== undefined) values.claims = claimsText(patch.claims);
     return this.patchClient(id, values, audit);
   }
 
@@ -592,10 +876,50 @@ export class KyselyStore implements Store {
       if (existing) return false;
       await tx
         .insertInto('grants')
-        .values({ client_id: clientId, audience_url: audienceUrl, created_at: this.stamp() })
+        .values({
+          client_id: clientId,
+          audience_url: audienceUrl,
+          scopes: '',
+          claims: null,
+          created_at: this.stamp(),
+        })
         .execute();
       await this.record(tx, 'grant', `${clientId} ${audienceUrl}`, audit);
       return true;
+    });
+  }
+
+  async putGrant(
+    clientId: string,
+    audienceUrl: string,
+    scopes: string[],
+    audit?: ChangeAudit,
+    claims: Claims | null = null,
+  ): Promise<boolean> {
+    return this.write(async (tx) => {
+      await this.requireClient(tx, clientId);
+      await this.requireAudiences(tx, [audienceUrl]);
+      const text = scopeText(scopes);
+      const updated = await tx
+        .updateTable('grants')
+        .set({ scopes: text, claims: claimsText(claims) })
+        .where('client_id', '=', clientId)
+        .where('audience_url', '=', audienceUrl)
+        .executeTakeFirst();
+      const created = Number(updated.numUpdatedRows) === 0;
+      if (created)
+        await tx
+          .insertInto('grants')
+          .values({
+            client_id: clientId,
+            audience_url: audienceUrl,
+            scopes: text,
+            claims: claimsText(claims),
+            created_at: this.stamp(),
+          })
+          .execute();
+      await this.record(tx, 'grant', `${clientId} ${audienceUrl}`, audit);
+      return created;
     });
   }
 

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { sql, type ColumnDefinitionBuilder, type Kysely } from 'kysely';
 import type { Migration, MigrationProvider } from 'kysely/migration';
 
@@ -159,8 +160,90 @@ export function migrations(engine: Engine): Record<string, Migration> {
         }
       },
     },
+    '0006_ids_and_scopes': {
+      // An audience gets a stable, server-made id (the admin API's paths use it; its URL may be long) and the
+      // scopes it defines (a JSON list of { name, description }); a grant gets the scopes it carries (sorted,
+      // space-delimited, as the token's `scope` claim has them); a client gets a description.
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('audiences').addColumn('id', 'text', text).execute();
+        await db.schema
+          .alterTable('audiences')
+          .addColumn('scopes', 'text', (c) => c.notNull().defaultTo('[]'))
+          .execute();
+        await db.schema
+          .alterTable('grants')
+          .addColumn('scopes', 'text', (c) => c.notNull().defaultTo(''))
+          .execute();
+        await db.schema.alterTable('clients').addColumn('description', 'text', text).execute();
+        const typed = db as unknown as Kysely<{ audiences: { url: string; id: string | null } }>;
+        for (const { url } of await typed.selectFrom('audiences').select('url').execute()) {
+          await typed.updateTable('audiences').set({ id: newAudienceId() }).where('url', '=', url).execute();
+        }
+        await db.schema.createIndex('audiences_id_idx').on('audiences').column('id').unique().execute();
+      },
+    },
+    '0007_custom_claims': {
+      // Custom claims (INTERFACE.md): a JSON object per client, and per grant (overriding the client's).
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('clients').addColumn('claims', 'text').execute();
+        await db.schema.alterTable('grants').addColumn('claims', 'text').execute();
+      },
+    },
+    '0008_client_secrets': {
+      // Several secrets per client (INTERFACE.md, "Secrets, with overlap"): each with an id, its digest, when
+      // it was made, when it expires (null: never) and when it was last used. A client's single secret becomes
+      // its first; the clients.secret_digest column stays, unread, for servers of the previous version.
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('client_secrets')
+          .addColumn('id', 'text', (c) => text(c).primaryKey())
+          .addColumn('client_id', 'text', (c) =>
+            text(c).notNull().references('clients.id').onDelete('cascade'),
+          )
+          .addColumn('digest', 'text', (c) => text(c).notNull())
+          .addColumn('created_at', 'text', (c) => text(c).notNull())
+          .addColumn('expires_at', 'text', text)
+          .addColumn('last_used_at', 'text', text)
+          .execute();
+        await db.schema
+          .createIndex('client_secrets_client_idx')
+          .on('client_secrets')
+          .column('client_id')
+          .execute();
+        const typed = db as unknown as Kysely<{
+          clients: { id: string; secret_digest: string; secret_rotated_at: string };
+          client_secrets: { id: string; client_id: string; digest: string; created_at: string };
+        }>;
+        const rows = await typed
+          .selectFrom('clients')
+          .select(['id', 'secret_digest', 'secret_rotated_at'])
+          .execute();
+        for (let i = 0; i < rows.length; i += 500) {
+          await typed
+            .insertInto('client_secrets')
+            .values(
+              rows.slice(i, i + 500).map((r) => ({
+                id: newSecretId(),
+                client_id: r.id,
+                digest: r.secret_digest,
+                created_at: r.secret_rotated_at,
+              })),
+            )
+            .execute();
+        }
+        // The token path's lookup joins this table: give PostgreSQL's planner its statistics now, rather than
+        // when autovacuum gets to it (without them, a batch of lookups may scan the table).
+        if (engine === 'postgres') await sql`analyze client_secrets`.execute(db);
+      },
+    },
   };
 }
+
+/** A new client secret's id: `sec_` and 96 random bits, URL-safe (never the secret, nor derived from it). */
+export const newSecretId = (): string => `sec_${randomBytes(12).toString('base64url')}`;
+
+/** A new audience's id: `aud_` and 96 random bits, URL-safe. */
+export const newAudienceId = (): string => `aud_${randomBytes(12).toString('base64url')}`;
 
 export class StaticMigrationProvider implements MigrationProvider {
   constructor(private readonly list: Record<string, Migration>) {}

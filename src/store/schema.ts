@@ -9,6 +9,19 @@ export interface Database {
   changes: ChangesTable;
   audit_events: AuditEventsTable;
   audit_spool_positions: AuditSpoolPositionsTable;
+  client_secrets: ClientSecretsTable;
+}
+
+/** A client's secrets: digests only, never the secrets. */
+export interface ClientSecretsTable {
+  id: string;
+  client_id: string;
+  /** `sha256:<base64url>`. */
+  digest: string;
+  created_at: string;
+  /** When it stops working (RFC 3339), or null for never. */
+  expires_at: string | null;
+  last_used_at: string | null;
 }
 
 /** The audit trail: never a secret, never a token. */
@@ -38,10 +51,14 @@ export interface AuditSpoolPositionsTable {
 }
 
 export interface AudiencesTable {
+  /** Server-made (`aud_...`), stable; set on every row since migration 0006. */
+  id: string;
   url: string;
   name: string | null;
   token_ttl: number | null;
   signing_alg: string | null;
+  /** The scopes it defines: JSON `[{ "name", "description" }]`, sorted by name. */
+  scopes: string;
   created_at: string;
   updated_at: string;
 }
@@ -49,6 +66,7 @@ export interface AudiencesTable {
 export interface ClientsTable {
   id: string;
   name: string;
+  description: string | null;
   secret_digest: string;
   enabled: number;
   token_ttl: number | null;
@@ -57,11 +75,17 @@ export interface ClientsTable {
   secret_rotated_at: string;
   quota_per_minute: number | null;
   quota_per_day: number | null;
+  /** Custom claims: a JSON object, or null. */
+  claims: string | null;
 }
 
 export interface GrantsTable {
   client_id: string;
   audience_url: string;
+  /** The scopes the grant carries: sorted, space-delimited ('' for none). */
+  scopes: string;
+  /** Custom claims for this audience, overriding the client's: a JSON object, or null. */
+  claims: string | null;
   created_at: string;
 }
 

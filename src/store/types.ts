@@ -1,19 +1,56 @@
 import type { SigningAlg } from '../domain/algorithms.js';
 
+/** A permission an audience defines (RFC 6749 §3.3 scope-token syntax). */
+export interface AudienceScope {
+  name: string;
+  description: string | null;
+}
+
 export interface Audience {
+  /** Server-made and stable (`aud_...`): the admin API's paths use it. */
+  id: string;
   url: string;
   name: string | null;
   /** Token lifetime in seconds for this audience, or null for the server default. */
   tokenTtl: number | null;
   /** JWS algorithm for this audience, or null for the server default. */
   signingAlg: SigningAlg | null;
+  /** The scopes it defines, sorted by name. */
+  scopes: AudienceScope[];
   createdAt: string;
   updatedAt: string;
 }
 
+/** A client's grant of one audience. */
+export interface Grant {
+  audience: string;
+  /** The audience's scopes the client may have, sorted. */
+  scopes: string[];
+  /** Custom claims for tokens of this audience, over the client's; null for none. */
+  claims: Claims | null;
+}
+
+/** Custom claims: a JSON object (INTERFACE.md, "Custom claims"). */
+export type Claims = Record<string, unknown>;
+
+/** One of a client's secrets (its digest; the secret itself is never stored). */
+export interface ClientSecret {
+  id: string;
+  /** `sha256:<base64url>`. */
+  digest: string;
+  createdAt: string;
+  /** When it stops working, or null for never. */
+  expiresAt: string | null;
+  /** When it last authenticated a token request (written at most once a minute), or null. */
+  lastUsedAt: string | null;
+}
+
+export { MAX_LIVE_SECRETS } from '../domain/secrets.js';
+
 export interface Client {
   id: string;
   name: string;
+  description: string | null;
   /** `sha256:<base64url>`; the secret itself is never stored. */
   secretDigest: string;
   enabled: boolean;
@@ -28,6 +65,12 @@ export interface Client {
   quotaPerDay: number | null;
   /** Audience URLs granted to this client, sorted. */
   audiences: string[];
+  /** The same grants with their scopes, in the same order. */
+  grants: Grant[];
+  /** Custom claims in every token of this client; null for none. */
+  claims: Claims | null;
+  /** Its secrets, oldest first, expired ones included until they are pruned. */
+  secrets: ClientSecret[];
 }
 
 export interface SigningKey {
@@ -50,15 +93,19 @@ export interface Change {
 }
 
 export interface NewAudience {
+  /** Made by the store when left out. */
+  id?: string;
   url: string;
   name: string | null;
   tokenTtl: number | null;
   signingAlg: SigningAlg | null;
+  scopes?: AudienceScope[];
 }
 
 export interface NewClient {
   id: string;
   name: string;
+  description?: string | null;
   secretDigest: string;
   tokenTtl: number | null;
   quotaPerMinute?: number | null;
@@ -66,6 +113,11 @@ export interface NewClient {
   /** True when left out. */
   enabled?: boolean;
   audiences: string[];
+  /** The scopes of some of those grants (by audience URL); none for the others. */
+  scopes?: Record<string, string[]>;
+  /** The custom claims of some of those grants (by audience URL). */
+  grantClaims?: Record<string, Claims>;
+  claims?: Claims | null;
 }
 
 /** The fields of an audience to change; those left undefined keep their value. */
@@ -73,22 +125,29 @@ export interface AudiencePatch {
   name?: string | null;
   tokenTtl?: number | null;
   signingAlg?: SigningAlg | null;
+  scopes?: AudienceScope[];
 }
 
 /** The fields of a client to change; those left undefined keep their value. */
 export interface ClientPatch {
   name?: string;
+  description?: string | null;
   enabled?: boolean;
   tokenTtl?: number | null;
   quotaPerMinute?: number | null;
   quotaPerDay?: number | null;
+  claims?: Claims | null;
 }
 
 export interface AudienceStore {
   addAudience(audience: NewAudience, audit?: ChangeAudit): Promise<Audience>;
   findAudience(url: string): Promise<Audience | undefined>;
+  findAudienceById(id: string): Promise<Audience | undefined>;
   listAudiences(): Promise<Audience[]>;
-  /** Changes the fields given, stamps updated_at, records a change. */
+  /**
+   * Changes the fields given, stamps updated_at, records a change. New scopes take those it no longer defines
+   * from every grant of it, in the same transaction.
+   */
   updateAudience(url: string, patch: AudiencePatch, audit?: ChangeAudit): Promise<Audience>;
   /** Removes the audience and every grant of it. */
   removeAudience(url: string, audit?: ChangeAudit): Promise<void>;
@@ -105,8 +164,29 @@ export interface ClientStore {
    */
   findClients(ids: readonly string[]): Promise<Client[]>;
   listClients(): Promise<Client[]>;
+  /** A page of clients in id order: those after `after` (an id), at most `limit`. */
+  listClientsPage(after: string | null, limit: number): Promise<Client[]>;
   countClients(): Promise<number>;
   setClientSecret(id: string, secretDigest: string, audit?: ChangeAudit): Promise<Client>;
+  /**
+   * Adds a secret, made now; the client's other secrets that would outlive now + `othersGraceSeconds` expire
+   * then (0: they stop at once; null: they stay as they are). Secrets expired by now are pruned. Refused
+   * (conflict, resource `secret`) when the client would hold more than MAX_LIVE_SECRETS live ones.
+   */
+  addClientSecret(
+    clientId: string,
+    /** It expires at `expiresAt`, or `expiresInSeconds` after it is made (the store's clock), or never. */
+    secret: { id: string; digest: string; expiresAt: string | null; expiresInSeconds?: number },
+    othersGraceSeconds: number | null,
+    audit?: ChangeAudit,
+  ): Promise<Client>;
+  /** Deletes one secret (not_found, resource `secret`, when the client has no such secret). */
+  revokeClientSecret(clientId: string, secretId: string, audit?: ChangeAudit): Promise<Client>;
+  /**
+   * Records that these secrets were used at `at` (off the token path, in batches of any size, a statement per
+   * thousand); never moves a time back; no change for the feed.
+   */
+  markSecretsUsed(ids: readonly string[], at: string): Promise<void>;
   setClientEnabled(id: string, enabled: boolean, audit?: ChangeAudit): Promise<Client>;
   setClientQuota(
     id: string,
@@ -121,6 +201,14 @@ export interface ClientStore {
 export interface GrantStore {
   /** Returns false if the grant already existed. */
   addGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<boolean>;
+  /** Creates the grant with these scopes and claims, or sets them; returns true if it created it. */
+  putGrant(
+    clientId: string,
+    audienceUrl: string,
+    scopes: string[],
+    audit?: ChangeAudit,
+    claims?: Claims | null,
+  ): Promise<boolean>;
   removeGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<void>;
 }
 
@@ -173,8 +261,11 @@ export const CHANGE_EVENT_TYPES = [
   'client.created',
   'client.updated',
   'client.secret_rotated',
+  'client.secret_added',
+  'client.secret_revoked',
   'client.deleted',
   'grant.created',
+  'grant.updated',
   'grant.deleted',
   'key.rotated',
   'key.retired',
@@ -295,7 +386,7 @@ export interface SchemaState {
 }
 
 /** What a StoreError is about: the management layer names its error after it (client_not_found, ...). */
-export type StoreResource = 'audience' | 'client' | 'grant' | 'signing_key';
+export type StoreResource = 'audience' | 'client' | 'grant' | 'signing_key' | 'secret';
 
 export class StoreError extends Error {
   override name = 'StoreError';

@@ -149,7 +149,7 @@ describe('client authentication methods', () => {
   const secret = generateSecret();
   const client = {
     id: 'svc-1',
-    secretDigest: digestBytes(digestSecret(secret)),
+    secrets: [{ id: 'sec_1', digest: digestBytes(digestSecret(secret)), expiresAt: Infinity }],
   } as unknown as KnownClient;
   const basicOf = (id: string, s: string) =>
     `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(s)}`).toString('base64')}`;
@@ -169,9 +169,11 @@ describe('client authentication methods', () => {
     expect(clientSecretPost.presentedIn(r)).toBe(false);
     const credentials = clientSecretBasic.parse(r);
     expect(credentials.clientId).toBe('svc-1');
-    expect(credentials.proves(client)).toBe(true);
-    expect(credentials.proves(undefined)).toBe(false);
-    expect(clientSecretBasic.parse(request({}, basicOf('svc-1', 'wrong'))).proves(client)).toBe(false);
+    expect(credentials.proves(client, Date.now())).toBe(true);
+    expect(credentials.proves(undefined, Date.now())).toBe(false);
+    expect(clientSecretBasic.parse(request({}, basicOf('svc-1', 'wrong'))).proves(client, Date.now())).toBe(
+      false,
+    );
     expect(() => clientSecretBasic.parse(request({}, 'Basic !!'))).toThrow(
       expect.objectContaining({ error: 'invalid_client' }),
     );
@@ -193,7 +195,7 @@ describe('client authentication methods', () => {
     expect(clientSecretPost.presentedIn(r)).toBe(true);
     expect(clientSecretBasic.presentedIn(r)).toBe(false);
     expect(clientSecretPost.presentedIn(request({ client_id: 'svc-1', client_secret: '' }))).toBe(false);
-    expect(clientSecretPost.parse(r).proves(client)).toBe(true);
+    expect(clientSecretPost.parse(r).proves(client, Date.now())).toBe(true);
     expect(() => clientSecretPost.parse(request({ client_secret: secret }))).toThrow(
       expect.objectContaining({ error: 'invalid_request', description: 'client_id is required' }),
     );

@@ -33,8 +33,11 @@ const AUDIENCES: KnownAudience[] = [
 const client = (id: string, extra: Partial<KnownClient> = {}): KnownClient => ({
   id,
   enabled: true,
-  secretDigest: digestBytes(digestSecret(SECRET)),
-  audiences: new Set([API, SHORT]),
+  secrets: [{ id: `sec_${id}`, digest: digestBytes(digestSecret(SECRET)), expiresAt: Infinity }],
+  grants: new Map([
+    [API, { scopes: new Set(), scope: undefined }],
+    [SHORT, { scopes: new Set(), scope: undefined }],
+  ]),
   tokenTtl: null,
   quota: { perMinute: null, perDay: null },
   ...extra,
@@ -45,6 +48,20 @@ const CLIENTS = new Map<string, KnownClient>([
   ['long', client('long', { tokenTtl: 7200 })],
   ['off', client('off', { enabled: false })],
   ['a b:c', client('a b:c')],
+  [
+    'scoped',
+    client('scoped', {
+      grants: new Map([
+        [
+          API,
+          {
+            scopes: new Set(['orders:read', 'orders:write', 'audit:read']),
+            scope: 'audit:read orders:read orders:write',
+          },
+        ],
+      ]),
+    }),
+  ],
 ]);
 
 interface Signed {
@@ -145,10 +162,77 @@ const NOT_GRANTED: Failure = {
 };
 const INVALID_SCOPE: Failure = {
   error: 'invalid_scope',
-  description: 'the requested scope is not allowed for this client',
+  description: 'scope read is not granted to this client for this audience',
   status: 400,
   headers: {},
 };
+
+describe('TokenService: scopes', () => {
+  let t: ReturnType<typeof setup>;
+  beforeEach(() => {
+    t = setup();
+  });
+  const invalidScope = (description: string): Failure => ({
+    error: 'invalid_scope',
+    description,
+    status: 400,
+    headers: {},
+  });
+
+  it('without scope, every granted scope, sorted, in the claim and the answer (after the registered claims)', async () => {
+    const issued = await t.service.issue(post({ client_id: 'scoped' }));
+    expect(issued.response).toEqual({
+      access_token: expect.any(String),
+      token_type: 'Bearer',
+      expires_in: 1800,
+      scope: 'audit:read orders:read orders:write',
+    });
+    expect(Object.keys(t.signed[0]!.payload)).toEqual([
+      'iss',
+      'sub',
+      'aud',
+      'client_id',
+      'iat',
+      'exp',
+      'jti',
+      'scope',
+    ]);
+    expect(t.signed[0]!.payload.scope).toBe('audit:read orders:read orders:write');
+  });
+
+  it.each([
+    ['orders:read', 'orders:read'],
+    ['orders:write orders:read', 'orders:read orders:write'],
+    ['orders:read orders:read', 'orders:read'],
+    ['', 'audit:read orders:read orders:write'],
+  ])('scope=%j: exactly those asked, each once, sorted (%j)', async (scope, carried) => {
+    const issued = await t.service.issue(post({ client_id: 'scoped', scope }));
+    expect(issued.response.scope).toBe(carried);
+    expect(t.signed[0]!.payload.scope).toBe(carried);
+  });
+
+  it('a scope not granted is invalid_scope naming the first one that is not; nothing is signed', async () => {
+    expect(
+      await failure(t.service, post({ client_id: 'scoped', scope: 'orders:read orders:delete x' })),
+    ).toEqual(invalidScope('scope orders:delete is not granted to this client for this audience'));
+    expect(t.signed).toEqual([]);
+  });
+
+  it.each(['orders:read  orders:write', ' orders:read', 'orders:read\torders:write', 'a"b', 'a\\b', 'é'])(
+    'scope=%j, outside RFC 6749 §3.3, is invalid_scope',
+    async (scope) => {
+      expect(await failure(t.service, post({ client_id: 'scoped', scope }))).toEqual(
+        invalidScope('scope must be scope tokens separated by single spaces (RFC 6749 §3.3)'),
+      );
+    },
+  );
+
+  it('a grant without scopes: no scope claim, no scope field', async () => {
+    const issued = await t.service.issue(post({}));
+    expect(issued.response).not.toHaveProperty('scope');
+    expect(t.signed[0]!.payload).not.toHaveProperty('scope');
+  });
+});
 
 describe('TokenService: issuing', () => {
   let t: ReturnType<typeof setup>;

@@ -25,7 +25,18 @@ function expectedMetadata(audiences: string[]): Record<string, unknown> {
     grant_types_supported: ['client_credentials'],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     response_types_supported: [],
-    audiences_supported: [...audiences].sort(),
+    // The admin API's own audience is registered from the server's first start on.
+    audiences_supported: [...audiences, `${t.url}/admin/v1`].sort(),
+    // Every audience's scopes: here those of the admin API's audience.
+    scopes_supported: [
+      'audiences:read',
+      'audiences:write',
+      'audit:read',
+      'clients:read',
+      'clients:write',
+      'keys:read',
+      'keys:write',
+    ],
   };
 }
 

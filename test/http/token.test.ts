@@ -403,7 +403,7 @@ describe('POST /oauth/token', () => {
     it('invalid_scope', async () => {
       expectError(await postToken(t.url, form({ scope: 'read:things' })), 400, {
         error: 'invalid_scope',
-        error_description: 'the requested scope is not allowed for this client',
+        error_description: 'scope read:things is not granted to this client for this audience',
       });
     });
   });

@@ -49,6 +49,19 @@ describe('jwsSigner', () => {
     },
   );
 
+  it('custom claims, serialised once, are signed after the registered ones, as one JSON object', async () => {
+    const { privateKey, publicJwk } = await keyPair('ES256');
+    const custom = JSON.stringify({ tenant_id: 'acme', limits: { rps: 10 }, 'a"b': 'é' }).slice(1, -1);
+    const token = jwsSigner(privateKey, 'ES256', 'k')(claims, custom);
+    const body = Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8');
+    expect(body).toBe(`${JSON.stringify(claims).slice(0, -1)},${custom}}`);
+    const { payload } = await jwtVerify(token, await importJWK(publicJwk, 'ES256'), {
+      currentDate: new Date(claims.iat * 1000),
+    });
+    expect(payload).toEqual({ ...claims, tenant_id: 'acme', limits: { rps: 10 }, 'a"b': 'é' });
+    expect(Object.keys(payload)).toEqual([...Object.keys(claims), 'tenant_id', 'limits', 'a"b']);
+  });
+
   it.each(SIGNING_ALGS)(
     '%s: a changed claim or a signature from another key does not verify',
     async (alg) => {

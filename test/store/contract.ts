@@ -118,6 +118,9 @@ export function storeContract(name: string, open: OpenStore): void {
             '0003_client_quotas',
             '0004_compact_audit',
             '0005_change_audit',
+            '0006_ids_and_scopes',
+            '0007_custom_claims',
+            '0008_client_secrets',
           ]);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
@@ -145,10 +148,12 @@ export function storeContract(name: string, open: OpenStore): void {
         const at = clock.iso();
         const added = await store.addAudience({ url: A, name: 'API A', tokenTtl: 600, signingAlg: 'RS256' });
         const expected = {
+          id: expect.stringMatching(/^aud_[A-Za-z0-9_-]{16}$/),
           url: A,
           name: 'API A',
           tokenTtl: 600,
           signingAlg: 'RS256',
+          scopes: [],
           createdAt: at,
           updatedAt: at,
         };
@@ -160,10 +165,12 @@ export function storeContract(name: string, open: OpenStore): void {
         const at = clock.iso();
         await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
         expect(await store.findAudience(A)).toEqual({
+          id: expect.stringMatching(/^aud_/),
           url: A,
           name: null,
           tokenTtl: null,
           signingAlg: null,
+          scopes: [],
           createdAt: at,
           updatedAt: at,
         });
@@ -219,6 +226,91 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.addGrant('two', A)).toBe(true);
       });
 
+      it('keeps the id it is given, or makes a distinct aud_ one; findAudienceById finds by either', async () => {
+        const given = await store.addAudience({
+          id: 'aud_given',
+          url: A,
+          name: 'API A',
+          tokenTtl: null,
+          signingAlg: null,
+        });
+        expect(given.id).toBe('aud_given');
+        const b = await store.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null });
+        const c = await store.addAudience({ url: C, name: null, tokenTtl: null, signingAlg: null });
+        expect(b.id).toMatch(/^aud_[A-Za-z0-9_-]{16}$/);
+        expect(c.id).toMatch(/^aud_[A-Za-z0-9_-]{16}$/);
+        expect(new Set([given.id, b.id, c.id]).size).toBe(3);
+        // The id is stored, not made anew on each read.
+        expect(await store.findAudience(A)).toEqual(given);
+        expect(await store.findAudience(B)).toEqual(b);
+        expect(await store.findAudienceById('aud_given')).toEqual(given);
+        expect(await store.findAudienceById(b.id)).toEqual(b);
+        expect(await store.findAudienceById(c.id)).toEqual(c);
+        expect((await store.listAudiences()).map((a) => a.id)).toEqual([given.id, b.id, c.id]);
+      });
+
+      it('findAudienceById finds nothing for an unknown id, a URL, or another case', async () => {
+        await store.addAudience({ id: 'aud_given', url: A, name: null, tokenTtl: null, signingAlg: null });
+        expect(await store.findAudienceById('aud_AAAAAAAAAAAAAAAA')).toBeUndefined();
+        expect(await store.findAudienceById(A)).toBeUndefined();
+        expect(await store.findAudienceById('AUD_GIVEN')).toBeUndefined();
+        expect(await store.findAudienceById('')).toBeUndefined();
+      });
+
+      it('refuses a second audience with the same id (conflict) and keeps the first', async () => {
+        const first = await store.addAudience({
+          id: 'aud_same',
+          url: A,
+          name: 'first',
+          tokenTtl: null,
+          signingAlg: null,
+        });
+        const error = await expectNoChange(store, () =>
+          store.addAudience({ id: 'aud_same', url: B, name: 'second', tokenTtl: null, signingAlg: null }),
+        );
+        expect(error).toMatchObject({ code: 'conflict', resource: 'audience' });
+        expect(await store.findAudienceById('aud_same')).toEqual(first);
+        expect(await store.findAudience(B)).toBeUndefined();
+        expect(await store.listAudiences()).toEqual([first]);
+      });
+
+      it('keeps the scopes an audience is added with, and updateAudience sets, keeps and clears them', async () => {
+        const read = { name: 'read', description: 'Reads "things", ü ✓' };
+        const added = await store.addAudience({
+          url: A,
+          name: 'A',
+          tokenTtl: 300,
+          signingAlg: 'ES256',
+          scopes: [read],
+        });
+        expect(added.scopes).toEqual([read]);
+        expect(await store.findAudience(A)).toEqual(added);
+
+        clock.advance(1000);
+        const scopes = [read, { name: 'write', description: null }];
+        const updated = await expectChanges(store, () => store.updateAudience(A, { scopes }), [
+          ['audience', A],
+        ]);
+        const expected = { ...added, scopes, updatedAt: clock.iso() };
+        expect(updated).toEqual(expected);
+        expect(await store.findAudience(A)).toEqual(expected);
+        expect(await store.findAudienceById(added.id)).toEqual(expected);
+        expect(await store.listAudiences()).toEqual([expected]);
+
+        // A patch without scopes keeps them.
+        clock.advance(1000);
+        const renamed = await store.updateAudience(A, { name: 'renamed' });
+        expect(renamed).toEqual({ ...expected, name: 'renamed', updatedAt: clock.iso() });
+        expect(await store.findAudience(A)).toEqual(renamed);
+
+        // An empty list clears them; the id never changes.
+        clock.advance(1000);
+        const cleared = await store.updateAudience(A, { scopes: [] });
+        expect(cleared).toEqual({ ...renamed, scopes: [], updatedAt: clock.iso() });
+        expect(await store.findAudience(A)).toEqual(cleared);
+        expect(cleared.id).toBe(added.id);
+      });
+
       it('refuses to remove an unknown audience (not_found)', async () => {
         const error = await expectNoChange(store, () => store.removeAudience(A));
         expect(error.code).toBe('not_found');
@@ -239,6 +331,7 @@ export function storeContract(name: string, open: OpenStore): void {
         const expected = {
           id: 'svc-1',
           name: 'Billing',
+          description: null,
           secretDigest: DIGEST_1,
           enabled: true,
           tokenTtl: 300,
@@ -247,7 +340,21 @@ export function storeContract(name: string, open: OpenStore): void {
           secretRotatedAt: at,
           quotaPerMinute: null,
           quotaPerDay: null,
+          claims: null,
+          secrets: [
+            {
+              id: expect.stringMatching(/^sec_/),
+              digest: DIGEST_1,
+              createdAt: at,
+              expiresAt: null,
+              lastUsedAt: null,
+            },
+          ],
           audiences: [A, C],
+          grants: [
+            { audience: A, scopes: [], claims: null },
+            { audience: C, scopes: [], claims: null },
+          ],
         };
         expect(created).toEqual(expected);
         expect(await store.findClient('svc-1')).toEqual(expected);
@@ -354,7 +461,22 @@ export function storeContract(name: string, open: OpenStore): void {
         const updated = await expectChanges(store, () => store.setClientSecret('svc', DIGEST_2), [
           ['client', 'svc'],
         ]);
-        const expected = { ...created, secretDigest: DIGEST_2, updatedAt: at, secretRotatedAt: at };
+        const expected = {
+          ...created,
+          secretDigest: DIGEST_2,
+          updatedAt: at,
+          secretRotatedAt: at,
+          // The new secret alone: the old one stopped at once.
+          secrets: [
+            {
+              id: expect.stringMatching(/^sec_/),
+              digest: DIGEST_2,
+              createdAt: at,
+              expiresAt: null,
+              lastUsedAt: null,
+            },
+          ],
+        };
         expect(updated).toEqual(expected);
         expect(await store.findClient('svc')).toEqual(expected);
       });
@@ -406,6 +528,122 @@ export function storeContract(name: string, open: OpenStore): void {
         expect((await store.findClient('gone'))?.audiences).toEqual([]);
       });
 
+      it('creates a client with a description and the scopes of its grants, sorted, each once', async () => {
+        const at = clock.iso();
+        const created = await store.createClient(
+          newClient('scoped', [C, A, B], {
+            description: 'Billing backend',
+            scopes: { [B]: ['write', 'read', 'write', 'admin'], [A]: [] },
+          }),
+        );
+        const expected = {
+          id: 'scoped',
+          name: 'client scoped',
+          description: 'Billing backend',
+          secretDigest: DIGEST_1,
+          enabled: true,
+          tokenTtl: null,
+          createdAt: at,
+          updatedAt: at,
+          secretRotatedAt: at,
+          quotaPerMinute: null,
+          quotaPerDay: null,
+          claims: null,
+          secrets: [
+            {
+              id: expect.stringMatching(/^sec_/),
+              digest: DIGEST_1,
+              createdAt: at,
+              expiresAt: null,
+              lastUsedAt: null,
+            },
+          ],
+          audiences: [A, B, C],
+          grants: [
+            { audience: A, scopes: [], claims: null },
+            { audience: B, scopes: ['admin', 'read', 'write'], claims: null },
+            { audience: C, scopes: [], claims: null },
+          ],
+        };
+        expect(created).toEqual(expected);
+        expect(await store.findClient('scoped')).toEqual(expected);
+        expect(await store.findClients(['scoped'])).toEqual([expected]);
+        expect(await store.listClients()).toEqual([expected]);
+        expect(await store.listClientsPage(null, 10)).toEqual([expected]);
+      });
+
+      it('updateClient sets a description, keeps it when not given, and clears it to null', async () => {
+        const created = await store.createClient(newClient('d', [A], { description: 'first' }));
+        expect(created.description).toBe('first');
+        clock.advance(1000);
+        const changed = await expectChanges(store, () => store.updateClient('d', { description: 'second' }), [
+          ['client', 'd'],
+        ]);
+        expect(changed).toEqual({ ...created, description: 'second', updatedAt: clock.iso() });
+        expect(await store.findClient('d')).toEqual(changed);
+
+        clock.advance(1000);
+        const renamed = await store.updateClient('d', { name: 'renamed' });
+        expect(renamed).toEqual({ ...changed, name: 'renamed', updatedAt: clock.iso() });
+
+        clock.advance(1000);
+        const cleared = await expectChanges(store, () => store.updateClient('d', { description: null }), [
+          ['client', 'd'],
+        ]);
+        expect(cleared).toEqual({ ...renamed, description: null, updatedAt: clock.iso() });
+        expect(await store.findClient('d')).toEqual(cleared);
+
+        // An empty description is a description, not null.
+        const empty = await store.updateClient('d', { description: '' });
+        expect(empty.description).toBe('');
+        expect((await store.findClient('d'))?.description).toBe('');
+      });
+
+      it('listClientsPage pages by id (code-unit order): strictly after `after`, at most `limit`, with grants', async () => {
+        expect(await store.listClientsPage(null, 10)).toEqual([]);
+        // Created out of id order, a second apart: listClients' order (creation) is not the page order.
+        await store.createClient(newClient('svc-c', [B, A], { scopes: { [A]: ['read'] } }));
+        clock.advance(1000);
+        await store.createClient(newClient('Svc-z'));
+        clock.advance(1000);
+        await store.createClient(newClient('svc-a', [C]));
+        clock.advance(1000);
+        await store.createClient(newClient('svc-b', [A, B, C], { scopes: { [C]: ['y', 'x'] } }));
+        clock.advance(1000);
+        await store.createClient(newClient('svc-a-1', [A]));
+        const ids = ['Svc-z', 'svc-a', 'svc-a-1', 'svc-b', 'svc-c'];
+        const all = await Promise.all(ids.map(async (id) => (await store.findClient(id))!));
+        expect(all.map((c) => c.id)).toEqual(ids);
+        expect(all[3]!.grants).toEqual([
+          { audience: A, scopes: [], claims: null },
+          { audience: B, scopes: [], claims: null },
+          { audience: C, scopes: ['x', 'y'], claims: null },
+        ]);
+        expect(all[4]!.grants).toEqual([
+          { audience: A, scopes: ['read'], claims: null },
+          { audience: B, scopes: [], claims: null },
+        ]);
+
+        const first = await store.listClientsPage(null, 2);
+        expect(first).toEqual(all.slice(0, 2));
+        const second = await store.listClientsPage(first[1]!.id, 2);
+        expect(second).toEqual(all.slice(2, 4));
+        const third = await store.listClientsPage(second[1]!.id, 2);
+        expect(third).toEqual(all.slice(4));
+        expect(await store.listClientsPage(third[0]!.id, 2)).toEqual([]);
+
+        expect(await store.listClientsPage(null, 5)).toEqual(all);
+        expect(await store.listClientsPage(null, 100)).toEqual(all);
+        expect(await store.listClientsPage(null, 1)).toEqual(all.slice(0, 1));
+        // Strictly after: the client named by `after` is not on the page.
+        expect(await store.listClientsPage('svc-a', 10)).toEqual(all.slice(2));
+        expect(await store.listClientsPage('Svc-z', 1)).toEqual(all.slice(1, 2));
+        // `after` need not be a client's id; '' is an id before every other, not "from the start" by accident.
+        expect(await store.listClientsPage('svc-b0', 10)).toEqual(all.slice(4));
+        expect(await store.listClientsPage('', 3)).toEqual(all.slice(0, 3));
+        expect(await store.listClientsPage('svc-d', 10)).toEqual([]);
+      });
+
       it('refuses to delete an unknown client (not_found)', async () => {
         expect((await expectNoChange(store, () => store.deleteClient('nobody'))).code).toBe('not_found');
       });
@@ -434,7 +672,14 @@ export function storeContract(name: string, open: OpenStore): void {
         const before = await store.findClient('svc');
         clock.advance(1000);
         await store.addGrant('svc', B);
-        expect(await store.findClient('svc')).toEqual({ ...before, audiences: [A, B] });
+        expect(await store.findClient('svc')).toEqual({
+          ...before,
+          audiences: [A, B],
+          grants: [
+            { audience: A, scopes: [], claims: null },
+            { audience: B, scopes: [], claims: null },
+          ],
+        });
       });
 
       it('refuses a grant for an unknown client or audience (not_found)', async () => {
@@ -443,6 +688,127 @@ export function storeContract(name: string, open: OpenStore): void {
           (await expectNoChange(store, () => store.addGrant('svc', 'https://unknown.example.com'))).code,
         ).toBe('not_found');
         expect((await store.findClient('svc'))?.audiences).toEqual([A]);
+      });
+
+      it('putGrant creates a grant with its scopes (true), then sets them (false), a change each time', async () => {
+        const before = (await store.findClient('svc'))!;
+        clock.advance(1000);
+        const audit = {
+          type: 'grant.created' as const,
+          actor: 'cli:test',
+          source: null,
+          target: 'svc',
+          clientId: 'svc',
+          audience: B,
+          changes: { scopes: ['read', 'write'] },
+        };
+        const seq0 = await store.latestChange();
+        expect(
+          await expectChanges(store, () => store.putGrant('svc', B, ['write', 'read', 'write'], audit), [
+            ['grant', `svc ${B}`],
+          ]),
+        ).toBe(true);
+        const seq1 = await store.latestChange();
+        expect(seq1).toBeGreaterThan(seq0);
+        // The grant, not the client record: updated_at stays.
+        expect(await store.findClient('svc')).toEqual({
+          ...before,
+          audiences: [A, B],
+          grants: [
+            { audience: A, scopes: [], claims: null },
+            { audience: B, scopes: ['read', 'write'], claims: null },
+          ],
+        });
+        expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
+          {
+            id: expect.any(Number),
+            at: clock.iso(),
+            type: 'grant.created',
+            clientId: 'svc',
+            audience: B,
+            jti: null,
+            reason: null,
+            source: null,
+            count: null,
+            actor: 'cli:test',
+            target: 'svc',
+            changes: { scopes: ['read', 'write'] },
+          },
+        ]);
+
+        expect(
+          await expectChanges(store, () => store.putGrant('svc', B, ['admin']), [['grant', `svc ${B}`]]),
+        ).toBe(false);
+        const seq2 = await store.latestChange();
+        expect(seq2).toBeGreaterThan(seq1);
+        expect((await store.findClient('svc'))?.grants).toEqual([
+          { audience: A, scopes: [], claims: null },
+          { audience: B, scopes: ['admin'], claims: null },
+        ]);
+
+        // The grant createClient made takes scopes too; an empty list clears them.
+        expect(
+          await expectChanges(store, () => store.putGrant('svc', A, ['read']), [['grant', `svc ${A}`]]),
+        ).toBe(false);
+        expect(await expectChanges(store, () => store.putGrant('svc', B, []), [['grant', `svc ${B}`]])).toBe(
+          false,
+        );
+        expect(await store.latestChange()).toBeGreaterThan(seq2);
+        const after = await store.findClient('svc');
+        expect(after).toEqual({
+          ...before,
+          audiences: [A, B],
+          grants: [
+            { audience: A, scopes: ['read'], claims: null },
+            { audience: B, scopes: [], claims: null },
+          ],
+        });
+        expect(await store.listClients()).toEqual([after]);
+        expect(await store.listClientsPage(null, 10)).toEqual([after]);
+
+        // addGrant leaves a grant putGrant made as it is; once removed, putGrant creates it again.
+        expect(await store.addGrant('svc', A)).toBe(false);
+        expect((await store.findClient('svc'))?.grants[0]).toEqual({
+          audience: A,
+          scopes: ['read'],
+          claims: null,
+        });
+        await store.removeGrant('svc', A);
+        expect(await store.putGrant('svc', A, ['x'])).toBe(true);
+        expect((await store.findClient('svc'))?.grants).toEqual([
+          { audience: A, scopes: ['x'], claims: null },
+          { audience: B, scopes: [], claims: null },
+        ]);
+      });
+
+      it('putGrant refuses an unknown client or audience (not_found) and writes nothing', async () => {
+        const before = await store.findClient('svc');
+        const audit = (audience: string) => ({
+          type: 'grant.created' as const,
+          actor: 'cli:test',
+          source: null,
+          target: 'svc',
+          clientId: 'svc',
+          audience,
+          changes: { scopes: ['read'] },
+        });
+        const unknownClient = await expectNoChange(store, () =>
+          store.putGrant('nobody', A, ['read'], audit(A)),
+        );
+        expect(unknownClient).toMatchObject({ code: 'not_found', resource: 'client' });
+        const unknownAudience = await expectNoChange(store, () =>
+          store.putGrant(
+            'svc',
+            'https://unknown.example.com',
+            ['read'],
+            audit('https://unknown.example.com'),
+          ),
+        );
+        expect(unknownAudience).toMatchObject({ code: 'not_found', resource: 'audience' });
+        expect(unknownAudience.message).toContain('https://unknown.example.com');
+        expect(await store.findClient('svc')).toEqual(before);
+        expect(await store.findClient('nobody')).toBeUndefined();
+        expect(await store.queryAuditEvents({ limit: 10 })).toEqual([]);
       });
 
       it('removes a grant', async () => {
@@ -882,7 +1248,13 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     changes: null,
     ...fields,
   });
-  expect(await store.migrate()).toEqual(['0004_compact_audit', '0005_change_audit']);
+  expect(await store.migrate()).toEqual([
+    '0004_compact_audit',
+    '0005_change_audit',
+    '0006_ids_and_scopes',
+    '0007_custom_claims',
+    '0008_client_secrets',
+  ]);
   expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
     event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
     event(7, '2026-11-01T10:00:00.123Z', {
@@ -905,4 +1277,105 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     { ...record, type: 'token.issued', at: Date.parse('2026-11-02T00:00:00Z') },
   ]);
   expect((await store.queryAuditEvents({ limit: 1 }))[0]!.id).toBe(10);
+}
+
+/**
+ * The rows each engine's test writes, table by table in this order, with the schema of migration 0005 (before
+ * audiences had ids and scopes, grants scopes, clients a description).
+ */
+export const ROWS_BEFORE_0006 = {
+  audiences: [
+    {
+      url: 'https://api.example.com',
+      name: 'API',
+      token_ttl: 600,
+      signing_alg: 'ES256',
+      created_at: '2026-11-01T10:00:00.000Z',
+      updated_at: '2026-11-02T10:00:00.000Z',
+    },
+    {
+      url: 'https://other.example.com',
+      name: null,
+      token_ttl: null,
+      signing_alg: null,
+      created_at: '2026-11-03T10:00:00.000Z',
+      updated_at: '2026-11-03T10:00:00.000Z',
+    },
+  ],
+  clients: [
+    {
+      id: 'old',
+      name: 'Old client',
+      secret_digest: DIGEST_1,
+      enabled: 1,
+      token_ttl: null,
+      created_at: '2026-11-04T10:00:00.000Z',
+      updated_at: '2026-11-04T10:00:00.000Z',
+      secret_rotated_at: '2026-11-04T10:00:00.000Z',
+      quota_per_minute: null,
+      quota_per_day: 100,
+    },
+  ],
+  grants: [
+    { client_id: 'old', audience_url: 'https://api.example.com', created_at: '2026-11-04T10:00:00.000Z' },
+  ],
+} as const;
+
+/**
+ * After migration 0006 on a store that held the rows of ROWS_BEFORE_0006 (and nothing else): each audience has
+ * an id of its own, in the form the store makes, and no scopes; the ids are stored and unique; the client has
+ * no description and its grant no scopes.
+ */
+export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
+  expect(await store.migrate()).toEqual(['0006_ids_and_scopes', '0007_custom_claims', '0008_client_secrets']);
+  const audiences = await store.listAudiences();
+  expect(audiences).toEqual(
+    ROWS_BEFORE_0006.audiences.map((row) => ({
+      id: expect.stringMatching(/^aud_[A-Za-z0-9_-]{16}$/),
+      url: row.url,
+      name: row.name,
+      tokenTtl: row.token_ttl,
+      signingAlg: row.signing_alg,
+      scopes: [],
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+    })),
+  );
+  const [first, second] = audiences;
+  expect(first!.id).not.toBe(second!.id);
+  expect(await store.findAudienceById(first!.id)).toEqual(first);
+  expect(await store.findAudienceById(second!.id)).toEqual(second);
+  expect(await store.listAudiences()).toEqual(audiences);
+  expect(await store.findClient('old')).toEqual({
+    id: 'old',
+    name: 'Old client',
+    description: null,
+    secretDigest: DIGEST_1,
+    enabled: true,
+    tokenTtl: null,
+    createdAt: '2026-11-04T10:00:00.000Z',
+    updatedAt: '2026-11-04T10:00:00.000Z',
+    secretRotatedAt: '2026-11-04T10:00:00.000Z',
+    quotaPerMinute: null,
+    quotaPerDay: 100,
+    claims: null,
+    // Its single secret became its first, made when it was last rotated.
+    secrets: [
+      {
+        id: expect.stringMatching(/^sec_/),
+        digest: DIGEST_1,
+        createdAt: '2026-11-04T10:00:00.000Z',
+        expiresAt: null,
+        lastUsedAt: null,
+      },
+    ],
+    audiences: ['https://api.example.com'],
+    grants: [{ audience: 'https://api.example.com', scopes: [], claims: null }],
+  });
+  // The ids are unique from now on: one given again is refused, a new one is another.
+  const third = { url: 'https://third.example.com', name: null, tokenTtl: null, signingAlg: null };
+  expect((await storeError(store.addAudience({ ...third, id: first!.id }))).code).toBe('conflict');
+  const added = await store.addAudience(third);
+  expect(added.id).toMatch(/^aud_[A-Za-z0-9_-]{16}$/);
+  expect([first!.id, second!.id]).not.toContain(added.id);
 }

@@ -176,7 +176,7 @@ describe('Directory', () => {
     it('forgets a removed audience and the cached grants of it', async () => {
       await createClient('svc', [A, B]);
       await startDirectory();
-      expect((await lookup('svc')).client?.audiences).toEqual(new Set([A, B]));
+      expect([...((await lookup('svc')).client?.grants.keys() ?? [])]).toEqual([A, B]);
 
       await cli.removeAudience(A);
       await directory.poll();
@@ -187,7 +187,7 @@ describe('Directory', () => {
       spy.reset();
       const after = await lookup('svc');
       expect(after.hit).toBe(false);
-      expect(after.client?.audiences).toEqual(new Set([B]));
+      expect([...(after.client?.grants.keys() ?? [])]).toEqual([B]);
       expect(spy.calls).toEqual(['findClients']);
     });
   });
@@ -201,8 +201,17 @@ describe('Directory', () => {
       expect(first.client).toEqual({
         id: 'svc',
         enabled: true,
-        secretDigest: digestBytes(digestSecret(SECRET_1)),
-        audiences: new Set([A, B]),
+        secrets: [
+          {
+            id: expect.stringMatching(/^sec_/) as unknown as string,
+            digest: digestBytes(digestSecret(SECRET_1)),
+            expiresAt: Infinity,
+          },
+        ],
+        grants: new Map([
+          [A, { scopes: new Set(), scope: undefined }],
+          [B, { scopes: new Set(), scope: undefined }],
+        ]),
         tokenTtl: null,
         quota: { perMinute: null, perDay: null },
       });
@@ -216,8 +225,8 @@ describe('Directory', () => {
       await createClient('svc', [A]);
       await startDirectory();
       const { client } = await lookup('svc');
-      expect(client!.secretDigest.length).toBe(32);
-      expect(client!.secretDigest.buffer.byteLength).toBe(32);
+      expect(client!.secrets[0]!.digest.length).toBe(32);
+      expect(client!.secrets[0]!.digest.buffer.byteLength).toBe(32);
       expect(digestBytes(digestSecret(SECRET_1)).buffer.byteLength).toBe(32);
     });
 
@@ -273,7 +282,7 @@ describe('Directory', () => {
       expect(lookups.every(isPromise)).toBe(true);
       const found = await Promise.all(lookups);
       expect(found.map((c) => c?.id)).toEqual(['c1', 'c2', undefined, 'c3', 'c2']);
-      expect([...found[1]!.audiences]).toEqual([A, B]);
+      expect([...found[1]!.grants.keys()]).toEqual([A, B]);
       expect(asked).toEqual([['c1', 'c2', 'nobody', 'c3']]);
       expect(spy.calls).toEqual(['findClients']);
       // All of them are cached now, the unknown one as unknown.
@@ -407,17 +416,20 @@ describe('Directory', () => {
 
     it('secret rotated', async () => {
       await cli.setClientSecret('svc', digestSecret(SECRET_2));
-      expect((await pollAndReload())?.secretDigest).toEqual(digestBytes(digestSecret(SECRET_2)));
+      // The old secret stops at once (no grace): only the new one is left.
+      expect((await pollAndReload())?.secrets.map((s) => s.digest)).toEqual([
+        digestBytes(digestSecret(SECRET_2)),
+      ]);
     });
 
     it('grant added', async () => {
       await cli.addGrant('svc', B);
-      expect((await pollAndReload())?.audiences).toEqual(new Set([A, B]));
+      expect([...((await pollAndReload())?.grants.keys() ?? [])]).toEqual([A, B]);
     });
 
     it('grant removed', async () => {
       await cli.removeGrant('svc', A);
-      expect((await pollAndReload())?.audiences).toEqual(new Set());
+      expect([...((await pollAndReload())?.grants.keys() ?? [])]).toEqual([]);
     });
 
     it('client deleted', async () => {
@@ -436,7 +448,7 @@ describe('Directory', () => {
       spy.reset();
       const after = await lookup('late');
       expect(after.hit).toBe(false);
-      expect(after.client?.audiences).toEqual(new Set([B]));
+      expect([...(after.client?.grants.keys() ?? [])]).toEqual([B]);
     });
 
     it('changes more than one batch (1000) long are all read by one poll()', async () => {

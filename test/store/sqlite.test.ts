@@ -5,7 +5,12 @@ import { DatabaseSync } from 'node:sqlite';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
-import { expectCompactAuditConverted, storeContract } from './contract.js';
+import {
+  expectAudienceIdsAssigned,
+  expectCompactAuditConverted,
+  ROWS_BEFORE_0006,
+  storeContract,
+} from './contract.js';
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -58,6 +63,35 @@ describe('migration 0004 (the compact audit trail)', () => {
       );
       db.close();
       await expectCompactAuditConverted(store);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('migration 0006 (audience ids and scopes)', () => {
+  it('gives each audience registered before it an id of its own and no scopes', async () => {
+    const file = path.join(tempDir(), 'tessera.db');
+    const store = openSqliteStore(file);
+    try {
+      expect(await store.migrate('0005_change_audit')).toEqual([
+        '0001_initial',
+        '0002_audit_events',
+        '0003_client_quotas',
+        '0004_compact_audit',
+        '0005_change_audit',
+      ]);
+      const db = new DatabaseSync(file);
+      for (const [table, rows] of Object.entries(ROWS_BEFORE_0006)) {
+        for (const row of rows) {
+          const columns = Object.keys(row);
+          db.prepare(
+            `insert into ${table} (${columns.join(', ')}) values (${columns.map(() => '?').join(', ')})`,
+          ).run(...Object.values(row));
+        }
+      }
+      db.close();
+      await expectAudienceIdsAssigned(store);
     } finally {
       await store.close();
     }

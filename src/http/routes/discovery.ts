@@ -8,8 +8,15 @@ export const TOKEN_PATH = '/oauth/token';
 export const JWKS_PATH = '/.well-known/jwks.json';
 const METADATA_MAX_AGE = 60;
 
-/** RFC 8414 §2 authorization server metadata, with the `audiences_supported` extension. */
-export function metadata(issuer: string, audiences: readonly string[]): Record<string, unknown> {
+/**
+ * RFC 8414 §2 authorization server metadata, with the `audiences_supported` extension; `scopes_supported` is
+ * every audience's scopes, sorted, each once.
+ */
+export function metadata(
+  issuer: string,
+  audiences: readonly string[],
+  scopes: readonly string[] = [],
+): Record<string, unknown> {
   return {
     issuer,
     token_endpoint: issuer + TOKEN_PATH,
@@ -18,6 +25,7 @@ export function metadata(issuer: string, audiences: readonly string[]): Record<s
     token_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS.map((m) => m.name),
     // No authorization endpoint: no response type is supported (the member is REQUIRED, so it is empty).
     response_types_supported: [],
+    scopes_supported: scopes,
     audiences_supported: audiences,
   };
 }
@@ -35,10 +43,12 @@ export function discoveryRoutes(
     const list = directory.listAudiences();
     if (list !== audiences) {
       audiences = list;
+      const scopes = [...new Set(list.flatMap((a) => a.scopes.map((s) => s.name)))].sort();
       body = JSON.stringify(
         metadata(
           issuer,
           list.map((a) => a.url),
+          scopes,
         ),
       );
     }

@@ -7,10 +7,12 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 
 /**
  * The token answer as JSON.stringify writes it, without its escaping scan over the token: a JWS compact
- * serialization is base64url and dots only, and the other members are fixed text and an integer.
+ * serialization is base64url and dots only, and the other members are fixed text and an integer. The scope,
+ * when the token has one, is escaped as any string.
  */
 export function tokenJson(response: TokenResponse): string {
-  return `{"access_token":"${response.access_token}","token_type":"${response.token_type}","expires_in":${response.expires_in}}`;
+  const scope = response.scope === undefined ? '' : `,"scope":${JSON.stringify(response.scope)}`;
+  return `{"access_token":"${response.access_token}","token_type":"${response.token_type}","expires_in":${response.expires_in}${scope}}`;
 }
 
 let turn: Promise<void> | undefined;

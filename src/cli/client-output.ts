@@ -1,0 +1,59 @@
+import type { Config } from '../config/index.js';
+import { type clients, views } from '../management/index.js';
+import type { Client } from '../store/types.js';
+import { formatRecord, print, printJson } from './output.js';
+
+/** How `tessera client` commands show a client: a record in text, the JSON document under --json. */
+
+export function quotaText(c: Client): string | null {
+  const parts = [
+    c.quotaPerMinute === null ? '' : `${c.quotaPerMinute}/minute`,
+    c.quotaPerDay === null ? '' : `${c.quotaPerDay}/day`,
+  ].filter(Boolean);
+  return parts.length ? parts.join(', ') : null;
+}
+
+export function clientRecord(c: Client, secret?: string): string {
+  return formatRecord([
+    ['client_id', c.id],
+    ...(secret === undefined ? [] : [['client_secret', secret] as const]),
+    ['name', c.name],
+    ['description', c.description],
+    ['enabled', c.enabled ? 'yes' : 'no'],
+    ['token_ttl', c.tokenTtl],
+    ['quota', quotaText(c)],
+    ['claims', c.claims === null ? null : JSON.stringify(c.claims)],
+    [
+      'grants',
+      c.grants
+        .map((g) => (g.scopes.length ? `${g.audience} (${g.scopes.join(' ')})` : g.audience))
+        .join(', '),
+    ],
+    ['created_at', c.createdAt],
+    ['updated_at', c.updatedAt],
+    ['secret_rotated_at', c.secretRotatedAt],
+  ]);
+}
+
+function curlHint(config: Config, c: Client, secret: string): string {
+  const audience = c.audiences[0] ?? '<audience>';
+  return (
+    `\nGet a token:\n  curl -s ${config.issuer}/oauth/token -d grant_type=client_credentials ` +
+    `-d client_id=${c.id} -d client_secret=${secret} -d audience=${encodeURIComponent(audience)}\n`
+  );
+}
+
+/** A client with its secret, shown this once. */
+export function printWithSecret(
+  config: Config,
+  json: boolean,
+  heading: string,
+  { client, secret }: clients.WithSecret,
+) {
+  if (json) printJson({ ...views.clientJson(client), client_secret: secret });
+  else {
+    print(`${heading}: store it now.\n\n`);
+    print(clientRecord(client, secret));
+    print(curlHint(config, client, secret));
+  }
+}

@@ -1,0 +1,113 @@
+import type { FastifyRequest } from 'fastify';
+import { createLocalJWKSet, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
+import { SIGNING_ALGS } from '../../domain/algorithms.js';
+import type { AttemptLimiter, KnownClient } from '../../domain/token-service.js';
+import type { PublicJwk } from '../../keys/keyring.js';
+import type { AdminScope } from '../../management/builtin.js';
+import { problem, type ProblemError } from './problem.js';
+
+/** The caller of an admin request, once its token is accepted. */
+export interface AdminCaller {
+  clientId: string;
+  scopes: ReadonlySet<string>;
+}
+
+export interface AdminAuthDeps {
+  issuer: string;
+  /** `<issuer>/admin/v1`: the audience an admin token is for. */
+  audience: string;
+  /** The keys this server publishes (its JWKS): a token is verified against them, as a resource server would. */
+  publishedKeys(): readonly PublicJwk[];
+  /** The client as the token path knows it (cached, followed through the change feed). */
+  findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined>;
+  attempts: AttemptLimiter;
+}
+
+const invalidToken = (detail: string): ProblemError =>
+  problem(
+    401,
+    'invalid_token',
+    detail,
+    {},
+    { 'www-authenticate': `Bearer error="invalid_token", error_description="${detail}"` },
+  );
+
+/**
+ * Checks admin requests' bearer tokens (RFC 6750): Tessera's own access tokens for the admin audience
+ * (signature against the published keys, iss, aud, exp, typ at+jwt), of a client that still exists and is
+ * enabled now, not just when the token was issued. Failures count against the caller's address like failed
+ * token requests; a blocked address gets 429, unless it presents a valid token of an enabled client.
+ */
+export class AdminAuth {
+  private keys: readonly PublicJwk[] | undefined;
+  private keySet: ReturnType<typeof createLocalJWKSet> | undefined;
+
+  constructor(private readonly deps: AdminAuthDeps) {}
+
+  private keySetNow(): ReturnType<typeof createLocalJWKSet> {
+    const keys = this.deps.publishedKeys();
+    if (keys !== this.keys || !this.keySet) {
+      this.keys = keys;
+      this.keySet = createLocalJWKSet({ keys: keys as JSONWebKeySet['keys'] });
+    }
+    return this.keySet;
+  }
+
+  async authenticate(request: FastifyRequest): Promise<AdminCaller> {
+    const source = request.ip;
+    let caller: AdminCaller;
+    try {
+      caller = await this.verify(request.headers.authorization);
+    } catch (error) {
+      const wait = this.deps.attempts.blockedFor(undefined, source);
+      if (wait > 0)
+        throw problem(
+          429,
+          'too_many_attempts',
+          'too many failed authentications from this address; try again later',
+          {},
+          { 'retry-after': String(wait) },
+        );
+      await this.deps.attempts.failed(undefined, source);
+      throw error;
+    }
+    return caller;
+  }
+
+  private async verify(header: string | undefined): Promise<AdminCaller> {
+    if (header === undefined) throw invalidToken('an access token is required (Authorization: Bearer)');
+    const match = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i.exec(header);
+    if (!match) throw invalidToken('the Authorization header is not a Bearer token');
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(match[1]!, this.keySetNow(), {
+        issuer: this.deps.issuer,
+        audience: this.deps.audience,
+        typ: 'at+jwt',
+        algorithms: [...SIGNING_ALGS],
+        requiredClaims: ['exp', 'iat', 'client_id'],
+      }));
+    } catch {
+      throw invalidToken('the access token is not valid for this API');
+    }
+    const clientId = payload.client_id;
+    if (typeof clientId !== 'string') throw invalidToken('the access token is not valid for this API');
+    const found = this.deps.findClient(clientId);
+    const client = found instanceof Promise ? await found : found;
+    if (!client?.enabled) throw invalidToken('the client of this token is disabled or deleted');
+    const scope = typeof payload.scope === 'string' ? payload.scope : '';
+    return { clientId, scopes: new Set(scope.split(' ').filter(Boolean)) };
+  }
+}
+
+/** Refuses a caller without the scope a route needs (RFC 6750 §3.1: 403 insufficient_scope). */
+export function requireScope(caller: AdminCaller, scope: AdminScope): void {
+  if (!caller.scopes.has(scope))
+    throw problem(
+      403,
+      'insufficient_scope',
+      `this call needs the scope ${scope}`,
+      {},
+      { 'www-authenticate': `Bearer error="insufficient_scope", scope="${scope}"` },
+    );
+}

@@ -1,0 +1,153 @@
+import swagger from '@fastify/swagger';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Ajv, type Options } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { Config } from '../../config/index.js';
+import type { ManagementContext } from '../../management/index.js';
+import type { Store } from '../../store/types.js';
+import { AdminAuth, requireScope, type AdminAuthDeps, type AdminCaller } from './auth.js';
+import { Cursors } from './paging.js';
+import { asProblem, problem, sendProblem } from './problem.js';
+import { audienceRoutes } from './routes-audiences.js';
+import { clientRoutes } from './routes-clients.js';
+import { keyAndAuditRoutes } from './routes-keys.js';
+import { secretRoutes } from './routes-secrets.js';
+import type { AdminScope } from '../../management/builtin.js';
+
+export const ADMIN_PREFIX = '/admin/v1';
+
+/** Admin request bodies are small documents; a few hundred KiB leaves room for key sets, and no more. */
+export const ADMIN_BODY_LIMIT = 256 * 1024;
+
+export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience' | 'issuer'> {
+  config: Config;
+  store: Store;
+  /** The key that signs list cursors; the same on every instance (derived from the master key). */
+  cursorKey: Uint8Array;
+}
+
+/** What every route handler gets: the caller, and the management context of its request. */
+export interface AdminRouteContext {
+  cursors: Cursors;
+  config: Config;
+  /** The management context of a request (its caller is the actor, its address the source). */
+  context(request: FastifyRequest): ManagementContext;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The admin scope a route needs; routes without one need no token (the OpenAPI document). */
+    scope?: AdminScope;
+  }
+  interface FastifyRequest {
+    adminCaller?: AdminCaller;
+  }
+}
+
+function ajv(options: Options): Ajv {
+  const instance = new Ajv({ allErrors: true, strict: false, ...options });
+  (addFormats as unknown as (a: Ajv) => void)(instance);
+  return instance;
+}
+
+/**
+ * The admin API (MANAGEMENT.md) under /admin/v1, in its own encapsulated context: its own JSON parsers and
+ * body limit, validation that refuses unknown fields instead of dropping them, problem+json errors, bearer
+ * authentication with Tessera's own tokens, and the OpenAPI 3.1 document generated from the route schemas.
+ */
+export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
+  const audience = `${deps.config.issuer}${ADMIN_PREFIX}`;
+  const auth = new AdminAuth({ ...deps, issuer: deps.config.issuer, audience });
+  const cursors = new Cursors(deps.cursorKey);
+  void app.register(
+    async (admin) => {
+      await admin.register(swagger, {
+        openapi: {
+          openapi: '3.1.0',
+          info: {
+            title: 'Tessera admin API',
+            version: '1',
+            description:
+              'Manage audiences, clients, grants, signing keys and read the audit trail. Authenticate with an ' +
+              `access token of Tessera for the audience ${audience} (client credentials at /oauth/token).`,
+          },
+          servers: [{ url: audience }],
+          components: {
+            securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },
+          },
+        },
+        // Paths relative to the server URL above.
+        transform: ({ schema, url }) => ({ schema, url: url.slice(ADMIN_PREFIX.length) || '/' }),
+      });
+
+      const bodies = ajv({ coerceTypes: false, removeAdditional: false, useDefaults: true });
+      const parameters = ajv({ coerceTypes: true, removeAdditional: false, useDefaults: true });
+      admin.setValidatorCompiler(({ schema, httpPart, method }) => {
+        const validate = (httpPart === 'body' ? bodies : parameters).compile(schema);
+        // A body without a required field (POST /keys/rotate, PUT of a grant) may be left out altogether.
+        const optional =
+          httpPart === 'body' &&
+          (method === 'POST' || method === 'PUT') &&
+          ((schema as { required?: unknown[] }).required?.length ?? 0) === 0;
+        if (!optional) return validate;
+        const maybeEmpty = Object.assign(
+          (data: unknown): boolean => {
+            if (data === undefined || data === null) return true; // no body (Fastify passes null)
+            const valid = validate(data);
+            maybeEmpty.errors = validate.errors;
+            return valid;
+          },
+          { errors: validate.errors },
+        );
+        return maybeEmpty;
+      });
+
+      const json = admin.getDefaultJsonParser('error', 'error');
+      admin.removeAllContentTypeParsers();
+      for (const type of ['application/json', 'application/merge-patch+json'])
+        admin.addContentTypeParser(type, { parseAs: 'string', bodyLimit: ADMIN_BODY_LIMIT }, json);
+
+      admin.decorateRequest('adminCaller', undefined);
+      // Before the body is read: a caller without a valid token learns nothing of what it sent, and costs no parse.
+      admin.addHook('onRequest', async (request) => {
+        const scope = request.routeOptions.config.scope;
+        if (scope === undefined) return;
+        const caller = await auth.authenticate(request);
+        requireScope(caller, scope);
+        request.adminCaller = caller;
+      });
+
+      admin.setErrorHandler((error, request, reply: FastifyReply) => {
+        const answer = asProblem(error);
+        if (answer) return sendProblem(reply, answer);
+        request.log.error({ err: error }, 'unexpected error in the admin API');
+        return sendProblem(reply, problem(500, 'server_error', 'the server could not complete the request'));
+      });
+      admin.setNotFoundHandler((request, reply) =>
+        sendProblem(
+          reply,
+          problem(404, 'not_found', `no such resource: ${request.method} ${request.url.split('?')[0]}`),
+        ),
+      );
+
+      const context: AdminRouteContext = {
+        cursors,
+        config: deps.config,
+        context: (request) => ({
+          store: deps.store,
+          config: deps.config,
+          actor: request.adminCaller!.clientId,
+          source: request.ip,
+        }),
+      };
+      audienceRoutes(admin, context);
+      clientRoutes(admin, context);
+      secretRoutes(admin, context);
+      keyAndAuditRoutes(admin, context);
+
+      // Needs no token (config without a scope); no-store like every admin answer.
+      admin.get('/openapi.json', { schema: { hide: true }, config: {} }, async () => admin.swagger());
+    },
+    { prefix: ADMIN_PREFIX },
+  );
+}

@@ -1,0 +1,57 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { problem } from './problem.js';
+
+/**
+ * Opaque list cursors (`next`, `?after=`): the position after the last item of a page (a keyset, so pages
+ * stay stable under concurrent writes), and which list it belongs to, signed with an HMAC under a key every
+ * instance derives from the master key. A cursor the server did not issue, or of another list, is a 400.
+ */
+export class Cursors {
+  constructor(private readonly key: Uint8Array) {}
+
+  private mac(body: string): Buffer {
+    return createHmac('sha256', this.key).update(body).digest().subarray(0, 16);
+  }
+
+  issue(list: string, position: unknown): string {
+    const body = Buffer.from(JSON.stringify([list, position])).toString('base64url');
+    return `${body}.${this.mac(body).toString('base64url')}`;
+  }
+
+  /** The position a cursor of `list` names; refuses anything else. */
+  read<T>(list: string, cursor: string, check: (position: unknown) => position is T): T {
+    const [body, mac, extra] = cursor.split('.');
+    const presented = Buffer.from(mac ?? '', 'base64url');
+    const expected = body ? this.mac(body) : undefined;
+    if (
+      extra === undefined &&
+      expected &&
+      presented.length === expected.length &&
+      timingSafeEqual(presented, expected)
+    ) {
+      const [name, position] = JSON.parse(Buffer.from(body!, 'base64url').toString('utf8')) as [
+        string,
+        unknown,
+      ];
+      if (name === list && check(position)) return position;
+    }
+    throw problem(400, 'invalid_cursor', 'the cursor (after) is not one this API issued for this list', {
+      errors: [{ pointer: '/after', detail: 'is not a cursor of this list' }],
+    });
+  }
+}
+
+export const isString = (v: unknown): v is string => typeof v === 'string';
+
+/** A page of `items` (sorted by `keyOf`) after `after`: at most `limit`, and the cursor of the next if any. */
+export function pageOf<T, K extends string>(
+  sorted: readonly T[],
+  keyOf: (item: T) => K,
+  after: K | undefined,
+  limit: number,
+): { items: T[]; last: K | undefined } {
+  const start = after === undefined ? 0 : sorted.findIndex((item) => keyOf(item) > after);
+  const items = start < 0 ? [] : sorted.slice(start, start + limit);
+  const more = start >= 0 && start + limit < sorted.length;
+  return { items, last: more ? keyOf(items[items.length - 1]!) : undefined };
+}

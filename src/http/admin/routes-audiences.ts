@@ -1,0 +1,127 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
+import type { Static } from 'typebox';
+import { audiences, views } from '../../management/index.js';
+import type { AdminRouteContext } from './index.js';
+import { isString, pageOf } from './paging.js';
+import { ifMatch, adminRoute, seconds, sendResource } from './route.js';
+import * as S from './schemas.js';
+
+const tags = ['audiences'];
+
+/** Audiences: GET, POST /audiences · GET, PATCH, DELETE /audiences/{id}. */
+export function audienceRoutes(app: FastifyInstance, ctx: AdminRouteContext): void {
+  const api = app.withTypeProvider<TypeBoxTypeProvider>();
+  api.get(
+    '/audiences',
+    adminRoute({
+      operationId: 'listAudiences',
+      summary: 'List audiences, by id',
+      tags,
+      scope: 'audiences:read',
+      querystring: S.ListQuery,
+      ok: { 200: S.Page(S.Audience) },
+    }),
+    async (request) => {
+      const { limit = 50, after } = request.query as Static<typeof S.ListQuery>;
+      const from = after === undefined ? undefined : ctx.cursors.read('audiences', after, isString);
+      const all = (await audiences.listAudiences(ctx.context(request))).sort((a, b) =>
+        a.id < b.id ? -1 : a.id > b.id ? 1 : 0,
+      );
+      const page = pageOf(all, (a) => a.id, from, limit);
+      return {
+        items: page.items.map(views.audienceJson),
+        next: page.last === undefined ? null : ctx.cursors.issue('audiences', page.last),
+      };
+    },
+  );
+  api.post(
+    '/audiences',
+    adminRoute({
+      operationId: 'createAudience',
+      summary: 'Register an audience',
+      tags,
+      scope: 'audiences:write',
+      body: S.NewAudience,
+      ok: { 201: S.Audience },
+    }),
+    async (request, reply) => {
+      const body = request.body as Static<typeof S.NewAudience>;
+      const added = await audiences.addAudience(ctx.context(request), {
+        url: body.identifier,
+        name: body.name,
+        scopes: body.scopes,
+        tokenTtl: seconds(body.token_ttl),
+        signingAlg: body.signing_alg,
+      });
+      reply.header('location', `${ctx.config.issuer}/admin/v1/audiences/${added.id}`);
+      return sendResource(reply, views.audienceJson(added), 201);
+    },
+  );
+  api.get(
+    '/audiences/:id',
+    adminRoute({
+      operationId: 'getAudience',
+      summary: 'Read an audience',
+      tags,
+      scope: 'audiences:read',
+      params: S.IdParam,
+      ok: { 200: S.Audience },
+    }),
+    async (request, reply) => {
+      const { id } = request.params as Static<typeof S.IdParam>;
+      return sendResource(
+        reply,
+        views.audienceJson(await audiences.getAudienceById(ctx.context(request), id)),
+      );
+    },
+  );
+  api.patch(
+    '/audiences/:id',
+    adminRoute({
+      operationId: 'updateAudience',
+      summary: 'Change an audience (JSON Merge Patch: fields left out stay as they are)',
+      tags,
+      scope: 'audiences:write',
+      params: S.IdParam,
+      body: S.AudiencePatch,
+      ok: { 200: S.Audience },
+    }),
+    async (request, reply) => {
+      const { id } = request.params as Static<typeof S.IdParam>;
+      const body = request.body as Static<typeof S.AudiencePatch>;
+      const mc = ctx.context(request);
+      const current = await audiences.getAudienceById(mc, id);
+      const updated = await audiences.updateAudience(
+        mc,
+        current.url,
+        {
+          name: body.name,
+          tokenTtl: seconds(body.token_ttl),
+          signingAlg: body.signing_alg,
+          scopes: body.scopes,
+        },
+        ifMatch(request.headers),
+      );
+      return sendResource(reply, views.audienceJson(updated));
+    },
+  );
+  api.delete(
+    '/audiences/:id',
+    adminRoute({
+      operationId: 'deleteAudience',
+      summary: 'Delete an audience and every grant of it',
+      tags,
+      scope: 'audiences:write',
+      params: S.IdParam,
+      ok: { 204: null },
+    }),
+    async (request, reply) => {
+      const { id } = request.params as Static<typeof S.IdParam>;
+      const mc = ctx.context(request);
+      const current = await audiences.getAudienceById(mc, id);
+      await audiences.removeAudience(mc, current.url, ifMatch(request.headers));
+      return reply.code(204).send();
+    },
+  );
+}

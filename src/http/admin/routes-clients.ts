@@ -1,0 +1,208 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
+import type { Static } from 'typebox';
+import { audiences, clients, grants, views } from '../../management/index.js';
+import type { AdminRouteContext } from './index.js';
+import { isString, pageOf } from './paging.js';
+import { ifMatch, adminRoute, seconds, sendResource } from './route.js';
+import * as S from './schemas.js';
+
+const tags = ['clients'];
+
+/** A client's fields as the API names them (POST and PATCH alike), as the management layer takes them. */
+const clientFields = (body: Static<typeof S.ClientPatch>): clients.ClientFields => ({
+  name: body.name,
+  description: body.description,
+  enabled: body.enabled,
+  tokenTtl: seconds(body.token_ttl),
+  quotaPerMinute: body.quota_per_minute,
+  quotaPerDay: body.quota_per_day,
+  claims: body.claims,
+});
+
+/**
+ * Clients: GET, POST /clients · GET, PATCH, DELETE /clients/{id}; their grants: GET /clients/{id}/grants ·
+ * PUT, DELETE /clients/{id}/grants/{audience_id}.
+ */
+export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void {
+  const api = app.withTypeProvider<TypeBoxTypeProvider>();
+  const location = (id: string) => `${ctx.config.issuer}/admin/v1/clients/${encodeURIComponent(id)}`;
+
+  api.get(
+    '/clients',
+    adminRoute({
+      operationId: 'listClients',
+      summary: 'List clients, by client_id',
+      tags,
+      scope: 'clients:read',
+      querystring: S.ListQuery,
+      ok: { 200: S.Page(S.Client) },
+    }),
+    async (request) => {
+      const { limit = 50, after } = request.query as Static<typeof S.ListQuery>;
+      const from = after === undefined ? null : ctx.cursors.read('clients', after, isString);
+      const page = await clients.listClientsPage(ctx.context(request), from, limit + 1);
+      const items = page.slice(0, limit);
+      return {
+        items: items.map(views.clientJson),
+        next: page.length > limit ? ctx.cursors.issue('clients', items[items.length - 1]!.id) : null,
+      };
+    },
+  );
+  api.post(
+    '/clients',
+    adminRoute({
+      operationId: 'createClient',
+      summary: 'Create a client; the answer has its secret, this once',
+      tags,
+      scope: 'clients:write',
+      body: S.NewClient,
+      ok: { 201: S.ClientWithSecret },
+    }),
+    async (request, reply) => {
+      const body = request.body as Static<typeof S.NewClient>;
+      const { client, secret } = await clients.createClient(ctx.context(request), {
+        ...clientFields(body),
+        id: body.client_id,
+        name: body.name,
+      });
+      const view = views.clientJson(client);
+      reply.header('location', location(client.id)).header('etag', views.etagOf(view));
+      return reply.code(201).send({ ...view, client_secret: secret });
+    },
+  );
+  api.get(
+    '/clients/:id',
+    adminRoute({
+      operationId: 'getClient',
+      summary: 'Read a client (never its secret)',
+      tags,
+      scope: 'clients:read',
+      params: S.IdParam,
+      ok: { 200: S.Client },
+    }),
+    async (request, reply) => {
+      const { id } = request.params as Static<typeof S.IdParam>;
+      return sendResource(reply, views.clientJson(await clients.getClient(ctx.context(request), id)));
+    },
+  );
+  api.patch(
+    '/clients/:id',
+    adminRoute({
+      operationId: 'updateClient',
+      summary: 'Change a client (JSON Merge Patch: fields left out stay as they are)',
+      tags,
+      scope: 'clients:write',
+      params: S.IdParam,
+      body: S.ClientPatch,
+      ok: { 200: S.Client },
+    }),
+    async (request, reply) => {
+      const { id } = request.params as Static<typeof S.IdParam>;
+      const body = request.body as Static<typeof S.ClientPatch>;
+      const updated = await clients.updateClient(
+        ctx.context(request),
+        id,
+        clientFields(body),
+        ifMatch(request.headers),
+      );
+      return sendResource(reply, views.clientJson(updated));
+    },
+  );
+  api.delete(
+    '/clients/:id',
+    adminRoute({
+      operationId: 'deleteClient',
+      summary: 'Delete a client and its grants',
+      tags,
+      scope: 'clients:write',
+      params: S.IdParam,
+      ok: { 204: null },
+    }),
+    async (request, reply) => {
+      const { id } = request.params as Static<typeof S.IdParam>;
+      await clients.deleteClient(ctx.context(request), id, ifMatch(request.headers));
+      return reply.code(204).send();
+    },
+  );
+
+  // --- grants ---
+
+  api.get(
+    '/clients/:id/grants',
+    adminRoute({
+      operationId: 'listGrants',
+      summary: "A client's grants, by audience id",
+      tags,
+      scope: 'clients:read',
+      params: S.IdParam,
+      querystring: S.ListQuery,
+      ok: { 200: S.Page(S.Grant) },
+    }),
+    async (request) => {
+      const { id } = request.params as Static<typeof S.IdParam>;
+      const { limit = 50, after } = request.query as Static<typeof S.ListQuery>;
+      const from = after === undefined ? undefined : ctx.cursors.read(`grants ${id}`, after, isString);
+      const mc = ctx.context(request);
+      const client = await clients.getClient(mc, id);
+      const byUrl = new Map((await audiences.listAudiences(mc)).map((a) => [a.url, a]));
+      const all = client.grants
+        .flatMap((g) => {
+          const audience = byUrl.get(g.audience);
+          return audience ? [views.grantJson(id, audience, g)] : [];
+        })
+        .sort((a, b) => (a.audience_id < b.audience_id ? -1 : a.audience_id > b.audience_id ? 1 : 0));
+      const page = pageOf(all, (g) => g.audience_id, from, limit);
+      return {
+        items: page.items,
+        next: page.last === undefined ? null : ctx.cursors.issue(`grants ${id}`, page.last),
+      };
+    },
+  );
+  api.put(
+    '/clients/:id/grants/:audience_id',
+    adminRoute({
+      operationId: 'putGrant',
+      summary: 'Grant a client an audience with these scopes (creates or replaces the grant)',
+      tags,
+      scope: 'clients:write',
+      params: S.GrantParams,
+      body: S.GrantBody,
+      ok: { 200: S.Grant, 201: S.Grant },
+    }),
+    async (request, reply) => {
+      const { id, audience_id } = request.params as Static<typeof S.GrantParams>;
+      const body = (request.body ?? {}) as Static<typeof S.GrantBody>;
+      const mc = ctx.context(request);
+      const audience = await audiences.getAudienceById(mc, audience_id);
+      // PUT sets the whole grant: what the body leaves out is none.
+      const { grant, created } = await grants.putGrant(
+        mc,
+        id,
+        audience,
+        { scopes: body.scopes ?? [], claims: body.claims ?? null },
+        ifMatch(request.headers),
+      );
+      if (created) reply.header('location', `${location(id)}/grants/${audience.id}`);
+      return sendResource(reply, views.grantJson(id, audience, grant), created ? 201 : 200);
+    },
+  );
+  api.delete(
+    '/clients/:id/grants/:audience_id',
+    adminRoute({
+      operationId: 'deleteGrant',
+      summary: 'Withdraw an audience from a client',
+      tags,
+      scope: 'clients:write',
+      params: S.GrantParams,
+      ok: { 204: null },
+    }),
+    async (request, reply) => {
+      const { id, audience_id } = request.params as Static<typeof S.GrantParams>;
+      const mc = ctx.context(request);
+      const audience = await audiences.getAudienceById(mc, audience_id);
+      await grants.removeGrant(mc, id, audience.url, ifMatch(request.headers));
+      return reply.code(204).send();
+    },
+  );
+}

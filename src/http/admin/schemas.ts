@@ -1,0 +1,309 @@
+/**
+ * The admin API's schemas (TypeBox, i.e. JSON Schema): the server validates requests and serialises answers
+ * with them, and the OpenAPI document is generated from them, so the document cannot drift from the server.
+ * Field names and shapes are MANAGEMENT.md's, the same documents the CLI prints under --json (views.ts).
+ */
+import { Type, type TSchema } from 'typebox';
+import { SIGNING_ALGS } from '../../domain/algorithms.js';
+import { AUDIT_EVENT_TYPES } from '../../store/types.js';
+
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+const Alg = Type.Enum([...SIGNING_ALGS]);
+/** Custom claims: a JSON object (at most 4 KiB; registered names and tessera* refused). */
+const Claims = Type.Record(Type.String(), Type.Unknown(), {
+  description: 'custom claims: a JSON object, at most 4 KiB; registered claim names are refused',
+});
+const Time = Type.String({ format: 'date-time', description: 'RFC 3339, UTC' });
+
+/** A duration: whole seconds, or a number and a unit (`90s`, `15m`, `24h`, `7d`). */
+export const Duration = Type.Union([
+  Type.Integer({ minimum: 0 }),
+  Type.String({ pattern: '^[0-9]{1,9}[smhd]$', description: 'a number and a unit: s, m, h or d' }),
+]);
+
+// --- resources as answered ---
+
+export const Scope = Type.Object(
+  { name: Type.String(), description: Nullable(Type.String()) },
+  { additionalProperties: false },
+);
+
+export const Audience = Type.Object(
+  {
+    id: Type.String({ description: 'server-made, stable; paths use it' }),
+    identifier: Type.String({ description: 'the audience URL (RFC 8707), as tokens carry it in aud' }),
+    name: Nullable(Type.String()),
+    token_ttl: Nullable(Type.Integer({ description: 'seconds; null: the server default' })),
+    signing_alg: Nullable(Alg),
+    scopes: Type.Array(Scope),
+    created_at: Time,
+    updated_at: Time,
+  },
+  { additionalProperties: false },
+);
+
+const clientProperties = {
+  client_id: Type.String(),
+  name: Type.String(),
+  description: Nullable(Type.String()),
+  enabled: Type.Boolean(),
+  token_endpoint_auth_method: Type.Literal('client_secret_basic', {
+    description: 'the secret in the Authorization header (client_secret_post, in the body, is accepted too)',
+  }),
+  token_ttl: Nullable(Type.Integer({ description: 'seconds; null: the audience or server default' })),
+  quota_per_minute: Nullable(Type.Integer({ description: 'tokens a minute; null: no limit' })),
+  quota_per_day: Nullable(Type.Integer({ description: 'tokens a day; null: no limit' })),
+  claims: Nullable(Claims),
+  audiences: Type.Array(Type.String(), { description: 'the identifiers of the audiences granted' }),
+  created_at: Time,
+  updated_at: Time,
+  secret_rotated_at: Time,
+};
+
+export const Client = Type.Object(clientProperties, { additionalProperties: false });
+
+export const ClientWithSecret = Type.Object(
+  {
+    ...clientProperties,
+    client_secret: Type.String({ description: 'shown in this answer only; stored as a digest' }),
+  },
+  { additionalProperties: false },
+);
+
+export const Secret = Type.Object(
+  {
+    id: Type.String(),
+    created_at: Time,
+    expires_at: Nullable(Time),
+    last_used_at: Nullable(Time),
+  },
+  { additionalProperties: false },
+);
+
+export const SecretWithValue = Type.Object(
+  {
+    ...Secret.properties,
+    client_secret: Type.String({ description: 'shown in this answer only; stored as a digest' }),
+  },
+  { additionalProperties: false },
+);
+
+export const NewSecretBody = Type.Object(
+  {
+    grace: Type.Optional(Duration),
+    expires_at: Type.Optional(Time),
+  },
+  { additionalProperties: false },
+);
+
+export const SecretParams = Type.Object(
+  { id: Type.String({ maxLength: 256 }), secret_id: Type.String({ maxLength: 256 }) },
+  { additionalProperties: false },
+);
+
+export const Grant = Type.Object(
+  {
+    client_id: Type.String(),
+    audience_id: Type.String(),
+    audience: Type.String({ description: 'the identifier of the audience' }),
+    scopes: Type.Array(Type.String()),
+    claims: Nullable(Claims),
+  },
+  { additionalProperties: false },
+);
+
+export const Key = Type.Object(
+  {
+    kid: Type.String(),
+    alg: Alg,
+    status: Type.Union(['next', 'active', 'superseded', 'retired', 'expired'].map((s) => Type.Literal(s))),
+    created_at: Time,
+    activates_at: Time,
+    retires_at: Nullable(Time),
+  },
+  { additionalProperties: false },
+);
+
+export const Rotation = Type.Object(
+  {
+    alg: Alg,
+    kid: Nullable(Type.String({ description: 'the key scheduled to sign next' })),
+    activates_at: Nullable(Time),
+    already_scheduled: Type.Boolean(),
+    retiring: Type.Array(Type.String(), { description: 'keys that stop signing when it starts' }),
+  },
+  { additionalProperties: false },
+);
+
+export const Rotations = Type.Object({ items: Type.Array(Rotation) }, { additionalProperties: false });
+
+export const Retirement = Type.Object(
+  {
+    retired: Type.String({ description: 'the kid retired' }),
+    signing: Nullable(Type.String({ description: 'the key of its algorithm that signs from now on' })),
+    keys: Type.Array(Key, { description: 'the keys of its algorithm, afterwards' }),
+  },
+  { additionalProperties: false },
+);
+
+export const AuditEvent = Type.Object(
+  {
+    id: Type.Integer(),
+    time: Time,
+    type: Type.Enum([...AUDIT_EVENT_TYPES]),
+    client_id: Nullable(Type.String()),
+    audience: Nullable(Type.String()),
+    jti: Nullable(Type.String()),
+    source: Nullable(Type.String()),
+    reason: Nullable(Type.String()),
+    count: Nullable(Type.Integer({ description: 'requests a token.throttled summary stands for' })),
+    actor: Nullable(
+      Type.String({ description: 'who made a change: an admin client id, cli:<user>, tessera' }),
+    ),
+    target: Nullable(Type.String({ description: "the changed resource's id" })),
+    changes: Nullable(
+      Type.Record(Type.String(), Type.Unknown(), { description: 'the fields that changed (never a secret)' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const Page = <T extends TSchema>(item: T) =>
+  Type.Object(
+    {
+      items: Type.Array(item),
+      next: Nullable(Type.String({ description: 'pass as ?after= for the next page; null: the last page' })),
+    },
+    { additionalProperties: false },
+  );
+
+/** A whole list (no paging: a client has at most a few secrets). */
+export const Items = <T extends TSchema>(item: T) =>
+  Type.Object({ items: Type.Array(item) }, { additionalProperties: false });
+
+export const ProblemSchema = Type.Object(
+  {
+    type: Type.String({ description: 'urn:tessera:problem:<code>, stable' }),
+    title: Type.String(),
+    status: Type.Integer(),
+    detail: Type.String(),
+    errors: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            pointer: Type.String({ description: 'JSON pointer into the request body' }),
+            detail: Type.String(),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+// --- requests ---
+
+const Name = Type.String({ minLength: 1, maxLength: 200 });
+const Ttl = Nullable(Duration);
+const Quota = Nullable(Type.Integer({ minimum: 1 }));
+
+const ScopeInput = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 128, description: 'an RFC 6749 §3.3 scope token' }),
+    description: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
+  },
+  { additionalProperties: false },
+);
+const ScopesInput = Type.Array(ScopeInput, {
+  maxItems: 200,
+  description:
+    'every scope the audience defines; on PATCH the whole list, and scopes left out are taken from its grants',
+});
+
+export const NewAudience = Type.Object(
+  {
+    identifier: Type.String({ maxLength: 2048 }),
+    scopes: Type.Optional(ScopesInput),
+    name: Type.Optional(Nullable(Name)),
+    token_ttl: Type.Optional(Ttl),
+    signing_alg: Type.Optional(Nullable(Alg)),
+  },
+  { additionalProperties: false },
+);
+
+export const AudiencePatch = Type.Object(
+  {
+    scopes: Type.Optional(ScopesInput),
+    name: Type.Optional(Nullable(Name)),
+    token_ttl: Type.Optional(Ttl),
+    signing_alg: Type.Optional(Nullable(Alg)),
+  },
+  { additionalProperties: false },
+);
+
+const clientFields = {
+  description: Type.Optional(Nullable(Type.String({ maxLength: 1000 }))),
+  enabled: Type.Optional(Type.Boolean()),
+  token_ttl: Type.Optional(Ttl),
+  quota_per_minute: Type.Optional(Quota),
+  quota_per_day: Type.Optional(Quota),
+  claims: Type.Optional(Nullable(Claims)),
+};
+
+export const NewClient = Type.Object(
+  {
+    client_id: Type.Optional(Type.String({ description: 'chosen by the caller; generated when left out' })),
+    name: Name,
+    ...clientFields,
+  },
+  { additionalProperties: false },
+);
+
+export const ClientPatch = Type.Object(
+  { name: Type.Optional(Name), ...clientFields },
+  { additionalProperties: false },
+);
+
+export const GrantBody = Type.Object(
+  {
+    scopes: Type.Optional(
+      Type.Array(Type.String(), { maxItems: 200, description: "the audience's scopes; none when left out" }),
+    ),
+    claims: Type.Optional(Nullable(Claims)),
+  },
+  { additionalProperties: false },
+);
+
+export const RotateBody = Type.Object({ alg: Type.Optional(Alg) }, { additionalProperties: false });
+
+export const ListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 50 })),
+    after: Type.Optional(Type.String({ maxLength: 1024, description: 'the `next` of the previous page' })),
+  },
+  { additionalProperties: false },
+);
+
+export const AuditQuery = Type.Object(
+  {
+    ...ListQuery.properties,
+    client_id: Type.Optional(Type.String({ maxLength: 256 })),
+    audience: Type.Optional(Type.String({ maxLength: 2048 })),
+    outcome: Type.Optional(Type.Enum(['issued', 'refused'])),
+    type: Type.Optional(Type.Enum([...AUDIT_EVENT_TYPES])),
+    since: Type.Optional(Time),
+    until: Type.Optional(Time),
+  },
+  { additionalProperties: false },
+);
+
+export const IdParam = Type.Object({ id: Type.String({ maxLength: 256 }) }, { additionalProperties: false });
+export const GrantParams = Type.Object(
+  { id: Type.String({ maxLength: 256 }), audience_id: Type.String({ maxLength: 256 }) },
+  { additionalProperties: false },
+);
+export const KidParam = Type.Object(
+  { kid: Type.String({ maxLength: 256 }) },
+  { additionalProperties: false },
+);

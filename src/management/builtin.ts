@@ -1,0 +1,98 @@
+import type { Config } from '../config/index.js';
+import { newAudienceId } from '../store/migrations.js';
+import type { Audience, AudienceScope } from '../store/types.js';
+import { changeAudit, type ManagementContext } from './context.js';
+import { ManagementError, storeCall } from './errors.js';
+
+/**
+ * The admin API's own audience (MANAGEMENT.md): `<issuer>/admin/v1`, with one scope per kind of access. An
+ * admin client is an ordinary client granted this audience with some of these scopes; its tokens come from
+ * /oauth/token like any other, and the admin API accepts them.
+ */
+export const ADMIN_SCOPES = [
+  'audiences:read',
+  'audiences:write',
+  'clients:read',
+  'clients:write',
+  'keys:read',
+  'keys:write',
+  'audit:read',
+] as const;
+export type AdminScope = (typeof ADMIN_SCOPES)[number];
+
+const DESCRIPTIONS: Record<AdminScope, string> = {
+  'audiences:read': 'read audiences',
+  'audiences:write': 'create, change and delete audiences',
+  'clients:read': 'read clients, their secrets (never the values) and grants',
+  'clients:write': 'create, change and delete clients, secrets and grants',
+  'keys:read': 'read signing keys',
+  'keys:write': 'rotate and retire signing keys',
+  'audit:read': 'read the audit trail',
+};
+
+export const ADMIN_AUDIENCE_SCOPES: AudienceScope[] = [...ADMIN_SCOPES]
+  .sort()
+  .map((name) => ({ name, description: DESCRIPTIONS[name] }));
+
+export const adminAudienceUrl = (config: Pick<Config, 'issuer'>): string => `${config.issuer}/admin/v1`;
+
+export const isBuiltInAudience = (ctx: ManagementContext, url: string): boolean =>
+  url === adminAudienceUrl(ctx.config);
+
+/** Refuses a change to the built-in audience: it is Tessera's, made and kept by the server. */
+export function assertNotBuiltIn(ctx: ManagementContext, url: string): void {
+  if (isBuiltInAudience(ctx, url))
+    throw new ManagementError(
+      'audience_builtin',
+      `audience ${url} is Tessera's admin API: it cannot be changed or deleted`,
+    );
+}
+
+/**
+ * Makes sure the admin audience is registered with its scopes (the server does at start; `client create
+ * --admin` and `apply` when they grant it). Idempotent: a store that has it as it should be is not written.
+ */
+export async function ensureAdminAudience(ctx: ManagementContext): Promise<Audience> {
+  try {
+    return await makeAdminAudience(ctx);
+  } catch (error) {
+    // Another process made it between our read and our write (two instances starting at once): read again.
+    if (error instanceof ManagementError && error.code === 'audience_exists') return makeAdminAudience(ctx);
+    throw error;
+  }
+}
+
+function makeAdminAudience(ctx: ManagementContext): Promise<Audience> {
+  const url = adminAudienceUrl(ctx.config);
+  const wanted = JSON.stringify(ADMIN_AUDIENCE_SCOPES);
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      const found = await store.findAudience(url);
+      if (found && JSON.stringify(found.scopes) === wanted) return found;
+      if (found)
+        return store.updateAudience(
+          url,
+          { scopes: ADMIN_AUDIENCE_SCOPES },
+          changeAudit(ctx, 'audience.updated', found.id, {
+            audience: url,
+            changes: { scopes: { from: found.scopes, to: ADMIN_AUDIENCE_SCOPES } },
+          }),
+        );
+      const audience = {
+        id: newAudienceId(),
+        url,
+        name: 'Tessera admin API',
+        tokenTtl: null,
+        signingAlg: null,
+        scopes: ADMIN_AUDIENCE_SCOPES,
+      };
+      return store.addAudience(
+        audience,
+        changeAudit(ctx, 'audience.created', audience.id, {
+          audience: url,
+          changes: { name: audience.name, scopes: ADMIN_SCOPES },
+        }),
+      );
+    }),
+  );
+}

@@ -1,0 +1,68 @@
+import type { Store } from './types.js';
+
+const MINUTE_MS = 60_000;
+
+/**
+ * When each client secret was last used (INTERFACE.md: "a last-used time, updated at most once a minute,
+ * off the token path"). The token path only notes the secret's id in memory, once per secret and minute;
+ * a timer writes what was noted in one batch, so a busy client costs one small write a minute, not one per
+ * token. Lost on a crash: it is a hint for operators (which secret is still in use), not an audit record.
+ */
+export class SecretUsage {
+  /** The minute each secret was last noted in. */
+  private readonly noted = new Map<string, number>();
+  /** The secrets used since the last write. */
+  private pending = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private writing: Promise<void> | undefined;
+
+  constructor(
+    private readonly store: Pick<Store, 'markSecretsUsed'>,
+    private readonly options: {
+      flushMs?: number;
+      now?: () => number;
+      onError?: (error: unknown) => void;
+    } = {},
+  ) {}
+
+  /** Called by the token path for every secret that authenticated a request: a map lookup at most. */
+  used(secretId: string): void {
+    const now = (this.options.now ?? Date.now)();
+    const minute = Math.floor(now / MINUTE_MS);
+    if (this.noted.get(secretId) === minute) return;
+    this.noted.set(secretId, minute);
+    this.pending.add(secretId);
+  }
+
+  start(): void {
+    this.timer = setInterval(() => void this.flush(), this.options.flushMs ?? 5000);
+    this.timer.unref();
+  }
+
+  /** Writes what was noted since the last write. Never rejects (failures go to onError and are dropped). */
+  flush(): Promise<void> {
+    this.writing ??= this.write().finally(() => (this.writing = undefined));
+    return this.writing;
+  }
+
+  private async write(): Promise<void> {
+    // Forget the minutes gone by, so the map holds only the secrets used this minute.
+    const minute = Math.floor((this.options.now ?? Date.now)() / MINUTE_MS);
+    for (const [id, noted] of this.noted) if (noted < minute) this.noted.delete(id);
+    if (this.pending.size === 0) return;
+    // One time for the batch (the write's): a last-used time is a minute-grained hint, and one time lets a
+    // whole batch be one statement per thousand secrets.
+    const batch = [...this.pending];
+    this.pending = new Set();
+    try {
+      await this.store.markSecretsUsed(batch, new Date((this.options.now ?? Date.now)()).toISOString());
+    } catch (error) {
+      this.options.onError?.(error);
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.flush();
+  }
+}

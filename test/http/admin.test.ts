@@ -1,0 +1,762 @@
+/**
+ * The admin API (MANAGEMENT.md) from outside: a program with the issuer URL and an admin client's id and
+ * secret gets a token at /oauth/token and calls /admin/v1 through a client driven by the OpenAPI document
+ * (operations by operationId, paths from the document's templates). Every answer it gets, success or error, is
+ * checked against the document's schema for that operation and status.
+ */
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clients as clientOps } from '../../src/management/index.js';
+import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
+import { exportConfig } from '../../src/management/config.js';
+import type { ManagementContext } from '../../src/management/index.js';
+import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
+
+type Doc = {
+  openapi: string;
+  servers: { url: string }[];
+  paths: Record<string, Record<string, Operation>>;
+};
+type Operation = {
+  operationId: string;
+  responses: Record<string, { content?: Record<string, { schema: object }> }>;
+};
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON answers, checked by schema
+}
+
+let t: TestServer;
+let doc: Doc;
+let ctx: ManagementContext;
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+(addFormats as unknown as (a: Ajv2020) => void)(ajv);
+/** operationId → statuses answered and checked against the document. */
+const seen = new Map<string, Set<number>>();
+
+const API = 'https://api.example.com';
+
+beforeAll(async () => {
+  t = await startTestServer();
+  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test' };
+  doc = (await (await fetch(`${t.url}/admin/v1/openapi.json`)).json()) as Doc;
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+/** Creates an admin client (as `tessera client create --admin` does) and gets a token for it. */
+async function adminToken(scopes: readonly string[] = ADMIN_SCOPES): Promise<{ id: string; token: string }> {
+  await ensureAdminAudience(ctx);
+  const url = adminAudienceUrl(t.config);
+  const { client, secret } = await clientOps.createClient(ctx, {
+    name: 'ops',
+    grants: [url],
+    scopes: { [url]: [...scopes] },
+  });
+  await t.sync();
+  const answer = await postToken(t.url, {
+    grant_type: 'client_credentials',
+    client_id: client.id,
+    client_secret: secret,
+    audience: url,
+  });
+  expect(answer.status).toBe(200);
+  expect(answer.body.scope).toBe([...scopes].sort().join(' '));
+  return { id: client.id, token: answer.body.access_token as string };
+}
+
+function operation(operationId: string): { method: string; path: string; op: Operation } {
+  for (const [path, methods] of Object.entries(doc.paths))
+    for (const [method, op] of Object.entries(methods))
+      if (op.operationId === operationId) return { method: method.toUpperCase(), path, op };
+  throw new Error(`the document has no operation ${operationId}`);
+}
+
+/** Calls an operation of the document; checks the answer against the document's schema for its status. */
+async function call(
+  token: string | undefined,
+  operationId: string,
+  input: {
+    params?: Record<string, string>;
+    query?: Record<string, string | number>;
+    body?: unknown;
+    headers?: Record<string, string>;
+    raw?: string;
+  } = {},
+): Promise<Answer> {
+  const { method, path, op } = operation(operationId);
+  const url = new URL(
+    doc.servers[0]!.url +
+      path.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(input.params![name]!)),
+  );
+  for (const [k, v] of Object.entries(input.query ?? {})) url.searchParams.set(k, String(v));
+  const headers: Record<string, string> = { ...input.headers };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const payload = input.raw ?? (input.body === undefined ? undefined : JSON.stringify(input.body));
+  if (payload !== undefined) headers['content-type'] ??= 'application/json';
+  const response = await fetch(url, { method, headers, body: payload });
+  const text = await response.text();
+  const answer: Answer = {
+    status: response.status,
+    headers: response.headers,
+    body: text === '' ? undefined : JSON.parse(text),
+  };
+  const declared = op.responses[String(answer.status)];
+  expect(
+    declared,
+    `${operationId} answered ${answer.status}, which the document does not declare`,
+  ).toBeDefined();
+  const type = response.headers.get('content-type')?.split(';')[0] ?? '';
+  if (answer.status === 204) expect(text).toBe('');
+  else {
+    const schema = declared!.content?.[type]?.schema;
+    expect(schema, `${operationId} ${answer.status}: no schema for ${type}`).toBeDefined();
+    const validate = ajv.compile(schema!);
+    expect(validate(answer.body), JSON.stringify(validate.errors)).toBe(true);
+  }
+  expect(response.headers.get('cache-control')).toBe('no-store');
+  let statuses = seen.get(operationId);
+  if (!statuses) seen.set(operationId, (statuses = new Set()));
+  statuses.add(answer.status);
+  return answer;
+}
+
+const problem = (status: number, code: string, detail: string, extra: object = {}) => ({
+  type: `urn:tessera:problem:${code}`,
+  title: expect.any(String) as unknown,
+  status,
+  detail,
+  ...extra,
+});
+
+describe('the OpenAPI document', () => {
+  it('is served without a token and is a valid OpenAPI 3.1 document', async () => {
+    const response = await fetch(`${t.url}/admin/v1/openapi.json`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.servers).toEqual([{ url: `${t.url}/admin/v1` }]);
+    const result = await new Validator().validate(doc as unknown as Parameters<Validator['validate']>[0]);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+  });
+
+  it('describes every route of MANAGEMENT.md that exists', () => {
+    const routes = Object.entries(doc.paths).flatMap(([path, methods]) =>
+      Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`),
+    );
+    expect(routes.sort()).toEqual(
+      [
+        'GET /audiences',
+        'POST /audiences',
+        'GET /audiences/{id}',
+        'PATCH /audiences/{id}',
+        'DELETE /audiences/{id}',
+        'GET /clients',
+        'POST /clients',
+        'GET /clients/{id}',
+        'PATCH /clients/{id}',
+        'DELETE /clients/{id}',
+        'GET /clients/{id}/grants',
+        'GET /clients/{id}/secrets',
+        'POST /clients/{id}/secrets',
+        'DELETE /clients/{id}/secrets/{secret_id}',
+        'PUT /clients/{id}/grants/{audience_id}',
+        'DELETE /clients/{id}/grants/{audience_id}',
+        'GET /keys',
+        'POST /keys/rotate',
+        'POST /keys/{kid}/retire',
+        'GET /audit-events',
+      ].sort(),
+    );
+  });
+});
+
+describe('authentication (RFC 6750)', () => {
+  it('no token, a malformed one, one for another audience: 401 invalid_token, nothing revealed', async () => {
+    await t.addAudience(API);
+    const other = await t.createClient([API]);
+    const foreign = await postToken(t.url, {
+      grant_type: 'client_credentials',
+      client_id: other.id,
+      client_secret: other.secret,
+      audience: API,
+    });
+    for (const [token, detail] of [
+      [undefined, 'an access token is required (Authorization: Bearer)'],
+      ['not-a-jwt', 'the access token is not valid for this API'],
+      [foreign.body.access_token as string, 'the access token is not valid for this API'],
+    ] as const) {
+      const r = await call(token, 'listClients');
+      expect(r.status).toBe(401);
+      expect(r.headers.get('www-authenticate')).toBe(
+        `Bearer error="invalid_token", error_description="${detail}"`,
+      );
+      expect(r.headers.get('content-type')).toBe('application/problem+json; charset=utf-8');
+      expect(r.body).toEqual(problem(401, 'invalid_token', detail));
+    }
+  });
+
+  it('authentication comes before the body: without a token, a bad body is 401, not 400', async () => {
+    const r = await call(undefined, 'createClient', { raw: '{"colour": 1' });
+    expect(r.status).toBe(401);
+    expect(r.body.type).toBe('urn:tessera:problem:invalid_token');
+  });
+
+  it('a scope missing: 403 insufficient_scope naming it', async () => {
+    const { token } = await adminToken(['clients:read']);
+    expect((await call(token, 'listClients')).status).toBe(200);
+    const r = await call(token, 'createClient', { body: { name: 'x' } });
+    expect(r.status).toBe(403);
+    expect(r.headers.get('www-authenticate')).toBe(
+      'Bearer error="insufficient_scope", scope="clients:write"',
+    );
+    expect(r.body).toEqual(problem(403, 'insufficient_scope', 'this call needs the scope clients:write'));
+  });
+
+  it('a disabled admin client is shut out within a second, before its token expires', async () => {
+    const { id, token } = await adminToken();
+    expect((await call(token, 'listKeys')).status).toBe(200);
+    await clientOps.setEnabled(ctx, id, false);
+    const start = Date.now();
+    let status = 200;
+    while (status === 200 && Date.now() - start < 1000) status = (await call(token, 'listKeys')).status;
+    expect(status).toBe(401);
+    expect(Date.now() - start).toBeLessThan(1000);
+  });
+});
+
+describe('audiences', () => {
+  let token: string;
+  beforeAll(async () => {
+    ({ token } = await adminToken());
+  });
+
+  it('POST 201 with Location and ETag, GET, PATCH with If-Match, 412 on a stale one, DELETE 204', async () => {
+    const created = await call(token, 'createAudience', {
+      body: { identifier: 'https://orders.example.com', name: 'Orders', token_ttl: '15m' },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toEqual({
+      id: expect.stringMatching(/^aud_[A-Za-z0-9_-]{16}$/),
+      identifier: 'https://orders.example.com',
+      name: 'Orders',
+      token_ttl: 900,
+      signing_alg: null,
+      scopes: [],
+      created_at: expect.stringMatching(/Z$/),
+      updated_at: created.body.created_at,
+    });
+    const id = created.body.id as string;
+    expect(created.headers.get('location')).toBe(`${t.url}/admin/v1/audiences/${id}`);
+    const etag = created.headers.get('etag')!;
+    expect(etag).toMatch(/^"[A-Za-z0-9_-]{27}"$/);
+
+    const read = await call(token, 'getAudience', { params: { id } });
+    expect(read.status).toBe(200);
+    expect(read.body).toEqual(created.body);
+    expect(read.headers.get('etag')).toBe(etag);
+
+    const patched = await call(token, 'updateAudience', {
+      params: { id },
+      body: { name: null, signing_alg: 'EdDSA' },
+      headers: { 'content-type': 'application/merge-patch+json', 'if-match': etag },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body).toMatchObject({ name: null, signing_alg: 'EdDSA', token_ttl: 900 });
+    expect(patched.headers.get('etag')).not.toBe(etag);
+
+    const stale = await call(token, 'updateAudience', {
+      params: { id },
+      body: { name: 'late' },
+      headers: { 'if-match': etag },
+    });
+    expect(stale.status).toBe(412);
+    expect(stale.body.type).toBe('urn:tessera:problem:precondition_failed');
+    expect((await call(token, 'getAudience', { params: { id } })).body.name).toBeNull();
+    expect(
+      (await call(token, 'deleteAudience', { params: { id }, headers: { 'if-match': etag } })).status,
+    ).toBe(412);
+
+    expect((await call(token, 'deleteAudience', { params: { id } })).status).toBe(204);
+    const gone = await call(token, 'getAudience', { params: { id } });
+    expect(gone.status).toBe(404);
+    expect(gone.body).toEqual(problem(404, 'audience_not_found', `audience ${id} does not exist`));
+  });
+
+  it('409 on a duplicate identifier; 400 with pointers for bad fields and unknown ones', async () => {
+    const body = { identifier: 'https://dup.example.com' };
+    expect((await call(token, 'createAudience', { body })).status).toBe(201);
+    const again = await call(token, 'createAudience', { body });
+    expect(again.status).toBe(409);
+    expect(again.body).toEqual(
+      problem(409, 'audience_exists', 'audience https://dup.example.com is already registered'),
+    );
+    const bad = await call(token, 'createAudience', {
+      body: { identifier: 'https://x.example.com', token_ttl: 'soon', colour: 'blue' },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors.map((e: { pointer: string }) => e.pointer)).toEqual(
+      expect.arrayContaining(['/colour', '/token_ttl']),
+    );
+    const rule = await call(token, 'createAudience', { body: { identifier: 'ftp://x.example.com' } });
+    expect(rule.status).toBe(400);
+    expect(rule.body).toEqual(
+      problem(400, 'invalid_field', 'audience must be an http or https URL', {
+        errors: [{ pointer: '/url', detail: 'audience must be an http or https URL' }],
+      }),
+    );
+  });
+
+  it('the built-in admin audience cannot be changed or deleted', async () => {
+    const list = await call(token, 'listAudiences', { query: { limit: 500 } });
+    const admin = list.body.items.find((a: { identifier: string }) => a.identifier === `${t.url}/admin/v1`);
+    expect(admin.scopes.map((s: { name: string }) => s.name)).toEqual([...ADMIN_SCOPES].sort());
+    const r = await call(token, 'deleteAudience', { params: { id: admin.id } });
+    expect(r.status).toBe(409);
+    expect(r.body.type).toBe('urn:tessera:problem:audience_builtin');
+  });
+});
+
+describe('clients and grants', () => {
+  let token: string;
+  let adminId: string;
+  beforeAll(async () => {
+    ({ token, id: adminId } = await adminToken());
+  });
+
+  it('create (the secret once), grant with scopes, get a token with it, read the change audit', async () => {
+    const audience = await call(token, 'createAudience', {
+      body: { identifier: 'https://billing.example.com' },
+    });
+    const created = await call(token, 'createClient', {
+      body: { name: 'billing', client_id: 'billing-svc', description: 'pays', quota_per_minute: 100 },
+    });
+    expect(created.status).toBe(201);
+    expect(created.headers.get('location')).toBe(`${t.url}/admin/v1/clients/billing-svc`);
+    expect(created.body).toMatchObject({
+      client_id: 'billing-svc',
+      name: 'billing',
+      description: 'pays',
+      enabled: true,
+      token_endpoint_auth_method: 'client_secret_basic',
+      quota_per_minute: 100,
+      client_secret: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+    });
+    const secret = created.body.client_secret as string;
+    const read = await call(token, 'getClient', { params: { id: 'billing-svc' } });
+    expect(read.body).not.toHaveProperty('client_secret');
+    expect(read.headers.get('etag')).toBe(created.headers.get('etag'));
+
+    const put = await call(token, 'putGrant', {
+      params: { id: 'billing-svc', audience_id: audience.body.id },
+    });
+    expect(put.status).toBe(201);
+    expect(put.body).toEqual({
+      client_id: 'billing-svc',
+      audience_id: audience.body.id,
+      audience: 'https://billing.example.com',
+      scopes: [],
+      claims: null,
+    });
+    const same = await call(token, 'putGrant', {
+      params: { id: 'billing-svc', audience_id: audience.body.id },
+    });
+    expect(same.status).toBe(200);
+    const undefinedScope = await call(token, 'putGrant', {
+      params: { id: 'billing-svc', audience_id: audience.body.id },
+      body: { scopes: ['pay'] },
+    });
+    expect(undefinedScope.status).toBe(400);
+    expect(undefinedScope.body.detail).toBe('audience https://billing.example.com defines no scope "pay"');
+    expect((await call(token, 'listGrants', { params: { id: 'billing-svc' } })).body).toEqual({
+      items: [put.body],
+      next: null,
+    });
+
+    await t.sync();
+    const issued = await postToken(t.url, {
+      grant_type: 'client_credentials',
+      client_id: 'billing-svc',
+      client_secret: secret,
+      audience: 'https://billing.example.com',
+    });
+    expect(issued.status).toBe(200);
+
+    const events = await call(token, 'listAuditEvents', {
+      query: { type: 'client.created', client_id: 'billing-svc' },
+    });
+    expect(events.body.items).toEqual([
+      expect.objectContaining({
+        type: 'client.created',
+        actor: adminId,
+        target: 'billing-svc',
+        source: '127.0.0.1',
+        changes: expect.objectContaining({ name: 'billing', description: 'pays' }),
+      }),
+    ]);
+    expect(JSON.stringify(events.body)).not.toContain(secret);
+
+    const patched = await call(token, 'updateClient', {
+      params: { id: 'billing-svc' },
+      body: { enabled: false },
+    });
+    expect(patched.body.enabled).toBe(false);
+    const stale = await call(token, 'updateClient', {
+      params: { id: 'billing-svc' },
+      body: { enabled: true },
+      headers: { 'if-match': read.headers.get('etag')! },
+    });
+    expect(stale.status).toBe(412);
+    expect(stale.body.type).toBe('urn:tessera:problem:precondition_failed');
+    expect(
+      (await call(token, 'deleteGrant', { params: { id: 'billing-svc', audience_id: audience.body.id } }))
+        .status,
+    ).toBe(204);
+    expect((await call(token, 'deleteClient', { params: { id: 'billing-svc' } })).status).toBe(204);
+    expect((await call(token, 'getClient', { params: { id: 'billing-svc' } })).status).toBe(404);
+    expect((await call(token, 'listGrants', { params: { id: 'billing-svc' } })).status).toBe(404);
+    const noGrant = await call(token, 'deleteGrant', {
+      params: { id: 'billing-svc', audience_id: audience.body.id },
+    });
+    expect(noGrant.status).toBe(404);
+    expect((await call(token, 'deleteClient', { params: { id: 'billing-svc' } })).status).toBe(404);
+    expect((await call(token, 'createClient', { body: { name: 'dup', client_id: adminId } })).status).toBe(
+      409,
+    );
+  });
+
+  it('scopes of an audience, claims of a client and of a grant: set, read back, in the tokens; rules refused with 400', async () => {
+    const audience = await call(token, 'createAudience', {
+      body: {
+        identifier: 'https://claims.example.com',
+        scopes: [{ name: 'b:write' }, { name: 'a:read', description: 'read' }],
+      },
+    });
+    expect(audience.body.scopes).toEqual([
+      { name: 'a:read', description: 'read' },
+      { name: 'b:write', description: null },
+    ]);
+    const made = await call(token, 'createClient', {
+      body: { name: 'claimed', claims: { tenant_id: 'acme' } },
+    });
+    expect(made.body.claims).toEqual({ tenant_id: 'acme' });
+    const put = await call(token, 'putGrant', {
+      params: { id: made.body.client_id, audience_id: audience.body.id },
+      body: { scopes: ['a:read', 'b:write'], claims: { plan: 'gold' } },
+    });
+    expect(put.body).toMatchObject({ scopes: ['a:read', 'b:write'], claims: { plan: 'gold' } });
+    // Removing a scope from the audience takes it from the grant.
+    const patched = await call(token, 'updateAudience', {
+      params: { id: audience.body.id },
+      body: { scopes: [{ name: 'a:read' }] },
+    });
+    expect(patched.body.scopes).toEqual([{ name: 'a:read', description: null }]);
+    const listed = await call(token, 'listGrants', { params: { id: made.body.client_id } });
+    expect(listed.body.items).toEqual([{ ...put.body, scopes: ['a:read'] }]);
+    await t.sync();
+    const issued = await postToken(t.url, {
+      grant_type: 'client_credentials',
+      client_id: made.body.client_id,
+      client_secret: made.body.client_secret,
+      audience: 'https://claims.example.com',
+    });
+    expect(issued.body.scope).toBe('a:read');
+    const { decodeJwt } = await import('jose');
+    expect(decodeJwt(issued.body.access_token as string)).toMatchObject({ tenant_id: 'acme', plan: 'gold' });
+    for (const [operationId, input, pointer, detail] of [
+      [
+        'updateClient',
+        { params: { id: made.body.client_id }, body: { claims: { iss: 'x' } } },
+        '/claims',
+        'claim iss is registered: Tessera sets it, it cannot be a custom claim',
+      ],
+      [
+        'updateClient',
+        { params: { id: made.body.client_id }, body: { claims: { big: 'x'.repeat(5000) } } },
+        '/claims',
+        'claims are 5010 bytes as JSON; at most 4096',
+      ],
+      [
+        'updateAudience',
+        { params: { id: audience.body.id }, body: { scopes: [{ name: 'a b' }] } },
+        '/scopes',
+        'scope "a b" is not a scope token (RFC 6749 §3.3: printable ASCII but space, " and \\)',
+      ],
+    ] as const) {
+      const refused = await call(token, operationId, input);
+      expect(refused.status).toBe(400);
+      expect(refused.body.errors).toEqual([{ pointer, detail }]);
+    }
+  });
+
+  it('secrets: list (never the values), add with a grace (both work), revoke, at most five live', async () => {
+    const made = await call(token, 'createClient', {
+      body: { name: 'rotating', client_id: 'rotating', claims: null },
+    });
+    await call(token, 'putGrant', {
+      params: {
+        id: 'rotating',
+        audience_id: (await call(token, 'listAudiences', { query: { limit: 500 } })).body.items[0].id,
+      },
+    });
+    const first = made.body.client_secret as string;
+    const listed = await call(token, 'listSecrets', { params: { id: 'rotating' } });
+    expect(listed.body).toEqual({
+      items: [
+        {
+          id: expect.stringMatching(/^sec_/),
+          created_at: made.body.created_at,
+          expires_at: null,
+          last_used_at: null,
+        },
+      ],
+    });
+    expect(JSON.stringify(listed.body)).not.toContain(first);
+    const added = await call(token, 'addSecret', { params: { id: 'rotating' }, body: { grace: '1h' } });
+    expect(added.status).toBe(201);
+    expect(added.body).toEqual({
+      id: expect.stringMatching(/^sec_/),
+      created_at: expect.any(String),
+      expires_at: null,
+      last_used_at: null,
+      client_secret: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+    });
+    const both = await call(token, 'listSecrets', { params: { id: 'rotating' } });
+    expect(both.body.items).toHaveLength(2);
+    const old = both.body.items.find((s: { id: string }) => s.id !== added.body.id);
+    expect(Date.parse(old.expires_at) - Date.parse(added.body.created_at)).toBe(3600_000);
+    await t.sync();
+    const audience = (await call(token, 'listAudiences', { query: { limit: 500 } })).body.items[0].identifier;
+    const tokenWith = (secret: string) =>
+      postToken(t.url, {
+        grant_type: 'client_credentials',
+        client_id: 'rotating',
+        client_secret: secret,
+        audience,
+      });
+    expect((await tokenWith(first)).status).toBe(200);
+    expect((await tokenWith(added.body.client_secret)).status).toBe(200);
+    expect(
+      (await call(token, 'revokeSecret', { params: { id: 'rotating', secret_id: old.id } })).status,
+    ).toBe(204);
+    await t.sync();
+    expect((await tokenWith(first)).status).toBe(401);
+    expect((await tokenWith(added.body.client_secret)).status).toBe(200);
+    expect(
+      (await call(token, 'revokeSecret', { params: { id: 'rotating', secret_id: old.id } })).status,
+    ).toBe(404);
+    // Four more without grace... a grace of 0 expires the others: add with a long grace to keep them all.
+    for (let i = 0; i < 4; i++)
+      expect(
+        (await call(token, 'addSecret', { params: { id: 'rotating' }, body: { grace: '7d' } })).status,
+      ).toBe(201);
+    const sixth = await call(token, 'addSecret', { params: { id: 'rotating' }, body: { grace: '7d' } });
+    expect(sixth.status).toBe(409);
+    expect(sixth.body.type).toBe('urn:tessera:problem:too_many_secrets');
+    expect((await call(token, 'listSecrets', { params: { id: 'nobody' } })).status).toBe(404);
+    expect(
+      (await call(token, 'addSecret', { params: { id: 'rotating' }, body: { grace: 'soon' } })).status,
+    ).toBe(400);
+  });
+
+  it('pages through every client with the cursor; a cursor the server did not issue is 400', async () => {
+    for (let i = 0; i < 7; i++) await call(token, 'createClient', { body: { name: `paged ${i}` } });
+    const ids: string[] = [];
+    let after: string | null = null;
+    let pages = 0;
+    do {
+      const query: Record<string, string | number> = { limit: 3 };
+      if (after) query.after = after;
+      const page = await call(token, 'listClients', { query });
+      expect(page.body.items.length).toBeLessThanOrEqual(3);
+      ids.push(...page.body.items.map((c: { client_id: string }) => c.client_id));
+      after = page.body.next;
+      pages++;
+    } while (after);
+    const all = (await clientOps.listClients(ctx)).map((c) => c.id).sort();
+    expect(ids).toEqual(all);
+    expect(pages).toBeGreaterThanOrEqual(3);
+
+    const first = await call(token, 'listClients', { query: { limit: 1 } });
+    const cursor = first.body.next as string;
+    for (const bad of ['junk', `${cursor}x`, cursor.replace(/^./, 'A')])
+      expect((await call(token, 'listClients', { query: { after: bad } })).status).toBe(400);
+    // A cursor of another list is refused too.
+    expect((await call(token, 'listAudiences', { query: { after: cursor } })).body.type).toBe(
+      'urn:tessera:problem:invalid_cursor',
+    );
+    expect((await call(token, 'listClients', { query: { limit: 501 } })).status).toBe(400);
+  });
+});
+
+describe('keys and the audit trail', () => {
+  it('lists keys, rotates (with or without a body), retires; every change is in the audit', async () => {
+    const { token } = await adminToken();
+    const keys = await call(token, 'listKeys');
+    expect(keys.body.items.map((k: { status: string }) => k.status)).toEqual(
+      keys.body.items.map(() => 'active'),
+    );
+    const rotated = await call(token, 'rotateKeys', { body: { alg: 'ES256' } });
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.items).toEqual([
+      expect.objectContaining({ alg: 'ES256', already_scheduled: false, kid: expect.any(String) }),
+    ]);
+    const badAlg = await call(token, 'rotateKeys', { body: { alg: 'HS256' } });
+    expect(badAlg.status).toBe(400);
+    expect(badAlg.body.errors).toEqual([
+      { pointer: '/alg', detail: 'must be one of "ES256", "RS256", "PS256", "EdDSA"' },
+    ]);
+    const again = await call(token, 'rotateKeys');
+    expect(again.body.items.find((r: { alg: string }) => r.alg === 'ES256').already_scheduled).toBe(true);
+    const next = rotated.body.items[0].kid as string;
+    const retired = await call(token, 'retireKey', { params: { kid: next } });
+    expect(retired.status).toBe(200);
+    expect(retired.body.retired).toBe(next);
+    expect((await call(token, 'retireKey', { params: { kid: 'nope' } })).status).toBe(404);
+    expect(retired.status).toBe(200);
+    const events = await call(token, 'listAuditEvents', { query: { type: 'key.rotated', limit: 500 } });
+    expect(events.body.items.some((e: { target: string }) => e.target === next)).toBe(true);
+    await t.server.runtime.audit.flush(); // token events reach the store through the spool
+    const issued = await call(token, 'listAuditEvents', { query: { outcome: 'issued', limit: 2 } });
+    expect(issued.body.items.map((e: { type: string }) => e.type)).toEqual(['token.issued', 'token.issued']);
+    const older = await call(token, 'listAuditEvents', {
+      query: { outcome: 'issued', limit: 2, after: issued.body.next as string },
+    });
+    expect(older.body.items[0].id).toBeLessThan(issued.body.items[1].id);
+    expect((await call(token, 'listAuditEvents', { query: { since: 'yesterday' } })).status).toBe(400);
+  });
+});
+
+describe('hostile input', () => {
+  it('a fuzz burst (bad JSON, wrong types, huge bodies, unknown fields, bad cursors and ids) gives no 5xx and changes nothing', async () => {
+    const { token } = await adminToken();
+    const before = JSON.stringify(await exportConfig(ctx));
+    const keysBefore = JSON.stringify(await ctx.store.listSigningKeys());
+    const paths = [
+      '/audiences',
+      '/audiences/%00',
+      '/clients',
+      '/clients/..%2f',
+      '/clients/x/grants/y',
+      '/keys/x/retire',
+      '/audit-events',
+      '/clients/a%20b',
+    ];
+    const bodies = fc.oneof(
+      fc.constant('{'),
+      fc.constant('null'),
+      fc.constant('[]'),
+      fc.constant('x'.repeat(300_000)),
+      // Any JSON but a valid new client (`{"name": "..."}` alone would create one).
+      fc.json().filter((j) => !j.includes('"name"')),
+      fc
+        .record({
+          name: fc.anything(),
+          identifier: fc.anything(),
+          client_id: fc.anything(),
+          extra: fc.anything(),
+        })
+        .map((v) => JSON.stringify(v)),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom('POST', 'PATCH', 'PUT', 'DELETE', 'GET'),
+        fc.constantFrom(...paths),
+        bodies,
+        fc.constantFrom('application/json', 'application/merge-patch+json', 'text/plain', ''),
+        fc.constantFrom('', '?after=zz', '?limit=-1', '?limit=abc', '?type=nope', '?since=%ff'),
+        fc.constantFrom('', '"x"', '*'),
+        async (method, path, body, type, query, ifMatch) => {
+          const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+          if (type) headers['content-type'] = type;
+          if (ifMatch) headers['if-match'] = ifMatch;
+          // Whatever the body, writes are refused: only creates could succeed, and the bodies are not valid ones
+          // (fc.record's fields are anything, never all valid at once: name must be a string and identifier a URL).
+          const response = await fetch(`${t.url}/admin/v1${path}${query}`, {
+            method,
+            headers,
+            body: method === 'GET' ? undefined : body,
+          });
+          await response.text();
+          expect(response.status).toBeLessThan(500);
+        },
+      ),
+      { numRuns: 300 },
+    );
+    expect(JSON.stringify(await exportConfig(ctx))).toBe(before);
+    expect(JSON.stringify(await ctx.store.listSigningKeys())).toBe(keysBefore);
+  });
+});
+
+describe('failed admin authentications are throttled like failed token requests', () => {
+  it('a blocked address gets 429 with Retry-After; a valid token of an enabled admin client still gets through', async () => {
+    const small = await startTestServer({ TESSERA_ATTEMPTS_SOURCE_MAX: '3' });
+    try {
+      const sctx: ManagementContext = {
+        store: small.server.runtime.store,
+        config: small.config,
+        actor: 'test',
+      };
+      await ensureAdminAudience(sctx);
+      const url = adminAudienceUrl(small.config);
+      const { client, secret } = await clientOps.createClient(sctx, {
+        name: 'ops',
+        grants: [url],
+        scopes: { [url]: ['keys:read'] },
+      });
+      await small.sync();
+      const token = (
+        await postToken(small.url, {
+          grant_type: 'client_credentials',
+          client_id: client.id,
+          client_secret: secret,
+          audience: url,
+        })
+      ).body.access_token as string;
+      const get = (bearer: string) =>
+        fetch(`${small.url}/admin/v1/keys`, { headers: { authorization: `Bearer ${bearer}` } });
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i++) statuses.push((await get('forged')).status);
+      expect(statuses).toEqual([401, 401, 401, 429, 429]);
+      const blocked = await get('forged');
+      expect(blocked.status).toBe(429);
+      expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(await blocked.json()).toEqual(
+        problem(
+          429,
+          'too_many_attempts',
+          'too many failed authentications from this address; try again later',
+        ),
+      );
+      expect((await get(token)).status).toBe(200);
+    } finally {
+      await small.close();
+    }
+  });
+});
+
+describe('the document and the answers', () => {
+  it('every operation was called, and answered both a success and an error, each matching its schema', () => {
+    const operations = Object.values(doc.paths).flatMap((methods) =>
+      Object.values(methods).map((op) => op.operationId),
+    );
+    for (const id of operations) {
+      const statuses = [...(seen.get(id) ?? [])];
+      expect(
+        statuses.some((s) => s < 300),
+        `${id}: no success seen`,
+      ).toBe(true);
+      expect(
+        statuses.some((s) => s >= 400),
+        `${id}: no error seen`,
+      ).toBe(true);
+    }
+  });
+});

@@ -1,0 +1,150 @@
+/**
+ * Custom claims (INTERFACE.md, "Custom claims"): per client and per grant (the grant's override the client's
+ * for its audience), refused when reserved or too large, and in every token after the registered claims.
+ */
+import { decodeJwt, decodeProtectedHeader, jwtVerify, createRemoteJWKSet } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RESERVED_CLAIMS } from '../../src/domain/validate.js';
+import { audiences, clients, grants, ManagementError } from '../../src/management/index.js';
+import type { ManagementContext } from '../../src/management/index.js';
+import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
+
+const API = 'https://orders.example.com';
+const OTHER = 'https://other.example.com';
+
+let t: TestServer;
+let ctx: ManagementContext;
+let svc: { id: string; secret: string };
+
+beforeAll(async () => {
+  t = await startTestServer();
+  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test' };
+  await audiences.addAudience(ctx, { url: API, scopes: [{ name: 'orders:read' }] });
+  await audiences.addAudience(ctx, { url: OTHER });
+  const made = await clients.createClient(ctx, {
+    name: 'svc',
+    grants: [API, OTHER],
+    scopes: { [API]: ['orders:read'] },
+    claims: { tenant_id: 'acme', plan: 'gold', limits: { rps: 10 } },
+  });
+  svc = { id: made.client.id, secret: made.secret };
+  await grants.setGrant(ctx, svc.id, API, { claims: { plan: 'platinum', region: 'eu' } });
+  await t.sync();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+const tokenFor = async (audience: string) => {
+  const r = await postToken(t.url, {
+    grant_type: 'client_credentials',
+    client_id: svc.id,
+    client_secret: svc.secret,
+    audience,
+  });
+  expect(r.status).toBe(200);
+  return r.body.access_token as string;
+};
+
+describe('custom claims in tokens', () => {
+  it("the registered claims first, then the client's, the grant's overriding them for its audience", async () => {
+    const token = await tokenFor(API);
+    const payload = decodeJwt(token);
+    expect(Object.keys(payload)).toEqual([
+      'iss',
+      'sub',
+      'aud',
+      'client_id',
+      'iat',
+      'exp',
+      'jti',
+      'scope',
+      'tenant_id',
+      'plan',
+      'limits',
+      'region',
+    ]);
+    expect(payload).toMatchObject({ tenant_id: 'acme', plan: 'platinum', limits: { rps: 10 }, region: 'eu' });
+    // A verifier library accepts it as any token.
+    const verified = await jwtVerify(token, createRemoteJWKSet(new URL(`${t.url}/.well-known/jwks.json`)), {
+      issuer: t.url,
+      audience: API,
+      typ: 'at+jwt',
+    });
+    expect(verified.payload.plan).toBe('platinum');
+    expect(decodeProtectedHeader(token).typ).toBe('at+jwt');
+  });
+
+  it('another audience gets the client claims only', async () => {
+    const payload = decodeJwt(await tokenFor(OTHER));
+    expect(payload).toMatchObject({ tenant_id: 'acme', plan: 'gold', limits: { rps: 10 } });
+    expect(payload).not.toHaveProperty('region');
+    expect(payload).not.toHaveProperty('scope');
+  });
+
+  it('a change of claims reaches the token endpoint with the change feed; {} removes them', async () => {
+    await clients.updateClient(ctx, svc.id, { claims: { tenant_id: 'globex' } });
+    await grants.setGrant(ctx, svc.id, API, { claims: null });
+    await t.sync();
+    const payload = decodeJwt(await tokenFor(API));
+    expect(payload.tenant_id).toBe('globex');
+    expect(payload).not.toHaveProperty('plan');
+    await clients.updateClient(ctx, svc.id, { claims: {} });
+    expect((await ctx.store.findClient(svc.id))?.claims).toBeNull();
+    await t.sync();
+    expect(Object.keys(decodeJwt(await tokenFor(OTHER)))).toEqual([
+      'iss',
+      'sub',
+      'aud',
+      'client_id',
+      'iat',
+      'exp',
+      'jti',
+    ]);
+  });
+});
+
+describe('the rules, at configuration time', () => {
+  const refusal = (claims: unknown) =>
+    clients.updateClient(ctx, svc.id, { claims: claims as Record<string, unknown> }).then(
+      () => undefined,
+      (e: unknown) => e as ManagementError,
+    );
+
+  it.each([...RESERVED_CLAIMS])('%s is reserved', async (name) => {
+    const error = await refusal({ [name]: 'x' });
+    expect(error).toBeInstanceOf(ManagementError);
+    expect({ code: error?.code, field: error?.field, message: error?.message }).toEqual({
+      code: 'invalid_field',
+      field: 'claims',
+      message: `claim ${name} is registered: Tessera sets it, it cannot be a custom claim`,
+    });
+  });
+
+  it.each(['tessera', 'tessera_role', 'TesseraX'])('%s starts with tessera: refused', async (name) => {
+    expect((await refusal({ [name]: 1 }))?.message).toBe(
+      `claim ${name}: names starting with "tessera" are reserved`,
+    );
+  });
+
+  it('__proto__ is refused (a name that would set a prototype where claims are merged)', async () => {
+    expect((await refusal(JSON.parse('{"__proto__": {"admin": true}}')))?.message).toBe(
+      'claim __proto__ is not allowed',
+    );
+  });
+
+  it('at most 4 KiB as JSON; an object, not a list or a value', async () => {
+    expect((await refusal({ big: 'x'.repeat(4096) }))?.message).toBe(
+      'claims are 4106 bytes as JSON; at most 4096',
+    );
+    expect(await refusal({ fits: 'x'.repeat(4084) })).toBeUndefined();
+    expect((await refusal(['a']))?.message).toBe('claims must be a JSON object');
+    expect((await refusal('a'))?.message).toBe('claims must be a JSON object');
+  });
+
+  it("a grant's claims follow the same rules", async () => {
+    await expect(grants.setGrant(ctx, svc.id, API, { claims: { aud: 'x' } })).rejects.toThrow(
+      'claim aud is registered: Tessera sets it, it cannot be a custom claim',
+    );
+  });
+});
