@@ -7,6 +7,7 @@ import {
   openSync,
   readdirSync,
   readSync,
+  renameSync,
   statSync,
   unlinkSync,
   writeSync,
@@ -25,6 +26,11 @@ import { TOKEN_EVENT_TYPES, type AuditRecord, type TokenEventType } from '../sto
  *   gone?", whatever became of its pid (a container's pid 1, a reused pid).
  * - A process adopts the segments of owners that are gone (at start and once a minute): it keeps their lock
  *   while it writes them to the store, then removes them.
+ * - A new owner takes its lock on `<owner>.lock.new`, a name no adopter looks at, and only then renames it to
+ *   `<owner>.lock` (the lock is the file's, not its name's). Created under its final name, the file would be
+ *   unlocked for a moment: a process adopting at that moment would take it, find no segment, remove it, and
+ *   the new owner would fail to lock (or lock a file no longer in the directory, whose segments the next
+ *   adopter would take from a live owner).
  * - Each segment is one JSON array per line. How far a segment has reached the store is recorded in the store,
  *   in the transaction that writes its events (audit_spool_positions), so a replay after a crash resumes
  *   exactly where the store stands: no event twice, none lost.
@@ -40,6 +46,9 @@ const READ_BYTES = 256 << 10;
 const NEWLINE = 0x0a;
 const SEGMENT_NAME = /^([0-9a-z]+-[0-9a-f]+)\.(\d{8})\.spool$/;
 const LOCK_NAME = /^([0-9a-z]+-[0-9a-f]+)\.lock$/;
+/** A lock file being made: locked, not yet under its name (see above); one left by a crash goes after a minute. */
+const NEW_LOCK_NAME = /^[0-9a-z]+-[0-9a-f]+\.lock\.new$/;
+const NEW_LOCK_STALE_MS = 60_000;
 
 /** One spool line: the record as a JSON array (field names would double its size); no count is null. */
 export function encodeRecord(r: Omit<AuditRecord, 'count'> & { count?: number | null }): string {
@@ -165,8 +174,10 @@ export class Spool {
   constructor(private readonly options: SpoolOptions) {
     this.segmentBytes = Math.max(4096, Math.min(options.segmentBytes ?? SEGMENT_BYTES, options.maxBytes / 4));
     mkdirSync(options.dir, { recursive: true, mode: 0o700 });
-    const lock = tryLock(this.file(`${this.owner}.lock`));
+    const making = this.file(`${this.owner}.lock.new`);
+    const lock = tryLock(making);
     if (!lock) throw new Error(`cannot lock a new audit spool file in ${options.dir}`);
+    renameSync(making, this.file(`${this.owner}.lock`));
     this.lock = lock;
     this.openSegment();
   }
@@ -236,6 +247,22 @@ export class Spool {
     if (done.written === done.size) this.remove(done);
   }
 
+  /** A `.lock.new` whose process died before renaming it: unlocked and over a minute old; it never had segments. */
+  private removeStaleNewLock(name: string): void {
+    const file = this.file(name);
+    let age: number;
+    try {
+      age = Date.now() - statSync(file).mtimeMs;
+    } catch {
+      return; // renamed or removed meanwhile
+    }
+    if (age < NEW_LOCK_STALE_MS) return;
+    const lock = tryLock(file);
+    if (!lock) return; // its owner lives (a start that takes over a minute)
+    unlinkQuietly(file);
+    lock.close();
+  }
+
   /**
    * Adopts the segments of every owner that is gone: their lock can be taken. Returns how many segments were
    * adopted. Their positions in the store are read before they are written (see unpositioned).
@@ -243,6 +270,10 @@ export class Spool {
   adoptOrphans(): number {
     const owners = new Set<string>();
     for (const name of readdirSync(this.options.dir)) {
+      if (NEW_LOCK_NAME.test(name)) {
+        this.removeStaleNewLock(name);
+        continue;
+      }
       const owner = SEGMENT_NAME.exec(name)?.[1] ?? LOCK_NAME.exec(name)?.[1];
       if (owner !== undefined && owner !== this.owner && !this.adopted.has(owner)) owners.add(owner);
     }

@@ -7,11 +7,20 @@
  * The crash tests run a child process on dist/ (`npm run build` first; `npm test` does it).
  */
 import { spawn } from 'node:child_process';
-import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuditRecorder, THROTTLE_WINDOW_MS } from '../../src/audit/recorder.js';
+import { Spool } from '../../src/audit/spool.js';
 import type { AuditEntry } from '../../src/domain/token-service.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { AuditRecord, AuditStore, Store } from '../../src/store/types.js';
@@ -525,5 +534,52 @@ describe('AuditRecorder: retention', () => {
     expect(limits.length).toBeGreaterThan(2);
     expect(Math.max(...limits)).toBeLessThanOrEqual(5000);
     expect(log.lines.find((l) => l.msg === 'old audit events deleted')).toMatchObject({ pruned: 12_000 });
+  });
+});
+
+describe('Spool: processes starting together on one spool folder', () => {
+  it('each takes its own lock while the others adopt: none fails to start, none adopts a live owner', async () => {
+    const spoolDir = path.join(tempDir(), 'spool');
+    // Each process starts and stops spools in a loop, adopting as every start does; the lock file of one
+    // being made must never be taken for a dead owner's.
+    const code = `
+      const { Spool } = await import('./dist/audit/spool.js');
+      const [dir] = process.argv.slice(1);
+      for (let i = 0; i < 150; i++) {
+        const spool = new Spool({ dir, maxBytes: 1 << 24 });
+        spool.adoptOrphans();
+        spool.close();
+      }
+    `;
+    const runs = Array.from({ length: 3 }, () => {
+      const proc = spawn(
+        process.execPath,
+        ['--disable-warning=ExperimentalWarning', '--input-type=module', '-e', code, spoolDir],
+        { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      let stderr = '';
+      proc.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      return new Promise<{ code: number | null; stderr: string }>((resolve) =>
+        proc.once('exit', (exitCode) => resolve({ code: exitCode, stderr })),
+      );
+    });
+    expect(await Promise.all(runs)).toEqual([0, 1, 2].map(() => ({ code: 0, stderr: '' })));
+    expect(readdirSync(spoolDir)).toEqual([]);
+  }, 60_000);
+
+  it('leaves a lock file being made alone, and removes one a crashed start left over a minute ago', () => {
+    const spoolDir = path.join(tempDir(), 'spool');
+    mkdirSync(spoolDir);
+    const making = path.join(spoolDir, 'mfz1a2b3-0a1b2c3d4e5f.lock.new');
+    const left = path.join(spoolDir, 'mfz1a2b3-ffffffffffff.lock.new');
+    writeFileSync(making, '');
+    writeFileSync(left, '');
+    const minuteAgo = new Date(Date.now() - 61_000);
+    utimesSync(left, minuteAgo, minuteAgo);
+    const spool = new Spool({ dir: spoolDir, maxBytes: 1 << 24 });
+    expect(spool.adoptOrphans()).toBe(0);
+    expect(existsSync(making)).toBe(true);
+    expect(existsSync(left)).toBe(false);
+    spool.close();
   });
 });
