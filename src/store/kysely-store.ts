@@ -2,6 +2,8 @@ import type { Compilable, InferResult, Kysely, Selectable, Transaction } from 'k
 import { Migrator } from 'kysely/migration';
 import { CompiledQuery, sql } from 'kysely';
 import type { SigningAlg } from '../domain/algorithms.js';
+import type { AuthMethodName, PublicJwks } from '../domain/client-keys.js';
+import { digestSecret, generateSecret } from '../domain/secrets.js';
 import {
   migrations,
   newAudienceId,
@@ -126,6 +128,9 @@ const toClient = (row: Selectable<ClientsTable>, grants: Grant[], secrets: Clien
   grants,
   claims: claimsOf(row.claims),
   secrets: [...secrets].sort(bySecretAge),
+  authMethod: row.token_endpoint_auth_method as AuthMethodName,
+  jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as PublicJwks),
+  jwksUri: row.jwks_uri,
 });
 
 const toSigningKey = (row: Selectable<SigningKeysTable>): SigningKey => ({
@@ -548,7 +553,8 @@ export class KyselyStore implements Store {
           id: client.id,
           name: client.name,
           description: client.description ?? null,
-          secret_digest: client.secretDigest,
+          // Read by servers of versions before 0008 only; a client without secrets gets a digest of nothing anyone has.
+          secret_digest: client.secretDigest ?? digestSecret(generateSecret()),
           enabled: client.enabled === false ? 0 : 1,
           token_ttl: client.tokenTtl,
           created_at: at,
@@ -557,6 +563,9 @@ export class KyselyStore implements Store {
           quota_per_minute: client.quotaPerMinute ?? null,
           quota_per_day: client.quotaPerDay ?? null,
           claims: claimsText(client.claims),
+          token_endpoint_auth_method: client.authMethod ?? 'client_secret_basic',
+          jwks: client.jwks == null ? null : JSON.stringify(client.jwks),
+          jwks_uri: client.jwksUri ?? null,
         };
         await tx.insertInto('clients').values(row).execute();
         const grants: Grant[] = audiences.map((audience) => ({
@@ -578,17 +587,21 @@ export class KyselyStore implements Store {
             )
             .execute();
         }
-        const secret = {
-          id: newSecretId(),
-          client_id: client.id,
-          digest: client.secretDigest,
-          created_at: at,
-          expires_at: null,
-          last_used_at: null,
-        };
-        await tx.insertInto('client_secrets').values(secret).execute();
+        const secrets: ClientSecret[] = [];
+        if (client.secretDigest !== null) {
+          const secret = {
+            id: newSecretId(),
+            client_id: client.id,
+            digest: client.secretDigest,
+            created_at: at,
+            expires_at: null,
+            last_used_at: null,
+          };
+          await tx.insertInto('client_secrets').values(secret).execute();
+          secrets.push(toSecret(secret));
+        }
         await this.record(tx, 'client', client.id, audit);
-        return toClient(row, grants, [toSecret(secret)]);
+        return toClient(row, grants, secrets);
       }),
       conflict,
       'client',
@@ -718,6 +731,10 @@ export class KyselyStore implements Store {
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0)
         throw new StoreError('not_found', `client ${id} does not exist`, 'client');
+      // A client that authenticates by key has no secret that works: its secrets go, for good (a secret that
+      // came back with a switch to a secret method later would be one an operator thought revoked).
+      if (values.token_endpoint_auth_method === 'private_key_jwt')
+        await tx.deleteFrom('client_secrets').where('client_id', '=', id).execute();
       await this.record(tx, 'client', id, audit);
       return this.requireClient(tx, id);
     });
@@ -827,6 +844,28 @@ export class KyselyStore implements Store {
     }
   }
 
+  async useAssertionJti(id: string, expiresAt: number): Promise<boolean> {
+    // One statement, in no transaction (never behind the change feed's lock): a new id is inserted; one whose
+    // time is over is taken again; one still in use is left alone and no row is affected (a replay).
+    const now = this.now().getTime();
+    const result = await this.conn
+      .insertInto('assertion_jtis')
+      .values({ id, expires_at: expiresAt })
+      .onConflict((oc) =>
+        oc.column('id').doUpdateSet({ expires_at: expiresAt }).where('assertion_jtis.expires_at', '<=', now),
+      )
+      .executeTakeFirst();
+    return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
+  }
+
+  async pruneAssertionJtis(now: number): Promise<number> {
+    const result = await this.conn
+      .deleteFrom('assertion_jtis')
+      .where('expires_at', '<=', now)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
   async setClientEnabled(id: string, enabled: boolean, audit?: ChangeAudit): Promise<Client> {
     return this.patchClient(id, { enabled: enabled ? 1 : 0 }, audit);
   }
@@ -848,6 +887,9 @@ export class KyselyStore implements Store {
     if (patch.quotaPerMinute !== undefined) values.quota_per_minute = patch.quotaPerMinute;
     if (patch.quotaPerDay !== undefined) values.quota_per_day = patch.quotaPerDay;
     if (patch.claims !== undefined) values.claims = claimsText(patch.claims);
+    if (patch.authMethod !== undefined) values.token_endpoint_auth_method = patch.authMethod;
+    if (patch.jwks !== undefined) values.jwks = patch.jwks === null ? null : JSON.stringify(patch.jwks);
+    if (patch.jwksUri !== undefined) values.jwks_uri = patch.jwksUri;
     return this.patchClient(id, values, audit);
   }
 

@@ -236,6 +236,32 @@ export function migrations(engine: Engine): Record<string, Migration> {
         if (engine === 'postgres') await sql`analyze client_secrets`.execute(db);
       },
     },
+    '0009_private_key_jwt': {
+      // Client authentication by signed assertion (INTERFACE.md, "Client authentication"): a client's method
+      // (RFC 7591 names; every existing client keeps client_secret_basic), its public keys inline (a JWK Set as
+      // JSON) or their URL; and the assertion ids already used (a SHA-256 of client id and jti), each until the
+      // assertion it came in could no longer be valid (ms since the epoch), so a replay is refused everywhere.
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .alterTable('clients')
+          .addColumn('token_endpoint_auth_method', 'text', (c) =>
+            text(c).notNull().defaultTo('client_secret_basic'),
+          )
+          .execute();
+        await db.schema.alterTable('clients').addColumn('jwks', 'text').execute();
+        await db.schema.alterTable('clients').addColumn('jwks_uri', 'text', text).execute();
+        await db.schema
+          .createTable('assertion_jtis')
+          .addColumn('id', 'text', (c) => text(c).primaryKey())
+          .addColumn('expires_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createIndex('assertion_jtis_expires_idx')
+          .on('assertion_jtis')
+          .column('expires_at')
+          .execute();
+      },
+    },
   };
 }
 

@@ -10,6 +10,15 @@ export interface Database {
   audit_events: AuditEventsTable;
   audit_spool_positions: AuditSpoolPositionsTable;
   client_secrets: ClientSecretsTable;
+  assertion_jtis: AssertionJtisTable;
+}
+
+/** Client assertion ids already used (private_key_jwt), until the assertion could no longer be valid. */
+export interface AssertionJtisTable {
+  /** base64url SHA-256 of `<client id> <jti>`: fixed size whatever the jti. */
+  id: string;
+  /** Milliseconds since the epoch. */
+  expires_at: number | string;
 }
 
 /** A client's secrets: digests only, never the secrets. */
@@ -77,6 +86,12 @@ export interface ClientsTable {
   quota_per_day: number | null;
   /** Custom claims: a JSON object, or null. */
   claims: string | null;
+  /** `client_secret_basic`, `client_secret_post` or `private_key_jwt` (RFC 7591 names). */
+  token_endpoint_auth_method: string;
+  /** Public keys for private_key_jwt: a JWK Set as JSON, or null. */
+  jwks: string | null;
+  /** Where the public keys for private_key_jwt are published, or null. */
+  jwks_uri: string | null;
 }
 
 export interface GrantsTable {

@@ -1,4 +1,5 @@
 import type { SigningAlg } from '../domain/algorithms.js';
+import type { AuthMethodName, PublicJwks } from '../domain/client-keys.js';
 
 /** A permission an audience defines (RFC 6749 §3.3 scope-token syntax). */
 export interface AudienceScope {
@@ -71,6 +72,12 @@ export interface Client {
   claims: Claims | null;
   /** Its secrets, oldest first, expired ones included until they are pruned. */
   secrets: ClientSecret[];
+  /** How it authenticates at the token endpoint (RFC 7591 `token_endpoint_auth_method`). */
+  authMethod: AuthMethodName;
+  /** Its public keys for private_key_jwt, inline; null when none (or they are at jwksUri). */
+  jwks: PublicJwks | null;
+  /** Where its public keys for private_key_jwt are published; null when none. */
+  jwksUri: string | null;
 }
 
 export interface SigningKey {
@@ -106,7 +113,12 @@ export interface NewClient {
   id: string;
   name: string;
   description?: string | null;
-  secretDigest: string;
+  /** Its first secret; null for a client without secrets (private_key_jwt). */
+  secretDigest: string | null;
+  /** client_secret_basic when left out. */
+  authMethod?: AuthMethodName;
+  jwks?: PublicJwks | null;
+  jwksUri?: string | null;
   tokenTtl: number | null;
   quotaPerMinute?: number | null;
   quotaPerDay?: number | null;
@@ -137,6 +149,9 @@ export interface ClientPatch {
   quotaPerMinute?: number | null;
   quotaPerDay?: number | null;
   claims?: Claims | null;
+  authMethod?: AuthMethodName;
+  jwks?: PublicJwks | null;
+  jwksUri?: string | null;
 }
 
 export interface AudienceStore {
@@ -187,6 +202,14 @@ export interface ClientStore {
    * thousand); never moves a time back; no change for the feed.
    */
   markSecretsUsed(ids: readonly string[], at: string): Promise<void>;
+  /**
+   * Records a client assertion's id (a digest of client id and jti) as used until `expiresAt` (ms since the
+   * epoch): true if it was not in use, false if it is (a replay). One statement, outside any transaction; an
+   * entry past its time counts as free.
+   */
+  useAssertionJti(id: string, expiresAt: number): Promise<boolean>;
+  /** Deletes the assertion ids whose time is over (by `now`, ms); returns how many. */
+  pruneAssertionJtis(now: number): Promise<number>;
   setClientEnabled(id: string, enabled: boolean, audit?: ChangeAudit): Promise<Client>;
   setClientQuota(
     id: string,
@@ -194,7 +217,10 @@ export interface ClientStore {
     audit?: ChangeAudit,
   ): Promise<Client>;
   deleteClient(id: string, audit?: ChangeAudit): Promise<void>;
-  /** Changes the fields given (not the secret), stamps updated_at, records a change. */
+  /**
+   * Changes the fields given (not the secret), stamps updated_at, records a change. A change of method to
+   * private_key_jwt deletes the client's secrets in the same transaction.
+   */
   updateClient(id: string, patch: ClientPatch, audit?: ChangeAudit): Promise<Client>;
 }
 

@@ -121,6 +121,7 @@ export function storeContract(name: string, open: OpenStore): void {
             '0006_ids_and_scopes',
             '0007_custom_claims',
             '0008_client_secrets',
+            '0009_private_key_jwt',
           ]);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
@@ -341,6 +342,9 @@ export function storeContract(name: string, open: OpenStore): void {
           quotaPerMinute: null,
           quotaPerDay: null,
           claims: null,
+          authMethod: 'client_secret_basic',
+          jwks: null,
+          jwksUri: null,
           secrets: [
             {
               id: expect.stringMatching(/^sec_/),
@@ -454,6 +458,52 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.countClients()).toBe(3);
       });
 
+      it('a private_key_jwt client: its method and keys are kept, it has no secret; updateClient changes them', async () => {
+        const jwks = {
+          keys: [{ kty: 'OKP', crv: 'Ed25519', x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo', kid: 'k1' }],
+        };
+        const created = await store.createClient(
+          newClient('kj', [A], { secretDigest: null, authMethod: 'private_key_jwt', jwks }),
+        );
+        expect(created).toMatchObject({ authMethod: 'private_key_jwt', jwks, jwksUri: null, secrets: [] });
+        expect(await store.findClient('kj')).toEqual(created);
+        const moved = await store.updateClient('kj', {
+          jwks: null,
+          jwksUri: 'https://keys.example.com/jwks',
+        });
+        expect(moved).toMatchObject({
+          authMethod: 'private_key_jwt',
+          jwks: null,
+          jwksUri: 'https://keys.example.com/jwks',
+        });
+        expect((await store.listClients()).find((c) => c.id === 'kj')).toEqual(moved);
+        const secretClient = await store.createClient(newClient('sc'));
+        expect(secretClient).toMatchObject({ authMethod: 'client_secret_basic', jwks: null, jwksUri: null });
+        expect(secretClient.secrets).toHaveLength(1);
+        // A switch to keys: the secrets go in the same change.
+        const switched = await expectChanges(
+          store,
+          () => store.updateClient('sc', { authMethod: 'private_key_jwt', jwks }),
+          [['client', 'sc']],
+        );
+        expect(switched).toMatchObject({ authMethod: 'private_key_jwt', jwks, secrets: [] });
+        expect((await store.findClient('sc'))!.secrets).toEqual([]);
+      });
+
+      it('useAssertionJti: a new id is taken, the same one again is a replay until its time is over', async () => {
+        const now = clock.now().getTime();
+        expect(await store.useAssertionJti('jti-a', now + 60_000)).toBe(true);
+        expect(await store.useAssertionJti('jti-a', now + 60_000)).toBe(false);
+        expect(await store.useAssertionJti('jti-b', now + 1_000)).toBe(true);
+        clock.advance(1_000);
+        // jti-b's time is over: taken again (a new assertion may reuse an id once the old one is worthless).
+        expect(await store.useAssertionJti('jti-b', now + 120_000)).toBe(true);
+        expect(await store.useAssertionJti('jti-b', now + 120_000)).toBe(false);
+        expect(await store.useAssertionJti('jti-a', now + 60_000)).toBe(false);
+        expect(await store.pruneAssertionJtis(now + 60_000)).toBe(1);
+        expect(await store.useAssertionJti('jti-a', now + 90_000)).toBe(true);
+      });
+
       it('setClientSecret replaces the digest and stamps updated_at and secret_rotated_at', async () => {
         const created = await store.createClient(newClient('svc', [A]));
         clock.advance(60_000);
@@ -549,6 +599,9 @@ export function storeContract(name: string, open: OpenStore): void {
           quotaPerMinute: null,
           quotaPerDay: null,
           claims: null,
+          authMethod: 'client_secret_basic',
+          jwks: null,
+          jwksUri: null,
           secrets: [
             {
               id: expect.stringMatching(/^sec_/),
@@ -1254,6 +1307,7 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     '0006_ids_and_scopes',
     '0007_custom_claims',
     '0008_client_secrets',
+    '0009_private_key_jwt',
   ]);
   expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
     event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
@@ -1327,7 +1381,12 @@ export const ROWS_BEFORE_0006 = {
  * no description and its grant no scopes.
  */
 export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
-  expect(await store.migrate()).toEqual(['0006_ids_and_scopes', '0007_custom_claims', '0008_client_secrets']);
+  expect(await store.migrate()).toEqual([
+    '0006_ids_and_scopes',
+    '0007_custom_claims',
+    '0008_client_secrets',
+    '0009_private_key_jwt',
+  ]);
   const audiences = await store.listAudiences();
   expect(audiences).toEqual(
     ROWS_BEFORE_0006.audiences.map((row) => ({
@@ -1359,6 +1418,10 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     quotaPerMinute: null,
     quotaPerDay: 100,
     claims: null,
+    // Every client before 0009 authenticates with its secret, as before.
+    authMethod: 'client_secret_basic',
+    jwks: null,
+    jwksUri: null,
     // Its single secret became its first, made when it was last rotated.
     secrets: [
       {

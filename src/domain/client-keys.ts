@@ -1,0 +1,153 @@
+import { importJWK, type JWK } from 'jose';
+import { ValidationError } from './validate.js';
+
+/**
+ * How a client authenticates at the token endpoint, by RFC 7591's names (INTERFACE.md, "Client
+ * authentication"). A client with secrets may use either secret method, whichever it is registered with;
+ * a private_key_jwt client has no secret that works.
+ */
+export const AUTH_METHOD_NAMES = ['client_secret_basic', 'client_secret_post', 'private_key_jwt'] as const;
+export type AuthMethodName = (typeof AUTH_METHOD_NAMES)[number];
+
+export const usesSecrets = (method: AuthMethodName): boolean => method !== 'private_key_jwt';
+
+/** The algorithms a client assertion may be signed with (INTERFACE.md): never `none`, never HMAC. */
+export const ASSERTION_ALGS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'] as const;
+export type AssertionAlg = (typeof ASSERTION_ALGS)[number];
+
+/** A client's public keys, as registered (RFC 7517 JWK Set). */
+export interface PublicJwks {
+  keys: JWK[];
+}
+
+/** At most this many keys in a client's set: a rotation needs two or three. */
+export const MAX_CLIENT_KEYS = 10;
+/** A JWK Set registered inline, as JSON, at most this many bytes. */
+export const MAX_JWKS_BYTES = 16 * 1024;
+/** The smallest RSA modulus accepted (RFC 7518 §3.3, §3.5). */
+const MIN_RSA_BITS = 2048;
+
+/** Members that only a private or symmetric key has: a set holding one is refused, never stored. */
+const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
+
+/** The assertion algorithms a key can verify, by its type and curve. */
+export function algsForKey(jwk: JWK): AssertionAlg[] {
+  if (jwk.kty === 'RSA') return ['RS256', 'PS256'];
+  if (jwk.kty === 'EC' && jwk.crv === 'P-256') return ['ES256'];
+  if (jwk.kty === 'EC' && jwk.crv === 'P-384') return ['ES384'];
+  if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') return ['EdDSA'];
+  return [];
+}
+
+export function validateAuthMethod(value: string): AuthMethodName {
+  if (!(AUTH_METHOD_NAMES as readonly string[]).includes(value))
+    throw new ValidationError(`token_endpoint_auth_method must be one of ${AUTH_METHOD_NAMES.join(', ')}`);
+  return value as AuthMethodName;
+}
+
+/**
+ * A client's JWK Set, by its shape: 1 to MAX_CLIENT_KEYS public signing keys (RSA, EC P-256 or P-384,
+ * Ed25519), each with an `alg` (if any) it can verify, distinct `kid`s, no private member, at most
+ * MAX_JWKS_BYTES as JSON. checkJwksKeys then imports each one.
+ */
+export function validateJwks(value: unknown): PublicJwks {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new ValidationError('jwks must be a JSON object with a "keys" list (a JWK Set, RFC 7517 §5)');
+  const bytes = Buffer.byteLength(JSON.stringify(value));
+  if (bytes > MAX_JWKS_BYTES)
+    throw new ValidationError(`jwks is ${bytes} bytes as JSON; at most ${MAX_JWKS_BYTES}`);
+  const keys = (value as { keys?: unknown }).keys;
+  if (!Array.isArray(keys) || keys.length === 0)
+    throw new ValidationError('jwks must have a non-empty "keys" list');
+  if (keys.length > MAX_CLIENT_KEYS)
+    throw new ValidationError(`jwks has ${keys.length} keys; at most ${MAX_CLIENT_KEYS}`);
+  const kids = new Set<string>();
+  keys.forEach((key: unknown, i) => {
+    const where = `jwks key ${i + 1}`;
+    if (typeof key !== 'object' || key === null || Array.isArray(key))
+      throw new ValidationError(`${where} must be a JSON object (a JWK)`);
+    const jwk = key as JWK & Record<string, unknown>;
+    for (const member of PRIVATE_MEMBERS)
+      if (member in jwk)
+        throw new ValidationError(
+          `${where} has "${member}": register public keys only (a private or symmetric key is refused)`,
+        );
+    const algs = algsForKey(jwk);
+    if (algs.length === 0)
+      throw new ValidationError(`${where} must be an RSA, EC P-256, EC P-384 or Ed25519 public key`);
+    if (jwk.alg !== undefined && !(algs as string[]).includes(jwk.alg as string))
+      throw new ValidationError(
+        `${where} has alg ${String(jwk.alg)}; this key can verify ${algs.join(', ')}`,
+      );
+    if (jwk.use !== undefined && jwk.use !== 'sig')
+      throw new ValidationError(`${where} has use ${String(jwk.use)}; a signing key has "sig" or none`);
+    if (jwk.kid !== undefined) {
+      if (typeof jwk.kid !== 'string' || jwk.kid === '' || jwk.kid.length > 256)
+        throw new ValidationError(`${where}: kid must be a string of 1 to 256 characters`);
+      if (kids.has(jwk.kid)) throw new ValidationError(`${where}: kid ${jwk.kid} appears twice`);
+      kids.add(jwk.kid);
+    }
+  });
+  return { keys: keys as JWK[] };
+}
+
+/** Imports every key of a set that passed validateJwks, with jose: a key that does not import is refused. */
+export async function checkJwksKeys(jwks: PublicJwks): Promise<void> {
+  for (const [i, jwk] of jwks.keys.entries()) {
+    const alg = (jwk.alg as AssertionAlg | undefined) ?? algsForKey(jwk)[0]!;
+    let key: Awaited<ReturnType<typeof importJWK>>;
+    try {
+      key = await importJWK(jwk, alg);
+    } catch (error) {
+      throw new ValidationError(
+        `jwks key ${i + 1} is not a valid ${alg} public key: ${(error as Error).message}`,
+      );
+    }
+    const bits = ('algorithm' in key ? key.algorithm : {}) as { modulusLength?: number };
+    if (bits.modulusLength !== undefined && bits.modulusLength < MIN_RSA_BITS)
+      throw new ValidationError(
+        `jwks key ${i + 1} is a ${bits.modulusLength}-bit RSA key; at least ${MIN_RSA_BITS} bits`,
+      );
+  }
+}
+
+/**
+ * Where a client publishes its keys: an absolute https URL (http only outside production), without
+ * credentials or fragment. Whether its host may be fetched is decided at each fetch (jwks-fetcher.ts).
+ */
+export function validateJwksUri(raw: string, production: boolean): string {
+  if (raw.length > 2048) throw new ValidationError('jwks_uri is longer than 2048 characters');
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ValidationError(`jwks_uri must be an absolute URL, got "${raw.slice(0, 100)}"`);
+  }
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && !production))
+    throw new ValidationError(
+      production ? 'jwks_uri must be an https URL' : 'jwks_uri must be an http or https URL',
+    );
+  if (raw.includes('#')) throw new ValidationError('jwks_uri must not have a fragment');
+  if (url.username || url.password) throw new ValidationError('jwks_uri must not carry credentials');
+  return raw;
+}
+
+/**
+ * The rule of a client's method and keys: private_key_jwt has exactly one of jwks and jwks_uri; a secret
+ * method has neither. Returns the message of the first rule broken, or undefined.
+ */
+export function authMethodProblem(
+  method: AuthMethodName,
+  jwks: PublicJwks | null,
+  jwksUri: string | null,
+): string | undefined {
+  if (method === 'private_key_jwt') {
+    if (jwks === null && jwksUri === null)
+      return 'a private_key_jwt client needs its public keys: jwks or jwks_uri';
+    if (jwks !== null && jwksUri !== null) return 'give jwks or jwks_uri, not both';
+    return undefined;
+  }
+  if (jwks !== null || jwksUri !== null)
+    return `jwks and jwks_uri are for private_key_jwt; this client uses ${method}`;
+  return undefined;
+}
