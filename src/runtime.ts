@@ -4,6 +4,11 @@ import type { Logger } from 'pino';
 import { isPostgresUrl, jwksMaxAge, sqlitePath, type Config } from './config/index.js';
 import { SIGNING_ALGS, type SigningAlg } from './domain/algorithms.js';
 import { TokenService } from './domain/token-service.js';
+import { privateKeyJwt } from './domain/assertion.js';
+import { clientSecretBasic, clientSecretPost } from './domain/client-auth.js';
+import { TOKEN_PATH } from './http/routes/discovery.js';
+import { JwksFetcher } from './keys/jwks-fetcher.js';
+import { AssertionReplay } from './limits/replay.js';
 import { MAX_TOKEN_TTL } from './domain/validate.js';
 import { Keyring } from './keys/keyring.js';
 import { resolveMasterKey } from './keys/master-key.js';
@@ -121,6 +126,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
   let following: Directory | undefined;
   let rotating: KeyRotator | undefined;
   let secretUsage: SecretUsage | undefined;
+  let replaying: AssertionReplay | undefined;
   try {
     const shared = (redis =
       config.redisUrl === undefined
@@ -199,7 +205,27 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     });
     usage.start();
     secretUsage = usage;
+    const replay = (replaying = new AssertionReplay(store, {
+      redis: shared,
+      keyPrefix: config.redisPrefix,
+      onError: (error) => logger.warn({ err: error }, 'could not delete expired client assertion ids'),
+    }));
+    replay.start();
+    const remoteKeys = new JwksFetcher({
+      allowPrivate: config.jwksAllowPrivate,
+      production: config.production,
+    });
     const tokens = new TokenService({
+      methods: [
+        clientSecretBasic,
+        clientSecretPost,
+        privateKeyJwt({
+          issuer: config.issuer,
+          tokenEndpoint: config.issuer + TOKEN_PATH,
+          replay,
+          remote: remoteKeys,
+        }),
+      ],
       secretUsed: (id) => usage.used(id),
       findClient: (id) => directory.findClient(id),
       peekClient: (id) => directory.peekClient(id),
@@ -234,6 +260,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       metrics,
       storeOutage: outage,
       async close() {
+        replay.stop();
         await usage.stop();
         await rotator?.stop();
         await audit.close();
@@ -249,6 +276,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     // key rotator, the audit trail (the spool keeps what it holds for the next start; its lock is released),
     // Redis, the change feed (its poll timer and PostgreSQL's LISTEN connection), the store.
     const quietly = (closing: Promise<void> | undefined) => closing?.catch(() => undefined);
+    replaying?.stop();
     await quietly(secretUsage?.stop());
     await quietly(rotating?.stop());
     await quietly(recorder?.close());

@@ -60,6 +60,7 @@ describe('loadConfig defaults', () => {
       retryAfter: 5,
       metrics: true,
       production: false,
+      jwksAllowPrivate: false,
     } satisfies Config);
   });
 

@@ -85,6 +85,11 @@ export interface Config {
   metrics: boolean;
   /** NODE_ENV=production: refuses settings that are only safe on a developer's machine. */
   production: boolean;
+  /**
+   * Whether a client's jwks_uri may be on a loopback, private, link-local or unique-local address
+   * (TESSERA_JWKS_ALLOW_PRIVATE; off: such fetches are refused, against server-side request forgery).
+   */
+  jwksAllowPrivate: boolean;
 }
 
 export class ConfigError extends Error {
@@ -422,6 +427,7 @@ export function loadConfig(
     pgConnectTimeout: duration(env, 'TESSERA_PG_CONNECT_TIMEOUT', 5, 1, 600),
     retryAfter: duration(env, 'TESSERA_RETRY_AFTER', 5, 1, 3600),
     metrics: boolean(env, 'TESSERA_METRICS', true),
+    jwksAllowPrivate: boolean(env, 'TESSERA_JWKS_ALLOW_PRIVATE', false),
     production: env.NODE_ENV === 'production',
   };
 }

@@ -49,12 +49,15 @@ const present = (value: string | undefined): string | undefined => (value === ''
 export interface PresentedCredentials {
   clientId: string;
   /**
-   * Whether the credential proves `client` (undefined: no such client) at `now` (ms). The same work either
-   * way, so that an unknown client and a wrong credential cannot be told apart by time.
+   * Whether the credential proves `client` (undefined: no such client) at `now` (ms). For a secret, the same
+   * work either way, so that an unknown client and a wrong secret cannot be told apart by time. A promise
+   * only for a method that must wait (an assertion: its keys, its replay check).
    */
-  proves(client: KnownClient | undefined, now: number): boolean;
+  proves(client: KnownClient | undefined, now: number): boolean | Promise<boolean>;
   /** After a successful proof: the id of the secret that matched, if the method uses secrets. */
   readonly usedSecret?: string | undefined;
+  /** After a failed proof of a known client: why, for the audit trail (never the credential itself). */
+  readonly failure?: string | undefined;
 }
 
 /**
@@ -85,6 +88,7 @@ const SECRET_SLOTS = MAX_LIVE_SECRETS;
  */
 class SecretCredentials implements PresentedCredentials {
   usedSecret: string | undefined;
+  failure: string | undefined;
 
   constructor(
     readonly clientId: string,
@@ -101,8 +105,12 @@ class SecretCredentials implements PresentedCredentials {
       // Compared whether or not the slot holds a live secret: the same work either way.
       if (digestsEqual(presented, live ? candidate.digest : DUMMY_DIGEST) && live) matched = candidate.id;
     }
-    this.usedSecret = matched;
-    return matched !== undefined && client !== undefined;
+    // A client registered for private_key_jwt has no secret that works (its secrets are deleted when it
+    // switches; this holds whatever the store says): a secret from it is a failed authentication.
+    const keyOnly = client !== undefined && client.keys !== undefined;
+    this.failure = keyOnly ? 'client authenticates with private_key_jwt, not a secret' : 'wrong secret';
+    this.usedSecret = keyOnly ? undefined : matched;
+    return this.usedSecret !== undefined && client !== undefined;
   }
 }
 

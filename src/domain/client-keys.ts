@@ -11,8 +11,11 @@ export type AuthMethodName = (typeof AUTH_METHOD_NAMES)[number];
 
 export const usesSecrets = (method: AuthMethodName): boolean => method !== 'private_key_jwt';
 
-/** The algorithms a client assertion may be signed with (INTERFACE.md): never `none`, never HMAC. */
-export const ASSERTION_ALGS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'] as const;
+/**
+ * The algorithms a client assertion may be signed with (INTERFACE.md): never `none`, never HMAC. `Ed25519`
+ * is RFC 9864's fully-specified name for EdDSA with Ed25519, which openid-client and jose sign with.
+ */
+export const ASSERTION_ALGS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA', 'Ed25519'] as const;
 export type AssertionAlg = (typeof ASSERTION_ALGS)[number];
 
 /** A client's public keys, as registered (RFC 7517 JWK Set). */
@@ -35,7 +38,7 @@ export function algsForKey(jwk: JWK): AssertionAlg[] {
   if (jwk.kty === 'RSA') return ['RS256', 'PS256'];
   if (jwk.kty === 'EC' && jwk.crv === 'P-256') return ['ES256'];
   if (jwk.kty === 'EC' && jwk.crv === 'P-384') return ['ES384'];
-  if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') return ['EdDSA'];
+  if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') return ['EdDSA', 'Ed25519'];
   return [];
 }
 

@@ -1,4 +1,4 @@
-import type { JWTPayload } from 'jose';
+import { decodeJwt, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import type { SigningAlg } from './algorithms.js';
 import {
   CLIENT_AUTH_METHODS,
@@ -26,6 +26,8 @@ export const TOKEN_PARAMS = [
   'audience',
   'resource',
   'scope',
+  'client_assertion_type',
+  'client_assertion',
 ] as const;
 export type TokenParam = (typeof TOKEN_PARAMS)[number];
 export type TokenParams = Partial<Record<TokenParam, string>>;
@@ -94,7 +96,12 @@ export interface KnownClient {
   grants: ReadonlyMap<string, KnownGrant>;
   tokenTtl: number | null;
   quota: Quota;
+  /** For a private_key_jwt client: where its public keys are (it has no secret that works); else undefined. */
+  keys?: ClientKeys | undefined;
 }
+
+/** A private_key_jwt client's public keys: a JWK Set resolver made once from its inline set, or its URL. */
+export type ClientKeys = { readonly inline: JWTVerifyGetKey } | { readonly uri: string };
 
 export interface KnownAudience {
   url: string;
@@ -117,6 +124,11 @@ export interface TokenServiceDeps {
   newJti(): string;
   attempts: AttemptLimiter;
   quotas?: QuotaLimiter;
+  /**
+   * The client authentication methods, in the order a request is examined; the secret methods when left
+   * out (private_key_jwt needs what only a runtime has: the issuer's URLs, a replay guard, a key fetcher).
+   */
+  methods?: readonly ClientAuthMethod[];
   /** Told which secret authenticated a request (its id): last-used times are written off the token path. */
   secretUsed?: (secretId: string) => void;
   /** Receives every issued token and every refusal (no secrets, no tokens in them). */
@@ -151,6 +163,17 @@ const clip = (value: string | undefined): string | null =>
 const possibleId = (value: string | undefined): string | null =>
   value === undefined || value === '' ? null : isPossibleClientId(value) ? value : '(not a client id)';
 
+/** The iss of a client assertion, for the audit trail only (undefined if it does not decode). */
+function assertionIssuer(assertion: string | undefined): string | undefined {
+  if (assertion === undefined || assertion === '') return undefined;
+  try {
+    const iss = decodeJwt(assertion).iss;
+    return typeof iss === 'string' ? iss : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export interface IssuedToken {
   response: TokenResponse;
   clientId: string;
@@ -183,7 +206,9 @@ const present = (value: string | undefined): string | undefined => (value === ''
  * before anything else about the request is revealed (INTERFACE.md).
  */
 export class TokenService {
-  constructor(private readonly deps: TokenServiceDeps) {}
+  constructor(private readonly deps: TokenServiceDeps) {
+    this.methods = deps.methods ?? CLIENT_AUTH_METHODS;
+  }
 
   async issue(request: TokenRequest): Promise<IssuedToken> {
     const audit = this.deps.audit;
@@ -207,7 +232,11 @@ export class TokenService {
         at: this.deps.now(),
         // Every 429 is a throttled refusal (a blocked caller, a client over its quota): summed, not stored.
         type: known && oauth.status === 429 ? 'token.throttled' : 'token.refused',
-        clientId: possibleId(request.params.client_id ?? this.basicId(request.authorization)),
+        clientId: possibleId(
+          request.params.client_id ??
+            this.basicId(request.authorization) ??
+            assertionIssuer(request.params.client_assertion),
+        ),
         audience: clip(request.params.audience ?? request.params.resource),
         jti: null,
         reason: known ? [oauth.error, oauth.debug ?? oauth.description].join(': ') : 'server_error',
@@ -234,8 +263,10 @@ export class TokenService {
     // of a client this process holds, else 429, with no store lookup for whatever ids it sprays (INTERFACE.md).
     const wait = this.deps.attempts.blockedFor(possible, source);
     let client: KnownClient;
-    if (wait > 0) client = this.authenticateBlocked(possible, credentials, wait);
-    else {
+    if (wait > 0) {
+      const blocked = this.authenticateBlocked(possible, credentials, wait);
+      client = blocked instanceof Promise ? await blocked : blocked;
+    } else {
       // Awaited only on a cache miss (and signing only while a first key is made): a warm request waits on nothing.
       const authenticated = this.authenticate(credentials, source);
       client = authenticated instanceof Promise ? await authenticated : authenticated;
@@ -286,7 +317,7 @@ export class TokenService {
   }
 
   /** The client authentication methods, in the order a request is examined (client-auth.ts). */
-  private readonly methods: readonly ClientAuthMethod[] = CLIENT_AUTH_METHODS;
+  private readonly methods: readonly ClientAuthMethod[];
 
   /**
    * The presented credentials, by the one method the request uses (RFC 6749 §2.3: one method per request).
@@ -323,7 +354,9 @@ export class TokenService {
     try {
       if (used > 1) {
         throw invalidRequest(
-          'use one client authentication method: HTTP Basic or client_secret in the body, not both',
+          params.client_assertion === undefined && params.client_assertion_type === undefined
+            ? 'use one client authentication method: HTTP Basic or client_secret in the body, not both'
+            : 'use one client authentication method: HTTP Basic, client_secret in the body, or client_assertion',
         );
       }
       if (malformed !== undefined) throw malformed;
@@ -353,14 +386,17 @@ export class TokenService {
     clientId: string | undefined,
     credentials: PresentedCredentials,
     wait: number,
-  ): KnownClient {
+  ): KnownClient | Promise<KnownClient> {
     const client = clientId === undefined ? undefined : this.deps.peekClient(clientId);
     const proven = credentials.proves(client, this.deps.now());
-    if (client && proven && client.enabled) {
-      if (credentials.usedSecret !== undefined) this.deps.secretUsed?.(credentials.usedSecret);
-      return client;
-    }
-    throw tooManyAttempts(wait);
+    const decide = (matches: boolean): KnownClient => {
+      if (client && matches && client.enabled) {
+        if (credentials.usedSecret !== undefined) this.deps.secretUsed?.(credentials.usedSecret);
+        return client;
+      }
+      throw tooManyAttempts(wait);
+    };
+    return typeof proven === 'boolean' ? decide(proven) : proven.then(decide);
   }
 
   /**
@@ -383,13 +419,24 @@ export class TokenService {
     client: KnownClient | undefined,
     credentials: PresentedCredentials,
     source: string,
+  ): KnownClient | Promise<KnownClient> {
+    const matches = credentials.proves(client, this.deps.now());
+    return typeof matches === 'boolean'
+      ? this.decide(client, credentials, source, matches)
+      : matches.then((proven) => this.decide(client, credentials, source, proven));
+  }
+
+  private decide(
+    client: KnownClient | undefined,
+    credentials: PresentedCredentials,
+    source: string,
+    matches: boolean,
   ): KnownClient {
     const { clientId } = credentials;
-    const matches = credentials.proves(client, this.deps.now());
     const failure = !client
       ? 'unknown client'
       : !matches
-        ? 'wrong secret'
+        ? (credentials.failure ?? 'wrong secret')
         : !client.enabled
           ? 'client is disabled'
           : '';

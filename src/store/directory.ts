@@ -1,7 +1,8 @@
+import { createLocalJWKSet } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { temporarilyUnavailable } from '../domain/errors.js';
 import { digestBytes } from '../domain/secrets.js';
-import type { KnownAudience, KnownClient } from '../domain/token-service.js';
+import type { ClientKeys, KnownAudience, KnownClient } from '../domain/token-service.js';
 import type { Audience, Change, Client, Store } from './types.js';
 
 export interface DirectoryOptions {
@@ -96,7 +97,20 @@ export function toKnownClient(client: Client): KnownClient {
     ),
     tokenTtl: client.tokenTtl,
     quota: { perMinute: client.quotaPerMinute, perDay: client.quotaPerDay },
+    keys: keysOf(client),
   };
+}
+
+/**
+ * A private_key_jwt client's keys as the token path uses them: an inline set becomes jose's resolver once,
+ * when the client is cached (it imports each key on first use and keeps it); a URL is fetched by the runtime's
+ * JwksFetcher. A client of a secret method has none.
+ */
+function keysOf(client: Client): ClientKeys | undefined {
+  if (client.authMethod !== 'private_key_jwt') return undefined;
+  if (client.jwks !== null) return { inline: createLocalJWKSet(client.jwks) };
+  // A client with neither (which the management layer refuses) has a URL no fetch can succeed with.
+  return { uri: client.jwksUri ?? '' };
 }
 
 /**

@@ -23,7 +23,15 @@ function expectedMetadata(audiences: string[]): Record<string, unknown> {
     token_endpoint: t.url + '/oauth/token',
     jwks_uri: t.url + '/.well-known/jwks.json',
     grant_types_supported: ['client_credentials'],
-    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+    token_endpoint_auth_signing_alg_values_supported: [
+      'ES256',
+      'ES384',
+      'RS256',
+      'PS256',
+      'EdDSA',
+      'Ed25519',
+    ],
     response_types_supported: [],
     // The admin API's own audience is registered from the server's first start on.
     audiences_supported: [...audiences, `${t.url}/admin/v1`].sort(),

@@ -90,7 +90,11 @@ describe('openid-client 6', () => {
     expect(md.issuer).toBe(issuer);
     expect(md.token_endpoint).toBe(`${issuer}/oauth/token`);
     expect(md.jwks_uri).toBe(`${issuer}/.well-known/jwks.json`);
-    expect(md.token_endpoint_auth_methods_supported).toEqual(['client_secret_basic', 'client_secret_post']);
+    expect(md.token_endpoint_auth_methods_supported).toEqual([
+      'client_secret_basic',
+      'client_secret_post',
+      'private_key_jwt',
+    ]);
     expect(md.grant_types_supported).toEqual(['client_credentials']);
   });
 

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Keyring } from '../../keys/keyring.js';
 import type { Directory } from '../../store/directory.js';
 import { methodNotAllowed } from '../errors.js';
-import { CLIENT_AUTH_METHODS } from '../../domain/client-auth.js';
+import { ASSERTION_ALGS, AUTH_METHOD_NAMES } from '../../domain/client-keys.js';
 
 export const TOKEN_PATH = '/oauth/token';
 export const JWKS_PATH = '/.well-known/jwks.json';
@@ -22,7 +22,8 @@ export function metadata(
     token_endpoint: issuer + TOKEN_PATH,
     jwks_uri: issuer + JWKS_PATH,
     grant_types_supported: ['client_credentials'],
-    token_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS.map((m) => m.name),
+    token_endpoint_auth_methods_supported: AUTH_METHOD_NAMES,
+    token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     // No authorization endpoint: no response type is supported (the member is REQUIRED, so it is empty).
     response_types_supported: [],
     scopes_supported: scopes,

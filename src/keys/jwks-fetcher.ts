@@ -1,0 +1,292 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { createLocalJWKSet, type JWK, type JWTVerifyGetKey } from 'jose';
+import { LRUCache } from 'lru-cache';
+import { algsForKey, MAX_CLIENT_KEYS } from '../domain/client-keys.js';
+import type { RemoteKeys } from '../domain/assertion.js';
+
+/**
+ * The keys that private_key_jwt clients publish at their jwks_uri (INTERFACE.md, "Client authentication"):
+ * fetched with a 2 s timeout and a 64 KiB cap, cached for the answer's max-age clamped to 5 minutes–24 hours,
+ * refetched at most once a minute when an assertion names a kid the set lacks, and kept (stale) when a
+ * refetch fails. One fetch at a time per URL, whatever the number of requests waiting for it.
+ *
+ * Our own fetch rather than jose's createRemoteJWKSet, for the guard in front of it: every address the host
+ * resolves to is checked in the connection's own DNS lookup (so a name that resolves to a private address at
+ * connect time is refused, not only at registration), redirects are not followed, and the cap counts bytes
+ * as they arrive. jose still parses and imports every key (createLocalJWKSet).
+ */
+export interface JwksFetcherOptions {
+  /** TESSERA_JWKS_ALLOW_PRIVATE: loopback, private, link-local and unique-local addresses may be fetched. */
+  allowPrivate: boolean;
+  /** NODE_ENV=production: https only. */
+  production: boolean;
+  timeoutMs?: number;
+  maxBytes?: number;
+  minTtlMs?: number;
+  maxTtlMs?: number;
+  refetchMs?: number;
+  now?: () => number;
+}
+
+export const JWKS_FETCH_TIMEOUT_MS = 2000;
+export const JWKS_MAX_BYTES = 64 * 1024;
+const MIN_TTL_MS = 5 * 60_000;
+const MAX_TTL_MS = 24 * 3600_000;
+const REFETCH_MS = 60_000;
+/** URLs whose keys are kept: far more than the clients of one deployment publish. */
+const MAX_URLS = 10_000;
+
+interface Entry {
+  keys: JWTVerifyGetKey | undefined;
+  /** Until when the keys are fresh (ms). */
+  freshUntil: number;
+  /** When a fetch last began (ms): a URL that failed is not fetched again within refetchMs. */
+  fetchedAt: number;
+  /** When an unknown kid last made a refetch (ms): at most one within refetchMs. */
+  refetchedAt: number;
+  /** Why the last fetch failed, while there are no keys. */
+  error: string | undefined;
+  inflight: Promise<void> | undefined;
+}
+
+/** Addresses that are not the open internet (RFC 6890 and friends): refused unless allowed. */
+const PRIVATE = new BlockList();
+for (const [net, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['224.0.0.0', 3],
+] as const)
+  PRIVATE.addSubnet(net, prefix, 'ipv4');
+for (const [net, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['64:ff9b::', 96],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const)
+  PRIVATE.addSubnet(net, prefix, 'ipv6');
+
+/** Whether an address is loopback, private, link-local, unique-local or otherwise not public. */
+export function isPrivateAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return PRIVATE.check(address, 'ipv4');
+  if (family !== 6) return true;
+  // An IPv4 address written as IPv6 (::ffff:127.0.0.1, ::ffff:7f00:1) is that IPv4 address.
+  const mapped = /^::ffff:(.+)$/i.exec(address)?.[1];
+  if (mapped !== undefined) {
+    if (isIP(mapped) === 4) return PRIVATE.check(mapped, 'ipv4');
+    const hex = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(mapped);
+    if (hex) {
+      const n = (parseInt(hex[1]!, 16) << 16) | parseInt(hex[2]!, 16);
+      return PRIVATE.check([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.'), 'ipv4');
+    }
+  }
+  return PRIVATE.check(address, 'ipv6');
+}
+
+class FetchRefused extends Error {}
+
+/** A DNS lookup that fails for a name with any address that is not public (all of them are checked). */
+function guardedLookup(allowPrivate: boolean): LookupFunction {
+  return (hostname, options, callback) => {
+    dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
+      if (error) return callback(error, '', 0);
+      const blocked = allowPrivate ? undefined : addresses.find((a) => isPrivateAddress(a.address));
+      if (blocked !== undefined || addresses.length === 0)
+        return callback(
+          new FetchRefused(`${hostname} resolves to ${blocked?.address ?? 'nothing'}, not a public address`),
+          '',
+          0,
+        );
+      if (options.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
+      callback(null, addresses[0]!.address, addresses[0]!.family);
+    });
+  };
+}
+
+/** max-age of a Cache-Control header, in ms, or undefined. */
+function maxAgeOf(header: string | undefined): number | undefined {
+  const match = /(?:^|,)\s*max-age\s*=\s*"?(\d+)"?/i.exec(header ?? '');
+  return match ? Number(match[1]) * 1000 : undefined;
+}
+
+/** The usable signing keys of a fetched set: public keys of a type an assertion can be signed with. */
+function usableKeys(body: unknown): JWK[] {
+  const keys = (body as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys)) throw new Error('the answer is not a JWK Set');
+  const usable = keys.filter(
+    (k): k is JWK =>
+      typeof k === 'object' &&
+      k !== null &&
+      !('d' in k) &&
+      !('k' in k) &&
+      (k as JWK).use !== 'enc' &&
+      algsForKey(k as JWK).length > 0,
+  );
+  if (usable.length === 0) throw new Error('the set has no usable signing key');
+  return usable.slice(0, MAX_CLIENT_KEYS * 2);
+}
+
+export class JwksFetcher implements RemoteKeys {
+  private readonly entries = new LRUCache<string, Entry>({ max: MAX_URLS });
+  private readonly timeoutMs: number;
+  private readonly maxBytes: number;
+  private readonly minTtlMs: number;
+  private readonly maxTtlMs: number;
+  private readonly refetchMs: number;
+  private readonly now: () => number;
+  private readonly lookup: LookupFunction;
+
+  constructor(private readonly options: JwksFetcherOptions) {
+    this.timeoutMs = options.timeoutMs ?? JWKS_FETCH_TIMEOUT_MS;
+    this.maxBytes = options.maxBytes ?? JWKS_MAX_BYTES;
+    this.minTtlMs = options.minTtlMs ?? MIN_TTL_MS;
+    this.maxTtlMs = options.maxTtlMs ?? MAX_TTL_MS;
+    this.refetchMs = options.refetchMs ?? REFETCH_MS;
+    this.now = options.now ?? Date.now;
+    this.lookup = guardedLookup(options.allowPrivate);
+  }
+
+  async keysFor(uri: string): Promise<JWTVerifyGetKey> {
+    let entry = this.entries.get(uri);
+    if (entry?.keys !== undefined && entry.freshUntil > this.now()) return entry.keys;
+    if (entry?.inflight !== undefined) await entry.inflight;
+    // Expired keys are fetched again (stale ones serve while that fails); a URL that failed is retried at
+    // most once a minute, so an unreachable one costs one fetch a minute, not one a request.
+    else if (entry === undefined || this.now() - entry.fetchedAt >= this.refetchMs)
+      entry = await this.fetchOnce(uri);
+    entry = this.entries.get(uri) ?? entry;
+    if (entry?.keys !== undefined) return entry.keys;
+    throw new Error(entry?.error ?? 'no keys');
+  }
+
+  async refetch(uri: string): Promise<JWTVerifyGetKey | undefined> {
+    const entry = this.entries.get(uri);
+    if (entry === undefined) return undefined;
+    // Counted apart from the fetches of expired keys: a key rotated just after a fetch is found at once.
+    if (this.now() - entry.refetchedAt < this.refetchMs) return undefined;
+    entry.refetchedAt = this.now();
+    const before = entry?.keys;
+    const after = (await this.fetchOnce(uri)).keys;
+    return after !== before ? after : undefined;
+  }
+
+  /** Fetches the URL unless a fetch is under way (then waits for it); the entry after it. */
+  private async fetchOnce(uri: string): Promise<Entry> {
+    let entry = this.entries.get(uri);
+    if (entry === undefined) {
+      entry = {
+        keys: undefined,
+        freshUntil: 0,
+        fetchedAt: 0,
+        refetchedAt: -Infinity,
+        error: undefined,
+        inflight: undefined,
+      };
+      this.entries.set(uri, entry);
+    }
+    const current = entry;
+    current.inflight ??= (async () => {
+      current.fetchedAt = this.now();
+      try {
+        const { body, maxAgeMs } = await this.fetch(uri);
+        current.keys = createLocalJWKSet({ keys: usableKeys(body) });
+        current.error = undefined;
+        const ttl = Math.min(this.maxTtlMs, Math.max(this.minTtlMs, maxAgeMs ?? 0));
+        current.freshUntil = this.now() + ttl;
+      } catch (error) {
+        current.error = (error as Error).message;
+        // Stale keys keep serving until the next try, a minute on.
+        if (current.keys !== undefined) current.freshUntil = this.now() + this.refetchMs;
+      } finally {
+        current.inflight = undefined;
+      }
+    })();
+    await current.inflight;
+    return current;
+  }
+
+  /** One GET, guarded: scheme, address, time, size; a 200 with JSON, or an Error saying what went wrong. */
+  private fetch(uri: string): Promise<{ body: unknown; maxAgeMs: number | undefined }> {
+    let url: URL;
+    try {
+      url = new URL(uri);
+    } catch {
+      return Promise.reject(new Error('not a URL'));
+    }
+    if (url.protocol !== 'https:' && (url.protocol !== 'http:' || this.options.production))
+      return Promise.reject(
+        new Error(this.options.production ? 'only https is fetched' : 'not an http(s) URL'),
+      );
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    if (isIP(host) !== 0 && !this.options.allowPrivate && isPrivateAddress(host))
+      return Promise.reject(new Error(`${host} is not a public address`));
+    const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    return new Promise((resolve, reject) => {
+      let done = false;
+      const finish = (error: Error | undefined, value?: { body: unknown; maxAgeMs: number | undefined }) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        if (error) {
+          req.destroy();
+          reject(error);
+        } else resolve(value!);
+      };
+      const req = request(
+        url,
+        {
+          method: 'GET',
+          headers: { accept: 'application/jwk-set+json, application/json' },
+          lookup: this.lookup,
+          agent: false,
+        },
+        (res: IncomingMessage) => {
+          if (res.statusCode !== 200) return finish(new Error(`answered ${res.statusCode}`));
+          const declared = Number(res.headers['content-length'] ?? 0);
+          if (declared > this.maxBytes) return finish(new Error(`answer over ${this.maxBytes} bytes`));
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on('data', (chunk: Buffer) => {
+            size += chunk.length;
+            if (size > this.maxBytes) return finish(new Error(`answer over ${this.maxBytes} bytes`));
+            chunks.push(chunk);
+          });
+          res.on('end', () => {
+            let body: unknown;
+            try {
+              body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+            } catch {
+              return finish(new Error('the answer is not JSON'));
+            }
+            finish(undefined, { body, maxAgeMs: maxAgeOf(res.headers['cache-control']) });
+          });
+          res.on('error', (error) => finish(error));
+        },
+      );
+      const timer = setTimeout(
+        () => finish(new Error(`no answer within ${this.timeoutMs} ms`)),
+        this.timeoutMs,
+      );
+      req.on('error', (error) =>
+        finish(
+          error instanceof FetchRefused
+            ? error
+            : new Error(`unreachable (${(error as NodeJS.ErrnoException).code ?? error.message})`),
+        ),
+      );
+      req.end();
+    });
+  }
+}

@@ -1,0 +1,61 @@
+import { createHash } from 'node:crypto';
+import type { ReplayGuard } from '../domain/assertion.js';
+import type { ClientStore } from '../store/types.js';
+import type { SharedRedis } from './redis.js';
+
+/** Expired assertion ids are deleted from the store this often. */
+const PRUNE_EVERY_MS = 60_000;
+
+/**
+ * The assertion ids (jti) already used, shared by every worker and instance: in Redis when it is configured
+ * (one SET NX PX: the key expires with the assertion), else in the store (one INSERT … ON CONFLICT). While
+ * Redis is not answering (the breaker is open, or a command fails or times out), the store answers instead:
+ * a replay is still refused by every instance that falls back with it; an instance that still reaches Redis
+ * meanwhile does not see the ids the store took, which is the one gap, for the length of an outage.
+ */
+export class AssertionReplay implements ReplayGuard {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly store: Pick<ClientStore, 'useAssertionJti' | 'pruneAssertionJtis'>,
+    private readonly options: {
+      redis?: SharedRedis | undefined;
+      keyPrefix: string;
+      now?: () => number;
+      onError?: (error: unknown) => void;
+    },
+  ) {}
+
+  /** A fixed-size key whatever the jti: base64url SHA-256 of client id and jti. */
+  static idOf(clientId: string, jti: string): string {
+    return createHash('sha256').update(clientId).update('\0').update(jti).digest('base64url');
+  }
+
+  async use(clientId: string, jti: string, until: number): Promise<boolean> {
+    const id = AssertionReplay.idOf(clientId, jti);
+    const now = (this.options.now ?? Date.now)();
+    const ttl = Math.max(1, until - now);
+    const redis = this.options.redis;
+    if (redis) {
+      const key = `${this.options.keyPrefix}:jti:${id}`;
+      const answer = await redis.breaker.run(() => redis.client.set(key, '1', 'PX', ttl, 'NX'));
+      if (answer !== undefined) return answer === 'OK';
+    }
+    return this.store.useAssertionJti(id, until);
+  }
+
+  /** Deletes expired ids from the store once a minute (Redis expires its keys itself). */
+  start(): void {
+    this.timer = setInterval(() => {
+      this.store
+        .pruneAssertionJtis((this.options.now ?? Date.now)())
+        .catch((error: unknown) => this.options.onError?.(error));
+    }, PRUNE_EVERY_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
