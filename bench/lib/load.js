@@ -23,7 +23,7 @@ function run(options, onResponse) {
 
 /**
  * The request to send: one fixed body, or a rotation through many (the cold-cache run), shared by every
- * connection so that consecutive requests name different clients.
+ * connection so that consecutive requests name different clients, or a new client assertion each time.
  */
 export function requestPlan(target) {
   const base = {
@@ -31,6 +31,18 @@ export function requestPlan(target) {
     path: target.path,
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
   };
+  if (target.assertions) {
+    // private_key_jwt: every request carries an assertion of its own (a replay would be refused).
+    return {
+      base,
+      rotating: true,
+      setupRequest(request, context) {
+        request.body = target.assertions.body(target.audience);
+        context.clientId = target.clientId;
+        return request;
+      },
+    };
+  }
   if (!target.rotation) return { base, requests: undefined, fixed: { ...base, body: target.body } };
   const { bodies, clientIds } = target.rotation;
   return {

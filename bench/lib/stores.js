@@ -68,6 +68,24 @@ export async function provisionScoped(root, env, audience) {
   return { clientId: client.client_id, clientSecret: client.client_secret };
 }
 
+/** Like provision, with a private_key_jwt client whose public keys are `jwks` (inline): no secret. */
+export async function provisionKeyClient(root, env, audience, jwks) {
+  await tesseraCli(root, env, ['audience', 'add', audience, '--name', 'Benchmark API']);
+  const client = await tesseraCli(root, env, [
+    'client',
+    'create',
+    '--name',
+    'bench-keys',
+    '--grant',
+    audience,
+    '--auth-method',
+    'private_key_jwt',
+    '--jwks',
+    JSON.stringify(jwks),
+  ]);
+  return { clientId: client.client_id };
+}
+
 /** `count` clients with random ids and secrets, as Tessera would generate them, and their stored digests. */
 export function coldClients(count) {
   const ids = new Array(count);
