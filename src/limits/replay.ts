@@ -3,8 +3,10 @@ import type { ReplayGuard } from '../domain/assertion.js';
 import type { ClientStore } from '../store/types.js';
 import type { SharedRedis } from './redis.js';
 
-/** Expired assertion ids are deleted from the store this often. */
+/** Expired assertion ids are deleted from the store this often, */
 const PRUNE_EVERY_MS = 60_000;
+/** this many a statement. */
+const PRUNE_BATCH = 2000;
 
 /**
  * The assertion ids (jti) already used, shared by every worker and instance: in Redis when it is configured
@@ -15,6 +17,7 @@ const PRUNE_EVERY_MS = 60_000;
  */
 export class AssertionReplay implements ReplayGuard {
   private timer: NodeJS.Timeout | undefined;
+  private pruning = false;
 
   constructor(
     private readonly store: Pick<ClientStore, 'useAssertionJti' | 'pruneAssertionJtis'>,
@@ -46,12 +49,33 @@ export class AssertionReplay implements ReplayGuard {
 
   /** Deletes expired ids from the store once a minute (Redis expires its keys itself). */
   start(): void {
-    this.timer = setInterval(() => {
-      this.store
-        .pruneAssertionJtis((this.options.now ?? Date.now)())
-        .catch((error: unknown) => this.options.onError?.(error));
-    }, PRUNE_EVERY_MS);
+    this.timer = setInterval(() => void this.prune(), PRUNE_EVERY_MS);
     this.timer.unref();
+  }
+
+  /**
+   * Deletes the expired ids, PRUNE_BATCH a statement with a turn of the event loop between statements, so
+   * that a minute of a busy private_key_jwt client (tens of thousands of ids) never holds the store's write
+   * lock, or this process, for long. Never rejects.
+   */
+  async prune(): Promise<number> {
+    if (this.pruning) return 0;
+    this.pruning = true;
+    let total = 0;
+    try {
+      const now = (this.options.now ?? Date.now)();
+      for (;;) {
+        const deleted = await this.store.pruneAssertionJtis(now, PRUNE_BATCH);
+        total += deleted;
+        if (deleted < PRUNE_BATCH || this.timer === undefined) break;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    } catch (error) {
+      this.options.onError?.(error);
+    } finally {
+      this.pruning = false;
+    }
+    return total;
   }
 
   stop(): void {

@@ -858,10 +858,13 @@ export class KyselyStore implements Store {
     return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
   }
 
-  async pruneAssertionJtis(now: number): Promise<number> {
+  async pruneAssertionJtis(now: number, limit: number): Promise<number> {
+    // At most `limit` rows a statement: a short hold of the write lock, however many expired meanwhile.
     const result = await this.conn
       .deleteFrom('assertion_jtis')
-      .where('expires_at', '<=', now)
+      .where('id', 'in', (eb) =>
+        eb.selectFrom('assertion_jtis').select('id').where('expires_at', '<=', now).limit(limit),
+      )
       .executeTakeFirst();
     return Number(result.numDeletedRows);
   }

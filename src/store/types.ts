@@ -208,8 +208,8 @@ export interface ClientStore {
    * entry past its time counts as free.
    */
   useAssertionJti(id: string, expiresAt: number): Promise<boolean>;
-  /** Deletes the assertion ids whose time is over (by `now`, ms); returns how many. */
-  pruneAssertionJtis(now: number): Promise<number>;
+  /** Deletes at most `limit` assertion ids whose time is over (by `now`, ms); returns how many. */
+  pruneAssertionJtis(now: number, limit: number): Promise<number>;
   setClientEnabled(id: string, enabled: boolean, audit?: ChangeAudit): Promise<Client>;
   setClientQuota(
     id: string,

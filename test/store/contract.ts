@@ -500,7 +500,12 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.useAssertionJti('jti-b', now + 120_000)).toBe(true);
         expect(await store.useAssertionJti('jti-b', now + 120_000)).toBe(false);
         expect(await store.useAssertionJti('jti-a', now + 60_000)).toBe(false);
-        expect(await store.pruneAssertionJtis(now + 60_000)).toBe(1);
+        expect(await store.useAssertionJti('jti-c', now + 2_000)).toBe(true);
+        expect(await store.useAssertionJti('jti-d', now + 3_000)).toBe(true);
+        // At most `limit` a statement: jti-a, jti-c and jti-d are over by now + 60 s, two go, then the third.
+        expect(await store.pruneAssertionJtis(now + 60_000, 2)).toBe(2);
+        expect(await store.pruneAssertionJtis(now + 60_000, 2)).toBe(1);
+        expect(await store.pruneAssertionJtis(now + 60_000, 2)).toBe(0);
         expect(await store.useAssertionJti('jti-a', now + 90_000)).toBe(true);
       });
 

@@ -1,0 +1,84 @@
+/**
+ * The replay guard of client assertions (limits/replay.ts): in Redis when configured (the key expires with
+ * the assertion), in the store otherwise and while Redis does not answer; expired ids pruned in batches.
+ */
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AssertionReplay } from '../../src/limits/replay.js';
+import { connectRedis, type SharedRedis } from '../../src/limits/redis.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import type { Store } from '../../src/store/types.js';
+import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
+import { tempDir } from '../helpers/server.js';
+import path from 'node:path';
+
+let store: Store;
+let redis: SharedRedis;
+const prefix = testPrefix();
+
+beforeAll(async () => {
+  store = await openSqliteStore(path.join(tempDir(), 'tessera.db'));
+  await store.migrate();
+  redis = connectRedis(REDIS_URL, { logger: pino({ level: 'silent' }), keyPrefix: prefix, timeoutMs: 500 });
+  await new Promise<void>((resolve) =>
+    redis.client.status === 'ready' ? resolve() : redis.client.once('ready', resolve),
+  );
+});
+afterAll(async () => {
+  await redis?.close();
+  await store?.close();
+  await dropPrefix(prefix);
+});
+
+describe('AssertionReplay', () => {
+  it('in the store: a jti once per client while it could be valid', async () => {
+    const guard = new AssertionReplay(store, { keyPrefix: prefix });
+    const until = Date.now() + 60_000;
+    expect(await guard.use('svc', 'j1', until)).toBe(true);
+    expect(await guard.use('svc', 'j1', until)).toBe(false);
+    // Another client's assertion with the same jti is another assertion.
+    expect(await guard.use('other', 'j1', until)).toBe(true);
+  });
+
+  it('in Redis when configured: the key expires with the assertion; nothing goes to the store', async () => {
+    const guard = new AssertionReplay(store, { keyPrefix: prefix, redis });
+    const until = Date.now() + 60_000;
+    expect(await guard.use('svc', 'r1', until)).toBe(true);
+    expect(await guard.use('svc', 'r1', until)).toBe(false);
+    const key = `${prefix}:jti:${AssertionReplay.idOf('svc', 'r1')}`;
+    const ttl = await redis.client.pttl(key);
+    expect(ttl).toBeGreaterThan(55_000);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+    // The store never saw it: the same id is free there.
+    expect(await store.useAssertionJti(AssertionReplay.idOf('svc', 'r1'), until)).toBe(true);
+  });
+
+  it('falls back to the store while the breaker is open', async () => {
+    const guard = new AssertionReplay(store, { keyPrefix: prefix, redis });
+    redis.breaker.failed(new Error('test: Redis is away'));
+    try {
+      const until = Date.now() + 60_000;
+      expect(await guard.use('svc', 'f1', until)).toBe(true);
+      expect(await guard.use('svc', 'f1', until)).toBe(false);
+      expect(await redis.client.exists(`${prefix}:jti:${AssertionReplay.idOf('svc', 'f1')}`)).toBe(0);
+    } finally {
+      redis.breaker.ready();
+    }
+  });
+
+  it('prunes every expired id, a batch at a time, and keeps the others', async () => {
+    let now = Date.now();
+    const guard = new AssertionReplay(store, { keyPrefix: prefix, now: () => now });
+    for (let i = 0; i < 4500; i++) await store.useAssertionJti(`old-${i}`, now + 1000);
+    expect(await guard.use('svc', 'keep', now + 600_000)).toBe(true);
+    now += 2000;
+    guard.start();
+    try {
+      expect(await guard.prune()).toBeGreaterThanOrEqual(4500);
+    } finally {
+      guard.stop();
+    }
+    expect(await store.pruneAssertionJtis(now, 10_000)).toBe(0);
+    expect(await guard.use('svc', 'keep', now + 600_000)).toBe(false);
+  });
+});
