@@ -5,12 +5,15 @@
  * the 60 s skew, jti replay, unknown kid with one refetch a minute, methods a client is not registered for,
  * and jwks_uri fetching (private addresses, a host that hangs, an answer of 10 MB).
  */
+import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
   decodeJwt,
+  decodeProtectedHeader,
   exportJWK,
+  exportPKCS8,
   generateKeyPair,
   SignJWT,
   type CryptoKey,
@@ -465,4 +468,219 @@ describe('private_key_jwt: keys at a jwks_uri', () => {
       await guarded.close();
     }
   });
+});
+
+describe('private_key_jwt: Python authlib, unchanged', () => {
+  /** Debian's python3-authlib; not the python3 first on PATH (pyenv), which has no authlib. */
+  const PYTHON = '/usr/bin/python3';
+  const INSTALL = 'apt-get install python3-authlib';
+  const inCi = process.env.CI !== undefined && !['', '0', 'false'].includes(process.env.CI);
+  const probe = spawnSync(
+    PYTHON,
+    ['-c', 'import authlib.integrations.requests_client, authlib.oauth2.rfc7523'],
+    { encoding: 'utf8', timeout: 20_000 },
+  );
+  const missing =
+    probe.status === 0
+      ? undefined
+      : `${PYTHON} cannot import authlib (${probe.error?.message ?? probe.stderr.trim().split('\n').pop()}); ${INSTALL}`;
+
+  /**
+   * The README's example, as a client writes it: OAuth2Session with token_endpoint_auth_method
+   * private_key_jwt and authlib's PrivateKeyJWT (RS256 unless told otherwise), the private key as PEM. Prints
+   * the token and the assertion it sent (read back from the request, to check what authlib signs).
+   */
+  const SCRIPT = `
+import json, sys
+from urllib.parse import parse_qs
+from authlib.integrations.requests_client import OAuth2Session
+from authlib.oauth2.rfc7523 import PrivateKeyJWT
+
+client_id, token_endpoint, audience, alg = sys.argv[1:5]
+private_key = sys.stdin.read()
+session = OAuth2Session(client_id, private_key, token_endpoint_auth_method="private_key_jwt")
+session.trust_env = False  # no proxy from the environment for 127.0.0.1
+session.register_client_auth_method(
+    PrivateKeyJWT(token_endpoint) if alg == "default" else PrivateKeyJWT(token_endpoint, alg=alg)
+)
+sent = []
+session.hooks["response"].append(lambda response, *args, **kwargs: sent.append(response.request.body))
+token = session.fetch_token(token_endpoint, grant_type="client_credentials", audience=audience)
+body = sent[-1].decode() if isinstance(sent[-1], bytes) else sent[-1]
+print(json.dumps({"token": dict(token), "request": {k: v[0] for k, v in parse_qs(body).items()}}))
+`;
+
+  function authlib(
+    clientId: string,
+    alg: string,
+    pem: string,
+  ): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(PYTHON, ['-c', SCRIPT, clientId, `${t.url}/oauth/token`, API, alg], {
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+      child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 25_000);
+      child.once('error', (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
+      child.once('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code, stdout, stderr });
+      });
+      child.stdin.end(pem);
+    });
+  }
+
+  // authlib's default (RS256), and ES256 as it is asked for.
+  for (const [alg, asked] of [
+    ['RS256', 'default'],
+    ['ES256', 'ES256'],
+  ] as const) {
+    for (const where of ['an inline jwks', 'a jwks_uri'] as const) {
+      it(`OAuth2Session + PrivateKeyJWT, ${alg}, against ${where}: no kid, a 60-minute exp, a token`, async (ctx) => {
+        if (missing !== undefined) {
+          // CI installs it (.ci/run): there, a missing authlib is a failure, not a skip.
+          if (inCi) throw new Error(missing);
+          console.warn(`skipped: ${missing}`);
+          ctx.skip(missing);
+        }
+        const key = await signer(alg, `authlib-${alg}`);
+        let keys: { jwks: PublicJwks } | { jwksUri: string };
+        if (where === 'a jwks_uri') {
+          const host = await keyHost();
+          host.keys = [key.jwk];
+          keys = { jwksUri: host.url };
+        } else keys = { jwks: { keys: [key.jwk] } };
+        const id = await keyClient(t, keys);
+
+        const run = await authlib(id, asked, await exportPKCS8(key.privateKey));
+        expect(run.code, run.stderr).toBe(0);
+        const { token, request } = JSON.parse(run.stdout) as {
+          token: Record<string, unknown>;
+          request: Record<string, string>;
+        };
+        expect(token).toMatchObject({ token_type: 'Bearer', expires_in: 1800 });
+        expect(decodeJwt(token.access_token as string)).toMatchObject({ sub: id, client_id: id, aud: API });
+
+        // What authlib sent, unchanged: the jwt-bearer assertion, signed with no kid, living 60 minutes.
+        expect(request).toMatchObject({
+          grant_type: 'client_credentials',
+          audience: API,
+          client_assertion_type: JWT_BEARER,
+        });
+        const header = decodeProtectedHeader(request.client_assertion!);
+        expect(header).toEqual({ alg, typ: 'JWT' });
+        const claims = decodeJwt(request.client_assertion!);
+        expect(claims).toMatchObject({ iss: id, sub: id, aud: `${t.url}/oauth/token` });
+        expect(claims.exp! - claims.iat!).toBe(3600);
+        expect(typeof claims.jti).toBe('string');
+      });
+    }
+  }
+});
+
+describe('private_key_jwt: failed attempts', () => {
+  const TOO_MANY = {
+    error: 'invalid_request',
+    error_description: 'too many failed attempts; try again later',
+  };
+  let s: TestServer;
+
+  beforeAll(async () => {
+    s = await startTestServer({
+      TESSERA_JWKS_ALLOW_PRIVATE: 'true',
+      // The source of each request is the X-Forwarded-For the test sends.
+      TESSERA_TRUST_PROXY: 'loopback',
+      TESSERA_ATTEMPTS_CLIENT_MAX: '3',
+      TESSERA_ATTEMPTS_CLIENT_WINDOW: '1m',
+      TESSERA_ATTEMPTS_CLIENT_BLOCK: '45s',
+      TESSERA_ATTEMPTS_SOURCE_MAX: '100000',
+    });
+    await s.addAudience(API);
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  const from = (source: string, jwt: string) =>
+    postToken(
+      s.url,
+      {
+        grant_type: 'client_credentials',
+        client_assertion_type: JWT_BEARER,
+        client_assertion: jwt,
+        audience: API,
+      },
+      { headers: { 'x-forwarded-for': source } },
+    );
+  const sign = (key: Signer, id: string, claims: JWTPayload = {}) => assertion(key, id, claims, {}, s);
+
+  for (const where of ['an inline jwks', 'a jwks_uri'] as const) {
+    it(`wrong signatures count (${where}): the 4th is 429 with Retry-After, yet the right assertion gets its token`, async () => {
+      expect(s.config.attemptsPerClient).toEqual({ failures: 3, windowSeconds: 60, blockSeconds: 45 });
+      const key = await signer('ES256', 'attempts');
+      // Another key with the same kid: its signatures do not verify.
+      const forger = await signer('ES256', 'attempts');
+      let keys: { jwks: PublicJwks } | { jwksUri: string };
+      if (where === 'a jwks_uri') {
+        const host = await keyHost();
+        host.keys = [key.jwk];
+        keys = { jwksUri: host.url };
+      } else keys = { jwks: { keys: [key.jwk] } };
+      const id = await keyClient(s, keys);
+      const source = where === 'a jwks_uri' ? '198.51.100.20' : '198.51.100.10';
+
+      for (let i = 0; i < 3; i++) {
+        const refused = await from(source, await sign(forger, id));
+        expect({ status: refused.status, body: refused.body }).toEqual({ status: 401, body: REFUSED });
+        expect(refused.headers.get('www-authenticate')).toBe('Basic realm="tessera"');
+        expect(await reasonFor(id, s)).toBe('invalid_client: assertion signature does not verify');
+      }
+      // Blocked: this client id from this address, for 45 s.
+      const blocked = await from(source, await sign(forger, id));
+      expect({ status: blocked.status, body: blocked.body }).toEqual({ status: 429, body: TOO_MANY });
+      expect(blocked.headers.get('retry-after')).toBe('45');
+      expect(blocked.headers.get('cache-control')).toBe('no-store');
+      expect(blocked.headers.get('pragma')).toBe('no-cache');
+      expect(blocked.headers.get('www-authenticate')).toBeNull();
+      // Any other bad assertion from there is a 429 too: an expired one by the right key.
+      const now = Math.floor(Date.now() / 1000);
+      const expired = await from(source, await sign(key, id, { iat: now - 400, exp: now - 300 }));
+      expect({ status: expired.status, body: expired.body }).toEqual({ status: 429, body: TOO_MANY });
+      expect(expired.headers.get('retry-after')).toMatch(/^(4[0-5])$/);
+
+      // The client itself, from the blocked address, with a right assertion: its token, every time.
+      const right = await sign(key, id);
+      for (const jwt of [right, await sign(key, id)]) {
+        const ok = await from(source, jwt);
+        expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+        expect(ok.body).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 1800 });
+        expect(decodeJwt(ok.body.access_token as string)).toMatchObject({ sub: id, client_id: id, aud: API });
+      }
+      // A right assertion used once already is not its credential any more: 429 from there.
+      const replayed = await from(source, right);
+      expect({ status: replayed.status, body: replayed.body }).toEqual({ status: 429, body: TOO_MANY });
+      // The block is this client from this address only: from elsewhere a wrong signature is a 401 again.
+      const elsewhere = await from('198.51.100.99', await sign(forger, id));
+      expect({ status: elsewhere.status, body: elsewhere.body }).toEqual({ status: 401, body: REFUSED });
+
+      // Each 401 and each token is an event; the 429s are not events of their own (summed per minute).
+      await s.server.runtime.audit.flush();
+      const events = await s.server.runtime.store.queryAuditEvents({ limit: 100, clientId: id });
+      const wrong = 'invalid_client: assertion signature does not verify';
+      expect(events.map((e) => `${e.type} ${e.source}: ${e.reason ?? ''}`).sort()).toEqual(
+        [
+          `token.issued ${source}: `,
+          `token.issued ${source}: `,
+          ...Array<string>(3).fill(`token.refused ${source}: ${wrong}`),
+          `token.refused 198.51.100.99: ${wrong}`,
+        ].sort(),
+      );
+    });
+  }
 });
