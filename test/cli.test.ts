@@ -276,6 +276,8 @@ group('tessera client', (ws) => {
       quota_per_day: null,
       description: null,
       token_endpoint_auth_method: 'client_secret_basic',
+      jwks: null,
+      jwks_uri: null,
       claims: null,
       audiences: [API, SANDBOX],
       created_at: anyTime(),
@@ -298,6 +300,8 @@ group('tessera client', (ws) => {
       quota_per_day: null,
       description: null,
       token_endpoint_auth_method: 'client_secret_basic',
+      jwks: null,
+      jwks_uri: null,
       claims: null,
       audiences: [],
       created_at: anyTime(),
@@ -326,6 +330,7 @@ group('tessera client', (ws) => {
       ['token_ttl', '-'],
       ['quota', '-'],
       ['claims', '-'],
+      ['auth_method', 'client_secret_basic'],
       ['grants', SANDBOX],
       ['created_at', anyTime()],
       ['updated_at', anyTime()],
@@ -333,7 +338,11 @@ group('tessera client', (ws) => {
     ]);
     // Neither TESSERA_PORT nor TESSERA_ISSUER is set: the default issuer.
     expect(hint).toBe(curlHint('http://localhost:8080', id, secret, SANDBOX));
-    ledger = { client_id: id, client_secret: secret, created_at: record[9]![1] };
+    ledger = {
+      client_id: id,
+      client_secret: secret,
+      created_at: record.find(([key]) => key === 'created_at')![1],
+    };
   });
 
   it('list --json lists every client in creation order, without secrets', async () => {
@@ -349,6 +358,8 @@ group('tessera client', (ws) => {
         quota_per_day: null,
         description: null,
         token_endpoint_auth_method: 'client_secret_basic',
+        jwks: null,
+        jwks_uri: null,
         claims: null,
         audiences: [SANDBOX],
         created_at: ledger.created_at,
@@ -383,6 +394,7 @@ group('tessera client', (ws) => {
       ['token_ttl', '900'],
       ['quota', '-'],
       ['claims', '-'],
+      ['auth_method', 'client_secret_basic'],
       ['grants', `${API}, ${SANDBOX}`],
       ['created_at', billing.created_at],
       ['updated_at', billing.updated_at],
@@ -422,6 +434,7 @@ group('tessera client', (ws) => {
       ['token_ttl', '-'],
       ['quota', '-'],
       ['claims', '-'],
+      ['auth_method', 'client_secret_basic'],
       ['grants', SANDBOX],
       ['created_at', ledger.created_at],
       ['updated_at', anyTime()],
@@ -489,6 +502,8 @@ group('tessera client quotas', (ws) => {
       quota_per_day: 10_000,
       description: null,
       token_endpoint_auth_method: 'client_secret_basic',
+      jwks: null,
+      jwks_uri: null,
       claims: null,
       audiences: [API],
       created_at: anyTime(),

@@ -23,6 +23,9 @@ export function clientRecord(c: Client, secret?: string): string {
     ['token_ttl', c.tokenTtl],
     ['quota', quotaText(c)],
     ['claims', c.claims === null ? null : JSON.stringify(c.claims)],
+    ['auth_method', c.authMethod],
+    ...(c.jwks === null ? [] : [['jwks', c.jwks.keys.map((k) => k.kid ?? `(${k.kty})`).join(', ')] as const]),
+    ...(c.jwksUri === null ? [] : [['jwks_uri', c.jwksUri] as const]),
     [
       'grants',
       c.grants
@@ -50,8 +53,19 @@ export function printWithSecret(
   heading: string,
   { client, secret }: clients.WithSecret,
 ) {
-  if (json) printJson({ ...views.clientJson(client), client_secret: secret });
-  else {
+  if (json)
+    printJson(
+      secret === undefined
+        ? views.clientJson(client)
+        : { ...views.clientJson(client), client_secret: secret },
+    );
+  else if (secret === undefined) {
+    // private_key_jwt: nothing secret to show; the client signs its assertions with its own key.
+    print(
+      `${heading.replace(/ and its secret$/, '')}: it authenticates with private_key_jwt (no secret).\n\n`,
+    );
+    print(clientRecord(client, undefined));
+  } else {
     print(`${heading}: store it now.\n\n`);
     print(clientRecord(client, secret));
     print(curlHint(config, client, secret));

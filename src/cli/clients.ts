@@ -9,6 +9,7 @@ import {
   collectClaim,
   parseClaims,
   parseClientId,
+  parseJwks,
   parseName,
   parseQuota,
   parseTtl,
@@ -33,7 +34,15 @@ interface CreateOptions {
   quotaDay?: QuotaOption;
   claims?: Record<string, unknown>;
   claim?: Record<string, unknown>;
+  authMethod?: string;
+  jwks?: unknown;
+  jwksUri?: string;
 }
+
+const AUTH_METHOD_HELP =
+  'client_secret_basic (the default), client_secret_post, or private_key_jwt (with --jwks or --jwks-uri; no secret)';
+const JWKS_HELP = 'private_key_jwt: its public keys, a JWK Set as JSON or a file holding one (- for stdin)';
+const JWKS_URI_HELP = 'private_key_jwt: the URL where it publishes its public keys';
 
 const CLAIMS_HELP = 'custom claims in its tokens, a JSON object: \'{"tenant_id":"acme"}\'';
 const CLAIM_HELP = 'one custom claim, name=value (repeatable; value as JSON if it is JSON)';
@@ -61,7 +70,10 @@ export function clientCommands(program: Command): void {
       .option('--quota-minute <n>', 'at most this many tokens a minute (or none)', parseQuota)
       .option('--quota-day <n>', 'at most this many tokens a day (or none)', parseQuota)
       .option('--claims <json>', CLAIMS_HELP, parseClaims)
-      .option('--claim <name=value>', CLAIM_HELP, collectClaim),
+      .option('--claim <name=value>', CLAIM_HELP, collectClaim)
+      .option('--auth-method <method>', AUTH_METHOD_HELP)
+      .option('--jwks <json-or-file>', JWKS_HELP, parseJwks)
+      .option('--jwks-uri <url>', JWKS_URI_HELP),
   ).action(
     action(async (ctx, json, options: CreateOptions) => {
       const admin = options.admin === true || options.adminScopes !== undefined;
@@ -75,6 +87,9 @@ export function clientCommands(program: Command): void {
         quotaPerDay: quotaValue(options.quotaDay),
         claims: claimsOption(options),
         grants: options.grant,
+        authMethod: options.authMethod,
+        jwks: options.jwks,
+        jwksUri: options.jwksUri,
       });
       printWithSecret(ctx.config, json, 'Client created. The secret is shown this once', created);
     }),
@@ -95,12 +110,20 @@ export function clientCommands(program: Command): void {
   withJson(
     client
       .command('update <client-id>')
-      .description('change a client: its name, description, token lifetime or custom claims')
+      .description(
+        'change a client: its name, description, token lifetime, custom claims, or how it authenticates',
+      )
       .option('--name <name>', 'display name', parseName)
       .option('--description <text>', 'what the client is for ("" removes it)')
       .option('--ttl <seconds>', 'token lifetime for this client (or none)', parseTtlOrNone)
       .option('--claims <json>', `${CLAIMS_HELP} (replaces them; '{}' removes them)`, parseClaims)
-      .option('--claim <name=value>', `${CLAIM_HELP}; added to the current ones`, collectClaim),
+      .option('--claim <name=value>', `${CLAIM_HELP}; added to the current ones`, collectClaim)
+      .option(
+        '--auth-method <method>',
+        `${AUTH_METHOD_HELP}; a switch to private_key_jwt deletes its secrets`,
+      )
+      .option('--jwks <json-or-file>', `${JWKS_HELP} (replaces a jwks_uri)`, parseJwks)
+      .option('--jwks-uri <url>', `${JWKS_URI_HELP} (replaces inline keys)`),
   ).action(
     action(
       async (
@@ -113,6 +136,9 @@ export function clientCommands(program: Command): void {
           ttl?: number | 'none';
           claims?: Record<string, unknown>;
           claim?: Record<string, unknown>;
+          authMethod?: string;
+          jwks?: unknown;
+          jwksUri?: string;
         },
       ) => {
         // --claims replaces the claims; --claim adds to them (to the new ones, with both).
@@ -122,6 +148,9 @@ export function clientCommands(program: Command): void {
           tokenTtl: options.ttl === 'none' ? null : options.ttl,
           claims: options.claims,
           addClaims: options.claim,
+          authMethod: options.authMethod,
+          jwks: options.jwks,
+          jwksUri: options.jwksUri,
         });
         if (json) printJson(views.clientJson(updated));
         else print(clientRecord(updated));

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
+import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { loadConfig, parseDuration, type Config } from '../config/index.js';
 import {
@@ -132,6 +133,28 @@ export const parseClaims = wrap((value: string): Record<string, unknown> => {
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
     throw new ValidationError('claims must be a JSON object, e.g. \'{"tenant_id":"acme"}\'');
   return parsed as Record<string, unknown>;
+});
+
+/**
+ * `--jwks`: a JWK Set as JSON, or the path of a file holding one (`-`: standard input). Its rules are the
+ * management layer's; here it is only read and parsed.
+ */
+export const parseJwks = wrap((value: string): unknown => {
+  let text = value;
+  if (!value.trimStart().startsWith('{')) {
+    try {
+      text = readFileSync(value === '-' ? 0 : value, 'utf8');
+    } catch (error) {
+      throw new ValidationError(
+        `jwks: cannot read ${value}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`,
+      );
+    }
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new ValidationError('jwks must be a JWK Set as JSON ({"keys":[...]}), or a file holding one');
+  }
 });
 
 /** `--claim k=v` (repeatable): v as JSON when it is JSON (`plan=3`, `beta=true`), else as text. */

@@ -11,6 +11,16 @@ import {
 } from '../domain/validate.js';
 import type { Client, ClientPatch, NewClient } from '../store/types.js';
 import {
+  authMethodProblem,
+  checkJwksKeys,
+  usesSecrets,
+  validateAuthMethod,
+  validateJwks,
+  validateJwksUri,
+  type AuthMethodName,
+  type PublicJwks,
+} from '../domain/client-keys.js';
+import {
   asAuditChanges,
   changeAudit,
   changedFields,
@@ -36,6 +46,12 @@ export interface ClientFields {
   claims?: Record<string, unknown> | null;
   /** Claims added to the client's (an update only): the CLI's `--claim k=v`. */
   addClaims?: Record<string, unknown>;
+  /** RFC 7591 token_endpoint_auth_method (client_secret_basic when a new client leaves it out). */
+  authMethod?: string;
+  /** private_key_jwt: the public keys inline (a JWK Set), or null. */
+  jwks?: unknown;
+  /** private_key_jwt: where the public keys are published, or null. */
+  jwksUri?: string | null;
 }
 
 export interface ClientInput extends ClientFields {
@@ -52,17 +68,21 @@ export interface ClientInput extends ClientFields {
   adminScopes?: readonly string[];
 }
 
-/** A client and its secret, which exists in clear only in this answer. */
+/** A client and its secret, which exists in clear only in this answer (none for a private_key_jwt client). */
 export interface WithSecret {
   client: Client;
-  secret: string;
+  secret: string | undefined;
 }
 
 const quota = (name: string, value: number | null | undefined): number | null =>
   value === undefined ? null : field(name, () => validateQuota(value));
 
 /** Checks the fields given (null clears one), each by its rule; refusals are collected in `checks`. */
-export function checkClientFields(input: ClientFields, checks: FieldChecks): ClientPatch {
+export function checkClientFields(
+  input: ClientFields,
+  checks: FieldChecks,
+  production: boolean,
+): ClientPatch {
   const patch: ClientPatch = {};
   if (input.name !== undefined)
     patch.name = checks.run('name', () => validateName(input.name!, 'the client'));
@@ -83,19 +103,64 @@ export function checkClientFields(input: ClientFields, checks: FieldChecks): Cli
     patch.quotaPerDay = checks.run('quota_per_day', () => quota('quota_per_day', input.quotaPerDay));
   if (input.claims !== undefined)
     patch.claims = input.claims === null ? null : checks.run('claims', () => validateClaims(input.claims));
+  if (input.authMethod !== undefined)
+    patch.authMethod = checks.run('token_endpoint_auth_method', () => validateAuthMethod(input.authMethod!));
+  if (input.jwks !== undefined)
+    patch.jwks = input.jwks === null ? null : checks.run('jwks', () => validateJwks(input.jwks));
+  if (input.jwksUri !== undefined)
+    patch.jwksUri =
+      input.jwksUri === null
+        ? null
+        : checks.run('jwks_uri', () => validateJwksUri(input.jwksUri!, production));
   return patch;
+}
+
+/**
+ * A client's method and keys together (client-keys.ts's rule), the keys imported with jose: the field that
+ * breaks the rule is named.
+ */
+async function checkAuthKeys(method: AuthMethodName, jwks: PublicJwks | null, jwksUri: string | null) {
+  const problem = authMethodProblem(method, jwks, jwksUri);
+  if (problem !== undefined)
+    throw new ManagementError(
+      'invalid_field',
+      problem,
+      jwks !== null && jwksUri !== null
+        ? 'jwks_uri'
+        : method === 'private_key_jwt'
+          ? 'jwks'
+          : jwks !== null
+            ? 'jwks'
+            : 'jwks_uri',
+    );
+  if (jwks !== null) {
+    try {
+      await checkJwksKeys(jwks);
+    } catch (error) {
+      throw new ManagementError('invalid_field', (error as Error).message, 'jwks');
+    }
+  }
 }
 
 /** A new client as the rules make it, but its secret; refusals are collected in `checks`. */
 export function checkNewClient(
   input: ClientInput,
   checks: FieldChecks,
-): Omit<NewClient, 'secretDigest'> & { enabled: boolean } {
+  production: boolean,
+): Omit<NewClient, 'secretDigest'> & {
+  enabled: boolean;
+  authMethod: AuthMethodName;
+  jwks: PublicJwks | null;
+  jwksUri: string | null;
+} {
   const id =
     input.id === undefined ? generateClientId() : checks.run('client_id', () => validateClientId(input.id!));
   const name = checks.run('name', () => validateName(input.name, 'the client'));
-  const fields = checkClientFields({ ...input, name: undefined }, checks);
+  const fields = checkClientFields({ ...input, name: undefined }, checks, production);
   return {
+    authMethod: fields.authMethod ?? 'client_secret_basic',
+    jwks: fields.jwks ?? null,
+    jwksUri: fields.jwksUri ?? null,
     id,
     name,
     description: fields.description ?? null,
@@ -111,7 +176,15 @@ export function checkNewClient(
   };
 }
 
-/** Creates a client with a new secret (stored as its digest only). */
+/**
+ * Creates a client with a new secret (stored as its digest only), or, for private_key_jwt, with its keys and
+ * no secret. A caller that names no method (or a secret one) gets a secret, as the type says.
+ */
+export function createClient(
+  ctx: ManagementContext,
+  input: ClientInput & { authMethod?: 'client_secret_basic' | 'client_secret_post' },
+): Promise<{ client: Client; secret: string }>;
+export function createClient(ctx: ManagementContext, input: ClientInput): Promise<WithSecret>;
 export async function createClient(ctx: ManagementContext, input: ClientInput): Promise<WithSecret> {
   if (input.adminScopes !== undefined) {
     // An admin client: granted the built-in admin audience (made if the server has not yet) with these scopes.
@@ -125,9 +198,11 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
     };
   }
   const checks = new FieldChecks();
-  const client = checkNewClient(input, checks);
+  const client = checkNewClient(input, checks, ctx.config.production);
   checks.throwFirst();
-  const secret = generateSecret();
+  await checkAuthKeys(client.authMethod, client.jwks, client.jwksUri);
+  // A private_key_jwt client has no secret at all.
+  const secret = usesSecrets(client.authMethod) ? generateSecret() : undefined;
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       // Each grant's scopes must be its audience's (read in the transaction that writes the grants).
@@ -165,6 +240,9 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
           quota_per_minute: client.quotaPerMinute,
           quota_per_day: client.quotaPerDay,
           claims: client.claims,
+          token_endpoint_auth_method: client.authMethod,
+          jwks: client.jwks,
+          jwks_uri: client.jwksUri,
           grants: client.audiences.map((audience) => ({
             audience,
             scopes: scopes[audience] ?? [],
@@ -174,7 +252,12 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
       });
       return {
         client: await store.createClient(
-          { ...client, scopes, grantClaims, secretDigest: digestSecret(secret) },
+          {
+            ...client,
+            scopes,
+            grantClaims,
+            secretDigest: secret === undefined ? null : digestSecret(secret),
+          },
           audit,
         ),
         secret,
@@ -191,8 +274,16 @@ export async function updateClient(
   condition: Precondition = {},
 ): Promise<Client> {
   const checks = new FieldChecks();
-  const patch = checkClientFields(change, checks);
+  const patch = checkClientFields(change, checks, ctx.config.production);
   checks.throwFirst();
+  // Keys go with their method: new inline keys replace a URL and the other way round, and a secret method
+  // has neither (so a switch needs no clearing by hand).
+  if (patch.jwks != null && change.jwksUri === undefined) patch.jwksUri = null;
+  if (patch.jwksUri != null && change.jwks === undefined) patch.jwks = null;
+  if (patch.authMethod !== undefined && usesSecrets(patch.authMethod)) {
+    patch.jwks ??= null;
+    patch.jwksUri ??= null;
+  }
   // Read, compare and write in one transaction: the event's `from` is what was replaced, and a change that
   // changes nothing writes nothing (no event, no updated_at, no change for the caches).
   return storeCall(() =>
@@ -207,6 +298,8 @@ export async function updateClient(
       const after = { ...current, ...definedFields(patch) };
       const changed = changedFields(CLIENT_FIELDS, clientJson(current), clientJson(after));
       if (changed.length === 0) return current;
+      if (patch.authMethod !== undefined || patch.jwks !== undefined || patch.jwksUri !== undefined)
+        await checkAuthKeys(after.authMethod, after.jwks, after.jwksUri);
       const changes = asAuditChanges(changed);
       const audit = changeAudit(ctx, 'client.updated', id, { clientId: id, changes });
       return store.updateClient(id, patch, audit);
@@ -233,8 +326,9 @@ export async function rotateSecret(
   ctx: ManagementContext,
   id: string,
   options: { graceSeconds?: number } = {},
-): Promise<WithSecret & { secretId: string }> {
+): Promise<{ client: Client; secret: string; secretId: string }> {
   const grace = options.graceSeconds ?? 0;
+  await requireSecretClient(ctx, id);
   const secret = generateSecret();
   const secretId = newSecretId();
   const audit = changeAudit(ctx, 'client.secret_rotated', id, {
@@ -289,4 +383,14 @@ export function listClientsPage(
   limit: number,
 ): Promise<Client[]> {
   return storeCall(() => ctx.store.listClientsPage(after, limit));
+}
+
+/** Refuses (client_uses_keys) a secret for a client that authenticates with private_key_jwt. */
+export async function requireSecretClient(ctx: ManagementContext, id: string): Promise<void> {
+  const client = await getClient(ctx, id);
+  if (!usesSecrets(client.authMethod))
+    throw new ManagementError(
+      'client_uses_keys',
+      `client ${id} authenticates with private_key_jwt: it has no secrets (change token_endpoint_auth_method first)`,
+    );
 }

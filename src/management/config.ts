@@ -9,6 +9,13 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
 import { SIGNING_ALGS } from '../domain/algorithms.js';
 import { validateClaims } from '../domain/validate.js';
+import {
+  AUTH_METHOD_NAMES,
+  authMethodProblem,
+  checkJwksKeys,
+  type AuthMethodName,
+  type PublicJwks,
+} from '../domain/client-keys.js';
 import type { Audience, AudienceScope, Client } from '../store/types.js';
 import { checkNewAudience } from './audiences.js';
 import { checkNewClient, createClient, deleteClient, updateClient } from './clients.js';
@@ -82,6 +89,12 @@ export interface ClientEntry {
   quota_per_day?: number | null;
   /** Custom claims in every token of the client. */
   claims?: Record<string, unknown> | null;
+  /** client_secret_basic when left out; private_key_jwt with jwks or jwks_uri. */
+  token_endpoint_auth_method?: AuthMethodName;
+  /** private_key_jwt: the client's public keys (a JWK Set). */
+  jwks?: PublicJwks | null;
+  /** private_key_jwt: where the client publishes its public keys. */
+  jwks_uri?: string | null;
   /** Every audience the client is granted; none when left out. */
   grants?: GrantEntry[];
 }
@@ -153,6 +166,18 @@ export function configSchema(): Record<string, unknown> {
           quota_per_minute: nullable({ type: 'integer', description: 'tokens a minute; null: no limit' }),
           quota_per_day: nullable({ type: 'integer', description: 'tokens a day; null: no limit' }),
           claims: nullable({ type: 'object', description: 'custom claims in every token of the client' }),
+          token_endpoint_auth_method: {
+            enum: [...AUTH_METHOD_NAMES],
+            default: 'client_secret_basic',
+            description: 'how the client authenticates (RFC 7591); private_key_jwt needs jwks or jwks_uri',
+          },
+          jwks: nullable({
+            type: 'object',
+            required: ['keys'],
+            properties: { keys: { type: 'array', items: { type: 'object' }, minItems: 1 } },
+            description: 'private_key_jwt: the public keys, a JWK Set (RFC 7517)',
+          }),
+          jwks_uri: nullable({ type: 'string', description: 'private_key_jwt: where the public keys are' }),
           grants: { type: 'array', items: { $ref: '#/$defs/grant' } },
         },
       },
@@ -207,6 +232,9 @@ export function clientEntry(c: Client): ClientEntry {
     ...(c.quotaPerMinute === null ? {} : { quota_per_minute: c.quotaPerMinute }),
     ...(c.quotaPerDay === null ? {} : { quota_per_day: c.quotaPerDay }),
     ...(c.claims === null ? {} : { claims: c.claims }),
+    ...(c.authMethod === 'client_secret_basic' ? {} : { token_endpoint_auth_method: c.authMethod }),
+    ...(c.jwks === null ? {} : { jwks: c.jwks }),
+    ...(c.jwksUri === null ? {} : { jwks_uri: c.jwksUri }),
     grants: [...c.grants]
       .sort((a, b) => byCodeUnit(a.audience, b.audience))
       .map((g) => ({
@@ -328,7 +356,7 @@ export function parseConfigFile(text: string, name: string): ParsedFile {
 // --- the plan ---
 
 /** A field's value in a plan: a scalar, or a list (an audience's scopes, a grant's). */
-type Value = string | number | boolean | null | ScopeEntry[] | Record<string, unknown>;
+type Value = string | number | boolean | null | ScopeEntry[] | Record<string, unknown> | PublicJwks;
 
 export interface FieldChange {
   field: string;
@@ -499,6 +527,8 @@ export async function planApply(
   // Clients, and the cross-references of their grants.
   const wantClients = new Map<string, ClientEntry & { grants: GrantEntry[] }>();
   const clientAt = new Map<string, string>();
+  /** Inline key sets to import (with jose, asynchronously) once every client is read. */
+  const keySets: { pointer: string; jwks: PublicJwks }[] = [];
   clientList.forEach((raw, i) => {
     if (!isObject(raw)) return;
     const base = pointerOf('clients', i);
@@ -516,10 +546,20 @@ export async function planApply(
         quotaPerDay: int(raw.quota_per_day),
         description: nstr(raw.description),
         claims: raw.claims === null ? null : isObject(raw.claims) ? raw.claims : undefined,
+        authMethod: str(raw.token_endpoint_auth_method),
+        jwks: raw.jwks === null ? null : isObject(raw.jwks) ? raw.jwks : undefined,
+        jwksUri: nstr(raw.jwks_uri),
       },
       checks,
+      ctx.config.production,
     );
     ruleProblems(base, checks);
+    if (checks.errors.length === 0) {
+      const keysProblem = authMethodProblem(checked.authMethod, checked.jwks, checked.jwksUri);
+      if (keysProblem !== undefined)
+        problem(`${base}/${checked.jwks !== null ? 'jwks' : 'token_endpoint_auth_method'}`, keysProblem);
+      else if (checked.jwks !== null) keySets.push({ pointer: `${base}/jwks`, jwks: checked.jwks });
+    }
     const grants: GrantEntry[] = [];
     (Array.isArray(raw.grants) ? (raw.grants as unknown[]) : []).forEach((grant, j) => {
       const audience = isObject(grant) ? str(grant.audience) : undefined;
@@ -584,9 +624,22 @@ export async function planApply(
       token_ttl: checked.tokenTtl,
       quota_per_minute: checked.quotaPerMinute,
       quota_per_day: checked.quotaPerDay,
+      // The default as the export leaves it out, so that an exported file plans no change.
+      ...(checked.authMethod === 'client_secret_basic'
+        ? {}
+        : { token_endpoint_auth_method: checked.authMethod }),
+      jwks: checked.jwks,
+      jwks_uri: checked.jwksUri,
       grants: grants.sort((a, b) => byCodeUnit(a.audience, b.audience)),
     });
   });
+  for (const { pointer, jwks } of keySets) {
+    try {
+      await checkJwksKeys(jwks);
+    } catch (error) {
+      problem(pointer, (error as Error).message);
+    }
+  }
 
   if (problems.length > 0) {
     const order = (p: FileProblem) => (p.line ?? 0) * 1e6 + (p.column ?? 0);
@@ -697,6 +750,11 @@ const clientFields = (values: Record<string, Value | undefined>) => ({
   ...('quota_per_minute' in values ? { quotaPerMinute: values.quota_per_minute as number | null } : {}),
   ...('quota_per_day' in values ? { quotaPerDay: values.quota_per_day as number | null } : {}),
   ...('claims' in values ? { claims: values.claims as Record<string, unknown> | null } : {}),
+  ...('token_endpoint_auth_method' in values
+    ? { authMethod: (values.token_endpoint_auth_method as string | null) ?? 'client_secret_basic' }
+    : {}),
+  ...('jwks' in values ? { jwks: values.jwks as PublicJwks | null } : {}),
+  ...('jwks_uri' in values ? { jwksUri: values.jwks_uri as string | null } : {}),
 });
 
 const changed = (changes: FieldChange[]) => Object.fromEntries(changes.map((c) => [c.field, c.to]));
@@ -754,7 +812,8 @@ export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<Cre
                 ),
               ),
             });
-            secrets.push({ client_id: step.client_id, client_secret: secret });
+            // A private_key_jwt client has no secret to show.
+            if (secret !== undefined) secrets.push({ client_id: step.client_id, client_secret: secret });
           } else if (step.action === 'update')
             await updateClient(tx, step.client_id, clientFields(changed(step.changes)));
           else await deleteClient(tx, step.client_id);

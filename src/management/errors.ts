@@ -19,6 +19,7 @@ export const ERROR_CODES = {
   client_exists: 'conflict',
   audience_builtin: 'conflict',
   too_many_secrets: 'conflict',
+  client_uses_keys: 'conflict',
   precondition_failed: 'precondition',
   master_key_mismatch: 'failed',
 } as const;

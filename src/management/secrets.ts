@@ -2,7 +2,7 @@ import { digestSecret, generateSecret } from '../domain/secrets.js';
 import { ValidationError } from '../domain/validate.js';
 import { newSecretId } from '../store/migrations.js';
 import type { ClientSecret } from '../store/types.js';
-import { getClient } from './clients.js';
+import { getClient, requireSecretClient } from './clients.js';
 import { changeAudit, nowOf, type ManagementContext } from './context.js';
 import { field, storeCall } from './errors.js';
 
@@ -28,6 +28,7 @@ export async function addSecret(
   clientId: string,
   input: NewSecret = {},
 ): Promise<{ secret: ClientSecret; value: string }> {
+  await requireSecretClient(ctx, clientId);
   const now = nowOf(ctx);
   const expiresAt = field('expires_at', () => {
     // In seconds: counted from the store's clock, when it makes the secret.

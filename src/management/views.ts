@@ -17,6 +17,9 @@ export const CLIENT_FIELDS = [
   'quota_per_minute',
   'quota_per_day',
   'claims',
+  'token_endpoint_auth_method',
+  'jwks',
+  'jwks_uri',
 ] as const;
 
 export const audienceJson = (a: Audience) => ({
@@ -30,15 +33,14 @@ export const audienceJson = (a: Audience) => ({
   updated_at: a.updatedAt,
 });
 
-/** Every client authenticates with a secret, in the Authorization header or the body (RFC 6749 §2.3.1). */
-export const SECRET_AUTH_METHOD = 'client_secret_basic';
-
 export const clientJson = (c: Client) => ({
   client_id: c.id,
   name: c.name,
   description: c.description,
   enabled: c.enabled,
-  token_endpoint_auth_method: SECRET_AUTH_METHOD,
+  token_endpoint_auth_method: c.authMethod,
+  jwks: c.jwks,
+  jwks_uri: c.jwksUri,
   token_ttl: c.tokenTtl,
   quota_per_minute: c.quotaPerMinute,
   quota_per_day: c.quotaPerDay,

@@ -8,6 +8,8 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import fc from 'fast-check';
+import { randomUUID } from 'node:crypto';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clients as clientOps } from '../../src/management/index.js';
 import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
@@ -757,6 +759,116 @@ describe('the document and the answers', () => {
         statuses.some((s) => s >= 400),
         `${id}: no error seen`,
       ).toBe(true);
+    }
+  });
+});
+
+describe('private_key_jwt clients over the API', () => {
+  let token: string;
+  beforeAll(async () => {
+    ({ token } = await adminToken());
+  });
+
+  const publicJwk = async (alg = 'ES256', kid = 'k1') => {
+    const { publicKey, privateKey } = await generateKeyPair(alg, { extractable: true });
+    return { jwk: { ...(await exportJWK(publicKey)), kid }, privateKey, alg };
+  };
+
+  it('created with inline keys: no client_secret in the answer; its assertion gets a token', async () => {
+    const key = await publicJwk();
+    const created = await call(token, 'createClient', {
+      body: { name: 'keys', token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [key.jwk] } },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({
+      token_endpoint_auth_method: 'private_key_jwt',
+      jwks: { keys: [key.jwk] },
+      jwks_uri: null,
+    });
+    expect(created.body).not.toHaveProperty('client_secret');
+    const id = created.body.client_id as string;
+    const now = Math.floor(Date.now() / 1000);
+    const assertion = await new SignJWT({ iss: id, sub: id, aud: t.url, exp: now + 60, jti: randomUUID() })
+      .setProtectedHeader({ alg: key.alg, kid: 'k1' })
+      .sign(key.privateKey);
+    await t.sync();
+    const answer = await postToken(t.url, {
+      grant_type: 'client_credentials',
+      client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+      client_assertion: assertion,
+      audience: `${t.url}/admin/v1`,
+    });
+    // Authenticated, and then refused only because the admin API is not granted to it.
+    expect(answer.status).toBe(400);
+    expect(answer.body.error).toBe('invalid_target');
+
+    // A secret for it is refused: it has none.
+    const secret = await call(token, 'addSecret', { params: { id }, body: {} });
+    expect(secret.status).toBe(409);
+    expect(secret.body).toEqual(
+      problem(
+        409,
+        'client_uses_keys',
+        `client ${id} authenticates with private_key_jwt: it has no secrets (change token_endpoint_auth_method first)`,
+      ),
+    );
+
+    // Keys moved to a URL: the inline ones go; back to a secret method: both go.
+    const moved = await call(token, 'updateClient', {
+      params: { id },
+      body: { jwks_uri: 'https://keys.example.com/jwks.json' },
+      headers: { 'content-type': 'application/merge-patch+json' },
+    });
+    expect(moved.status).toBe(200);
+    expect(moved.body).toMatchObject({ jwks: null, jwks_uri: 'https://keys.example.com/jwks.json' });
+    const back = await call(token, 'updateClient', {
+      params: { id },
+      body: { token_endpoint_auth_method: 'client_secret_post' },
+      headers: { 'content-type': 'application/merge-patch+json' },
+    });
+    expect(back.status).toBe(200);
+    expect(back.body).toMatchObject({
+      token_endpoint_auth_method: 'client_secret_post',
+      jwks: null,
+      jwks_uri: null,
+    });
+    expect((await call(token, 'addSecret', { params: { id }, body: {} })).status).toBe(201);
+  });
+
+  it('refused with the field named: a private key, both jwks and jwks_uri, keys without the method', async () => {
+    const { privateKey } = await generateKeyPair('ES256', { extractable: true });
+    const priv = { ...(await exportJWK(privateKey)), kid: 'p' };
+    const pub = (await publicJwk()).jwk;
+    for (const [body, pointer, detail] of [
+      [
+        { name: 'x', token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [priv] } },
+        '/jwks',
+        'jwks key 1 has "d": register public keys only (a private or symmetric key is refused)',
+      ],
+      [
+        {
+          name: 'x',
+          token_endpoint_auth_method: 'private_key_jwt',
+          jwks: { keys: [pub] },
+          jwks_uri: 'https://keys.example.com/jwks.json',
+        },
+        '/jwks_uri',
+        'give jwks or jwks_uri, not both',
+      ],
+      [
+        { name: 'x', jwks: { keys: [pub] } },
+        '/jwks',
+        'jwks and jwks_uri are for private_key_jwt; this client uses client_secret_basic',
+      ],
+      [
+        { name: 'x', token_endpoint_auth_method: 'private_key_jwt' },
+        '/jwks',
+        'a private_key_jwt client needs its public keys: jwks or jwks_uri',
+      ],
+    ] as const) {
+      const r = await call(token, 'createClient', { body });
+      expect(r.status).toBe(400);
+      expect(r.body).toEqual(problem(400, 'invalid_field', detail, { errors: [{ pointer, detail }] }));
     }
   });
 });

@@ -18,6 +18,9 @@ const clientFields = (body: Static<typeof S.ClientPatch>): clients.ClientFields 
   quotaPerMinute: body.quota_per_minute,
   quotaPerDay: body.quota_per_day,
   claims: body.claims,
+  authMethod: body.token_endpoint_auth_method,
+  jwks: body.jwks,
+  jwksUri: body.jwks_uri,
 });
 
 /**
@@ -53,7 +56,7 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
     '/clients',
     adminRoute({
       operationId: 'createClient',
-      summary: 'Create a client; the answer has its secret, this once',
+      summary: 'Create a client; the answer has its secret, this once (none for private_key_jwt)',
       tags,
       scope: 'clients:write',
       body: S.NewClient,
@@ -68,7 +71,8 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       });
       const view = views.clientJson(client);
       reply.header('location', location(client.id)).header('etag', views.etagOf(view));
-      return reply.code(201).send({ ...view, client_secret: secret });
+      // A private_key_jwt client has no secret: the answer has none.
+      return reply.code(201).send(secret === undefined ? view : { ...view, client_secret: secret });
     },
   );
   api.get(

@@ -5,6 +5,7 @@
  */
 import { Type, type TSchema } from 'typebox';
 import { SIGNING_ALGS } from '../../domain/algorithms.js';
+import { AUTH_METHOD_NAMES, MAX_CLIENT_KEYS } from '../../domain/client-keys.js';
 import { AUDIT_EVENT_TYPES } from '../../store/types.js';
 
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
@@ -42,14 +43,35 @@ export const Audience = Type.Object(
   { additionalProperties: false },
 );
 
+const AuthMethod = Type.Union(
+  AUTH_METHOD_NAMES.map((m) => Type.Literal(m)),
+  {
+    description:
+      'how the client authenticates at the token endpoint (RFC 7591): with a secret (client_secret_basic ' +
+      'or client_secret_post, either accepted) or with a signed assertion (private_key_jwt, keys in jwks or jwks_uri)',
+  },
+);
+
+const Jwks = Type.Object(
+  {
+    keys: Type.Array(Type.Object({ kty: Type.String() }, { additionalProperties: true }), {
+      minItems: 1,
+      maxItems: MAX_CLIENT_KEYS,
+    }),
+  },
+  { additionalProperties: true, description: 'private_key_jwt: the public keys, a JWK Set (RFC 7517)' },
+);
+
 const clientProperties = {
   client_id: Type.String(),
   name: Type.String(),
   description: Nullable(Type.String()),
   enabled: Type.Boolean(),
-  token_endpoint_auth_method: Type.Literal('client_secret_basic', {
-    description: 'the secret in the Authorization header (client_secret_post, in the body, is accepted too)',
-  }),
+  token_endpoint_auth_method: AuthMethod,
+  jwks: Nullable(Jwks),
+  jwks_uri: Nullable(
+    Type.String({ description: 'private_key_jwt: where the client publishes its public keys' }),
+  ),
   token_ttl: Nullable(Type.Integer({ description: 'seconds; null: the audience or server default' })),
   quota_per_minute: Nullable(Type.Integer({ description: 'tokens a minute; null: no limit' })),
   quota_per_day: Nullable(Type.Integer({ description: 'tokens a day; null: no limit' })),
@@ -65,7 +87,11 @@ export const Client = Type.Object(clientProperties, { additionalProperties: fals
 export const ClientWithSecret = Type.Object(
   {
     ...clientProperties,
-    client_secret: Type.String({ description: 'shown in this answer only; stored as a digest' }),
+    client_secret: Type.Optional(
+      Type.String({
+        description: 'shown in this answer only; stored as a digest. None for a private_key_jwt client',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -249,6 +275,9 @@ const clientFields = {
   quota_per_minute: Type.Optional(Quota),
   quota_per_day: Type.Optional(Quota),
   claims: Type.Optional(Nullable(Claims)),
+  token_endpoint_auth_method: Type.Optional(AuthMethod),
+  jwks: Type.Optional(Nullable(Jwks)),
+  jwks_uri: Type.Optional(Nullable(Type.String({ maxLength: 2048, format: 'uri' }))),
 };
 
 export const NewClient = Type.Object(
