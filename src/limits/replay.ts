@@ -11,9 +11,13 @@ const PRUNE_BATCH = 2000;
 /**
  * The assertion ids (jti) already used, shared by every worker and instance: in Redis when it is configured
  * (one SET NX PX: the key expires with the assertion), else in the store (one INSERT … ON CONFLICT). While
- * Redis is not answering (the breaker is open, or a command fails or times out), the store answers instead:
- * a replay is still refused by every instance that falls back with it; an instance that still reaches Redis
- * meanwhile does not see the ids the store took, which is the one gap, for the length of an outage.
+ * Redis does not answer (the breaker is open, or a command fails or takes over TESSERA_REDIS_TIMEOUT_MS), the
+ * store answers instead, so private_key_jwt keeps working through a Redis outage. What that costs, for the
+ * length of an outage and for assertions still valid in it (at most their exp + 60 s): an id taken in Redis
+ * before the fallback is not in the store, an id taken in the store is not seen by an instance that still
+ * reaches Redis, and a SET that timed out may have been applied all the same, so one assertion may be
+ * accepted twice. A replay needs a captured assertion (they travel over TLS and live minutes); refusing every
+ * key client while Redis is away would be the other choice.
  */
 export class AssertionReplay implements ReplayGuard {
   private timer: NodeJS.Timeout | undefined;
