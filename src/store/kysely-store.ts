@@ -196,6 +196,8 @@ export class KyselyStore implements Store {
 
   /** The SQL of findClients, compiled on first use. */
   private findClientsSql: string | undefined;
+  /** The SQL of useAssertionJti, compiled on first use. */
+  private useJtiSql: string | undefined;
 
   /** The transaction this store is bound to (see transaction()); undefined for the store itself. */
   private tx: Tx | undefined;
@@ -846,16 +848,27 @@ export class KyselyStore implements Store {
 
   async useAssertionJti(id: string, expiresAt: number): Promise<boolean> {
     // One statement, in no transaction (never behind the change feed's lock): a new id is inserted; one whose
-    // time is over is taken again; one still in use is left alone and no row is affected (a replay).
-    const now = this.now().getTime();
-    const result = await this.conn
-      .insertInto('assertion_jtis')
-      .values({ id, expires_at: expiresAt })
-      .onConflict((oc) =>
-        oc.column('id').doUpdateSet({ expires_at: expiresAt }).where('assertion_jtis.expires_at', '<=', now),
-      )
-      .executeTakeFirst();
-    return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
+    // time is over is taken again; one still in use is left alone and nothing is returned (a replay). Compiled
+    // once and prepared, as findClients: it runs for every private_key_jwt token.
+    this.useJtiSql ??= compileOnce(
+      this.db
+        .insertInto('assertion_jtis')
+        .values({ id: '', expires_at: 0 })
+        .onConflict((oc) =>
+          oc
+            .column('id')
+            .doUpdateSet({ expires_at: (eb) => eb.ref('excluded.expires_at') })
+            .where('assertion_jtis.expires_at', '<=', 0),
+        )
+        .returning('id'),
+      3,
+    );
+    const rows = await this.runQuery<{ id: string }>('tessera_use_jti', this.useJtiSql, [
+      id,
+      expiresAt,
+      this.now().getTime(),
+    ]);
+    return rows.length === 1;
   }
 
   async pruneAssertionJtis(now: number, limit: number): Promise<number> {
