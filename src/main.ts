@@ -6,6 +6,8 @@ import { feedStaleMs, type Config } from './config/index.js';
 import { listenerClosedEverywhere } from './cluster-listeners.js';
 import { buildApp, type AppDeps, type ShutdownState } from './http/app.js';
 import { Connections } from './http/connections.js';
+import { loadAssets } from './http/console/assets.js';
+import { ConsoleSessions } from './http/console/session.js';
 import { clusterExposition } from './metrics/cluster.js';
 import type { Metrics } from './metrics/metrics.js';
 import { createLogger } from './logger.js';
@@ -100,6 +102,11 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   let connections: Connections;
   let address: string;
   try {
+    const sessions = new ConsoleSessions({
+      store: runtime.store,
+      config,
+      policy: runtime.sessionPolicy,
+    });
     app = buildApp({
       issuer: config.issuer,
       defaultAlg: config.signingAlg,
@@ -123,7 +130,9 @@ export async function startServer(config: Config, logger: Logger = createLogger(
         store: runtime.store,
         publishedKeys: () => runtime.keyring.publishedKeys(),
         findClient: (id) => runtime.directory.findClient(id),
+        sessions: config.console ? sessions : undefined,
       },
+      console: config.console ? { sessions, assets: loadAssets() } : undefined,
     });
     connections = new Connections(app.server, { max: config.maxConnections, logger });
     const counted = connections;

@@ -15,6 +15,8 @@ import { resolveMasterKey } from './keys/master-key.js';
 import { AuditRecorder } from './audit/recorder.js';
 import { KeyRotator } from './keys/rotator.js';
 import { FailedAttempts } from './limits/attempts.js';
+import { LoginAttempts } from './limits/logins.js';
+import type { SessionPolicy } from './management/sessions.js';
 import { IssuanceQuotas } from './limits/quotas.js';
 import { connectRedis, type SharedRedis } from './limits/redis.js';
 import { Metrics } from './metrics/metrics.js';
@@ -83,7 +85,9 @@ export interface Runtime {
   /** When client secrets were last used: noted by the token path, written in batches. */
   secretUsage: SecretUsage;
   /** What the admin API needs beside the store: the failed-attempt limits, and its cursors' key. */
-  admin: Omit<AdminApiDeps, 'config' | 'store' | 'publishedKeys' | 'findClient'>;
+  admin: Omit<AdminApiDeps, 'config' | 'store' | 'publishedKeys' | 'findClient' | 'sessions'>;
+  /** The console's sessions: their timeouts, the anti-CSRF tokens' key and the failed-login limits. */
+  sessionPolicy: SessionPolicy;
   audit: AuditRecorder;
   keyring: Keyring;
   directory: Directory;
@@ -252,6 +256,17 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
         attempts,
         // Derived from the master key: every instance signs and accepts the same list cursors.
         cursorKey: new Uint8Array(hkdfSync('sha256', master.key, '', 'tessera admin api cursors', 32)),
+      },
+      sessionPolicy: {
+        idleSeconds: config.sessionIdle,
+        maxSeconds: config.sessionMax,
+        csrfKey: new Uint8Array(hkdfSync('sha256', master.key, '', 'tessera console csrf', 32)),
+        logins: new LoginAttempts({
+          redis: shared,
+          keyPrefix: config.redisPrefix,
+          perOperator: config.attemptsLogin,
+          perSource: config.attemptsLoginSource,
+        }),
       },
       audit,
       keyring,

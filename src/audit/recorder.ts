@@ -363,6 +363,8 @@ export class AuditRecorder {
         );
         await new Promise((resolve) => setTimeout(resolve, PRUNE_PAUSE_MS).unref());
       }
+      // The chart's per-minute counts are kept as long as the events they count.
+      await this.store.pruneTokenCounts(before);
       if (total > 0) this.options.logger.info({ pruned: total }, 'old audit events deleted');
     } catch (error) {
       // Tried again at the next hour; the store's outage is logged by the writer.

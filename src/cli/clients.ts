@@ -94,9 +94,17 @@ export function clientCommands(program: Command): void {
       printWithSecret(ctx.config, json, 'Client created. The secret is shown this once', created);
     }),
   );
-  withJson(client.command('list').description('list clients')).action(
-    action(async (ctx, json) => {
-      const list = await clients.listClients(ctx);
+  withJson(
+    client
+      .command('list')
+      .description('list clients')
+      .option('--search <text>', 'only those whose client id or name contains the text (by client id)'),
+  ).action(
+    action(async (ctx, json, options: { search?: string }) => {
+      const list =
+        options.search === undefined
+          ? await clients.listClients(ctx)
+          : await clients.searchClients(ctx, options.search);
       if (json) printJson(list.map(views.clientJson));
       else
         print(

@@ -9,6 +9,7 @@ import { configCommands } from './config.js';
 import { EXIT_FAILED, EXIT_USAGE } from './common.js';
 import { grantCommands } from './grants.js';
 import { keyCommands } from './keys.js';
+import { operatorCommands } from './operators.js';
 import { serveCommands } from './serve.js';
 
 /** The exit code of each kind of management failure: a value the rules refuse is a usage error. */
@@ -18,6 +19,9 @@ const EXIT_CODES: Record<ErrorKind, number> = {
   conflict: EXIT_FAILED,
   precondition: EXIT_FAILED,
   failed: EXIT_FAILED,
+  // The console's logins: no command gives these.
+  unauthenticated: EXIT_FAILED,
+  throttled: EXIT_FAILED,
 };
 
 export function buildProgram(): Command {
@@ -33,6 +37,7 @@ export function buildProgram(): Command {
   keyCommands(program);
   auditCommand(program);
   configCommands(program);
+  operatorCommands(program);
   return program;
 }
 

@@ -73,6 +73,16 @@ export interface Config {
   attemptsPerClient: Threshold;
   /** Failed authentications per source address, whatever the client ids (TESSERA_ATTEMPTS_SOURCE_*). */
   attemptsPerSource: Threshold;
+  /** Failed console logins per operator email, from any address (TESSERA_ATTEMPTS_LOGIN_*). */
+  attemptsLogin: Threshold;
+  /** Failed console logins per source address, whatever the emails (TESSERA_ATTEMPTS_LOGIN_SOURCE_*). */
+  attemptsLoginSource: Threshold;
+  /** Whether the web console is served at /console (TESSERA_CONSOLE). */
+  console: boolean;
+  /** Seconds a console session lasts without a request (TESSERA_SESSION_IDLE). */
+  sessionIdle: number;
+  /** Seconds a console session lasts at most, however active (TESSERA_SESSION_MAX). */
+  sessionMax: number;
   /** Milliseconds a count waits for Redis before it is made in memory and the breaker opens. */
   redisTimeoutMs: number;
   /** Seconds a PostgreSQL query may take before it fails: a store that hangs fails like one that refuses. */
@@ -234,7 +244,11 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
  * One failed-attempt limit: TESSERA_ATTEMPTS_<scope>_MAX failures within TESSERA_ATTEMPTS_<scope>_WINDOW
  * block the caller for TESSERA_ATTEMPTS_<scope>_BLOCK.
  */
-function threshold(env: Env, scope: 'CLIENT' | 'SOURCE', fallback: Threshold): Threshold {
+function threshold(
+  env: Env,
+  scope: 'CLIENT' | 'SOURCE' | 'LOGIN' | 'LOGIN_SOURCE',
+  fallback: Threshold,
+): Threshold {
   const name = `TESSERA_ATTEMPTS_${scope}`;
   return {
     failures: integer(env, `${name}_MAX`, fallback.failures, 1, 1_000_000),
@@ -380,6 +394,11 @@ export function loadConfig(
     throw new ConfigError('TESSERA_KEY_ROTATION_INTERVAL must be longer than TESSERA_KEY_PUBLISH_AHEAD');
   }
 
+  const sessionIdle = duration(env, 'TESSERA_SESSION_IDLE', 30 * 60, 60, 86_400);
+  const sessionMax = duration(env, 'TESSERA_SESSION_MAX', 12 * 3600, 60, 30 * 86_400);
+  if (sessionMax < sessionIdle)
+    throw new ConfigError('TESSERA_SESSION_MAX must be at least TESSERA_SESSION_IDLE');
+
   const staleWindow = duration(env, 'TESSERA_STALE_WINDOW', 60, 1, 86_400);
   const changePollMs = integer(env, 'TESSERA_CHANGE_POLL_MS', 500, 50, 10_000);
   if (staleWindow * 1000 < 2 * changePollMs + 1000) {
@@ -422,6 +441,15 @@ export function loadConfig(
     keyPublishAhead,
     attemptsPerClient: threshold(env, 'CLIENT', { failures: 10, windowSeconds: 300, blockSeconds: 300 }),
     attemptsPerSource: threshold(env, 'SOURCE', { failures: 100, windowSeconds: 300, blockSeconds: 900 }),
+    attemptsLogin: threshold(env, 'LOGIN', { failures: 10, windowSeconds: 900, blockSeconds: 900 }),
+    attemptsLoginSource: threshold(env, 'LOGIN_SOURCE', {
+      failures: 20,
+      windowSeconds: 900,
+      blockSeconds: 900,
+    }),
+    console: boolean(env, 'TESSERA_CONSOLE', true),
+    sessionIdle,
+    sessionMax,
     redisTimeoutMs: integer(env, 'TESSERA_REDIS_TIMEOUT_MS', 100, 10, 10_000),
     pgQueryTimeout: duration(env, 'TESSERA_PG_QUERY_TIMEOUT', 5, 1, 600),
     pgConnectTimeout: duration(env, 'TESSERA_PG_CONNECT_TIMEOUT', 5, 1, 600),

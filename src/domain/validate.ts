@@ -82,6 +82,25 @@ export function validateClientId(value: string): string {
   return value;
 }
 
+/** An operator's email: trimmed and lower-cased (it is how they log in), at most 254 characters (RFC 5321). */
+export function validateEmail(value: string): string {
+  const email = value.trim().toLowerCase();
+  if (email.length > 254) throw new ValidationError('email is longer than 254 characters');
+  // One @, something on both sides, no spaces or control characters: the address is only ever shown and typed.
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
+  if (!/^[^\s@\u0000-\u001f\u007f]+@[^\s@\u0000-\u001f\u007f]+$/.test(email))
+    throw new ValidationError('email must be an address such as ops@example.com');
+  return email;
+}
+
+export const OPERATOR_ROLES = ['admin', 'viewer'] as const;
+
+export function validateRole(value: string): (typeof OPERATOR_ROLES)[number] {
+  if (!(OPERATOR_ROLES as readonly string[]).includes(value))
+    throw new ValidationError(`role must be one of ${OPERATOR_ROLES.join(', ')}`);
+  return value as (typeof OPERATOR_ROLES)[number];
+}
+
 /**
  * A string of its own, for input kept beyond its request (caches, limit counters, queued audit events).
  * V8 makes a slice of 13 characters or more a view into its whole parent: URLSearchParams hands out values

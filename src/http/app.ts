@@ -10,6 +10,7 @@ import type { Directory } from '../store/directory.js';
 import type { Store } from '../store/types.js';
 import { adminApi, type AdminApiDeps } from './admin/index.js';
 import { BODY_LIMIT, registerBodyParsers } from './body.js';
+import { consoleRoutes, type ConsoleDeps } from './console/index.js';
 import { clientErrorHandler, registerErrorHandlers } from './errors.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { healthRoutes } from './routes/health.js';
@@ -62,6 +63,8 @@ export interface AppDeps {
   retryAfter: number;
   /** The admin API under /admin/v1; absent: not served. */
   admin?: AdminApiDeps;
+  /** The web console under /console; absent: not served. */
+  console?: ConsoleDeps;
 }
 
 /** Security headers on every answer: JSON only, never framed, never sniffed, no referrer; HSTS over https. */
@@ -141,5 +144,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   if (metrics) metricsRoutes(app, () => metrics.exposition(), deps.retryAfter);
   if (deps.admin) adminApi(app, deps.admin);
+  if (deps.console) consoleRoutes(app, deps.console);
   return app;
 }

@@ -51,6 +51,67 @@ export interface AttemptLimiterOptions {
   now?: () => number;
 }
 
+/** What a Blocker needs beside its limit. */
+interface BlockerOptions {
+  redis?: SharedRedis | undefined;
+  keyPrefix: string;
+  now: () => number;
+}
+
+/**
+ * One failed-attempt limit over keys of one kind (a client at an address, an address, an operator's email):
+ * failures are counted in Redis when one is configured (shared by every instance) and in memory otherwise;
+ * a key whose count reaches the limit is blocked, and blocks are kept in this process's memory, so that asking
+ * whether a key is blocked is never I/O.
+ */
+export class Blocker {
+  private readonly blocked = new LRUCache<string, number>({ max: MAX_BLOCKED });
+  private readonly counter: Counter;
+
+  constructor(
+    name: string,
+    private readonly threshold: Threshold,
+    private readonly options: BlockerOptions,
+  ) {
+    this.counter = new Counter(
+      {
+        points: threshold.failures,
+        duration: threshold.windowSeconds,
+        keyPrefix: `${options.keyPrefix}:fail:${name}`,
+      },
+      options.redis,
+    );
+  }
+
+  /** Whether no key is blocked (the token path asks this first, before it builds a key). */
+  get idle(): boolean {
+    return this.blocked.size === 0;
+  }
+
+  /** Until when (ms since the epoch) the key is blocked; 0 or a time past when it is not. */
+  until(key: string): number {
+    return this.blocked.get(key) ?? 0;
+  }
+
+  /** Counts a failure of the key; resolves once counted (never rejects). */
+  async failed(key: string): Promise<void> {
+    let consumed: number;
+    try {
+      consumed = (await this.counter.add(key)).consumedPoints;
+    } catch {
+      return; // not counted (the memory limiter does not fail; this is only a guard for `void failed()`)
+    }
+    if (consumed >= this.threshold.failures)
+      this.blocked.set(key, this.options.now() + this.threshold.blockSeconds * 1000);
+  }
+}
+
+/** Seconds from `now` until the latest of these times, or 0 when all are past. */
+export const secondsUntil = (now: number, ...times: number[]): number => {
+  const until = Math.max(...times);
+  return until > now ? Math.ceil((until - now) / 1000) : 0;
+};
+
 /**
  * Failed authentications, counted per client id + source address and per source address, in Redis when
  * one is configured (shared by every instance) and in memory otherwise. While Redis fails or hangs (its
@@ -61,56 +122,38 @@ export interface AttemptLimiterOptions {
  * N - 1 extra attempts, and a successful request never waits on Redis.
  */
 export class FailedAttempts implements AttemptLimiter {
-  private readonly blocked = new LRUCache<string, number>({ max: MAX_BLOCKED });
-  private readonly pair: Counter;
-  private readonly source: Counter;
+  private readonly pair: Blocker;
+  private readonly source: Blocker;
   private readonly now: () => number;
-  private readonly thresholds: { pair: Threshold; source: Threshold };
 
   constructor(options: AttemptLimiterOptions) {
-    this.now = options.now ?? Date.now;
-    const { perClientAndSource: perPair, perSource } = options;
-    const prefix = options.keyPrefix ?? options.redis?.keyPrefix ?? 'tessera';
-    const limiter = (name: string, t: Threshold): Counter =>
-      new Counter(
-        { points: t.failures, duration: t.windowSeconds, keyPrefix: `${prefix}:fail:${name}` },
-        options.redis,
-      );
-    this.pair = limiter('client', perPair);
-    this.source = limiter('source', perSource);
-    this.thresholds = { pair: perPair, source: perSource };
+    const now = (this.now = options.now ?? Date.now);
+    const shared = {
+      redis: options.redis,
+      keyPrefix: options.keyPrefix ?? options.redis?.keyPrefix ?? 'tessera',
+      now,
+    };
+    this.pair = new Blocker('client', options.perClientAndSource, shared);
+    this.source = new Blocker('source', options.perSource, shared);
   }
 
   /** Seconds the caller must still wait, or 0. Memory only. */
   blockedFor(clientId: string | undefined, address: string): number {
     // Asked before every client lookup: a process that has never blocked anyone answers at once.
-    if (this.blocked.size === 0) return 0;
+    if (this.pair.idle && this.source.idle) return 0;
     const source = sourceKey(address);
-    const now = this.now();
-    let until = this.blocked.get(`s ${source}`) ?? 0;
-    if (clientId !== undefined) until = Math.max(until, this.blocked.get(`c ${source} ${clientId}`) ?? 0);
-    return until > now ? Math.ceil((until - now) / 1000) : 0;
+    return secondsUntil(
+      this.now(),
+      this.source.until(source),
+      clientId === undefined ? 0 : this.pair.until(`${source} ${clientId}`),
+    );
   }
 
   /** Counts a failed authentication; resolves once counted (never rejects). */
   async failed(clientId: string | undefined, address: string): Promise<void> {
     const source = sourceKey(address);
-    const counts: Promise<void>[] = [this.count(this.source, source, `s ${source}`, this.thresholds.source)];
-    if (clientId !== undefined) {
-      counts.push(
-        this.count(this.pair, `${source} ${clientId}`, `c ${source} ${clientId}`, this.thresholds.pair),
-      );
-    }
+    const counts: Promise<void>[] = [this.source.failed(source)];
+    if (clientId !== undefined) counts.push(this.pair.failed(`${source} ${clientId}`));
     await Promise.all(counts);
-  }
-
-  private async count(limiter: Counter, key: string, blockKey: string, t: Threshold): Promise<void> {
-    let consumed: number;
-    try {
-      consumed = (await limiter.add(key)).consumedPoints;
-    } catch {
-      return; // not counted (the memory limiter does not fail; this is only a guard for `void failed()`)
-    }
-    if (consumed >= t.failures) this.blocked.set(blockKey, this.now() + t.blockSeconds * 1000);
   }
 }

@@ -1,6 +1,6 @@
 import type { Config } from '../config/index.js';
 import { newAudienceId } from '../store/migrations.js';
-import type { Audience, AudienceScope } from '../store/types.js';
+import type { Audience, AudienceScope, OperatorRole } from '../store/types.js';
 import { changeAudit, type ManagementContext } from './context.js';
 import { ManagementError, storeCall } from './errors.js';
 
@@ -17,8 +17,20 @@ export const ADMIN_SCOPES = [
   'keys:read',
   'keys:write',
   'audit:read',
+  'operators:read',
+  'operators:write',
 ] as const;
 export type AdminScope = (typeof ADMIN_SCOPES)[number];
+
+/**
+ * What a console operator may do, as admin scopes (the admin API checks a session as it checks a token): an
+ * admin everything; a viewer reads everything but the operators (MANAGEMENT.md: a viewer changes nothing, and
+ * the operators page is for admins).
+ */
+export const ROLE_SCOPES: Record<OperatorRole, readonly AdminScope[]> = {
+  admin: ADMIN_SCOPES,
+  viewer: ADMIN_SCOPES.filter((scope) => scope.endsWith(':read') && scope !== 'operators:read'),
+};
 
 const DESCRIPTIONS: Record<AdminScope, string> = {
   'audiences:read': 'read audiences',
@@ -27,7 +39,9 @@ const DESCRIPTIONS: Record<AdminScope, string> = {
   'clients:write': 'create, change and delete clients, secrets and grants',
   'keys:read': 'read signing keys',
   'keys:write': 'rotate and retire signing keys',
-  'audit:read': 'read the audit trail',
+  'audit:read': 'read the audit trail and the token counts',
+  'operators:read': 'read the console operators',
+  'operators:write': 'add, change, reset and remove console operators',
 };
 
 export const ADMIN_AUDIENCE_SCOPES: AudienceScope[] = [...ADMIN_SCOPES]

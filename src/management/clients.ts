@@ -376,13 +376,37 @@ export async function deleteClient(
   );
 }
 
-/** A page of clients in client_id order: those after `after`, at most `limit`. */
+/** The longest text a client search takes. */
+export const MAX_SEARCH_LENGTH = 200;
+
+/**
+ * A page of clients in client_id order: those after `after`, at most `limit`; with `search`, only those whose
+ * client_id or name contains it (ASCII letters in any case; %, _ and \ are plain characters).
+ */
 export function listClientsPage(
   ctx: ManagementContext,
   after: string | null,
   limit: number,
+  search?: string,
 ): Promise<Client[]> {
-  return storeCall(() => ctx.store.listClientsPage(after, limit));
+  if (search !== undefined && search.length > MAX_SEARCH_LENGTH)
+    throw new ManagementError(
+      'invalid_field',
+      `search must be at most ${MAX_SEARCH_LENGTH} characters`,
+      'search',
+    );
+  return storeCall(() => ctx.store.listClientsPage(after, limit, search));
+}
+
+/** Every client matching `search` (see listClientsPage), in client_id order, a page at a time from the store. */
+export async function searchClients(ctx: ManagementContext, search: string): Promise<Client[]> {
+  const found: Client[] = [];
+  for (let after: string | null = null; ;) {
+    const page = await listClientsPage(ctx, after, 1000, search);
+    found.push(...page);
+    if (page.length < 1000) return found;
+    after = page[page.length - 1]!.id;
+  }
 }
 
 /** Refuses (client_uses_keys) a secret for a client that authenticates with private_key_jwt. */

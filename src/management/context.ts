@@ -21,8 +21,8 @@ export const nowOf = (ctx: ManagementContext): number => (ctx.now ?? Date.now)()
 export function changeAudit(
   ctx: ManagementContext,
   type: ChangeEventType,
-  target: string,
-  details: Pick<ChangeAudit, 'clientId' | 'audience'> & { changes?: ChangeAudit['changes'] } = {},
+  target: string | null,
+  details: Pick<ChangeAudit, 'clientId' | 'audience' | 'reason'> & { changes?: ChangeAudit['changes'] } = {},
 ): ChangeAudit {
   return {
     type,
@@ -32,6 +32,7 @@ export function changeAudit(
     clientId: details.clientId ?? null,
     audience: details.audience ?? null,
     changes: details.changes ?? null,
+    reason: details.reason ?? null,
   };
 }
 

@@ -15,11 +15,16 @@ export const ERROR_CODES = {
   grant_not_found: 'not_found',
   key_not_found: 'not_found',
   secret_not_found: 'not_found',
+  operator_not_found: 'not_found',
   audience_exists: 'conflict',
   client_exists: 'conflict',
   audience_builtin: 'conflict',
   too_many_secrets: 'conflict',
   client_uses_keys: 'conflict',
+  operator_exists: 'conflict',
+  enrollment_invalid: 'invalid',
+  invalid_login: 'unauthenticated',
+  login_throttled: 'throttled',
   precondition_failed: 'precondition',
   master_key_mismatch: 'failed',
 } as const;
@@ -35,6 +40,8 @@ export class ManagementError extends Error {
     message: string,
     /** The input field at fault, for invalid_field (`name`, `token_ttl`, ...). */
     readonly field?: string,
+    /** Seconds to wait before trying again (login_throttled). */
+    readonly retryAfter?: number,
   ) {
     super(message);
   }
@@ -50,12 +57,14 @@ const NOT_FOUND = {
   grant: 'grant_not_found',
   signing_key: 'key_not_found',
   secret: 'secret_not_found',
+  operator: 'operator_not_found',
 } as const;
 
 const EXISTS = {
   audience: 'audience_exists',
   client: 'client_exists',
   secret: 'too_many_secrets',
+  operator: 'operator_exists',
 } as const;
 
 /**
@@ -70,7 +79,7 @@ export function asManagementError(error: unknown): ManagementError | undefined {
     return new ManagementError('master_key_mismatch', error.message);
   if (error instanceof StoreError && error.resource !== undefined) {
     if (error.code === 'not_found') return new ManagementError(NOT_FOUND[error.resource], error.message);
-    if (error.resource === 'audience' || error.resource === 'client' || error.resource === 'secret')
+    if (error.resource !== 'grant' && error.resource !== 'signing_key')
       return new ManagementError(EXISTS[error.resource], error.message);
   }
   return undefined;

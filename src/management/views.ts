@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Audience, AuditEvent, Client, ClientSecret, Grant } from '../store/types.js';
+import type { Audience, AuditEvent, Client, ClientSecret, Grant, Operator } from '../store/types.js';
 import type { KeyView } from './keys.js';
 
 /**
@@ -73,6 +73,21 @@ export const keyJson = ({ key, status }: KeyView) => ({
   created_at: key.createdAt,
   activates_at: key.activatesAt,
   retires_at: key.retiredAt,
+});
+
+/** The fields of an operator that can be changed (in operatorJson's names). */
+export const OPERATOR_FIELDS = ['role', 'enabled'] as const;
+
+export const operatorJson = (o: Operator) => ({
+  id: o.id,
+  email: o.email,
+  role: o.role,
+  enabled: o.enabled,
+  enrolled: o.enrolled,
+  enrollment_expires_at: o.enrollmentExpiresAt,
+  last_login_at: o.lastLoginAt,
+  created_at: o.createdAt,
+  updated_at: o.updatedAt,
 });
 
 export const auditEventJson = (e: AuditEvent) => ({

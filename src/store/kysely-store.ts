@@ -16,6 +16,7 @@ import type {
   ClientSecretsTable,
   ClientsTable,
   Database,
+  OperatorsTable,
   SigningKeysTable,
 } from './schema.js';
 import {
@@ -40,11 +41,17 @@ import {
   type KeyChange,
   type NewAudience,
   type NewClient,
+  type NewOperator,
+  type Operator,
+  type OperatorPatch,
+  type OperatorRole,
+  type OperatorSession,
   type SchemaState,
   type SigningKey,
   type SpoolPosition,
   type Store,
   type StoreResource,
+  type TokenCount,
 } from './types.js';
 
 type Tx = Transaction<Database>;
@@ -133,6 +140,18 @@ const toClient = (row: Selectable<ClientsTable>, grants: Grant[], secrets: Clien
   jwksUri: row.jwks_uri,
 });
 
+const toOperator = (row: Selectable<OperatorsTable>): Operator => ({
+  id: row.id,
+  email: row.email,
+  role: row.role as OperatorRole,
+  enabled: Number(row.enabled) === 1,
+  enrolled: row.password_hash !== null,
+  enrollmentExpiresAt: row.enroll_expires_at,
+  lastLoginAt: row.last_login_at,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
 const toSigningKey = (row: Selectable<SigningKeysTable>): SigningKey => ({
   kid: row.kid,
   alg: row.alg as SigningAlg,
@@ -174,6 +193,35 @@ function clientsByIds(db: Kysely<Database>, engine: Engine, ids: unknown) {
 
 /** One row of clientsByIds: a client with one of its grants (or a null grant if it has none). */
 type ClientWithGrant = InferResult<ReturnType<typeof clientsByIds>>[number];
+
+/**
+ * A batch of token events as the console's chart counts them: per minute (its start, ms), issued and refused
+ * requests (a token.throttled summary stands for `count` refusals).
+ */
+function countsByMinute(events: readonly AuditRecord[]): Map<number, [number, number]> {
+  const byMinute = new Map<number, [number, number]>();
+  for (const e of events) {
+    const minute = e.at - (e.at % 60_000);
+    let counts = byMinute.get(minute);
+    if (counts === undefined) byMinute.set(minute, (counts = [0, 0]));
+    if (e.type === 'token.issued') counts[0] += 1;
+    else counts[1] += e.count ?? 1;
+  }
+  return byMinute;
+}
+
+/** Adds `minutes` rows of (minute, issued, refused) to the token counts. */
+function addCounts(db: Kysely<Database>, minutes: number) {
+  return db
+    .insertInto('token_counts')
+    .values(Array.from({ length: minutes }, () => ({ minute: 0, issued: 0, refused: 0 })))
+    .onConflict((oc) =>
+      oc.column('minute').doUpdateSet((eb) => ({
+        issued: eb('token_counts.issued', '+', eb.ref('excluded.issued')),
+        refused: eb('token_counts.refused', '+', eb.ref('excluded.refused')),
+      })),
+    );
+}
 
 /** The SQL text of a query whose parameters are bound per call; checks that it takes exactly that many. */
 function compileOnce(query: Compilable, parameters: number): string {
@@ -380,7 +428,7 @@ export class KyselyStore implements Store {
         client_id: audit.clientId ?? null,
         audience: audit.audience ?? null,
         jti: null,
-        reason: null,
+        reason: audit.reason ?? null,
         source: audit.source,
         count: null,
         actor: audit.actor,
@@ -678,9 +726,17 @@ export class KyselyStore implements Store {
     return this.withGrants(rows, grants, secrets);
   }
 
-  async listClientsPage(after: string | null, limit: number): Promise<Client[]> {
+  async listClientsPage(after: string | null, limit: number, search?: string): Promise<Client[]> {
     let query = this.conn.selectFrom('clients').selectAll().orderBy('id').limit(limit);
     if (after !== null) query = query.where('id', '>', after);
+    if (search !== undefined && search !== '') {
+      // A substring of the id or the name, whatever the case of ASCII letters (lower() on both engines; LIKE
+      // alone is case-sensitive on PostgreSQL). The text is matched literally: %, _ and \ are escaped.
+      const pattern = `%${search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      query = query.where(
+        sql<boolean>`(lower(id) like ${pattern} escape '\\' or lower(name) like ${pattern} escape '\\')`,
+      );
+    }
     const rows = await query.execute();
     if (rows.length === 0) return [];
     const ids = rows.map((r) => r.id);
@@ -1080,52 +1136,44 @@ export class KyselyStore implements Store {
     const parameters: unknown[] = [];
     for (const e of events)
       parameters.push(e.at, e.type, e.clientId, e.audience, e.jti, e.reason, e.source, e.count);
-    const full = events.length === AUDIT_BATCH;
-    if (position === undefined) {
-      await this.runAuditInsert(
-        full,
-        'tessera_audit_insert',
-        this.auditSql(events.length, false),
-        parameters,
-      );
-      return;
-    }
-    const at = [position.segment, position.offset, this.now().getTime()];
+    const counts: unknown[] = [];
+    for (const [minute, [issued, refused]] of countsByMinute(events)) counts.push(minute, issued, refused);
+    const minutes = counts.length / 3;
+    const at = position === undefined ? [] : [position.segment, position.offset, this.now().getTime()];
     if (this.engine === 'postgres') {
-      // One statement: the rows and the segment's new position commit together (a data-modifying CTE).
-      const text = this.auditSql(events.length, true);
-      await this.runAuditInsert(full, 'tessera_audit_insert_at', text, [...parameters, ...at]);
+      // One statement: the rows, the minutes' counts and the segment's new position commit together (a
+      // data-modifying CTE). Only full batches of one or two minutes (the recorder's usual statement under
+      // load) are prepared, so that connections do not keep a plan for every shape.
+      const text = this.auditSql(events.length, minutes, position !== undefined);
+      const values = [...parameters, ...counts, ...at];
+      if (events.length === AUDIT_BATCH && minutes <= 2)
+        await this.runQuery(
+          `tessera_audit_${position === undefined ? 'insert' : 'insert_at'}_${minutes}`,
+          text,
+          values,
+        );
+      else await this.conn.executeQuery(CompiledQuery.raw(text, values));
       return;
     }
-    // SQLite has no data-modifying CTE: two statements in one transaction (both run in this process, at once).
+    // SQLite has no data-modifying CTE: the statements in one transaction (all run in this process, at once).
     await this.write(async (tx) => {
-      await tx.executeQuery(CompiledQuery.raw(this.auditSql(events.length, false), parameters));
-      await tx.executeQuery(CompiledQuery.raw(this.spoolPositionSql(), at));
+      await tx.executeQuery(CompiledQuery.raw(this.auditSql(events.length, 0, false), parameters));
+      await tx.executeQuery(CompiledQuery.raw(this.countsSql(minutes), counts));
+      if (position !== undefined) await tx.executeQuery(CompiledQuery.raw(this.spoolPositionSql(), at));
     });
   }
 
-  /** A full batch (the recorder's usual statement under load) is a prepared statement; other sizes are not. */
-  private async runAuditInsert(
-    full: boolean,
-    name: string,
-    text: string,
-    parameters: unknown[],
-  ): Promise<void> {
-    // Only full batches are prepared, so that PostgreSQL connections do not keep a plan for every size.
-    if (full) await this.runQuery(name, text, parameters);
-    else await this.conn.executeQuery(CompiledQuery.raw(text, parameters));
-  }
-
-  /** Compiled audit inserts by row count and form (see auditSql). */
+  /** Compiled audit inserts by shape (see auditSql), and SQLite's count upserts by minutes (countsSql). */
   private readonly auditInserts = new Map<string, string>();
 
   /**
-   * The text of an insert of `rows` audit events (with the spool position upserted in the same statement, on
-   * PostgreSQL, when `withPosition`), compiled by Kysely once per row count and kept: the recorder writes full
-   * batches of the same size, and building a thousand-row query each time cost more than SQLite's insert.
+   * The text of an insert of `rows` audit events, compiled by Kysely once per shape and kept: the recorder
+   * writes full batches of the same size, and building a thousand-row query each time cost more than SQLite's
+   * insert. With `minutes` (PostgreSQL), the same statement adds to that many minutes' token counts, and with
+   * `withPosition` upserts the spool position too.
    */
-  private auditSql(rows: number, withPosition: boolean): string {
-    const key = `${rows} ${withPosition}`;
+  private auditSql(rows: number, minutes: number, withPosition: boolean): string {
+    const key = `${rows} ${minutes} ${withPosition}`;
     let text = this.auditInserts.get(key);
     if (text === undefined) {
       const row = {
@@ -1142,21 +1190,38 @@ export class KyselyStore implements Store {
       // The parameters follow the row's key order, as appendAuditEvents pushes them.
       const insert = (db: Kysely<Database>) =>
         db.insertInto('audit_events').values(Array.from({ length: rows }, () => row));
-      text = withPosition
-        ? compileOnce(
-            this.db
-              .with('written', (db) => insert(db as Kysely<Database>))
-              .insertInto('audit_spool_positions')
-              .values({ segment: '', position: 0, updated_at: 0 })
-              .onConflict((oc) =>
-                oc.column('segment').doUpdateSet((eb) => ({
-                  position: eb.ref('excluded.position'),
-                  updated_at: eb.ref('excluded.updated_at'),
-                })),
-              ),
-            rows * perRow + 3,
-          )
-        : compileOnce(insert(this.db), rows * perRow);
+      const parameters = rows * perRow + minutes * 3;
+      if (minutes === 0) text = compileOnce(insert(this.db), parameters);
+      else {
+        const written = this.db.with('written', (db) => insert(db as Kysely<Database>));
+        text = withPosition
+          ? compileOnce(
+              written
+                .with('counted', (db) => addCounts(db as Kysely<Database>, minutes))
+                .insertInto('audit_spool_positions')
+                .values({ segment: '', position: 0, updated_at: 0 })
+                .onConflict((oc) =>
+                  oc.column('segment').doUpdateSet((eb) => ({
+                    position: eb.ref('excluded.position'),
+                    updated_at: eb.ref('excluded.updated_at'),
+                  })),
+                ),
+              parameters + 3,
+            )
+          : compileOnce(addCounts(written as unknown as Kysely<Database>, minutes), parameters);
+      }
+      if (this.auditInserts.size >= 8) this.auditInserts.clear();
+      this.auditInserts.set(key, text);
+    }
+    return text;
+  }
+
+  /** SQLite: the upsert of `minutes` minutes' token counts, compiled once per number of minutes. */
+  private countsSql(minutes: number): string {
+    const key = `counts ${minutes}`;
+    let text = this.auditInserts.get(key);
+    if (text === undefined) {
+      text = compileOnce(addCounts(this.db, minutes), minutes * 3);
       if (this.auditInserts.size >= 8) this.auditInserts.clear();
       this.auditInserts.set(key, text);
     }
@@ -1245,6 +1310,253 @@ export class KyselyStore implements Store {
       )
       .executeTakeFirst();
     return Number(result.numDeletedRows);
+  }
+
+  async tokenCounts(since: number, until: number): Promise<TokenCount[]> {
+    const rows = await this.conn
+      .selectFrom('token_counts')
+      .selectAll()
+      .where('minute', '>=', since)
+      .where('minute', '<', until)
+      .orderBy('minute')
+      .execute();
+    return rows.map((r) => ({
+      minute: new Date(Number(r.minute)).toISOString(),
+      issued: Number(r.issued),
+      refused: Number(r.refused),
+    }));
+  }
+
+  async pruneTokenCounts(olderThan: Date): Promise<number> {
+    const result = await this.conn
+      .deleteFrom('token_counts')
+      .where('minute', '<', olderThan.getTime())
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  // --- operators and their sessions ---
+
+  async addOperator(operator: NewOperator, audit?: ChangeAudit): Promise<Operator> {
+    const conflict = `operator ${operator.email} already exists`;
+    return orConflict(
+      this.write(async (tx) => {
+        const existing = await tx
+          .selectFrom('operators')
+          .select('id')
+          .where('email', '=', operator.email)
+          .executeTakeFirst();
+        if (existing) throw new StoreError('conflict', conflict, 'operator');
+        const at = this.stamp();
+        const row = {
+          id: operator.id,
+          email: operator.email,
+          role: operator.role,
+          enabled: 1,
+          password_hash: null,
+          enroll_digest: operator.enrollDigest,
+          enroll_expires_at: operator.enrollExpiresAt,
+          last_login_at: null,
+          created_at: at,
+          updated_at: at,
+        };
+        await tx.insertInto('operators').values(row).execute();
+        if (audit) await this.writeChangeAudit(tx, audit);
+        return toOperator(row);
+      }),
+      conflict,
+      'operator',
+    );
+  }
+
+  async findOperator(idOrEmail: string): Promise<Operator | undefined> {
+    const row = await this.conn
+      .selectFrom('operators')
+      .selectAll()
+      .where((eb) => eb.or([eb('id', '=', idOrEmail), eb('email', '=', idOrEmail)]))
+      .executeTakeFirst();
+    return row && toOperator(row);
+  }
+
+  async findOperatorCredentials(
+    email: string,
+  ): Promise<{ operator: Operator; passwordHash: string | null } | undefined> {
+    const row = await this.conn
+      .selectFrom('operators')
+      .selectAll()
+      .where('email', '=', email)
+      .executeTakeFirst();
+    return row && { operator: toOperator(row), passwordHash: row.password_hash };
+  }
+
+  async findOperatorByEnrollment(digest: string): Promise<Operator | undefined> {
+    const row = await this.conn
+      .selectFrom('operators')
+      .selectAll()
+      .where('enroll_digest', '=', digest)
+      .executeTakeFirst();
+    return row && toOperator(row);
+  }
+
+  async listOperators(): Promise<Operator[]> {
+    const rows = await this.conn.selectFrom('operators').selectAll().orderBy('email').execute();
+    return rows.map(toOperator);
+  }
+
+  async updateOperator(id: string, patch: OperatorPatch, audit?: ChangeAudit): Promise<Operator> {
+    return this.write(async (tx) => {
+      const values: Partial<Selectable<OperatorsTable>> = {};
+      if (patch.role !== undefined) values.role = patch.role;
+      if (patch.enabled !== undefined) values.enabled = patch.enabled ? 1 : 0;
+      if (patch.enrollment !== undefined) {
+        values.password_hash = null;
+        values.enroll_digest = patch.enrollment.digest;
+        values.enroll_expires_at = patch.enrollment.expiresAt;
+      }
+      const result = await tx
+        .updateTable('operators')
+        .set({ ...values, updated_at: this.stamp() })
+        .where('id', '=', id)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0)
+        throw new StoreError('not_found', `operator ${id} does not exist`, 'operator');
+      // A disabled operator, or one whose password was reset, is signed out everywhere at once: sessions are
+      // read from the store on every request, so this takes effect on every instance with the commit.
+      if (patch.enabled === false || patch.enrollment !== undefined)
+        await tx.deleteFrom('operator_sessions').where('operator_id', '=', id).execute();
+      if (audit) await this.writeChangeAudit(tx, audit);
+      return toOperator(
+        await tx.selectFrom('operators').selectAll().where('id', '=', id).executeTakeFirstOrThrow(),
+      );
+    });
+  }
+
+  async removeOperator(id: string, audit?: ChangeAudit): Promise<void> {
+    await this.write(async (tx) => {
+      // Sessions go explicitly rather than by cascade alone, as grants do with their audience.
+      await tx.deleteFrom('operator_sessions').where('operator_id', '=', id).execute();
+      const result = await tx.deleteFrom('operators').where('id', '=', id).executeTakeFirst();
+      if (Number(result.numDeletedRows) === 0)
+        throw new StoreError('not_found', `operator ${id} does not exist`, 'operator');
+      if (audit) await this.writeChangeAudit(tx, audit);
+    });
+  }
+
+  async enrollOperator(
+    digest: string,
+    passwordHash: string,
+    now: string,
+    audit: (operator: Operator) => ChangeAudit,
+  ): Promise<Operator | undefined> {
+    return this.write(async (tx) => {
+      const found = await tx
+        .selectFrom('operators')
+        .select('id')
+        .where('enroll_digest', '=', digest)
+        .executeTakeFirst();
+      if (!found) return undefined;
+      // The digest in the WHERE makes the link work once: of two requests presenting it at once, the second
+      // updates nothing (PostgreSQL re-reads the row once the first commits; SQLite runs one writer at a time).
+      const result = await tx
+        .updateTable('operators')
+        .set({ password_hash: passwordHash, enroll_digest: null, enroll_expires_at: null, updated_at: now })
+        .where('id', '=', found.id)
+        .where('enroll_digest', '=', digest)
+        .where('enroll_expires_at', '>', now)
+        .where('enabled', '=', 1)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return undefined;
+      const row = await tx
+        .selectFrom('operators')
+        .selectAll()
+        .where('id', '=', found.id)
+        .executeTakeFirstOrThrow();
+      const operator = toOperator(row);
+      await this.writeChangeAudit(tx, audit(operator));
+      return operator;
+    });
+  }
+
+  async createOperatorSession(session: OperatorSession, audit?: ChangeAudit): Promise<void> {
+    await this.write(async (tx) => {
+      await tx
+        .insertInto('operator_sessions')
+        .values({
+          id: session.id,
+          operator_id: session.operatorId,
+          created_at: session.createdAt,
+          last_seen_at: session.lastSeenAt,
+          expires_at: session.expiresAt,
+          source: session.source,
+        })
+        .execute();
+      await tx
+        .updateTable('operators')
+        .set({ last_login_at: new Date(session.createdAt).toISOString() })
+        .where('id', '=', session.operatorId)
+        .execute();
+      if (audit) await this.writeChangeAudit(tx, audit);
+    });
+  }
+
+  async findOperatorSession(
+    id: string,
+  ): Promise<{ session: OperatorSession; operator: Operator } | undefined> {
+    const row = await this.conn
+      .selectFrom('operator_sessions')
+      .innerJoin('operators', 'operators.id', 'operator_sessions.operator_id')
+      .selectAll('operators')
+      .select([
+        'operator_sessions.id as session_id',
+        'operator_sessions.created_at as session_created_at',
+        'operator_sessions.last_seen_at',
+        'operator_sessions.expires_at',
+        'operator_sessions.source',
+      ])
+      .where('operator_sessions.id', '=', id)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    const { session_id, session_created_at, last_seen_at, expires_at, source, ...operator } = row;
+    return {
+      session: {
+        id: session_id,
+        operatorId: operator.id,
+        createdAt: Number(session_created_at),
+        lastSeenAt: Number(last_seen_at),
+        expiresAt: Number(expires_at),
+        source,
+      },
+      operator: toOperator(operator),
+    };
+  }
+
+  async touchOperatorSession(id: string, at: number): Promise<void> {
+    // One statement outside the change feed's lock: a console request never queues behind a writer for it.
+    await this.conn
+      .updateTable('operator_sessions')
+      .set({ last_seen_at: at })
+      .where('id', '=', id)
+      .where('last_seen_at', '<', at)
+      .execute();
+  }
+
+  async deleteOperatorSession(id: string, audit?: ChangeAudit): Promise<void> {
+    await this.write(async (tx) => {
+      await tx.deleteFrom('operator_sessions').where('id', '=', id).execute();
+      if (audit) await this.writeChangeAudit(tx, audit);
+    });
+  }
+
+  async pruneOperatorSessions(now: number, idleBefore: number): Promise<number> {
+    const result = await this.conn
+      .deleteFrom('operator_sessions')
+      .where((eb) => eb.or([eb('expires_at', '<=', now), eb('last_seen_at', '<', idleBefore)]))
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  async recordEvent(audit: ChangeAudit): Promise<void> {
+    await this.write((tx) => this.writeChangeAudit(tx, audit));
   }
 
   // --- change feed ---

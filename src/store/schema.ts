@@ -11,6 +11,50 @@ export interface Database {
   audit_spool_positions: AuditSpoolPositionsTable;
   client_secrets: ClientSecretsTable;
   assertion_jtis: AssertionJtisTable;
+  operators: OperatorsTable;
+  operator_sessions: OperatorSessionsTable;
+  token_counts: TokenCountsTable;
+}
+
+/** The console's operators: people, apart from clients. Never a password, only its scrypt hash. */
+export interface OperatorsTable {
+  id: string;
+  /** Lower case; unique. */
+  email: string;
+  /** `admin` or `viewer`. */
+  role: string;
+  enabled: number;
+  /** `scrypt$...` (see domain/passwords.ts), or null until the operator enrolls. */
+  password_hash: string | null;
+  /** SHA-256 (base64url) of the open enrollment link's token, or null when there is none. */
+  enroll_digest: string | null;
+  /** When that link stops working (RFC 3339). */
+  enroll_expires_at: string | null;
+  last_login_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Console sessions: the digest of the cookie's random id (never the id itself); times in ms since the epoch. */
+export interface OperatorSessionsTable {
+  id: string;
+  operator_id: string;
+  created_at: number | string;
+  /** Written at most once a minute (the idle timeout's clock). */
+  last_seen_at: number | string;
+  /** The absolute end: created_at + the longest a session lasts. */
+  expires_at: number | string;
+  /** The address the session was opened from. */
+  source: string | null;
+}
+
+/** The token endpoint's outcomes per minute (the console's chart), added to with each audit batch. */
+export interface TokenCountsTable {
+  /** The minute's start, ms since the epoch. */
+  minute: number | string;
+  issued: number | string;
+  /** token.refused and token.throttled (each throttled summary counts its requests). */
+  refused: number | string;
 }
 
 /** Client assertion ids already used (private_key_jwt), until the assertion could no longer be valid. */

@@ -179,8 +179,11 @@ export interface ClientStore {
    */
   findClients(ids: readonly string[]): Promise<Client[]>;
   listClients(): Promise<Client[]>;
-  /** A page of clients in id order: those after `after` (an id), at most `limit`. */
-  listClientsPage(after: string | null, limit: number): Promise<Client[]>;
+  /**
+   * A page of clients in id order: those after `after` (an id), at most `limit`; with `search`, only those
+   * whose id or name contains it (case-insensitive for ASCII letters).
+   */
+  listClientsPage(after: string | null, limit: number, search?: string): Promise<Client[]>;
   countClients(): Promise<number>;
   setClientSecret(id: string, secretDigest: string, audit?: ChangeAudit): Promise<Client>;
   /**
@@ -295,10 +298,21 @@ export const CHANGE_EVENT_TYPES = [
   'grant.deleted',
   'key.rotated',
   'key.retired',
+  'operator.created',
+  'operator.updated',
+  'operator.reset',
+  'operator.enrolled',
+  'operator.deleted',
 ] as const;
-export const AUDIT_EVENT_TYPES = [...TOKEN_EVENT_TYPES, ...CHANGE_EVENT_TYPES] as const;
+/** The console's sessions: written by the management layer as change events are (actor, target, source). */
+export const SESSION_EVENT_TYPES = ['operator.login', 'operator.login_failed', 'operator.logout'] as const;
+export const AUDIT_EVENT_TYPES = [
+  ...TOKEN_EVENT_TYPES,
+  ...CHANGE_EVENT_TYPES,
+  ...SESSION_EVENT_TYPES,
+] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
-export type ChangeEventType = (typeof CHANGE_EVENT_TYPES)[number];
+export type ChangeEventType = (typeof CHANGE_EVENT_TYPES)[number] | (typeof SESSION_EVENT_TYPES)[number];
 export type TokenEventType = (typeof TOKEN_EVENT_TYPES)[number];
 
 /**
@@ -311,12 +325,15 @@ export interface ChangeAudit {
   actor: string;
   /** The address the change came from (the admin API's caller), or null (the CLI). */
   source: string | null;
-  /** The id of what changed: a client id, an audience URL, a key id. */
-  target: string;
+  /** The id of what changed: a client id, an audience URL, a key id, an operator id; null for none (a login
+   * attempt for an email nobody has). */
+  target: string | null;
   clientId?: string | null;
   audience?: string | null;
   /** The fields that changed: `{ field: { from, to } }` for an update, the values of what was created. */
   changes: Record<string, unknown> | null;
+  /** Why, for an event that is a refusal (a failed login); null or absent otherwise. */
+  reason?: string | null;
 }
 
 /** One audit event as it is written. Never a secret, never a token. */
@@ -374,8 +391,9 @@ export interface SpoolPosition {
 
 export interface AuditStore {
   /**
-   * Writes the events; with a spool position, records it in the same transaction, so that a process that
-   * crashes after the write replays the segment from there and writes no event twice.
+   * Writes the events, and adds them to the per-minute token counts; with a spool position, records it in the
+   * same transaction, so that a process that crashes after the write replays the segment from there and
+   * writes no event, and counts no token, twice.
    */
   appendAuditEvents(events: readonly AuditRecord[], position?: SpoolPosition): Promise<void>;
   /** The offset recorded for a spool segment (0 if none). */
@@ -386,9 +404,118 @@ export interface AuditStore {
   queryAuditEvents(filter: AuditFilter): Promise<AuditEvent[]>;
   /** Deletes at most `limit` of the oldest events older than the given time; returns how many. */
   pruneAuditEvents(olderThan: Date, limit: number): Promise<number>;
+  /**
+   * The token endpoint's outcomes per minute from `since` (inclusive) to `until` (exclusive), ms since the
+   * epoch; only the minutes that had any, oldest first. appendAuditEvents adds to them.
+   */
+  tokenCounts(since: number, until: number): Promise<TokenCount[]>;
+  /** Deletes the counts of minutes before the given time. */
+  pruneTokenCounts(olderThan: Date): Promise<number>;
 }
 
-export interface Store extends AudienceStore, ClientStore, GrantStore, KeyStore, ChangeFeed, AuditStore {
+/** The token endpoint's outcomes in one minute (the console's chart). */
+export interface TokenCount {
+  /** The minute's start, RFC 3339. */
+  minute: string;
+  issued: number;
+  /** Refused and throttled requests. */
+  refused: number;
+}
+
+export type OperatorRole = 'admin' | 'viewer';
+
+/** A person who manages Tessera in the console. */
+export interface Operator {
+  id: string;
+  /** Lower case. */
+  email: string;
+  role: OperatorRole;
+  enabled: boolean;
+  /** Whether a password is set (the hash itself is read only by findOperatorCredentials). */
+  enrolled: boolean;
+  /** When the open enrollment link stops working, or null when there is none. */
+  enrollmentExpiresAt: string | null;
+  lastLoginAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface NewOperator {
+  id: string;
+  email: string;
+  role: OperatorRole;
+  /** The enrollment link's token digest and expiry. */
+  enrollDigest: string;
+  enrollExpiresAt: string;
+}
+
+/** What may change of an operator; undefined fields stay as they are. */
+export interface OperatorPatch {
+  role?: OperatorRole;
+  /** false ends the operator's sessions in the same transaction. */
+  enabled?: boolean;
+  /**
+   * A new enrollment link: the password is cleared and the operator's sessions end, in the same transaction
+   * (`tessera operator reset`).
+   */
+  enrollment?: { digest: string; expiresAt: string };
+}
+
+/** A console session as the store keeps it: times in ms since the epoch. */
+export interface OperatorSession {
+  /** The digest of the cookie's id. */
+  id: string;
+  operatorId: string;
+  createdAt: number;
+  lastSeenAt: number;
+  expiresAt: number;
+  source: string | null;
+}
+
+export interface OperatorStore {
+  /** Refused (conflict, resource `operator`) when the email is taken. */
+  addOperator(operator: NewOperator, audit?: ChangeAudit): Promise<Operator>;
+  /** By id or by email (lower case). */
+  findOperator(idOrEmail: string): Promise<Operator | undefined>;
+  /** An operator with its password hash, by email: login only. */
+  findOperatorCredentials(
+    email: string,
+  ): Promise<{ operator: Operator; passwordHash: string | null } | undefined>;
+  /** The operator whose open enrollment link has this digest (expired or not). */
+  findOperatorByEnrollment(digest: string): Promise<Operator | undefined>;
+  /** By email. */
+  listOperators(): Promise<Operator[]>;
+  /** not_found (resource `operator`) when there is no such operator. */
+  updateOperator(id: string, patch: OperatorPatch, audit?: ChangeAudit): Promise<Operator>;
+  /** Deletes the operator and its sessions. */
+  removeOperator(id: string, audit?: ChangeAudit): Promise<void>;
+  /**
+   * Sets the password of the operator whose open link has this digest, if the link has not expired by `now`
+   * and the operator is enabled, and closes the link, in one transaction: a link works once, even when two
+   * requests present it at the same moment. Undefined when it does not work.
+   */
+  enrollOperator(
+    digest: string,
+    passwordHash: string,
+    now: string,
+    audit: (operator: Operator) => ChangeAudit,
+  ): Promise<Operator | undefined>;
+  /** Opens a session, stamps the operator's last login, and writes the login's event, in one transaction. */
+  createOperatorSession(session: OperatorSession, audit?: ChangeAudit): Promise<void>;
+  /** A session and its operator, if the session exists (whatever its times: the caller judges them). */
+  findOperatorSession(id: string): Promise<{ session: OperatorSession; operator: Operator } | undefined>;
+  /** Moves a session's last-seen time forward (never back). */
+  touchOperatorSession(id: string, at: number): Promise<void>;
+  /** Ends a session; with an audit event (logout) in the same transaction. */
+  deleteOperatorSession(id: string, audit?: ChangeAudit): Promise<void>;
+  /** Deletes sessions past their end or idle since before `idleBefore`; returns how many. */
+  pruneOperatorSessions(now: number, idleBefore: number): Promise<number>;
+  /** Writes an event that goes with no change (a failed login). */
+  recordEvent(audit: ChangeAudit): Promise<void>;
+}
+
+export interface Store
+  extends AudienceStore, ClientStore, GrantStore, KeyStore, ChangeFeed, AuditStore, OperatorStore {
   readonly engine: 'sqlite' | 'postgres';
   /** Runs pending migrations (all, or up to and including `upTo`); returns the names it ran. */
   migrate(upTo?: string): Promise<string[]>;
@@ -412,7 +539,7 @@ export interface SchemaState {
 }
 
 /** What a StoreError is about: the management layer names its error after it (client_not_found, ...). */
-export type StoreResource = 'audience' | 'client' | 'grant' | 'signing_key' | 'secret';
+export type StoreResource = 'audience' | 'client' | 'grant' | 'signing_key' | 'secret' | 'operator';
 
 export class StoreError extends Error {
   override name = 'StoreError';

@@ -82,6 +82,8 @@ function switchable(store: Store) {
     forgetSpoolSegments: async (segments) => (check(), store.forgetSpoolSegments(segments)),
     queryAuditEvents: (filter) => store.queryAuditEvents(filter),
     pruneAuditEvents: async (before, limit) => (check(), store.pruneAuditEvents(before, limit)),
+    tokenCounts: (since, until) => store.tokenCounts(since, until),
+    pruneTokenCounts: async (before) => (check(), store.pruneTokenCounts(before)),
   };
   return { audit, state };
 }
@@ -531,6 +533,10 @@ describe('AuditRecorder: retention', () => {
     for (let i = 0; i < 2000 && !log.messages().includes('old audit events deleted'); i++)
       await new Promise((resolve) => setTimeout(resolve, 10));
     expect(await jtis(store)).toEqual(['recent']);
+    // The chart's counts go with the events they counted: only the recent event's minute is left.
+    expect(await store.tokenCounts(0, now + 60_000)).toEqual([
+      { minute: new Date(now - 60_000).toISOString(), issued: 1, refused: 0 },
+    ]);
     expect(limits.length).toBeGreaterThan(2);
     expect(Math.max(...limits)).toBeLessThanOrEqual(5000);
     expect(log.lines.find((l) => l.msg === 'old audit events deleted')).toMatchObject({ pruned: 12_000 });

@@ -175,6 +175,13 @@ describe('the OpenAPI document', () => {
         'POST /keys/rotate',
         'POST /keys/{kid}/retire',
         'GET /audit-events',
+        'GET /stats',
+        'GET /operators',
+        'POST /operators',
+        'GET /operators/{id}',
+        'PATCH /operators/{id}',
+        'DELETE /operators/{id}',
+        'POST /operators/{id}/reset',
       ].sort(),
     );
   });
@@ -633,6 +640,176 @@ describe('keys and the audit trail', () => {
     });
     expect(older.body.items[0].id).toBeLessThan(issued.body.items[1].id);
     expect((await call(token, 'listAuditEvents', { query: { since: 'yesterday' } })).status).toBe(400);
+  });
+});
+
+describe('search, stats and operators', () => {
+  let token: string;
+  let adminId: string;
+  beforeAll(async () => {
+    ({ token, id: adminId } = await adminToken());
+  });
+
+  it('GET /clients?search= finds by client_id or name, any case, literally; its cursors are its own', async () => {
+    for (const [client_id, name] of [
+      ['search-alpha', 'Billing'],
+      ['search-beta', 'billing reports'],
+      ['other-gamma', 'BILLING_100%'],
+      ['other-delta', 'Shipping'],
+    ])
+      expect((await call(token, 'createClient', { body: { client_id, name } })).status).toBe(201);
+    const ids = async (search: string) =>
+      (await call(token, 'listClients', { query: { search, limit: 500 } })).body.items.map(
+        (c: { client_id: string }) => c.client_id,
+      );
+    expect(await ids('billing')).toEqual(['other-gamma', 'search-alpha', 'search-beta']);
+    expect(await ids('SEARCH-')).toEqual(['search-alpha', 'search-beta']);
+    // % and _ are characters, not patterns.
+    expect(await ids('_100%')).toEqual(['other-gamma']);
+    expect(await ids('%')).toEqual(['other-gamma']);
+    expect(await ids('nothing like it')).toEqual([]);
+
+    const first = await call(token, 'listClients', { query: { search: 'billing', limit: 1 } });
+    expect(first.body.items.map((c: { client_id: string }) => c.client_id)).toEqual(['other-gamma']);
+    const second = await call(token, 'listClients', {
+      query: { search: 'billing', limit: 1, after: first.body.next as string },
+    });
+    expect(second.body.items.map((c: { client_id: string }) => c.client_id)).toEqual(['search-alpha']);
+    const elsewhere = await call(token, 'listClients', { query: { after: first.body.next as string } });
+    expect(elsewhere.status).toBe(400);
+    expect(elsewhere.body.type).toBe('urn:tessera:problem:invalid_cursor');
+    expect((await call(token, 'listClients', { query: { search: 'x'.repeat(201) } })).status).toBe(400);
+  });
+
+  it('GET /stats: counts, and tokens issued and refused per minute from the audit trail', async () => {
+    await t.addAudience('https://stats.example.com');
+    const client = await t.createClient(['https://stats.example.com']);
+    const form = {
+      grant_type: 'client_credentials',
+      client_id: client.id,
+      audience: 'https://stats.example.com',
+    };
+    for (let i = 0; i < 3; i++)
+      expect((await postToken(t.url, { ...form, client_secret: client.secret })).status).toBe(200);
+    for (let i = 0; i < 2; i++)
+      expect((await postToken(t.url, { ...form, client_secret: 'wrong' })).status).toBe(401);
+    await t.server.runtime.audit.flush();
+    const before = Date.now();
+    const stats = await call(token, 'getStats', { query: { minutes: 5 } });
+    expect(stats.status).toBe(200);
+    expect(stats.body.clients).toBe(await ctx.store.countClients());
+    expect(stats.body.audiences).toBe((await ctx.store.listAudiences()).length);
+    expect(stats.body.tokens).toHaveLength(5);
+    const until = Date.parse(stats.body.until as string);
+    expect(until % 60_000).toBe(0);
+    expect(until).toBeGreaterThan(before - 60_000);
+    expect(Date.parse(stats.body.from as string)).toBe(until - 5 * 60_000);
+    const total = (key: 'issued' | 'refused') =>
+      stats.body.tokens.reduce((n: number, m: Record<string, number>) => n + m[key]!, 0);
+    // What this file's other tests issued and refused counts too: at least these five, exactly the trail's.
+    const trail = await ctx.store.queryAuditEvents({
+      since: stats.body.from as string,
+      until: stats.body.until as string,
+      limit: 100_000,
+    });
+    const count = (types: string[]) =>
+      trail.filter((e) => types.includes(e.type)).reduce((n, e) => n + (e.count ?? 1), 0);
+    expect(total('issued')).toBe(count(['token.issued']));
+    expect(total('refused')).toBe(count(['token.refused', 'token.throttled']));
+    expect(total('issued')).toBeGreaterThanOrEqual(3);
+    expect(total('refused')).toBeGreaterThanOrEqual(2);
+    for (const minutes of [0, 1441])
+      expect((await call(token, 'getStats', { query: { minutes } })).status).toBe(400);
+  });
+
+  it('operators: create (the link once), read, change, reset, delete; each change audited', async () => {
+    const created = await call(token, 'createOperator', {
+      body: { email: ' Ann@Example.COM ', role: 'viewer' },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toEqual({
+      id: expect.stringMatching(/^op_[A-Za-z0-9_-]{16}$/),
+      email: 'ann@example.com',
+      role: 'viewer',
+      enabled: true,
+      enrolled: false,
+      enrollment_expires_at: expect.stringMatching(/Z$/),
+      last_login_at: null,
+      created_at: expect.stringMatching(/Z$/),
+      updated_at: created.body.created_at,
+      enrollment_url: expect.stringMatching(new RegExp(`^${t.url}/console/enroll#token=[A-Za-z0-9_-]{43}$`)),
+    });
+    expect(Date.parse(created.body.enrollment_expires_at) - Date.parse(created.body.created_at)).toBe(
+      86_400_000,
+    );
+    const id = created.body.id as string;
+    expect(created.headers.get('location')).toBe(`${t.url}/admin/v1/operators/${id}`);
+    const again = await call(token, 'createOperator', { body: { email: 'ann@example.com', role: 'admin' } });
+    expect(again.status).toBe(409);
+    expect(again.body).toEqual(problem(409, 'operator_exists', 'operator ann@example.com already exists'));
+    const bad = await call(token, 'createOperator', { body: { email: 'not an email', role: 'root' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors.map((e: { pointer: string }) => e.pointer)).toEqual(['/role']);
+
+    const read = await call(token, 'getOperator', { params: { id } });
+    expect(read.status).toBe(200);
+    const { enrollment_url: _link, ...view } = created.body;
+    expect(read.body).toEqual(view);
+    const list = await call(token, 'listOperators', { query: { limit: 500 } });
+    expect(list.body.items.map((o: { email: string }) => o.email)).toContain('ann@example.com');
+    expect(list.body.items[0]).not.toHaveProperty('enrollment_url');
+
+    const etag = read.headers.get('etag')!;
+    const changed = await call(token, 'updateOperator', {
+      params: { id },
+      body: { role: 'admin', enabled: false },
+      headers: { 'if-match': etag },
+    });
+    expect(changed.status).toBe(200);
+    expect(changed.body).toMatchObject({ role: 'admin', enabled: false });
+    const stale = await call(token, 'updateOperator', {
+      params: { id },
+      body: { role: 'viewer' },
+      headers: { 'if-match': etag },
+    });
+    expect(stale.status).toBe(412);
+
+    const reset = await call(token, 'resetOperator', { params: { id } });
+    expect(reset.status).toBe(200);
+    expect(reset.body.enrollment_url).not.toBe(created.body.enrollment_url);
+    expect(reset.body.enrollment_url).toMatch(/#token=[A-Za-z0-9_-]{43}$/);
+    expect((await call(token, 'resetOperator', { params: { id: 'op_nobody' } })).status).toBe(404);
+
+    expect((await call(token, 'deleteOperator', { params: { id } })).status).toBe(204);
+    const gone = await call(token, 'getOperator', { params: { id } });
+    expect(gone.status).toBe(404);
+    expect(gone.body).toEqual(problem(404, 'operator_not_found', `operator ${id} does not exist`));
+    expect((await call(token, 'deleteOperator', { params: { id } })).status).toBe(404);
+
+    const trail = await call(token, 'listAuditEvents', { query: { limit: 500 } });
+    const mine = trail.body.items
+      .filter((e: { target: string }) => e.target === id)
+      .map((e: { type: string; actor: string; changes: unknown }) => [e.type, e.actor, e.changes]);
+    expect(mine).toEqual([
+      ['operator.deleted', adminId, { email: 'ann@example.com' }],
+      ['operator.reset', adminId, { email: 'ann@example.com' }],
+      [
+        'operator.updated',
+        adminId,
+        { role: { from: 'viewer', to: 'admin' }, enabled: { from: true, to: false } },
+      ],
+      ['operator.created', adminId, { email: 'ann@example.com', role: 'viewer' }],
+    ]);
+  });
+
+  it('the operators need operators:read and operators:write; the stats audit:read', async () => {
+    const { token: reader } = await adminToken(['audit:read', 'clients:read']);
+    const denied = await call(reader, 'listOperators');
+    expect(denied.status).toBe(403);
+    expect(denied.headers.get('www-authenticate')).toBe(
+      'Bearer error="insufficient_scope", scope="operators:read"',
+    );
+    expect((await call(reader, 'getStats')).status).toBe(200);
   });
 });
 

@@ -44,6 +44,8 @@ function expectedMetadata(audiences: string[]): Record<string, unknown> {
       'clients:write',
       'keys:read',
       'keys:write',
+      'operators:read',
+      'operators:write',
     ],
   };
 }

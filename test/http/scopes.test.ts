@@ -115,6 +115,8 @@ describe('the token request', () => {
         'clients:write',
         'keys:read',
         'keys:write',
+        'operators:read',
+        'operators:write',
         'orders:delete',
         'orders:read',
         'orders:write',

@@ -122,6 +122,7 @@ export function storeContract(name: string, open: OpenStore): void {
             '0007_custom_claims',
             '0008_client_secrets',
             '0009_private_key_jwt',
+            '0010_console',
           ]);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
@@ -1313,6 +1314,7 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     '0007_custom_claims',
     '0008_client_secrets',
     '0009_private_key_jwt',
+    '0010_console',
   ]);
   expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
     event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
@@ -1391,6 +1393,7 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     '0007_custom_claims',
     '0008_client_secrets',
     '0009_private_key_jwt',
+    '0010_console',
   ]);
   const audiences = await store.listAudiences();
   expect(audiences).toEqual(

@@ -6,9 +6,10 @@ import type { PublicJwk } from '../../keys/keyring.js';
 import type { AdminScope } from '../../management/builtin.js';
 import { problem, type ProblemError } from './problem.js';
 
-/** The caller of an admin request, once its token is accepted. */
+/** The caller of an admin request, once its token (or console session) is accepted. */
 export interface AdminCaller {
-  clientId: string;
+  /** Who the audit trail names: the admin client's id, or `operator:<email>`. */
+  actor: string;
   scopes: ReadonlySet<string>;
 }
 
@@ -21,6 +22,8 @@ export interface AdminAuthDeps {
   /** The client as the token path knows it (cached, followed through the change feed). */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined>;
   attempts: AttemptLimiter;
+  /** Console sessions: a request without an Authorization header may carry one instead of a token. */
+  sessions?: { caller(request: FastifyRequest): Promise<AdminCaller | undefined> };
 }
 
 const invalidToken = (detail: string): ProblemError =>
@@ -35,8 +38,9 @@ const invalidToken = (detail: string): ProblemError =>
 /**
  * Checks admin requests' bearer tokens (RFC 6750): Tessera's own access tokens for the admin audience
  * (signature against the published keys, iss, aud, exp, typ at+jwt), of a client that still exists and is
- * enabled now, not just when the token was issued. Failures count against the caller's address like failed
- * token requests; a blocked address gets 429, unless it presents a valid token of an enabled client.
+ * enabled now, not just when the token was issued; or, without an Authorization header, a console session
+ * (see console/session.ts). Failures count against the caller's address like failed token requests; a
+ * blocked address gets 429, unless it presents a valid token of an enabled client or an open session.
  */
 export class AdminAuth {
   private keys: readonly PublicJwk[] | undefined;
@@ -57,7 +61,9 @@ export class AdminAuth {
     const source = request.ip;
     let caller: AdminCaller;
     try {
-      caller = await this.verify(request.headers.authorization);
+      const header = request.headers.authorization;
+      const session = header === undefined ? await this.deps.sessions?.caller(request) : undefined;
+      caller = session ?? (await this.verify(header));
     } catch (error) {
       const wait = this.deps.attempts.blockedFor(undefined, source);
       if (wait > 0)
@@ -96,7 +102,7 @@ export class AdminAuth {
     const client = found instanceof Promise ? await found : found;
     if (!client?.enabled) throw invalidToken('the client of this token is disabled or deleted');
     const scope = typeof payload.scope === 'string' ? payload.scope : '';
-    return { clientId, scopes: new Set(scope.split(' ').filter(Boolean)) };
+    return { actor: clientId, scopes: new Set(scope.split(' ').filter(Boolean)) };
   }
 }
 

@@ -7,10 +7,12 @@ import type { ManagementContext } from '../../management/index.js';
 import type { Store } from '../../store/types.js';
 import { AdminAuth, requireScope, type AdminAuthDeps, type AdminCaller } from './auth.js';
 import { Cursors } from './paging.js';
+import { SessionCookie } from '../console/session.js';
 import { asProblem, problem, sendProblem } from './problem.js';
 import { audienceRoutes } from './routes-audiences.js';
 import { clientRoutes } from './routes-clients.js';
 import { keyAndAuditRoutes } from './routes-keys.js';
+import { operatorRoutes } from './routes-operators.js';
 import { secretRoutes } from './routes-secrets.js';
 import type { AdminScope } from '../../management/builtin.js';
 
@@ -73,7 +75,18 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
           },
           servers: [{ url: audience }],
           components: {
-            securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },
+            securitySchemes: {
+              bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+              session: {
+                type: 'apiKey',
+                in: 'cookie',
+                name: new SessionCookie(deps.config.issuer).name,
+                description:
+                  "A console operator's session (POST /console/api/session). Role admin has every scope, role " +
+                  'viewer the read scopes but operators:read. A change also needs the Origin of the issuer and ' +
+                  "the session's anti-CSRF token in X-CSRF-Token.",
+              },
+            },
           },
         },
         // Paths relative to the server URL above.
@@ -136,7 +149,7 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
         context: (request) => ({
           store: deps.store,
           config: deps.config,
-          actor: request.adminCaller!.clientId,
+          actor: request.adminCaller!.actor,
           source: request.ip,
         }),
       };
@@ -144,6 +157,7 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
       clientRoutes(admin, context);
       secretRoutes(admin, context);
       keyAndAuditRoutes(admin, context);
+      operatorRoutes(admin, context);
 
       // Needs no token (config without a scope); no-store like every admin answer.
       admin.get('/openapi.json', { schema: { hide: true }, config: {} }, async () => admin.swagger());

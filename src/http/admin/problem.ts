@@ -22,6 +22,8 @@ const STATUS: Record<ErrorKind, number> = {
   conflict: 409,
   precondition: 412,
   failed: 500,
+  unauthenticated: 401,
+  throttled: 429,
 };
 
 const TITLES: Record<number, string> = {
@@ -134,5 +136,7 @@ function fromManagement(error: ManagementError): ProblemError {
     error.code === 'invalid_field' && error.field
       ? [{ pointer: `/${error.field}`, detail: error.message }]
       : undefined;
-  return problem(status, error.code, error.message, errors ? { errors } : {});
+  const headers: Record<string, string> =
+    error.retryAfter === undefined ? {} : { 'retry-after': String(error.retryAfter) };
+  return problem(status, error.code, error.message, errors ? { errors } : {}, headers);
 }

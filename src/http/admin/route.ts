@@ -34,9 +34,14 @@ export function adminRoute(spec: {
   const schema = {
     operationId: spec.operationId,
     summary: spec.summary,
-    description: `Needs the scope \`${spec.scope}\`.`,
+    description:
+      `Needs the scope \`${spec.scope}\`` +
+      (spec.scope.endsWith(':read')
+        ? '.'
+        : '; with a console session, also the `Origin` of the issuer and the header `X-CSRF-Token`.'),
     tags: spec.tags,
-    security: [{ bearer: [spec.scope] }],
+    // An access token of the admin audience, or a console operator's session (its role gives the scopes).
+    security: [{ bearer: [spec.scope] }, { session: [] }],
     ...(spec.params ? { params: spec.params } : {}),
     ...(spec.querystring ? { querystring: spec.querystring } : {}),
     ...(spec.body ? { body: spec.body } : {}),

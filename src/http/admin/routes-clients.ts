@@ -35,20 +35,22 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
     '/clients',
     adminRoute({
       operationId: 'listClients',
-      summary: 'List clients, by client_id',
+      summary: 'List clients, by client_id; search by client_id or name',
       tags,
       scope: 'clients:read',
-      querystring: S.ListQuery,
+      querystring: S.ClientListQuery,
       ok: { 200: S.Page(S.Client) },
     }),
     async (request) => {
-      const { limit = 50, after } = request.query as Static<typeof S.ListQuery>;
-      const from = after === undefined ? null : ctx.cursors.read('clients', after, isString);
-      const page = await clients.listClientsPage(ctx.context(request), from, limit + 1);
+      const { limit = 50, after, search } = request.query as Static<typeof S.ClientListQuery>;
+      // A search's cursors are its own: a page of one search does not continue another.
+      const list = search === undefined ? 'clients' : `clients ${search}`;
+      const from = after === undefined ? null : ctx.cursors.read(list, after, isString);
+      const page = await clients.listClientsPage(ctx.context(request), from, limit + 1, search);
       const items = page.slice(0, limit);
       return {
         items: items.map(views.clientJson),
-        next: page.length > limit ? ctx.cursors.issue('clients', items[items.length - 1]!.id) : null,
+        next: page.length > limit ? ctx.cursors.issue(list, items[items.length - 1]!.id) : null,
       };
     },
   );

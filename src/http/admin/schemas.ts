@@ -6,6 +6,7 @@
 import { Type, type TSchema } from 'typebox';
 import { SIGNING_ALGS } from '../../domain/algorithms.js';
 import { AUTH_METHOD_NAMES, MAX_CLIENT_KEYS } from '../../domain/client-keys.js';
+import { OPERATOR_ROLES } from '../../domain/validate.js';
 import { AUDIT_EVENT_TYPES } from '../../store/types.js';
 
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
@@ -184,12 +185,64 @@ export const AuditEvent = Type.Object(
     reason: Nullable(Type.String()),
     count: Nullable(Type.Integer({ description: 'requests a token.throttled summary stands for' })),
     actor: Nullable(
-      Type.String({ description: 'who made a change: an admin client id, cli:<user>, tessera' }),
+      Type.String({
+        description: 'who made a change: an admin client id, operator:<email>, cli:<user>, tessera',
+      }),
     ),
     target: Nullable(Type.String({ description: "the changed resource's id" })),
     changes: Nullable(
       Type.Record(Type.String(), Type.Unknown(), { description: 'the fields that changed (never a secret)' }),
     ),
+  },
+  { additionalProperties: false },
+);
+
+const Role = Type.Union(
+  OPERATOR_ROLES.map((r) => Type.Literal(r)),
+  { description: 'admin: everything; viewer: reads everything but the operators, changes nothing' },
+);
+
+export const Operator = Type.Object(
+  {
+    id: Type.String({ description: 'server-made, stable; paths use it' }),
+    email: Type.String({ description: 'lower case; what the operator logs in with' }),
+    role: Role,
+    enabled: Type.Boolean(),
+    enrolled: Type.Boolean({ description: 'whether the operator has set a password' }),
+    enrollment_expires_at: Nullable(Time),
+    last_login_at: Nullable(Time),
+    created_at: Time,
+    updated_at: Time,
+  },
+  { additionalProperties: false },
+);
+
+export const OperatorWithLink = Type.Object(
+  {
+    ...Operator.properties,
+    enrollment_url: Type.String({
+      description: 'the one-time link where the operator sets a password; shown in this answer only',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+const TokenCount = Type.Object(
+  {
+    minute: Time,
+    issued: Type.Integer({ description: 'tokens issued in that minute' }),
+    refused: Type.Integer({ description: 'token requests refused or throttled in that minute' }),
+  },
+  { additionalProperties: false },
+);
+
+export const Stats = Type.Object(
+  {
+    clients: Type.Integer(),
+    audiences: Type.Integer({ description: "the admin API's own audience included" }),
+    from: Time,
+    until: Time,
+    tokens: Type.Array(TokenCount, { description: 'every minute from `from` to `until`, oldest first' }),
   },
   { additionalProperties: false },
 );
@@ -324,6 +377,34 @@ export const AuditQuery = Type.Object(
     since: Type.Optional(Time),
     until: Type.Optional(Time),
   },
+  { additionalProperties: false },
+);
+
+export const ClientListQuery = Type.Object(
+  {
+    ...ListQuery.properties,
+    search: Type.Optional(
+      Type.String({
+        maxLength: 200,
+        description: 'only clients whose client_id or name contains this text (ASCII letters in any case)',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const StatsQuery = Type.Object(
+  { minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 1440, default: 60 })) },
+  { additionalProperties: false },
+);
+
+export const NewOperator = Type.Object(
+  { email: Type.String({ minLength: 3, maxLength: 254 }), role: Role },
+  { additionalProperties: false },
+);
+
+export const OperatorPatch = Type.Object(
+  { role: Type.Optional(Role), enabled: Type.Optional(Type.Boolean()) },
   { additionalProperties: false },
 );
 

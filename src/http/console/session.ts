@@ -1,0 +1,154 @@
+import type { FastifyRequest } from 'fastify';
+import type { Config } from '../../config/index.js';
+import { ROLE_SCOPES } from '../../management/builtin.js';
+import { sessions, type ManagementContext } from '../../management/index.js';
+import type { SessionPolicy } from '../../management/sessions.js';
+import type { Operator, Store } from '../../store/types.js';
+import { problem } from '../admin/problem.js';
+
+/** The header a console page sends its session's anti-CSRF token in, on every request that changes something. */
+export const CSRF_HEADER = 'x-csrf-token';
+/**
+ * The header a console page sends on requests it makes by itself (the overview's refresh): they do not count
+ * as activity, so a page left open still lets its session end after the idle timeout.
+ */
+export const BACKGROUND_HEADER = 'x-tessera-background';
+
+/** Methods that change nothing (RFC 9110 §9.2.1): the only ones a session may use without CSRF token and Origin. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** Who a console session is: its operator, and what their role allows, as admin scopes. */
+export interface SessionCaller {
+  actor: string;
+  scopes: ReadonlySet<string>;
+  operator: Operator;
+  /** The cookie's value (logout ends this session). */
+  token: string;
+  /** The session's absolute end, ms since the epoch. */
+  expiresAt: number;
+}
+
+/**
+ * The console's session cookie (MANAGEMENT.md, "Sessions"): `__Host-` prefixed and Secure when the issuer is
+ * https; browsers refuse that prefix on plain http, so a local http issuer uses a plain name. Always HttpOnly,
+ * SameSite=Strict, Path=/.
+ */
+export class SessionCookie {
+  readonly name: string;
+  private readonly secure: boolean;
+
+  constructor(issuer: string) {
+    this.secure = issuer.startsWith('https://');
+    this.name = this.secure ? '__Host-tessera_session' : 'tessera_session';
+  }
+
+  /** The cookie's value in a request, if it has one (the first, if a client sent several). */
+  read(header: string | undefined): string | undefined {
+    if (header === undefined) return undefined;
+    for (const part of header.split(';')) {
+      const at = part.indexOf('=');
+      if (at > 0 && part.slice(0, at).trim() === this.name) return part.slice(at + 1).trim();
+    }
+    return undefined;
+  }
+
+  /** The Set-Cookie of a new session, which the browser keeps until the session's absolute end. */
+  set(value: string, maxAgeSeconds: number): string {
+    return this.attributes(`${this.name}=${value}; Max-Age=${maxAgeSeconds}`);
+  }
+
+  /** The Set-Cookie that removes it (logout). */
+  clear(): string {
+    return this.attributes(`${this.name}=; Max-Age=0`);
+  }
+
+  private attributes(cookie: string): string {
+    return `${cookie}; Path=/; HttpOnly; SameSite=Strict${this.secure ? '; Secure' : ''}`;
+  }
+}
+
+export interface ConsoleSessionsDeps {
+  store: Store;
+  config: Config;
+  policy: SessionPolicy;
+}
+
+/**
+ * Console sessions as the HTTP face sees them: the cookie, and for a request that changes something a matching
+ * `Origin` and the session's anti-CSRF token, checked before the store is asked anything; then the session
+ * itself, read from the store on every request (so that a disabled operator is shut out at once, everywhere).
+ */
+export class ConsoleSessions {
+  readonly cookie: SessionCookie;
+  /** The issuer's origin: the only one whose pages may change anything with a session. */
+  readonly origin: string;
+
+  constructor(private readonly deps: ConsoleSessionsDeps) {
+    this.cookie = new SessionCookie(deps.config.issuer);
+    this.origin = new URL(deps.config.issuer).origin;
+  }
+
+  get policy(): SessionPolicy {
+    return this.deps.policy;
+  }
+
+  /** The management context of a console request, before its operator is known. */
+  context(request: FastifyRequest, actor = 'console'): ManagementContext {
+    return { store: this.deps.store, config: this.deps.config, actor, source: request.ip };
+  }
+
+  /** The session cookie's value of a request, if any. */
+  token(request: FastifyRequest): string | undefined {
+    return this.cookie.read(request.headers.cookie);
+  }
+
+  /** Refuses (403) a request that changes something from a page that is not the console's. */
+  checkOrigin(request: FastifyRequest): void {
+    if (request.headers.origin !== this.origin)
+      throw problem(
+        403,
+        'origin_mismatch',
+        `a change made with a console session must come from a page of ${this.origin} (the Origin header)`,
+      );
+  }
+
+  /**
+   * The caller of a request that carries a session cookie; undefined when it carries none. A change needs the
+   * Origin and the anti-CSRF token (403 otherwise); a session that has ended is a 401.
+   */
+  async caller(request: FastifyRequest): Promise<SessionCaller | undefined> {
+    const token = this.token(request);
+    if (token === undefined) return undefined;
+    if (!SAFE_METHODS.has(request.method)) {
+      this.checkOrigin(request);
+      const presented = request.headers[CSRF_HEADER];
+      if (typeof presented !== 'string' || !sessions.csrfMatches(this.deps.policy, token, presented))
+        throw problem(
+          403,
+          'csrf_failed',
+          `a change made with a console session needs the session's anti-CSRF token (${CSRF_HEADER})`,
+        );
+    }
+    const found = await sessions.findSession(
+      this.context(request),
+      this.deps.policy,
+      token,
+      request.headers[BACKGROUND_HEADER] === undefined,
+    );
+    if (!found)
+      throw problem(
+        401,
+        'session_ended',
+        'the console session has ended (logged out, timed out, or the operator was disabled): log in again',
+        {},
+        { 'www-authenticate': 'Bearer error="invalid_token"' },
+      );
+    return {
+      actor: `operator:${found.operator.email}`,
+      scopes: new Set(ROLE_SCOPES[found.operator.role]),
+      operator: found.operator,
+      token,
+      expiresAt: found.session.expiresAt,
+    };
+  }
+}

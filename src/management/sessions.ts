@@ -1,0 +1,176 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { verifyPassword } from '../domain/passwords.js';
+import type { Operator, OperatorSession } from '../store/types.js';
+import { changeAudit, nowOf, type ManagementContext } from './context.js';
+import { ManagementError, storeCall } from './errors.js';
+
+/**
+ * Console sessions (MANAGEMENT.md, "Sessions"): an operator logs in with email and password and gets an
+ * opaque random id (the cookie), kept in the store only as its SHA-256, so every instance knows every session
+ * and ending one (logout, the operator disabled or reset) takes effect everywhere with the commit. A session
+ * ends after `idleSeconds` without a request and after `maxSeconds` in any case. Every state change also needs
+ * the session's anti-CSRF token, an HMAC of the session id that only a page of the console can read.
+ */
+export interface SessionPolicy {
+  idleSeconds: number;
+  maxSeconds: number;
+  /** Signs the anti-CSRF tokens; the same on every instance (derived from the master key). */
+  csrfKey: Uint8Array;
+  /** Failed logins, per email and per address. */
+  logins: {
+    blockedFor(email: string, address: string): number;
+    failed(email: string, address: string): Promise<void>;
+  };
+}
+
+/** An open session, as login answers it: the cookie's value and the page's anti-CSRF token exist only here. */
+export interface NewSession {
+  token: string;
+  csrf: string;
+  operator: Operator;
+  /** ms since the epoch: the session's absolute end. */
+  expiresAt: number;
+}
+
+/** A session's last-seen time is written at most this often: the idle timeout is exact to a minute. */
+const TOUCH_EVERY_MS = 60_000;
+
+/** A session token: 256 random bits, base64url. Anything else is refused without asking the store. */
+const TOKEN = /^[A-Za-z0-9_-]{43}$/;
+
+const sessionId = (token: string): string => createHash('sha256').update(token).digest('base64url');
+
+/** The anti-CSRF token of a session: it names that session and no other, and cannot be made without the key. */
+export const csrfToken = (policy: Pick<SessionPolicy, 'csrfKey'>, token: string): string =>
+  createHmac('sha256', policy.csrfKey).update(`tessera console csrf ${token}`).digest('base64url');
+
+/** Whether `presented` is the anti-CSRF token of the session `token` (compared in constant time). */
+export function csrfMatches(
+  policy: Pick<SessionPolicy, 'csrfKey'>,
+  token: string,
+  presented: string,
+): boolean {
+  const expected = Buffer.from(csrfToken(policy, token));
+  const given = Buffer.from(presented);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+const invalidLogin = (): ManagementError =>
+  new ManagementError('invalid_login', 'the email or the password is not right');
+
+/**
+ * Logs an operator in. A wrong password, an unknown email, an operator not enrolled yet and a disabled one
+ * get the same answer after the same work (a password hash is checked in every case); the audit trail says
+ * which it was. Failures count per email and per address; a blocked login is refused before any hash, even
+ * with the right password (see LoginAttempts).
+ */
+export async function login(
+  ctx: ManagementContext,
+  policy: SessionPolicy,
+  input: { email: string; password: string },
+): Promise<NewSession> {
+  const source = ctx.source ?? 'unknown';
+  // The key the limits count: the email as typed, as the store would look it up.
+  const email = input.email.trim().toLowerCase().slice(0, 254);
+  const wait = policy.logins.blockedFor(email, source);
+  if (wait > 0)
+    throw new ManagementError(
+      'login_throttled',
+      'too many failed logins for this email or from this address: try again later',
+      undefined,
+      wait,
+    );
+  const found = await storeCall(() => ctx.store.findOperatorCredentials(email));
+  const right = await verifyPassword(input.password, found?.passwordHash ?? null);
+  const operator = found?.operator;
+  const reason = !operator
+    ? 'unknown email'
+    : !operator.enrolled
+      ? 'not enrolled'
+      : !right
+        ? 'wrong password'
+        : !operator.enabled
+          ? 'operator disabled'
+          : undefined;
+  if (reason !== undefined || !operator) {
+    await policy.logins.failed(email, source);
+    // Only a known operator's email is recorded: what someone typed in the email field may be anything.
+    await storeCall(() =>
+      ctx.store.recordEvent(
+        changeAudit(
+          { ...ctx, actor: operator ? `operator:${operator.email}` : 'anonymous' },
+          'operator.login_failed',
+          operator?.id ?? null,
+          { reason },
+        ),
+      ),
+    );
+    throw invalidLogin();
+  }
+  const now = nowOf(ctx);
+  const token = randomBytes(32).toString('base64url');
+  const session: OperatorSession = {
+    id: sessionId(token),
+    operatorId: operator.id,
+    createdAt: now,
+    lastSeenAt: now,
+    expiresAt: now + policy.maxSeconds * 1000,
+    source: ctx.source ?? null,
+  };
+  await storeCall(async () => {
+    // Sessions that are over go now (every instance prunes at logins, so the table stays small).
+    await ctx.store.pruneOperatorSessions(now, now - policy.idleSeconds * 1000);
+    await ctx.store.createOperatorSession(
+      session,
+      changeAudit({ ...ctx, actor: `operator:${operator.email}` }, 'operator.login', operator.id),
+    );
+  });
+  return {
+    token,
+    csrf: csrfToken(policy, token),
+    operator: { ...operator, lastLoginAt: new Date(now).toISOString() },
+    expiresAt: session.expiresAt,
+  };
+}
+
+/** The session of a cookie's value, if it is open, with its operator (enabled). */
+export async function findSession(
+  ctx: ManagementContext,
+  policy: SessionPolicy,
+  token: string,
+  /** false for requests the page makes by itself (a chart's refresh): they do not keep a session alive. */
+  activity = true,
+): Promise<{ session: OperatorSession; operator: Operator } | undefined> {
+  if (!TOKEN.test(token)) return undefined;
+  const found = await storeCall(() => ctx.store.findOperatorSession(sessionId(token)));
+  if (!found) return undefined;
+  const now = nowOf(ctx);
+  const { session, operator } = found;
+  if (
+    !operator.enabled ||
+    now >= session.expiresAt ||
+    now - session.lastSeenAt >= policy.idleSeconds * 1000
+  ) {
+    await storeCall(() => ctx.store.deleteOperatorSession(session.id));
+    return undefined;
+  }
+  if (activity && now - session.lastSeenAt >= TOUCH_EVERY_MS)
+    await storeCall(() => ctx.store.touchOperatorSession(session.id, now));
+  return found;
+}
+
+/** Ends a session (logout); audited when there was one to end. */
+export async function logout(ctx: ManagementContext, policy: SessionPolicy, token: string): Promise<void> {
+  const found = await findSession(ctx, policy, token, false);
+  if (!found) return;
+  await storeCall(() =>
+    ctx.store.deleteOperatorSession(
+      found.session.id,
+      changeAudit(
+        { ...ctx, actor: `operator:${found.operator.email}` },
+        'operator.logout',
+        found.operator.id,
+      ),
+    ),
+  );
+}
