@@ -1,0 +1,383 @@
+import { useLocation, useRoute } from 'preact-iso';
+import { useState } from 'preact/hooks';
+import { api, seg, type ApiError, type Audience, type Page } from '../api';
+import { useSession } from '../app';
+import {
+  ErrorMessage,
+  Field,
+  formatSeconds,
+  Loading,
+  numberOrNull,
+  PageTitle,
+  ReadOnly,
+  TableBox,
+  Time,
+  useAction,
+  useConfirm,
+  useLoad,
+} from '../components';
+
+const ALGS = ['ES256', 'RS256', 'PS256', 'EdDSA'];
+
+/** Every audience (there are few), a page of 500 at a time. */
+export async function allAudiences(): Promise<Audience[]> {
+  const all: Audience[] = [];
+  let after: string | null = null;
+  do {
+    const path: string = `/audiences?limit=500${after ? `&after=${encodeURIComponent(after)}` : ''}`;
+    const page: Page<Audience> = (await api.get<Page<Audience>>(path)).body;
+    all.push(...page.items);
+    after = page.next;
+  } while (after);
+  return all.sort((a, b) => (a.identifier < b.identifier ? -1 : 1));
+}
+
+interface ScopeDraft {
+  name: string;
+  description: string;
+}
+
+/** The fields an audience's form edits, as text. */
+interface AudienceDraft {
+  identifier: string;
+  name: string;
+  token_ttl: string;
+  signing_alg: string;
+  scopes: ScopeDraft[];
+}
+
+const draftOf = (a?: Audience): AudienceDraft => ({
+  identifier: a?.identifier ?? '',
+  name: a?.name ?? '',
+  token_ttl: a?.token_ttl === null || a?.token_ttl === undefined ? '' : String(a.token_ttl),
+  signing_alg: a?.signing_alg ?? '',
+  scopes: a?.scopes.map((s) => ({ name: s.name, description: s.description ?? '' })) ?? [],
+});
+
+const bodyOf = (draft: AudienceDraft) => ({
+  name: draft.name.trim() === '' ? null : draft.name,
+  token_ttl: numberOrNull(draft.token_ttl),
+  signing_alg: draft.signing_alg === '' ? null : draft.signing_alg,
+  scopes: draft.scopes
+    .filter((s) => s.name.trim() !== '' || s.description.trim() !== '')
+    .map((s) => ({ name: s.name.trim(), description: s.description.trim() === '' ? null : s.description })),
+});
+
+/** The form of a new or an existing audience; the identifier is set once. */
+function AudienceForm({
+  draft,
+  setDraft,
+  error,
+  isNew,
+}: {
+  draft: AudienceDraft;
+  setDraft: (d: AudienceDraft) => void;
+  error: ApiError | undefined;
+  isNew: boolean;
+}) {
+  const set = (patch: Partial<AudienceDraft>) => setDraft({ ...draft, ...patch });
+  const setScope = (i: number, patch: Partial<ScopeDraft>) =>
+    set({ scopes: draft.scopes.map((s, j) => (j === i ? { ...s, ...patch } : s)) });
+  return (
+    <>
+      <div class="grid">
+        {isNew && (
+          <Field
+            label="Identifier (URL)"
+            name="identifier"
+            error={error}
+            hint="The environment URL clients ask for, e.g. https://api.example.com"
+          >
+            {(props) => (
+              <input
+                {...props}
+                type="url"
+                required
+                value={draft.identifier}
+                onInput={(e) => set({ identifier: e.currentTarget.value })}
+              />
+            )}
+          </Field>
+        )}
+        <Field label="Name" name="name" error={error}>
+          {(props) => (
+            <input
+              {...props}
+              type="text"
+              value={draft.name}
+              onInput={(e) => set({ name: e.currentTarget.value })}
+            />
+          )}
+        </Field>
+        <Field
+          label="Token lifetime"
+          name="token_ttl"
+          error={error}
+          hint="Seconds, or 15m, 1h…; empty: the server's default"
+        >
+          {(props) => (
+            <input
+              {...props}
+              type="text"
+              value={draft.token_ttl}
+              onInput={(e) => set({ token_ttl: e.currentTarget.value })}
+            />
+          )}
+        </Field>
+        <Field label="Signing algorithm" name="signing_alg" error={error}>
+          {(props) => (
+            <select
+              {...props}
+              value={draft.signing_alg}
+              onChange={(e) => set({ signing_alg: e.currentTarget.value })}
+            >
+              <option value="">The server's default</option>
+              {ALGS.map((alg) => (
+                <option key={alg} value={alg}>
+                  {alg}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+      </div>
+      <fieldset>
+        <legend>Scopes</legend>
+        <p class="hint">
+          The permissions its APIs check, such as orders:read. Removing one removes it from every grant.
+        </p>
+        {draft.scopes.map((scope, i) => (
+          <div class="scope-row" key={i}>
+            <Field label={`Scope ${i + 1} name`} name={`scopes/${i}/name`} error={error}>
+              {(props) => (
+                <input
+                  {...props}
+                  type="text"
+                  value={scope.name}
+                  onInput={(e) => setScope(i, { name: e.currentTarget.value })}
+                />
+              )}
+            </Field>
+            <Field label={`Scope ${i + 1} description`} name={`scopes/${i}/description`} error={error}>
+              {(props) => (
+                <input
+                  {...props}
+                  type="text"
+                  value={scope.description}
+                  onInput={(e) => setScope(i, { description: e.currentTarget.value })}
+                />
+              )}
+            </Field>
+            <button
+              type="button"
+              onClick={() => set({ scopes: draft.scopes.filter((_, j) => j !== i) })}
+              aria-label={`Remove scope ${scope.name || i + 1}`}
+            >
+              Remove
+            </button>
+          </div>
+        ))}
+        <button
+          type="button"
+          onClick={() => set({ scopes: [...draft.scopes, { name: '', description: '' }] })}
+        >
+          Add a scope
+        </button>
+        {error?.forField('scopes') && !error.errors.some((e) => /^\/scopes\/\d+\//.test(e.pointer)) && (
+          <p class="error" role="alert">
+            {error.forField('scopes')}
+          </p>
+        )}
+      </fieldset>
+    </>
+  );
+}
+
+export function AudiencesPage() {
+  const { can } = useSession();
+  const { route } = useLocation();
+  const list = useLoad(allAudiences);
+  const [draft, setDraft] = useState(draftOf());
+  const { run, error, busy } = useAction();
+
+  const create = async (event: Event) => {
+    event.preventDefault();
+    const created = await run(() =>
+      api.post<Audience>('/audiences', { identifier: draft.identifier, ...bodyOf(draft) }),
+    );
+    if (created) route(`/console/audiences/${seg(created.body.id)}?created=1`);
+  };
+
+  return (
+    <>
+      <PageTitle title="Audiences">
+        The environment URLs tokens are issued for, and the scopes each defines.
+      </PageTitle>
+      <section class="panel" aria-labelledby="aud-list">
+        <h2 id="aud-list">Registered</h2>
+        {list.error && <ErrorMessage error={list.error} />}
+        {list.data ? (
+          <TableBox label="Audiences">
+            <thead>
+              <tr>
+                <th scope="col">Identifier</th>
+                <th scope="col">Name</th>
+                <th scope="col">Scopes</th>
+                <th scope="col">Token lifetime</th>
+                <th scope="col">Algorithm</th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.data.map((a) => (
+                <tr key={a.id}>
+                  <td>
+                    <a href={`/console/audiences/${seg(a.id)}`}>{a.identifier}</a>
+                  </td>
+                  <td>{a.name ?? <span class="muted">—</span>}</td>
+                  <td>{a.scopes.map((s) => s.name).join(' ') || <span class="muted">none</span>}</td>
+                  <td class="nowrap">{formatSeconds(a.token_ttl)}</td>
+                  <td>{a.signing_alg ?? <span class="muted">default</span>}</td>
+                </tr>
+              ))}
+            </tbody>
+          </TableBox>
+        ) : (
+          !list.error && <Loading what="audiences" />
+        )}
+      </section>
+      <section class="panel" aria-labelledby="aud-new">
+        <h2 id="aud-new">New audience</h2>
+        {can('audiences:write') ? (
+          <form onSubmit={create} noValidate>
+            <AudienceForm draft={draft} setDraft={setDraft} error={error} isNew />
+            <ErrorMessage
+              error={error}
+              fields={['identifier', 'name', 'token_ttl', 'signing_alg', 'scopes']}
+            />
+            <div class="actions">
+              <button type="submit" class="primary" disabled={busy}>
+                Create audience
+              </button>
+            </div>
+          </form>
+        ) : (
+          <ReadOnly what="audiences" />
+        )}
+      </section>
+    </>
+  );
+}
+
+export function AudiencePage() {
+  const { params, query } = useRoute();
+  const { route } = useLocation();
+  const { can } = useSession();
+  const id = params.id!;
+  const [draft, setDraft] = useState<AudienceDraft>();
+  const [saved, setSaved] = useState(false);
+  const loaded = useLoad(async () => {
+    const answer = await api.get<Audience>(`/audiences/${seg(id)}`);
+    setDraft(draftOf(answer.body));
+    return answer;
+  }, [id]);
+  const save = useAction();
+  const remove = useAction();
+  const { dialog, ask } = useConfirm();
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    if (!draft || !loaded.data) return;
+    setSaved(false);
+    const done = await save.run(() =>
+      api.patch<Audience>(`/audiences/${seg(id)}`, bodyOf(draft), loaded.data!.etag),
+    );
+    if (done) {
+      setSaved(true);
+      await loaded.reload();
+    }
+  };
+
+  const destroy = async () => {
+    const audience = loaded.data?.body;
+    if (!audience) return;
+    const yes = await ask({
+      title: 'Delete this audience?',
+      body: (
+        <p>
+          <strong>{audience.identifier}</strong> and every grant of it go. Clients can no longer get tokens
+          for it.
+        </p>
+      ),
+      confirm: 'Delete audience',
+    });
+    if (!yes) return;
+    const done = await remove.run(() => api.delete(`/audiences/${seg(id)}`, loaded.data!.etag));
+    if (done !== undefined) route('/console/audiences');
+  };
+
+  if (loaded.error) return <ErrorMessage error={loaded.error} />;
+  if (!loaded.data || !draft) return <Loading what="the audience" />;
+  const audience = loaded.data.body;
+  const writable = can('audiences:write');
+  return (
+    <>
+      <PageTitle title={audience.name ?? audience.identifier}>
+        <code>{audience.identifier}</code> · id <code>{audience.id}</code> · created{' '}
+        <Time value={audience.created_at} />
+      </PageTitle>
+      {query.created && <p class="notice success">Audience created. Grant it to clients on their pages.</p>}
+      <section class="panel" aria-labelledby="aud-edit">
+        <h2 id="aud-edit">Settings and scopes</h2>
+        {writable ? (
+          <form onSubmit={submit} noValidate>
+            <AudienceForm draft={draft} setDraft={setDraft} error={save.error} isNew={false} />
+            <ErrorMessage error={save.error} fields={['name', 'token_ttl', 'signing_alg', 'scopes']} />
+            {saved && (
+              <p class="notice success" role="status">
+                Saved.
+              </p>
+            )}
+            <div class="actions">
+              <button type="submit" class="primary" disabled={save.busy}>
+                Save changes
+              </button>
+            </div>
+          </form>
+        ) : (
+          <>
+            <ReadOnly what="audiences" />
+            <TableBox label="Scopes">
+              <thead>
+                <tr>
+                  <th scope="col">Scope</th>
+                  <th scope="col">Description</th>
+                </tr>
+              </thead>
+              <tbody>
+                {audience.scopes.map((s) => (
+                  <tr key={s.name}>
+                    <td>
+                      <code>{s.name}</code>
+                    </td>
+                    <td>{s.description ?? ''}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </TableBox>
+          </>
+        )}
+      </section>
+      {writable && (
+        <section class="panel" aria-labelledby="aud-delete">
+          <h2 id="aud-delete">Delete</h2>
+          <p>Deleting an audience removes every grant of it.</p>
+          <ErrorMessage error={remove.error} />
+          <button type="button" class="danger" onClick={destroy} disabled={remove.busy}>
+            Delete audience…
+          </button>
+        </section>
+      )}
+      {dialog}
+    </>
+  );
+}

@@ -1,0 +1,212 @@
+import { useLocation } from 'preact-iso';
+import { useState } from 'preact/hooks';
+import { api, query, request, type AuditEvent, type Page } from '../api';
+import { ErrorMessage, Field, Loading, PageTitle, TableBox, Time, useLoad } from '../components';
+
+const FILTERS = ['type', 'outcome', 'client_id', 'audience', 'since', 'until'] as const;
+type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
+
+/** The event types, from the API's own description (the OpenAPI document), so this page never lags behind it. */
+async function eventTypes(): Promise<string[]> {
+  const doc = (
+    await request<{
+      paths: Record<
+        string,
+        Record<string, { parameters?: { name: string; schema?: { enum?: string[] } }[] }>
+      >;
+    }>('GET', '/admin/v1/openapi.json')
+  ).body;
+  return doc.paths['/audit-events']?.get?.parameters?.find((p) => p.name === 'type')?.schema?.enum ?? [];
+}
+
+/** A datetime-local value (read as UTC) as RFC 3339, and back. */
+const toRfc3339 = (local: string): string => (local ? `${local.length === 16 ? `${local}:00` : local}Z` : '');
+const toLocal = (rfc: string | undefined): string => (rfc ? rfc.replace(/(\.\d+)?Z$/, '').slice(0, 19) : '');
+
+function who(e: AuditEvent): string {
+  if (e.actor) return e.actor;
+  return e.client_id ?? '—';
+}
+
+/** The audit trail, newest first: token events and every change, with filters and paging. */
+export function AuditPage() {
+  const { query: params, route } = useLocation();
+  const filters: Filters = Object.fromEntries(FILTERS.filter((f) => params[f]).map((f) => [f, params[f]]));
+  const key = JSON.stringify(filters);
+  const [draft, setDraft] = useState<Filters>(filters);
+  // The cursors of the pages before this one (newest first): paging back pops one.
+  const [cursors, setCursors] = useState<{ key: string; list: (string | undefined)[] }>({
+    key,
+    list: [undefined],
+  });
+  const list = cursors.key === key ? cursors.list : [undefined];
+  const after = list[list.length - 1];
+  const types = useLoad(eventTypes);
+  const page = useLoad(
+    async () =>
+      (await api.get<Page<AuditEvent>>(`/audit-events${query({ limit: 50, ...filters, after })}`)).body,
+    [key, after],
+  );
+
+  const apply = (event: Event) => {
+    event.preventDefault();
+    setCursors({ key: '', list: [undefined] });
+    route(`/console/audit${query(draft)}`);
+  };
+  const set = (name: keyof Filters, value: string) => setDraft({ ...draft, [name]: value || undefined });
+
+  return (
+    <>
+      <PageTitle title="Audit trail">
+        Every token issued or refused, and every change, newest first. Times in UTC.
+      </PageTitle>
+      <section class="panel" aria-labelledby="audit-filters">
+        <h2 id="audit-filters">Filters</h2>
+        <form onSubmit={apply} noValidate>
+          <div class="grid">
+            <Field label="Type" name="type" error={page.error}>
+              {(props) => (
+                <select
+                  {...props}
+                  value={draft.type ?? ''}
+                  onChange={(e) => set('type', e.currentTarget.value)}
+                >
+                  <option value="">Any type</option>
+                  {(types.data ?? (draft.type ? [draft.type] : [])).map((t) => (
+                    <option key={t} value={t}>
+                      {t}
+                    </option>
+                  ))}
+                </select>
+              )}
+            </Field>
+            <Field label="Outcome of token requests" name="outcome" error={page.error}>
+              {(props) => (
+                <select
+                  {...props}
+                  value={draft.outcome ?? ''}
+                  onChange={(e) => set('outcome', e.currentTarget.value)}
+                >
+                  <option value="">Any</option>
+                  <option value="issued">Issued</option>
+                  <option value="refused">Refused or throttled</option>
+                </select>
+              )}
+            </Field>
+            <Field label="Client id" name="client_id" error={page.error}>
+              {(props) => (
+                <input
+                  {...props}
+                  type="text"
+                  value={draft.client_id ?? ''}
+                  onInput={(e) => set('client_id', e.currentTarget.value)}
+                />
+              )}
+            </Field>
+            <Field label="Audience" name="audience" error={page.error} hint="The audience URL">
+              {(props) => (
+                <input
+                  {...props}
+                  type="text"
+                  value={draft.audience ?? ''}
+                  onInput={(e) => set('audience', e.currentTarget.value)}
+                />
+              )}
+            </Field>
+            <Field label="From (UTC)" name="since" error={page.error}>
+              {(props) => (
+                <input
+                  {...props}
+                  type="datetime-local"
+                  step={1}
+                  value={toLocal(draft.since)}
+                  onInput={(e) => set('since', toRfc3339(e.currentTarget.value))}
+                />
+              )}
+            </Field>
+            <Field label="Until (UTC)" name="until" error={page.error}>
+              {(props) => (
+                <input
+                  {...props}
+                  type="datetime-local"
+                  step={1}
+                  value={toLocal(draft.until)}
+                  onInput={(e) => set('until', toRfc3339(e.currentTarget.value))}
+                />
+              )}
+            </Field>
+          </div>
+          <div class="actions">
+            <button type="submit" class="primary">
+              Apply filters
+            </button>
+            <a href="/console/audit">Clear filters</a>
+          </div>
+        </form>
+      </section>
+      <section class="panel" aria-labelledby="audit-events">
+        <h2 id="audit-events">Events</h2>
+        {page.error && <ErrorMessage error={page.error} fields={[...FILTERS]} />}
+        {page.data ? (
+          page.data.items.length === 0 ? (
+            <p class="muted">No event matches.</p>
+          ) : (
+            <TableBox label="Audit events">
+              <thead>
+                <tr>
+                  <th scope="col">Time</th>
+                  <th scope="col">Type</th>
+                  <th scope="col">Who</th>
+                  <th scope="col">Audience</th>
+                  <th scope="col">Target</th>
+                  <th scope="col">From</th>
+                  <th scope="col">Details</th>
+                </tr>
+              </thead>
+              <tbody>
+                {page.data.items.map((e) => (
+                  <tr key={e.id}>
+                    <td class="nowrap">
+                      <Time value={e.time} />
+                    </td>
+                    <td class="nowrap">
+                      <code>{e.type}</code>
+                      {e.count !== null && <span class="muted"> ×{e.count}</span>}
+                    </td>
+                    <td class="mono">{who(e)}</td>
+                    <td>{e.audience ?? ''}</td>
+                    <td class="mono">{e.target ?? ''}</td>
+                    <td class="mono">{e.source ?? ''}</td>
+                    <td>
+                      {e.reason && <span>{e.reason}</span>}
+                      {e.changes && (
+                        <details>
+                          <summary>Changes</summary>
+                          <pre>{JSON.stringify(e.changes, null, 2)}</pre>
+                        </details>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </TableBox>
+          )
+        ) : (
+          !page.error && <Loading what="events" />
+        )}
+        <div class="pager">
+          {list.length > 1 && (
+            <button type="button" onClick={() => setCursors({ key, list: list.slice(0, -1) })}>
+              Newer events
+            </button>
+          )}
+          {page.data?.next && (
+            <button type="button" onClick={() => setCursors({ key, list: [...list, page.data!.next!] })}>
+              Older events
+            </button>
+          )}
+        </div>
+      </section>
+    </>
+  );
+}

@@ -1,0 +1,498 @@
+import { useLocation, useRoute } from 'preact-iso';
+import { useState } from 'preact/hooks';
+import { api, seg, type Audience, type Client, type Grant, type Page, type Secret } from '../api';
+import { useSession } from '../app';
+import {
+  ErrorMessage,
+  Field,
+  fieldError,
+  formatSeconds,
+  jsonOrNull,
+  jsonText,
+  Loading,
+  OnceValue,
+  PageTitle,
+  ReadOnly,
+  TableBox,
+  Time,
+  useAction,
+  useConfirm,
+  useLoad,
+} from '../components';
+import { allAudiences } from './audiences';
+import { clientBody, clientDraft, ClientFields, CLIENT_FIELDS, type ClientDraft } from './clients';
+
+/** One client: its settings, status, secrets, grants; deletion after a confirmation. */
+export function ClientPage() {
+  const { params } = useRoute();
+  const { route } = useLocation();
+  const { can } = useSession();
+  const id = params.id!;
+  const writable = can('clients:write');
+  const [draft, setDraft] = useState<ClientDraft>();
+  const client = useLoad(async () => {
+    const answer = await api.get<Client>(`/clients/${seg(id)}`);
+    setDraft(clientDraft(answer.body));
+    return answer;
+  }, [id]);
+  const save = useAction();
+  const toggle = useAction();
+  const remove = useAction();
+  const [saved, setSaved] = useState(false);
+  const { dialog, ask } = useConfirm();
+
+  if (client.error) return <ErrorMessage error={client.error} />;
+  if (!client.data || !draft) return <Loading what="the client" />;
+  const c = client.data.body;
+  const etag = client.data.etag;
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setSaved(false);
+    const done = await save.run(() => api.patch<Client>(`/clients/${seg(id)}`, clientBody(draft), etag));
+    if (done) {
+      setSaved(true);
+      await client.reload();
+    }
+  };
+
+  const setEnabled = async (enabled: boolean) => {
+    if (!enabled) {
+      const yes = await ask({
+        title: 'Disable this client?',
+        body: (
+          <p>
+            <strong>{c.name}</strong> gets no more tokens, on every instance within a second. Tokens it
+            already has stay valid until they expire.
+          </p>
+        ),
+        confirm: 'Disable client',
+      });
+      if (!yes) return;
+    }
+    const done = await toggle.run(() => api.patch<Client>(`/clients/${seg(id)}`, { enabled }, etag));
+    if (done) await client.reload();
+  };
+
+  const destroy = async () => {
+    const yes = await ask({
+      title: 'Delete this client?',
+      body: (
+        <p>
+          <strong>{c.name}</strong> (<code>{c.client_id}</code>), its secrets and grants are deleted. This
+          cannot be undone.
+        </p>
+      ),
+      confirm: 'Delete client',
+    });
+    if (!yes) return;
+    const done = await remove.run(() => api.delete(`/clients/${seg(id)}`, etag));
+    if (done !== undefined) route('/console/clients');
+  };
+
+  return (
+    <>
+      <PageTitle title={c.name}>
+        <code>{c.client_id}</code> · created <Time value={c.created_at} /> · updated{' '}
+        <Time value={c.updated_at} />
+      </PageTitle>
+      <section class="panel" aria-labelledby="cl-status">
+        <h2 id="cl-status">Status</h2>
+        <p>
+          <span class={`badge ${c.enabled ? 'on' : 'off'}`}>{c.enabled ? 'enabled' : 'disabled'}</span>{' '}
+          {c.enabled ? 'It gets tokens for the audiences granted below.' : 'It gets no tokens.'} Token
+          lifetime: {formatSeconds(c.token_ttl, "the audience's")}.
+        </p>
+        <ErrorMessage error={toggle.error} />
+        {writable && (
+          <div class="actions">
+            {c.enabled ? (
+              <button type="button" onClick={() => setEnabled(false)} disabled={toggle.busy}>
+                Disable client…
+              </button>
+            ) : (
+              <button type="button" class="primary" onClick={() => setEnabled(true)} disabled={toggle.busy}>
+                Enable client
+              </button>
+            )}
+          </div>
+        )}
+      </section>
+      {c.token_endpoint_auth_method !== 'private_key_jwt' && (
+        <Secrets clientId={id} writable={writable} ask={ask} />
+      )}
+      <Grants clientId={id} writable={writable} ask={ask} />
+      <section class="panel" aria-labelledby="cl-settings">
+        <h2 id="cl-settings">Settings</h2>
+        {writable ? (
+          <form onSubmit={submit} noValidate>
+            <ClientFields draft={draft} setDraft={setDraft} error={save.error} />
+            {draft.token_endpoint_auth_method === 'private_key_jwt' &&
+              c.token_endpoint_auth_method !== 'private_key_jwt' && (
+                <p class="notice">Switching to private_key_jwt deletes the client's secrets.</p>
+              )}
+            <ErrorMessage error={save.error} fields={CLIENT_FIELDS} />
+            {saved && (
+              <p class="notice success" role="status">
+                Saved.
+              </p>
+            )}
+            <div class="actions">
+              <button type="submit" class="primary" disabled={save.busy}>
+                Save changes
+              </button>
+            </div>
+          </form>
+        ) : (
+          <>
+            <ReadOnly what="clients" />
+            <dl>
+              <dt>Description</dt>
+              <dd>{c.description ?? '—'}</dd>
+              <dt>Authentication</dt>
+              <dd>{c.token_endpoint_auth_method}</dd>
+              <dt>Quota</dt>
+              <dd>
+                {c.quota_per_minute ?? 'no limit'} a minute, {c.quota_per_day ?? 'no limit'} a day
+              </dd>
+              <dt>Custom claims</dt>
+              <dd>
+                <pre>{jsonText(c.claims) || '—'}</pre>
+              </dd>
+            </dl>
+          </>
+        )}
+      </section>
+      {writable && (
+        <section class="panel" aria-labelledby="cl-delete">
+          <h2 id="cl-delete">Delete</h2>
+          <ErrorMessage error={remove.error} />
+          <button type="button" class="danger" onClick={destroy} disabled={remove.busy}>
+            Delete client…
+          </button>
+        </section>
+      )}
+      {dialog}
+    </>
+  );
+}
+
+type Ask = ReturnType<typeof useConfirm>['ask'];
+
+/** A client's secrets: list (never the values), add one with a grace period for the others, revoke one. */
+function Secrets({ clientId, writable, ask }: { clientId: string; writable: boolean; ask: Ask }) {
+  const list = useLoad(
+    async () => (await api.get<{ items: Secret[] }>(`/clients/${seg(clientId)}/secrets`)).body,
+    [clientId],
+  );
+  const [grace, setGrace] = useState('24h');
+  const [added, setAdded] = useState<Secret>();
+  const add = useAction();
+  const revoke = useAction();
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setAdded(undefined);
+    const text = grace.trim();
+    const answer = await add.run(() =>
+      api.post<Secret>(`/clients/${seg(clientId)}/secrets`, {
+        grace: /^\d+$/.test(text) ? Number(text) : text || 0,
+      }),
+    );
+    if (answer) {
+      setAdded(answer.body);
+      await list.reload();
+    }
+  };
+
+  const revokeOne = async (secret: Secret) => {
+    const yes = await ask({
+      title: 'Revoke this secret?',
+      body: (
+        <p>
+          <code>{secret.id}</code> stops working at once, on every instance. Replicas still using it get no
+          more tokens.
+        </p>
+      ),
+      confirm: 'Revoke secret',
+    });
+    if (!yes) return;
+    const done = await revoke.run(() => api.delete(`/clients/${seg(clientId)}/secrets/${seg(secret.id)}`));
+    if (done !== undefined) await list.reload();
+  };
+
+  return (
+    <section class="panel" aria-labelledby="cl-secrets">
+      <h2 id="cl-secrets">Secrets</h2>
+      {list.error && <ErrorMessage error={list.error} />}
+      {list.data ? (
+        <TableBox label="Secrets">
+          <thead>
+            <tr>
+              <th scope="col">Secret id</th>
+              <th scope="col">Created</th>
+              <th scope="col">Expires</th>
+              <th scope="col">Last used</th>
+              {writable && <th scope="col">Action</th>}
+            </tr>
+          </thead>
+          <tbody>
+            {list.data.items.map((s) => (
+              <tr key={s.id}>
+                <td class="mono">{s.id}</td>
+                <td class="nowrap">
+                  <Time value={s.created_at} />
+                </td>
+                <td class="nowrap">{s.expires_at ? <Time value={s.expires_at} /> : 'never'}</td>
+                <td class="nowrap">{s.last_used_at ? <Time value={s.last_used_at} /> : 'not yet'}</td>
+                {writable && (
+                  <td>
+                    <button type="button" onClick={() => revokeOne(s)} aria-label={`Revoke secret ${s.id}`}>
+                      Revoke…
+                    </button>
+                  </td>
+                )}
+              </tr>
+            ))}
+          </tbody>
+        </TableBox>
+      ) : (
+        !list.error && <Loading what="secrets" />
+      )}
+      <ErrorMessage error={revoke.error} />
+      {added?.client_secret && (
+        <OnceValue
+          label="New client secret"
+          value={added.client_secret}
+          note={`This is the only time it is shown: copy it now. ${
+            added.expires_at ? '' : 'The other secrets keep working for the grace period, then expire.'
+          }`}
+        />
+      )}
+      {writable && (
+        <form onSubmit={submit} noValidate>
+          <h3>Add a secret</h3>
+          <div class="toolbar">
+            <Field
+              label="Grace period for the other secrets"
+              name="grace"
+              error={add.error}
+              hint="How long the current secrets keep working: 0 (stop at once), 90s, 15m, 24h, 7d"
+            >
+              {(props) => (
+                <input
+                  {...props}
+                  type="text"
+                  value={grace}
+                  onInput={(e) => setGrace(e.currentTarget.value)}
+                />
+              )}
+            </Field>
+            <button type="submit" class="primary" disabled={add.busy}>
+              Add secret
+            </button>
+          </div>
+          <ErrorMessage error={add.error} fields={['grace']} />
+        </form>
+      )}
+    </section>
+  );
+}
+
+/** A client's grants: each audience with the scopes and claims the client gets for it. */
+function Grants({ clientId, writable, ask }: { clientId: string; writable: boolean; ask: Ask }) {
+  const grants = useLoad(
+    async () => (await api.get<Page<Grant>>(`/clients/${seg(clientId)}/grants?limit=500`)).body.items,
+    [clientId],
+  );
+  const audiences = useLoad(allAudiences);
+  const [audienceId, setAudienceId] = useState('');
+  const [scopes, setScopes] = useState<string[]>([]);
+  const [claims, setClaims] = useState('');
+  const put = useAction();
+  const removal = useAction();
+  const [done, setDone] = useState<string>();
+
+  const chosen = audiences.data?.find((a) => a.id === audienceId);
+
+  const edit = (grant: Grant) => {
+    setAudienceId(grant.audience_id);
+    setScopes(grant.scopes);
+    setClaims(jsonText(grant.claims));
+    setDone(undefined);
+    document.getElementById('grant-form')?.scrollIntoView({ block: 'nearest' });
+  };
+
+  const pick = (id: string) => {
+    setAudienceId(id);
+    const existing = grants.data?.find((g) => g.audience_id === id);
+    setScopes(existing?.scopes ?? []);
+    setClaims(jsonText(existing?.claims));
+  };
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setDone(undefined);
+    const answer = await put.run(async () => {
+      if (!audienceId) throw fieldError('audience_id', 'choose the audience to grant');
+      return api.put<Grant>(`/clients/${seg(clientId)}/grants/${seg(audienceId)}`, {
+        scopes,
+        claims: jsonOrNull('claims', claims),
+      });
+    });
+    if (answer) {
+      setDone(
+        answer.status === 201
+          ? `Granted ${answer.body.audience}.`
+          : `Grant of ${answer.body.audience} saved.`,
+      );
+      await grants.reload();
+    }
+  };
+
+  const withdraw = async (grant: Grant) => {
+    const yes = await ask({
+      title: 'Withdraw this grant?',
+      body: (
+        <p>
+          The client gets no more tokens for <strong>{grant.audience}</strong>.
+        </p>
+      ),
+      confirm: 'Withdraw grant',
+    });
+    if (!yes) return;
+    const answer = await removal.run(() =>
+      api.delete(`/clients/${seg(clientId)}/grants/${seg(grant.audience_id)}`),
+    );
+    if (answer !== undefined) await grants.reload();
+  };
+
+  const toggleScope = (name: string, on: boolean) =>
+    setScopes(on ? [...new Set([...scopes, name])].sort() : scopes.filter((s) => s !== name));
+
+  return (
+    <section class="panel" aria-labelledby="cl-grants">
+      <h2 id="cl-grants">Grants</h2>
+      {grants.error && <ErrorMessage error={grants.error} />}
+      {grants.data ? (
+        grants.data.length === 0 ? (
+          <p class="muted">No audience granted: the client cannot get any token yet.</p>
+        ) : (
+          <TableBox label="Grants">
+            <thead>
+              <tr>
+                <th scope="col">Audience</th>
+                <th scope="col">Scopes</th>
+                <th scope="col">Claims</th>
+                {writable && <th scope="col">Actions</th>}
+              </tr>
+            </thead>
+            <tbody>
+              {grants.data.map((g) => (
+                <tr key={g.audience_id}>
+                  <td>
+                    <a href={`/console/audiences/${seg(g.audience_id)}`}>{g.audience}</a>
+                  </td>
+                  <td>{g.scopes.join(' ') || <span class="muted">none</span>}</td>
+                  <td>
+                    {g.claims ? <code>{JSON.stringify(g.claims)}</code> : <span class="muted">none</span>}
+                  </td>
+                  {writable && (
+                    <td class="nowrap">
+                      <button
+                        type="button"
+                        class="link"
+                        onClick={() => edit(g)}
+                        aria-label={`Edit grant of ${g.audience}`}
+                      >
+                        Edit
+                      </button>{' '}
+                      <button
+                        type="button"
+                        onClick={() => withdraw(g)}
+                        aria-label={`Withdraw grant of ${g.audience}`}
+                      >
+                        Withdraw…
+                      </button>
+                    </td>
+                  )}
+                </tr>
+              ))}
+            </tbody>
+          </TableBox>
+        )
+      ) : (
+        !grants.error && <Loading what="grants" />
+      )}
+      <ErrorMessage error={removal.error} />
+      {writable ? (
+        <form id="grant-form" onSubmit={submit} noValidate>
+          <h3>Grant an audience, or change a grant</h3>
+          <Field label="Audience" name="audience_id" error={put.error}>
+            {(props) => (
+              <select {...props} value={audienceId} onChange={(e) => pick(e.currentTarget.value)}>
+                <option value="">Choose an audience…</option>
+                {audiences.data?.map((a: Audience) => (
+                  <option key={a.id} value={a.id}>
+                    {a.identifier}
+                    {a.name ? ` (${a.name})` : ''}
+                  </option>
+                ))}
+              </select>
+            )}
+          </Field>
+          {chosen && (
+            <fieldset>
+              <legend>Scopes</legend>
+              {chosen.scopes.length === 0 ? (
+                <p class="muted">This audience defines no scopes.</p>
+              ) : (
+                <div class="checks">
+                  {chosen.scopes.map((s) => (
+                    <label key={s.name}>
+                      <input
+                        type="checkbox"
+                        checked={scopes.includes(s.name)}
+                        onChange={(e) => toggleScope(s.name, e.currentTarget.checked)}
+                      />
+                      <code>{s.name}</code>
+                      {s.description && <span class="muted"> {s.description}</span>}
+                    </label>
+                  ))}
+                </div>
+              )}
+              {put.error?.forField('scopes') && (
+                <p class="error" role="alert">
+                  {put.error.forField('scopes')}
+                </p>
+              )}
+            </fieldset>
+          )}
+          <Field
+            label="Claims for this audience (JSON)"
+            name="claims"
+            error={put.error}
+            hint="Override the client's custom claims in tokens for this audience; empty for none"
+          >
+            {(props) => (
+              <textarea {...props} value={claims} onInput={(e) => setClaims(e.currentTarget.value)} />
+            )}
+          </Field>
+          <ErrorMessage error={put.error} fields={['audience_id', 'scopes', 'claims']} />
+          {done && (
+            <p class="notice success" role="status">
+              {done}
+            </p>
+          )}
+          <div class="actions">
+            <button type="submit" class="primary" disabled={put.busy}>
+              Save grant
+            </button>
+          </div>
+        </form>
+      ) : (
+        <ReadOnly what="grants" />
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,402 @@
+import { useLocation } from 'preact-iso';
+import { useState } from 'preact/hooks';
+import { api, query, seg, type ApiError, type Client, type Page } from '../api';
+import { useSession } from '../app';
+import {
+  ErrorMessage,
+  Field,
+  jsonOrNull,
+  jsonText,
+  Loading,
+  numberOrNull,
+  OnceValue,
+  PageTitle,
+  ReadOnly,
+  TableBox,
+  useAction,
+  useLoad,
+} from '../components';
+
+export const AUTH_METHODS: { value: Client['token_endpoint_auth_method']; label: string }[] = [
+  { value: 'client_secret_basic', label: 'Secret (client_secret_basic or _post)' },
+  { value: 'client_secret_post', label: 'Secret, sent in the body (client_secret_post)' },
+  { value: 'private_key_jwt', label: 'Signed assertion (private_key_jwt)' },
+];
+
+/** The fields of a client that its forms edit, as text. */
+export interface ClientDraft {
+  name: string;
+  description: string;
+  token_endpoint_auth_method: Client['token_endpoint_auth_method'];
+  keys: 'jwks' | 'jwks_uri';
+  jwks: string;
+  jwks_uri: string;
+  token_ttl: string;
+  quota_per_minute: string;
+  quota_per_day: string;
+  claims: string;
+}
+
+export const clientDraft = (c?: Client): ClientDraft => ({
+  name: c?.name ?? '',
+  description: c?.description ?? '',
+  token_endpoint_auth_method: c?.token_endpoint_auth_method ?? 'client_secret_basic',
+  keys: c?.jwks_uri ? 'jwks_uri' : 'jwks',
+  jwks: jsonText(c?.jwks),
+  jwks_uri: c?.jwks_uri ?? '',
+  token_ttl: c?.token_ttl == null ? '' : String(c.token_ttl),
+  quota_per_minute: c?.quota_per_minute == null ? '' : String(c.quota_per_minute),
+  quota_per_day: c?.quota_per_day == null ? '' : String(c.quota_per_day),
+  claims: jsonText(c?.claims),
+});
+
+/** A draft as the API takes it (POST and PATCH alike); throws, next to its field, JSON that does not parse. */
+export function clientBody(draft: ClientDraft) {
+  const keyed = draft.token_endpoint_auth_method === 'private_key_jwt';
+  return {
+    name: draft.name,
+    description: draft.description.trim() === '' ? null : draft.description,
+    token_endpoint_auth_method: draft.token_endpoint_auth_method,
+    jwks: keyed && draft.keys === 'jwks' ? jsonOrNull('jwks', draft.jwks) : null,
+    jwks_uri:
+      keyed && draft.keys === 'jwks_uri' && draft.jwks_uri.trim() !== '' ? draft.jwks_uri.trim() : null,
+    token_ttl: numberOrNull(draft.token_ttl),
+    quota_per_minute: numberOrNull(draft.quota_per_minute),
+    quota_per_day: numberOrNull(draft.quota_per_day),
+    claims: jsonOrNull('claims', draft.claims),
+  };
+}
+
+export const CLIENT_FIELDS = [
+  'client_id',
+  'name',
+  'description',
+  'token_endpoint_auth_method',
+  'jwks',
+  'jwks_uri',
+  'token_ttl',
+  'quota_per_minute',
+  'quota_per_day',
+  'claims',
+];
+
+/** Every field of a client's form; `withId` adds the client_id a new client may choose. */
+export function ClientFields({
+  draft,
+  setDraft,
+  error,
+  id,
+}: {
+  draft: ClientDraft;
+  setDraft: (d: ClientDraft) => void;
+  error: ApiError | undefined;
+  id?: { value: string; set: (v: string) => void };
+}) {
+  const set = (patch: Partial<ClientDraft>) => setDraft({ ...draft, ...patch });
+  const keyed = draft.token_endpoint_auth_method === 'private_key_jwt';
+  return (
+    <>
+      <div class="grid">
+        <Field label="Name" name="name" error={error}>
+          {(props) => (
+            <input
+              {...props}
+              type="text"
+              required
+              value={draft.name}
+              onInput={(e) => set({ name: e.currentTarget.value })}
+            />
+          )}
+        </Field>
+        {id && (
+          <Field
+            label="Client id"
+            name="client_id"
+            error={error}
+            hint="Optional: Tessera makes one when left empty"
+          >
+            {(props) => (
+              <input {...props} type="text" value={id.value} onInput={(e) => id.set(e.currentTarget.value)} />
+            )}
+          </Field>
+        )}
+        <Field label="Description" name="description" error={error}>
+          {(props) => (
+            <input
+              {...props}
+              type="text"
+              value={draft.description}
+              onInput={(e) => set({ description: e.currentTarget.value })}
+            />
+          )}
+        </Field>
+        <Field label="Authentication" name="token_endpoint_auth_method" error={error}>
+          {(props) => (
+            <select
+              {...props}
+              value={draft.token_endpoint_auth_method}
+              onChange={(e) =>
+                set({
+                  token_endpoint_auth_method: e.currentTarget
+                    .value as ClientDraft['token_endpoint_auth_method'],
+                })
+              }
+            >
+              {AUTH_METHODS.map((m) => (
+                <option key={m.value} value={m.value}>
+                  {m.label}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+      </div>
+      {keyed && (
+        <fieldset>
+          <legend>Public keys</legend>
+          <div class="checks" role="radiogroup" aria-label="Where the keys are">
+            <label>
+              <input
+                type="radio"
+                name="keys"
+                checked={draft.keys === 'jwks'}
+                onChange={() => set({ keys: 'jwks' })}
+              />
+              A JWK Set here
+            </label>
+            <label>
+              <input
+                type="radio"
+                name="keys"
+                checked={draft.keys === 'jwks_uri'}
+                onChange={() => set({ keys: 'jwks_uri' })}
+              />
+              At a URL (jwks_uri)
+            </label>
+          </div>
+          {draft.keys === 'jwks' ? (
+            <Field label="JWK Set" name="jwks" error={error} hint='{"keys": [ … public keys … ]}'>
+              {(props) => (
+                <textarea
+                  {...props}
+                  value={draft.jwks}
+                  onInput={(e) => set({ jwks: e.currentTarget.value })}
+                />
+              )}
+            </Field>
+          ) : (
+            <Field label="JWKS URL" name="jwks_uri" error={error}>
+              {(props) => (
+                <input
+                  {...props}
+                  type="url"
+                  value={draft.jwks_uri}
+                  onInput={(e) => set({ jwks_uri: e.currentTarget.value })}
+                />
+              )}
+            </Field>
+          )}
+        </fieldset>
+      )}
+      <div class="grid">
+        <Field
+          label="Token lifetime"
+          name="token_ttl"
+          error={error}
+          hint="Seconds or 15m, 1h…; empty: the audience's"
+        >
+          {(props) => (
+            <input
+              {...props}
+              type="text"
+              value={draft.token_ttl}
+              onInput={(e) => set({ token_ttl: e.currentTarget.value })}
+            />
+          )}
+        </Field>
+        <Field label="Quota per minute" name="quota_per_minute" error={error} hint="Tokens; empty: no limit">
+          {(props) => (
+            <input
+              {...props}
+              type="text"
+              inputMode="numeric"
+              value={draft.quota_per_minute}
+              onInput={(e) => set({ quota_per_minute: e.currentTarget.value })}
+            />
+          )}
+        </Field>
+        <Field label="Quota per day" name="quota_per_day" error={error} hint="Tokens; empty: no limit">
+          {(props) => (
+            <input
+              {...props}
+              type="text"
+              inputMode="numeric"
+              value={draft.quota_per_day}
+              onInput={(e) => set({ quota_per_day: e.currentTarget.value })}
+            />
+          )}
+        </Field>
+      </div>
+      <Field
+        label="Custom claims (JSON)"
+        name="claims"
+        error={error}
+        hint='Added to every token of this client, e.g. {"tenant_id": "acme"}; a grant may override them'
+      >
+        {(props) => (
+          <textarea {...props} value={draft.claims} onInput={(e) => set({ claims: e.currentTarget.value })} />
+        )}
+      </Field>
+    </>
+  );
+}
+
+export function ClientsPage() {
+  const { can } = useSession();
+  const { query: params, route } = useLocation();
+  const search = params.search ?? '';
+  const after = params.after;
+  const [text, setText] = useState(search);
+  const list = useLoad(
+    async () => (await api.get<Page<Client>>(`/clients${query({ limit: 50, search, after })}`)).body,
+    [search, after],
+  );
+  const [draft, setDraft] = useState(clientDraft());
+  const [clientId, setClientId] = useState('');
+  const [created, setCreated] = useState<Client>();
+  const { run, error, busy } = useAction();
+
+  const find = (event: Event) => {
+    event.preventDefault();
+    route(`/console/clients${query({ search: text.trim() })}`);
+  };
+
+  const create = async (event: Event) => {
+    event.preventDefault();
+    setCreated(undefined);
+    const answer = await run(() =>
+      api.post<Client>('/clients', {
+        ...clientBody(draft),
+        ...(clientId.trim() ? { client_id: clientId.trim() } : {}),
+      }),
+    );
+    if (!answer) return;
+    setCreated(answer.body);
+    setDraft(clientDraft());
+    setClientId('');
+    await list.reload();
+  };
+
+  return (
+    <>
+      <PageTitle title="Clients">
+        The programs that get tokens: their credentials, grants, claims and quotas.
+      </PageTitle>
+      <section class="panel" aria-labelledby="cl-list">
+        <h2 id="cl-list">Clients</h2>
+        <form class="toolbar" role="search" onSubmit={find}>
+          <Field label="Search by client id or name" name="search" error={list.error}>
+            {(props) => (
+              <input {...props} type="search" value={text} onInput={(e) => setText(e.currentTarget.value)} />
+            )}
+          </Field>
+          <button type="submit">Search</button>
+          {search && (
+            <a href="/console/clients" class="muted">
+              Show all
+            </a>
+          )}
+        </form>
+        {list.error && <ErrorMessage error={list.error} fields={['search']} />}
+        {list.data ? (
+          list.data.items.length === 0 ? (
+            <p class="muted">{search ? `No client matches “${search}”.` : 'No clients yet.'}</p>
+          ) : (
+            <>
+              <TableBox label="Clients">
+                <thead>
+                  <tr>
+                    <th scope="col">Client id</th>
+                    <th scope="col">Name</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Authentication</th>
+                    <th scope="col">Audiences</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {list.data.items.map((c) => (
+                    <tr key={c.client_id}>
+                      <td>
+                        <a href={`/console/clients/${seg(c.client_id)}`} class="mono">
+                          {c.client_id}
+                        </a>
+                      </td>
+                      <td>{c.name}</td>
+                      <td>
+                        <span class={`badge ${c.enabled ? 'on' : 'off'}`}>
+                          {c.enabled ? 'enabled' : 'disabled'}
+                        </span>
+                      </td>
+                      <td>
+                        {c.token_endpoint_auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'secret'}
+                      </td>
+                      <td>{c.audiences.join(', ') || <span class="muted">none</span>}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </TableBox>
+              <div class="pager">
+                {after && (
+                  <a href={`/console/clients${query({ search })}`} class="muted">
+                    First page
+                  </a>
+                )}
+                {list.data.next && (
+                  <a href={`/console/clients${query({ search, after: list.data.next })}`}>Next page</a>
+                )}
+              </div>
+            </>
+          )
+        ) : (
+          !list.error && <Loading what="clients" />
+        )}
+      </section>
+      <section class="panel" aria-labelledby="cl-new">
+        <h2 id="cl-new">New client</h2>
+        {created && (
+          <>
+            <p class="notice success" role="status">
+              Client <a href={`/console/clients/${seg(created.client_id)}`}>{created.name}</a> created with
+              the id <code>{created.client_id}</code>. Grant it an audience on its page.
+            </p>
+            {created.client_secret && (
+              <OnceValue
+                label="Client secret"
+                value={created.client_secret}
+                note="This is the only time it is shown: copy it now. Only a digest is stored."
+              />
+            )}
+          </>
+        )}
+        {can('clients:write') ? (
+          <form onSubmit={create} noValidate>
+            <ClientFields
+              draft={draft}
+              setDraft={setDraft}
+              error={error}
+              id={{ value: clientId, set: setClientId }}
+            />
+            <ErrorMessage error={error} fields={CLIENT_FIELDS} />
+            <div class="actions">
+              <button type="submit" class="primary" disabled={busy}>
+                Create client
+              </button>
+            </div>
+          </form>
+        ) : (
+          <ReadOnly what="clients" />
+        )}
+      </section>
+    </>
+  );
+}

@@ -1,0 +1,107 @@
+import { useLocation } from 'preact-iso';
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, request } from '../api';
+import { BASE } from '../app';
+import {
+  asApiError,
+  ErrorMessage,
+  Field,
+  fieldError,
+  formatTime,
+  Loading,
+  PageTitle,
+  useAction,
+} from '../components';
+
+/** The token of an enrollment link: in the fragment, which the browser never sends to any server. */
+function tokenOf(hash: string): string {
+  return new URLSearchParams(hash.replace(/^#/, '')).get('token') ?? '';
+}
+
+/** Where an operator sets their password, once, within 24 hours of the link being made. */
+export function EnrollPage() {
+  const { route } = useLocation();
+  const [token] = useState(() => tokenOf(window.location.hash));
+  const [who, setWho] = useState<{ email: string; role: string; expires_at: string } | ApiError>();
+  const [password, setPassword] = useState('');
+  const [again, setAgain] = useState('');
+  const { run, error, busy } = useAction();
+
+  useEffect(() => {
+    // The link's secret leaves the address bar (and the history) at once.
+    if (window.location.hash) history.replaceState(null, '', window.location.pathname);
+    request<{ email: string; role: string; expires_at: string }>('POST', '/console/api/enrollment/lookup', {
+      body: { token },
+      handleSessionEnd: false,
+    }).then(
+      (answer) => setWho(answer.body),
+      (e) => setWho(asApiError(e)),
+    );
+  }, [token]);
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    const done = await run(async () => {
+      if (password !== again) throw fieldError('again', 'the two passwords differ');
+      return request('POST', '/console/api/enrollment', {
+        body: { token, password },
+        handleSessionEnd: false,
+      });
+    });
+    if (done) route(`${BASE}/login?enrolled=1`);
+  };
+
+  if (who === undefined) return <Loading what="your enrollment link" />;
+  if (who instanceof ApiError)
+    return (
+      <div class="panel">
+        <PageTitle title="Set your password" />
+        <ErrorMessage error={who} />
+        <p>
+          <a href={`${BASE}/login`}>Go to the login page</a>
+        </p>
+      </div>
+    );
+  return (
+    <div class="panel">
+      <PageTitle title="Set your password">
+        For <strong>{who.email}</strong> ({who.role}). This link works once, until{' '}
+        {formatTime(who.expires_at)}.
+      </PageTitle>
+      <form onSubmit={submit} noValidate>
+        <input type="email" name="email" autocomplete="username" value={who.email} hidden readOnly />
+        <Field label="New password" name="password" error={error} hint="At least 12 characters.">
+          {(props) => (
+            <input
+              {...props}
+              type="password"
+              autocomplete="new-password"
+              minLength={12}
+              required
+              value={password}
+              onInput={(e) => setPassword(e.currentTarget.value)}
+            />
+          )}
+        </Field>
+        <Field label="The same password again" name="again" error={error}>
+          {(props) => (
+            <input
+              {...props}
+              type="password"
+              autocomplete="new-password"
+              required
+              value={again}
+              onInput={(e) => setAgain(e.currentTarget.value)}
+            />
+          )}
+        </Field>
+        <ErrorMessage error={error} fields={['password', 'again']} />
+        <div class="actions">
+          <button type="submit" class="primary" disabled={busy}>
+            Set password
+          </button>
+        </div>
+      </form>
+    </div>
+  );
+}

@@ -1,0 +1,197 @@
+import { useState } from 'preact/hooks';
+import { api, seg, type Key, type Page } from '../api';
+import { useSession } from '../app';
+import {
+  ErrorMessage,
+  Field,
+  Loading,
+  PageTitle,
+  ReadOnly,
+  TableBox,
+  Time,
+  useAction,
+  useConfirm,
+  useLoad,
+} from '../components';
+import { KeyTimeline } from '../timeline';
+
+interface Rotation {
+  alg: string;
+  kid: string | null;
+  activates_at: string | null;
+  already_scheduled: boolean;
+  retiring: string[];
+}
+
+const STATUS_HELP: Record<Key['status'], string> = {
+  next: 'published, signs from its activation',
+  active: 'signs new tokens',
+  superseded: 'no longer signs; published while its tokens live',
+  retired: 'retired; published while its tokens live',
+  expired: 'no token it signed is valid any more',
+};
+
+/** The signing keys: next, active and retired, with their dates; rotate; retire after a confirmation. */
+export function KeysPage() {
+  const { can } = useSession();
+  const keys = useLoad(async () => (await api.get<Page<Key>>('/keys?limit=500')).body.items);
+  const [alg, setAlg] = useState('');
+  const [rotated, setRotated] = useState<Rotation[]>();
+  const [retired, setRetired] = useState<string>();
+  const rotate = useAction();
+  const retire = useAction();
+  const { dialog, ask } = useConfirm();
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setRotated(undefined);
+    const answer = await rotate.run(() =>
+      api.post<{ items: Rotation[] }>('/keys/rotate', alg ? { alg } : {}),
+    );
+    if (answer) {
+      setRotated(answer.body.items);
+      await keys.reload();
+    }
+  };
+
+  const retireOne = async (key: Key) => {
+    const yes = await ask({
+      title: 'Retire this key?',
+      body: (
+        <p>
+          <code>{key.kid}</code> ({key.alg}) stops signing now
+          {key.status === 'active' ? '; the next key of its algorithm signs instead' : ''}. It stays published
+          until the last token it signed has expired.
+        </p>
+      ),
+      confirm: 'Retire key',
+    });
+    if (!yes) return;
+    setRetired(undefined);
+    const answer = await retire.run(() =>
+      api.post<{ retired: string; signing: string | null }>(`/keys/${seg(key.kid)}/retire`),
+    );
+    if (answer) {
+      setRetired(
+        `Key ${answer.body.retired} retired.${answer.body.signing ? ` ${answer.body.signing} signs now.` : ''}`,
+      );
+      await keys.reload();
+    }
+  };
+
+  const writable = can('keys:write');
+  return (
+    <>
+      <PageTitle title="Signing keys">
+        Every key published at /.well-known/jwks.json. A new key is published before it signs, and an old one
+        stays published until its tokens expire.
+      </PageTitle>
+      <section class="panel" aria-labelledby="keys-line">
+        <h2 id="keys-line">Timeline</h2>
+        {keys.data && <KeyTimeline keys={keys.data} />}
+      </section>
+      <section class="panel" aria-labelledby="keys-list">
+        <h2 id="keys-list">Keys</h2>
+        {keys.error && <ErrorMessage error={keys.error} />}
+        {keys.data ? (
+          <TableBox label="Signing keys">
+            <thead>
+              <tr>
+                <th scope="col">Key id</th>
+                <th scope="col">Algorithm</th>
+                <th scope="col">Status</th>
+                <th scope="col">Created</th>
+                <th scope="col">Signs from</th>
+                <th scope="col">Signs until</th>
+                {writable && <th scope="col">Action</th>}
+              </tr>
+            </thead>
+            <tbody>
+              {[...keys.data].reverse().map((k) => (
+                <tr key={k.kid}>
+                  <td class="mono">{k.kid}</td>
+                  <td>{k.alg}</td>
+                  <td>
+                    <span class={`badge status-${k.status}`} title={STATUS_HELP[k.status]}>
+                      {k.status}
+                    </span>
+                  </td>
+                  <td class="nowrap">
+                    <Time value={k.created_at} />
+                  </td>
+                  <td class="nowrap">
+                    <Time value={k.activates_at} />
+                  </td>
+                  <td class="nowrap">{k.retires_at ? <Time value={k.retires_at} /> : '—'}</td>
+                  {writable && (
+                    <td>
+                      {(k.status === 'active' || k.status === 'next') && (
+                        <button type="button" onClick={() => retireOne(k)} aria-label={`Retire key ${k.kid}`}>
+                          Retire…
+                        </button>
+                      )}
+                    </td>
+                  )}
+                </tr>
+              ))}
+            </tbody>
+          </TableBox>
+        ) : (
+          !keys.error && <Loading what="keys" />
+        )}
+        <ErrorMessage error={retire.error} />
+        {retired && (
+          <p class="notice success" role="status">
+            {retired}
+          </p>
+        )}
+      </section>
+      <section class="panel" aria-labelledby="keys-rotate">
+        <h2 id="keys-rotate">Rotate</h2>
+        {writable ? (
+          <form onSubmit={submit} noValidate>
+            <p>
+              A new key is made and published now; it signs once the publish-ahead time has passed, and the
+              current key retires then.
+            </p>
+            <div class="toolbar">
+              <Field label="Algorithm" name="alg" error={rotate.error}>
+                {(props) => (
+                  <select {...props} value={alg} onChange={(e) => setAlg(e.currentTarget.value)}>
+                    <option value="">Every algorithm</option>
+                    {['ES256', 'RS256', 'PS256', 'EdDSA'].map((a) => (
+                      <option key={a} value={a}>
+                        {a}
+                      </option>
+                    ))}
+                  </select>
+                )}
+              </Field>
+              <button type="submit" class="primary" disabled={rotate.busy}>
+                Rotate keys
+              </button>
+            </div>
+            <ErrorMessage error={rotate.error} fields={['alg']} />
+            {rotated && (
+              <div class="notice success" role="status">
+                <ul>
+                  {rotated.map((r) => (
+                    <li key={r.alg}>
+                      {r.alg}:{' '}
+                      {r.kid
+                        ? `${r.already_scheduled ? 'already scheduled' : 'new key'} ${r.kid}, signs from ${r.activates_at}`
+                        : 'nothing to do'}
+                    </li>
+                  ))}
+                </ul>
+              </div>
+            )}
+          </form>
+        ) : (
+          <ReadOnly what="keys" />
+        )}
+      </section>
+      {dialog}
+    </>
+  );
+}
