@@ -3,6 +3,7 @@ import {
   validateName,
   validateSigningAlg,
   validateAudienceScopes,
+  validateScopeName,
   validateTokenTtl,
 } from '../domain/validate.js';
 import { newAudienceId } from '../store/migrations.js';
@@ -47,14 +48,19 @@ export function checkAudienceFields(input: AudienceFields, checks: FieldChecks):
       input.signingAlg === null
         ? null
         : checks.run('signing_alg', () => validateSigningAlg(input.signingAlg!));
-  if (input.scopes !== undefined)
-    patch.scopes = checks.run('scopes', () => validateAudienceScopes(input.scopes!));
+  if (input.scopes !== undefined) {
+    // Each scope's name first, so that a refusal names its place (`scopes/1/name`); then the list's own rules.
+    const before = checks.errors.length;
+    input.scopes.forEach((scope, i) => checks.run(`scopes/${i}/name`, () => validateScopeName(scope.name)));
+    if (checks.errors.length === before)
+      patch.scopes = checks.run('scopes', () => validateAudienceScopes(input.scopes!));
+  }
   return patch;
 }
 
 /** A new audience as the rules make it (URL checked, names trimmed); refusals are collected in `checks`. */
 export function checkNewAudience(input: AudienceInput, checks: FieldChecks): NewAudience {
-  const url = checks.run('url', () => validateAudienceUrl(input.url));
+  const url = checks.run('identifier', () => validateAudienceUrl(input.url));
   const fields = checkAudienceFields(input, checks);
   return {
     url,

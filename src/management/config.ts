@@ -445,10 +445,9 @@ export async function planApply(
   const problem = (pointer: string, message: string) => {
     if (!refused(pointer)) problems.push({ pointer, ...file.locate(pointer), message });
   };
-  /** A management refusal, placed at the file's field (the rules name `url`, the file `identifier`). */
-  const ruleProblems = (base: string, checks: FieldChecks, names: Record<string, string> = {}) => {
-    for (const error of checks.errors)
-      problem(`${base}/${names[error.field ?? ''] ?? error.field}`, error.message);
+  /** A management refusal, placed at the file's field (the rules use the file's and the API's names). */
+  const ruleProblems = (base: string, checks: FieldChecks) => {
+    for (const error of checks.errors) problem(`${base}/${error.field ?? ''}`, error.message);
   };
 
   const data = isObject(file.data) ? file.data : {};
@@ -500,13 +499,13 @@ export async function planApply(
       },
       checks,
     );
-    ruleProblems(base, checks, { url: 'identifier' });
+    ruleProblems(base, checks);
     if (checked.url === builtIn) {
       problem(`${base}/identifier`, `audience ${builtIn} is Tessera's admin API: it is built in`);
       return;
     }
     // Named in the file, even if another of its fields is refused: its grants are not errors too.
-    if (!checks.errors.some((e) => e.field === 'url')) namedInFile.add(checked.url);
+    if (!checks.errors.some((e) => e.field === 'identifier')) namedInFile.add(checked.url);
     if (checks.errors.length > 0) return;
     const first = audienceAt.get(checked.url);
     if (first !== undefined) {

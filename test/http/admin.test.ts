@@ -318,7 +318,7 @@ describe('audiences', () => {
     expect(rule.status).toBe(400);
     expect(rule.body).toEqual(
       problem(400, 'invalid_field', 'audience must be an http or https URL', {
-        errors: [{ pointer: '/url', detail: 'audience must be an http or https URL' }],
+        errors: [{ pointer: '/identifier', detail: 'audience must be an http or https URL' }],
       }),
     );
   });

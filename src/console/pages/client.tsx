@@ -70,7 +70,8 @@ export function ClientPage() {
       });
       if (!yes) return;
     }
-    const done = await toggle.run(() => api.patch<Client>(`/clients/${seg(id)}`, { enabled }, etag));
+    // One field, whatever else changed meanwhile: no If-Match (the settings form sends one).
+    const done = await toggle.run(() => api.patch<Client>(`/clients/${seg(id)}`, { enabled }));
     if (done) await client.reload();
   };
 
@@ -119,9 +120,9 @@ export function ClientPage() {
         )}
       </section>
       {c.token_endpoint_auth_method !== 'private_key_jwt' && (
-        <Secrets clientId={id} writable={writable} ask={ask} />
+        <Secrets clientId={id} writable={writable} ask={ask} changed={client.reload} />
       )}
-      <Grants clientId={id} writable={writable} ask={ask} />
+      <Grants clientId={id} writable={writable} ask={ask} changed={client.reload} />
       <section class="panel" aria-labelledby="cl-settings">
         <h2 id="cl-settings">Settings</h2>
         {writable ? (
@@ -180,7 +181,15 @@ export function ClientPage() {
 type Ask = ReturnType<typeof useConfirm>['ask'];
 
 /** A client's secrets: list (never the values), add one with a grace period for the others, revoke one. */
-function Secrets({ clientId, writable, ask }: { clientId: string; writable: boolean; ask: Ask }) {
+interface SectionProps {
+  clientId: string;
+  writable: boolean;
+  ask: Ask;
+  /** The client changed (its ETag with it): the page reads it again. */
+  changed: () => Promise<void>;
+}
+
+function Secrets({ clientId, writable, ask, changed }: SectionProps) {
   const list = useLoad(
     async () => (await api.get<{ items: Secret[] }>(`/clients/${seg(clientId)}/secrets`)).body,
     [clientId],
@@ -201,7 +210,7 @@ function Secrets({ clientId, writable, ask }: { clientId: string; writable: bool
     );
     if (answer) {
       setAdded(answer.body);
-      await list.reload();
+      await Promise.all([list.reload(), changed()]);
     }
   };
 
@@ -218,7 +227,7 @@ function Secrets({ clientId, writable, ask }: { clientId: string; writable: bool
     });
     if (!yes) return;
     const done = await revoke.run(() => api.delete(`/clients/${seg(clientId)}/secrets/${seg(secret.id)}`));
-    if (done !== undefined) await list.reload();
+    if (done !== undefined) await Promise.all([list.reload(), changed()]);
   };
 
   return (
@@ -300,7 +309,7 @@ function Secrets({ clientId, writable, ask }: { clientId: string; writable: bool
 }
 
 /** A client's grants: each audience with the scopes and claims the client gets for it. */
-function Grants({ clientId, writable, ask }: { clientId: string; writable: boolean; ask: Ask }) {
+function Grants({ clientId, writable, ask, changed }: SectionProps) {
   const grants = useLoad(
     async () => (await api.get<Page<Grant>>(`/clients/${seg(clientId)}/grants?limit=500`)).body.items,
     [clientId],
@@ -346,7 +355,7 @@ function Grants({ clientId, writable, ask }: { clientId: string; writable: boole
           ? `Granted ${answer.body.audience}.`
           : `Grant of ${answer.body.audience} saved.`,
       );
-      await grants.reload();
+      await Promise.all([grants.reload(), changed()]);
     }
   };
 
@@ -364,7 +373,7 @@ function Grants({ clientId, writable, ask }: { clientId: string; writable: boole
     const answer = await removal.run(() =>
       api.delete(`/clients/${seg(clientId)}/grants/${seg(grant.audience_id)}`),
     );
-    if (answer !== undefined) await grants.reload();
+    if (answer !== undefined) await Promise.all([grants.reload(), changed()]);
   };
 
   const toggleScope = (name: string, on: boolean) =>

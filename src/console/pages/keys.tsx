@@ -4,6 +4,7 @@ import { useSession } from '../app';
 import {
   ErrorMessage,
   Field,
+  formatTime,
   Loading,
   PageTitle,
   ReadOnly,
@@ -179,7 +180,7 @@ export function KeysPage() {
                     <li key={r.alg}>
                       {r.alg}:{' '}
                       {r.kid
-                        ? `${r.already_scheduled ? 'already scheduled' : 'new key'} ${r.kid}, signs from ${r.activates_at}`
+                        ? `${r.already_scheduled ? 'already scheduled' : 'new key'} ${r.kid}, signs from ${formatTime(r.activates_at)}`
                         : 'nothing to do'}
                     </li>
                   ))}

@@ -1,0 +1,428 @@
+/**
+ * The web console in a real browser (MANAGEMENT.md, "How it is tested"): Debian's Chromium driven by
+ * playwright-core, against a real server. One story, as an operator lives it: enroll, log in, create an audience
+ * with scopes, create a client and grant it, get a token with the secret the page showed (from the test, over
+ * HTTP), find the issuance in the audit trail, add a secret with a grace period, disable the client, add a viewer
+ * who can change nothing, log out. Every page is photographed at 1280×800 and some at 390×844, into
+ * test-results/console/ (look at them), and no page may log a CSP violation or an error.
+ */
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { operators } from '../../src/management/index.js';
+import type { ManagementContext } from '../../src/management/index.js';
+import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
+
+// What the callbacks run in the page see (the test's own TypeScript has no DOM library).
+declare const window: Record<string, unknown> & { innerWidth: number };
+declare const document: {
+  addEventListener(type: string, listener: (e: Record<string, unknown>) => void): void;
+  querySelectorAll(selector: string): Iterable<{
+    hidden: boolean;
+    type: string;
+    labels: { length: number } | null;
+    outerHTML: string;
+    getAttribute(name: string): string | null;
+  }>;
+  documentElement: { scrollWidth: number };
+};
+declare const navigator: { clipboard: { readText(): Promise<string> } };
+
+const CHROMIUM = process.env.TESSERA_CHROMIUM ?? '/usr/bin/chromium';
+export const SCREENSHOTS = path.resolve('test-results/console');
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+  "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+const API = 'https://orders.example.com';
+const PASSWORD = 'correct horse battery staple';
+
+// CI installs Chromium (.ci/run) and sets CI=true: there the test fails without it rather than skipping.
+const available = existsSync(CHROMIUM);
+if (!available && process.env.CI)
+  throw new Error(`Chromium is not at ${CHROMIUM}: install Debian's chromium`);
+
+let t: TestServer;
+let ctx: ManagementContext;
+let browser: Browser;
+/**
+ * What any page did that a clean console never does: a CSP violation or any other error in the console, an
+ * uncaught exception, a request that failed, a page or file the server did not answer with success. The API's
+ * refusals (4xx on /admin/v1 and /console/api, which the story provokes on purpose) are answers, not problems;
+ * Chromium logs each as "Failed to load resource", which is left out for them alone.
+ */
+const problems: string[] = [];
+
+async function open(context: BrowserContext): Promise<Page> {
+  const page = await context.newPage();
+  const isApi = (url: string) => /\/(admin\/v1|console\/api)\//.test(new URL(url).pathname);
+  page.on('console', (message) => {
+    const text = message.text();
+    const refusal = /^Failed to load resource: the server responded with a status of 4\d\d/.test(text);
+    if (refusal && isApi(message.location().url)) return;
+    if (message.type() === 'error' || /Content Security Policy|Refused to/i.test(text))
+      problems.push(`console ${message.type()}: ${text} (${message.location().url})`);
+  });
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message} (${page.url()})`));
+  // A request cut short by the page moving on (the icon of a page left at once) did not fail.
+  page.on('requestfailed', (request) => {
+    if (request.failure()?.errorText !== 'net::ERR_ABORTED')
+      problems.push(`request failed: ${request.url()}`);
+  });
+  page.on('response', (response) => {
+    if (response.status() >= 500 || (response.status() >= 400 && !isApi(response.url())))
+      problems.push(`${response.status()} for ${response.url()}`);
+  });
+  return page;
+}
+
+async function newContext(viewport = { width: 1280, height: 800 }): Promise<BrowserContext> {
+  const context = await browser.newContext({ viewport, baseURL: t.url });
+  // Injected by the browser itself (not a page script), so the page's CSP does not apply to it: every
+  // violation the page causes is kept where the test reads it.
+  await context.addInitScript(() => {
+    const seen: string[] = [];
+    window.cspViolations = seen;
+    document.addEventListener('securitypolicyviolation', (e) =>
+      seen.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`),
+    );
+  });
+  return context;
+}
+
+/** Waits for what a page shows (a request or two away), as long as a busy CI machine may need. */
+const eventually = <T>(read: () => T | Promise<T>, options: { timeout?: number } = {}) =>
+  expect.poll(read, { timeout: 10_000, ...options });
+
+async function shot(page: Page, name: string): Promise<void> {
+  // Whatever is still loading has loaded: no "Loading…" in the picture.
+  await eventually(() => page.getByRole('status').filter({ hasText: 'Loading' }).count()).toBe(0);
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  expect(await page.evaluate(() => window.cspViolations)).toEqual([]);
+}
+
+/** Every visible form control has a label (its own, or aria-label). */
+async function expectLabelled(page: Page): Promise<void> {
+  const unlabelled = await page.evaluate(() =>
+    [...document.querySelectorAll('input, select, textarea')]
+      .filter((el) => !el.hidden && el.type !== 'hidden')
+      .filter((el) => el.labels?.length === 0 && !el.getAttribute('aria-label'))
+      .map((el) => el.outerHTML),
+  );
+  expect(unlabelled).toEqual([]);
+}
+
+async function go(page: Page, link: string): Promise<void> {
+  await page
+    .getByRole('navigation', { name: 'Console' })
+    .getByRole('link', { name: link, exact: true })
+    .click();
+}
+
+describe.skipIf(!available)('the web console in Chromium', () => {
+  beforeAll(async () => {
+    rmSync(SCREENSHOTS, { recursive: true, force: true });
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    t = await startTestServer({ TESSERA_HOST: '127.0.0.1' });
+    ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test' };
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      // As root in a container, with no network but loopback: no sandbox, nothing fetched by Chromium itself.
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  it('enroll → log in → audience with scopes → client → grant → token with the shown secret → audit → secret with grace → disable → a viewer changes nothing → log out', async () => {
+    const admin = await operators.addOperator(ctx, { email: 'admin@example.com', role: 'admin' });
+    const context = await newContext();
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: t.url });
+    const page = await open(context);
+
+    // --- enroll: the link's token is in the fragment, and leaves the address bar ---
+    const enrollPage = await page.goto(admin.url);
+    expect(enrollPage!.headers()['content-security-policy']).toBe(CSP);
+    await eventually(() => page.getByText('For admin@example.com (admin)').count()).toBe(1);
+    expect(page.url()).toBe(`${t.url}/console/enroll`);
+    await page.getByLabel('New password').fill('too short');
+    await page.getByLabel('The same password again').fill('too short');
+    await page.getByRole('button', { name: 'Set password' }).click();
+    // The API's error, in words, next to the field.
+    await eventually(() => page.getByText('password must have at least 12 characters').count()).toBe(1);
+    await expectLabelled(page);
+    await shot(page, '01-enroll-error');
+    await page.getByLabel('New password').fill(PASSWORD);
+    await page.getByLabel('The same password again').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Set password' }).click();
+    await page.waitForURL(`${t.url}/console/login?enrolled=1`);
+
+    // --- log in with the keyboard alone ---
+    await page.goto('/console/clients');
+    await page.waitForURL(`${t.url}/console/login?next=%2Fconsole%2Fclients`);
+    await page.getByLabel('Password').fill('wrong password, surely');
+    await page.getByLabel('Email').fill('admin@example.com');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await eventually(() => page.getByText('The email or the password is not right.').count()).toBe(1);
+    await shot(page, '02-login-refused');
+    await page.getByLabel('Password').fill('');
+    await page.getByLabel('Email').focus();
+    await page.keyboard.press('Tab');
+    await page.keyboard.type(PASSWORD);
+    await page.keyboard.press('Enter');
+    await page.waitForURL(`${t.url}/console/clients`);
+    const cookie = (await context.cookies()).find((c) => c.name === 'tessera_session')!;
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/', secure: false });
+
+    // --- an audience with scopes ---
+    await go(page, 'Audiences');
+    await page.getByLabel('Identifier (URL)').fill(API);
+    await page.getByLabel('Name', { exact: true }).fill('Orders API');
+    await page.getByRole('button', { name: 'Add a scope' }).click();
+    await page.getByLabel('Scope 1 name').fill('orders:read');
+    await page.getByLabel('Scope 1 description').fill('read orders');
+    await page.getByRole('button', { name: 'Add a scope' }).click();
+    await page.getByLabel('Scope 2 name').fill('orders write');
+    await page.getByRole('button', { name: 'Create audience' }).click();
+    // The API refuses the scope name with a space, and the page says so next to that field.
+    await eventually(() => page.locator('.field.invalid').getByLabel('Scope 2 name').count()).toBe(1);
+    await eventually(() =>
+      page.getByText('scope "orders write" is not a scope token', { exact: false }).count(),
+    ).toBe(1);
+    await shot(page, '03-audience-error');
+    await page.getByLabel('Scope 2 name').fill('orders:write');
+    await page.getByRole('button', { name: 'Create audience' }).click();
+    await eventually(() => page.getByText('Audience created.').count()).toBe(1);
+    await expectLabelled(page);
+    await shot(page, '04-audience');
+    await go(page, 'Audiences');
+    await eventually(() => page.getByRole('link', { name: API }).count()).toBe(1);
+    await shot(page, '05-audiences');
+
+    // --- a client, its secret shown once ---
+    await go(page, 'Clients');
+    await page.getByLabel('Name', { exact: true }).fill('Billing service');
+    await page.getByLabel('Client id', { exact: true }).fill('billing');
+    await page.getByLabel('Custom claims (JSON)').fill('{"tenant_id": "acme"');
+    await page.getByRole('button', { name: 'Create client' }).click();
+    await eventually(() => page.getByText('is not valid JSON').count()).toBe(1);
+    await page.getByLabel('Custom claims (JSON)').fill('{"tenant_id": "acme"}');
+    await page.getByRole('button', { name: 'Create client' }).click();
+    const secretBox = page.getByLabel('Client secret', { exact: true });
+    await eventually(() => secretBox.count()).toBe(1);
+    const secret = (await secretBox.textContent())!;
+    expect(secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    await page.getByRole('button', { name: 'Copy client secret' }).click();
+    await eventually(() => page.getByText('Copied.').count()).toBe(1);
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
+    await expectLabelled(page);
+    await shot(page, '06-client-created');
+
+    // --- search, then the client's page: grant the audience with one scope ---
+    await page.getByLabel('Search by client id or name').fill('BILL');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.waitForURL(`${t.url}/console/clients?search=BILL`);
+    await eventually(() => page.getByRole('link', { name: 'billing', exact: true }).count()).toBe(1);
+    await page.getByRole('link', { name: 'billing', exact: true }).click();
+    await page.waitForURL(`${t.url}/console/clients/billing`);
+    await page.getByLabel('Audience', { exact: true }).selectOption({ label: `${API} (Orders API)` });
+    await page.getByLabel('orders:read').check();
+    await page.getByLabel('Claims for this audience (JSON)').fill('{"plan": "gold"}');
+    await page.getByRole('button', { name: 'Save grant' }).click();
+    await eventually(() => page.getByText(`Granted ${API}.`).count()).toBe(1);
+    await expectLabelled(page);
+    await shot(page, '07-client-granted');
+
+    // --- a token with the secret the page showed, over HTTP ---
+    const form = { grant_type: 'client_credentials', client_id: 'billing', audience: API };
+    const issued = await postToken(t.url, { ...form, client_secret: secret });
+    expect(issued.status).toBe(200);
+    expect(issued.body).toMatchObject({ token_type: 'Bearer', expires_in: 1800, scope: 'orders:read' });
+    const claims = JSON.parse(
+      Buffer.from((issued.body.access_token as string).split('.')[1]!, 'base64url').toString(),
+    ) as Record<string, unknown>;
+    expect(claims).toMatchObject({ client_id: 'billing', aud: API, tenant_id: 'acme', plan: 'gold' });
+
+    // --- the issuance in the audit trail (the trail's writer takes about a second) ---
+    await go(page, 'Audit trail');
+    await page.getByLabel('Type').selectOption('token.issued');
+    await page.getByLabel('Client id', { exact: true }).fill('billing');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/type=token.issued/);
+    const row = page.getByRole('row').filter({ hasText: 'token.issued' }).filter({ hasText: 'billing' });
+    await eventually(
+      async () => {
+        if ((await row.count()) === 0) await page.reload();
+        return row.count();
+      },
+      { timeout: 10_000 },
+    ).toBe(1);
+    await eventually(() => row.getByText(API).count()).toBe(1);
+    await shot(page, '08-audit-issued');
+    await page.getByRole('link', { name: 'Clear filters' }).click();
+    await eventually(() => page.getByRole('row').filter({ hasText: 'client.created' }).count()).toBe(1);
+    expect(await page.getByRole('row').filter({ hasText: 'client.created' }).textContent()).toContain(
+      'operator:admin@example.com',
+    );
+    await shot(page, '09-audit');
+
+    // --- a second secret, the first kept for a grace period ---
+    await go(page, 'Clients');
+    await page.getByRole('link', { name: 'billing', exact: true }).click();
+    await page.getByLabel('Grace period for the other secrets').fill('24h');
+    await page.getByRole('button', { name: 'Add secret' }).click();
+    const newSecretBox = page.getByLabel('New client secret', { exact: true });
+    await eventually(() => newSecretBox.count()).toBe(1);
+    const second = (await newSecretBox.textContent())!;
+    expect(second).not.toBe(secret);
+    await eventually(() => page.getByRole('region', { name: 'Secrets' }).getByRole('row').count()).toBe(3);
+    await shot(page, '10-client-secrets');
+    for (const s of [secret, second])
+      expect((await postToken(t.url, { ...form, client_secret: s })).status).toBe(200);
+
+    // --- disable it, after a confirmation ---
+    await page.getByRole('button', { name: 'Disable client…' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Disable this client?' });
+    await eventually(() => dialog.isVisible()).toBe(true);
+    await shot(page, '11-client-disable-confirm');
+    await dialog.getByRole('button', { name: 'Disable client' }).click();
+    await eventually(() => page.getByRole('button', { name: 'Enable client' }).count()).toBe(1);
+    await shot(page, '12-client-disabled');
+    await eventually(async () => (await postToken(t.url, { ...form, client_secret: second })).status, {
+      timeout: 2000,
+    }).toBe(401);
+
+    // --- keys: rotate ---
+    await go(page, 'Keys');
+    await page.getByLabel('Algorithm').selectOption('ES256');
+    await page.getByRole('button', { name: 'Rotate keys' }).click();
+    await eventually(() => page.getByText(/ES256: new key/).count()).toBe(1);
+    await eventually(() => page.getByText('next', { exact: true }).count()).toBe(1);
+    await shot(page, '13-keys');
+
+    // --- the overview: the tokens above on the chart, the counts ---
+    await go(page, 'Overview');
+    // The trail's writer adds to the counts about once a second: the page is read again until they are there.
+    const figures = async () => {
+      const read = async () =>
+        `${await page.locator('.card.issued .figure').textContent()} ${await page.locator('.card.refused .figure').textContent()}`;
+      if ((await read()) !== '3 1') await page.reload();
+      return read();
+    };
+    await eventually(figures).toBe('3 1');
+    await eventually(() => page.locator('.chart canvas').count()).toBe(1);
+    await shot(page, '14-overview');
+
+    // --- a viewer, who sees and changes nothing ---
+    await go(page, 'Operators');
+    await page.getByLabel('Email').fill('viewer@example.com');
+    await page.getByLabel('Role', { exact: true }).selectOption('viewer');
+    await page.getByRole('button', { name: 'Add operator' }).click();
+    const linkBox = page.getByLabel('Enrollment link for viewer@example.com', { exact: true });
+    await eventually(() => linkBox.count()).toBe(1);
+    const viewerLink = (await linkBox.textContent())!;
+    expect(viewerLink).toMatch(new RegExp(`^${t.url}/console/enroll#token=[A-Za-z0-9_-]{43}$`));
+    await expectLabelled(page);
+    await shot(page, '15-operators');
+
+    // --- log out ---
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.waitForURL(`${t.url}/console/login?signed_out=1`);
+    await shot(page, '16-logged-out');
+    expect((await context.cookies()).find((c) => c.name === 'tessera_session')).toBeUndefined();
+    await page.goto('/console/clients/billing');
+    await page.waitForURL(`${t.url}/console/login?next=%2Fconsole%2Fclients%2Fbilling`);
+
+    // The viewer, in a browser of their own.
+    const viewerContext = await newContext();
+    const viewer = await open(viewerContext);
+    await viewer.goto(viewerLink);
+    await viewer.getByLabel('New password').fill(PASSWORD);
+    await viewer.getByLabel('The same password again').fill(PASSWORD);
+    await viewer.getByRole('button', { name: 'Set password' }).click();
+    await viewer.waitForURL(/\/console\/login/);
+    await viewer.getByLabel('Email').fill('viewer@example.com');
+    await viewer.getByLabel('Password').fill(PASSWORD);
+    await viewer.getByRole('button', { name: 'Log in' }).click();
+    await viewer.waitForURL(`${t.url}/console/`);
+    expect(
+      await viewer.getByRole('navigation', { name: 'Console' }).getByRole('link').allTextContents(),
+    ).toEqual(['Overview', 'Audiences', 'Clients', 'Keys', 'Audit trail']);
+    await go(viewer, 'Clients');
+    await eventually(() => viewer.getByText('Your role can see clients but not change them.').count()).toBe(
+      1,
+    );
+    expect(await viewer.getByRole('button', { name: 'Create client' }).count()).toBe(0);
+    await viewer.getByRole('link', { name: 'billing', exact: true }).click();
+    await eventually(() => viewer.getByRole('heading', { name: 'Billing service' }).count()).toBe(1);
+    for (const name of ['Enable client', 'Delete client…', 'Add secret', 'Save grant'])
+      expect(await viewer.getByRole('button', { name }).count()).toBe(0);
+    await shot(viewer, '17-viewer-client');
+    // Past the page, the API itself refuses the viewer's change, with the session's own anti-CSRF token.
+    const refused = await viewer.evaluate(async () => {
+      const session = (await (await fetch('/console/api/session')).json()) as { csrf_token: string };
+      const response = await fetch('/admin/v1/clients/billing', {
+        method: 'PATCH',
+        headers: { 'content-type': 'application/json', 'x-csrf-token': session.csrf_token },
+        body: JSON.stringify({ enabled: true }),
+      });
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    });
+    expect(refused).toEqual({
+      status: 403,
+      body: {
+        type: 'urn:tessera:problem:insufficient_scope',
+        title: 'Forbidden',
+        status: 403,
+        detail: 'this call needs the scope clients:write',
+      },
+    });
+    expect((await postToken(t.url, { ...form, client_secret: second })).status).toBe(401);
+    await viewer.goto('/console/operators');
+    await eventually(() => viewer.getByText('Only admins see the operators.').count()).toBe(1);
+    await viewerContext.close();
+    await context.close();
+    expect(problems).toEqual([]);
+  });
+
+  it('is readable in a phone-sized window (390×844): nothing wider than the screen, the menu opens', async () => {
+    await operators.addOperator(ctx, { email: 'phone@example.com', role: 'admin' }).then(async ({ url }) => {
+      const token = new URL(url).hash.slice('#token='.length);
+      await operators.enroll(ctx, token, PASSWORD);
+    });
+    const context = await newContext({ width: 390, height: 844 });
+    const page = await open(context);
+    await page.goto('/console/login');
+    await page.getByLabel('Email').fill('phone@example.com');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.waitForURL(`${t.url}/console/`);
+    const tooWide = () => page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+    await eventually(() => page.locator('.chart canvas').count()).toBe(1);
+    expect(await tooWide()).toBe(false);
+    await shot(page, '20-phone-overview');
+    await page.getByRole('button', { name: 'Menu' }).click();
+    await shot(page, '21-phone-menu');
+    await go(page, 'Clients');
+    await page.waitForURL(`${t.url}/console/clients`);
+    expect(await tooWide()).toBe(false);
+    await shot(page, '22-phone-clients');
+    await page.getByRole('button', { name: 'Menu' }).click();
+    await go(page, 'Audit trail');
+    await page.waitForURL(`${t.url}/console/audit`);
+    expect(await tooWide()).toBe(false);
+    await shot(page, '23-phone-audit');
+    await context.close();
+    expect(problems).toEqual([]);
+  });
+});
