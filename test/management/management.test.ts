@@ -53,7 +53,7 @@ describe('management rules', () => {
     expect(await refusal(() => audiences.addAudience(ctx, { url: 'ftp://x.example' }))).toEqual({
       code: 'invalid_field',
       kind: 'invalid',
-      field: 'url',
+      field: 'identifier',
       message: 'audience must be an http or https URL',
     });
     expect(await refusal(() => audiences.addAudience(ctx, { url: API, tokenTtl: 59 }))).toEqual({
@@ -70,6 +70,18 @@ describe('management rules', () => {
       code: 'invalid_field',
       field: 'signing_alg',
     });
+    // A scope's refusal names its place in the list; a duplicate, the list.
+    const scopes = [{ name: 'orders:read' }, { name: 'orders write' }];
+    expect(await refusal(() => audiences.addAudience(ctx, { url: API, scopes }))).toEqual({
+      code: 'invalid_field',
+      kind: 'invalid',
+      field: 'scopes/1/name',
+      message:
+        'scope "orders write" is not a scope token (RFC 6749 §3.3: printable ASCII but space, " and \\)',
+    });
+    expect(
+      await refusal(() => audiences.addAudience(ctx, { url: API, scopes: [{ name: 'a' }, { name: 'a' }] })),
+    ).toMatchObject({ code: 'invalid_field', field: 'scopes', message: 'scope a is listed twice' });
     expect(await audiences.listAudiences(ctx)).toEqual([]);
     await audiences.addAudience(ctx, { url: API, name: 'Orders' });
     expect(await refusal(() => audiences.addAudience(ctx, { url: API }))).toEqual({
