@@ -102,6 +102,9 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   let connections: Connections;
   let address: string;
   try {
+    const assets = config.console ? loadAssets() : undefined;
+    if (config.console && !assets)
+      logger.warn('the web console is not built (no dist/console): run `npm run build`; /console answers 503');
     const sessions = new ConsoleSessions({
       store: runtime.store,
       config,
@@ -132,7 +135,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
         findClient: (id) => runtime.directory.findClient(id),
         sessions: config.console ? sessions : undefined,
       },
-      console: config.console ? { sessions, assets: loadAssets() } : undefined,
+      console: config.console ? { sessions, assets } : undefined,
     });
     connections = new Connections(app.server, { max: config.maxConnections, logger });
     const counted = connections;
