@@ -132,6 +132,99 @@ export function Field({ label, name, error, hint, children }: FieldProps) {
   );
 }
 
+interface TextFieldProps {
+  label: string;
+  name: string;
+  error?: ApiError | undefined;
+  hint?: ComponentChildren;
+  value: string;
+  onValue: (value: string) => void;
+  type?: 'text' | 'email' | 'password' | 'url' | 'search' | 'datetime-local';
+  /** A textarea (JSON documents). */
+  multiline?: boolean;
+  autocomplete?: string;
+  required?: boolean;
+  inputMode?: 'numeric' | 'text';
+  step?: number;
+}
+
+/** A labelled text input (or textarea) whose value is the caller's state. */
+export function TextField({
+  label,
+  name,
+  error,
+  hint,
+  value,
+  onValue,
+  multiline,
+  type = 'text',
+  ...rest
+}: TextFieldProps) {
+  return (
+    <Field label={label} name={name} error={error} hint={hint}>
+      {(props) =>
+        multiline ? (
+          <textarea {...props} value={value} onInput={(e) => onValue(e.currentTarget.value)} />
+        ) : (
+          // The union of input types is wider than Preact's per-type props can name at once.
+          <input
+            {...props}
+            {...rest}
+            type={type as 'text'}
+            value={value}
+            onInput={(e) => onValue(e.currentTarget.value)}
+          />
+        )
+      }
+    </Field>
+  );
+}
+
+/** A labelled select whose value is the caller's state. */
+export function SelectField({
+  label,
+  name,
+  error,
+  hint,
+  value,
+  onValue,
+  options,
+}: {
+  label: string;
+  name: string;
+  error?: ApiError | undefined;
+  hint?: ComponentChildren;
+  value: string;
+  onValue: (value: string) => void;
+  options: readonly { value: string; label: string }[];
+}) {
+  return (
+    <Field label={label} name={name} error={error} hint={hint}>
+      {(props) => (
+        <select {...props} value={value} onChange={(e) => onValue(e.currentTarget.value)}>
+          {options.map((o) => (
+            <option key={o.value} value={o.value}>
+              {o.label}
+            </option>
+          ))}
+        </select>
+      )}
+    </Field>
+  );
+}
+
+/** A short confirmation that a change was made, read out by screen readers. */
+export function Done({ children }: { children: ComponentChildren }) {
+  return (
+    <p class="notice success" role="status">
+      {children}
+    </p>
+  );
+}
+
+/** The signing algorithms an audience or a rotation may name. */
+export const ALGS = ['ES256', 'RS256', 'PS256', 'EdDSA'] as const;
+
 /** Why a request failed, in words: the problem's detail, and the errors of fields a form does not show. */
 export function ErrorMessage({ error, fields = [] }: { error: ApiError | undefined; fields?: string[] }) {
   if (!error) return null;

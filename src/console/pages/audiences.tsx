@@ -3,21 +3,22 @@ import { useState } from 'preact/hooks';
 import { api, seg, type ApiError, type Audience, type Page } from '../api';
 import { useSession } from '../app';
 import {
+  ALGS,
+  Done,
   ErrorMessage,
-  Field,
   formatSeconds,
   Loading,
   numberOrNull,
   PageTitle,
   ReadOnly,
+  SelectField,
   TableBox,
+  TextField,
   Time,
   useAction,
   useConfirm,
   useLoad,
 } from '../components';
-
-const ALGS = ['ES256', 'RS256', 'PS256', 'EdDSA'];
 
 /** Every audience (there are few), a page of 500 at a time. */
 export async function allAudiences(): Promise<Audience[]> {
@@ -82,64 +83,43 @@ function AudienceForm({
     <>
       <div class="grid">
         {isNew && (
-          <Field
+          <TextField
             label="Identifier (URL)"
             name="identifier"
-            error={error}
+            type="url"
+            required
             hint="The environment URL clients ask for, e.g. https://api.example.com"
-          >
-            {(props) => (
-              <input
-                {...props}
-                type="url"
-                required
-                value={draft.identifier}
-                onInput={(e) => set({ identifier: e.currentTarget.value })}
-              />
-            )}
-          </Field>
+            error={error}
+            value={draft.identifier}
+            onValue={(identifier) => set({ identifier })}
+          />
         )}
-        <Field label="Name" name="name" error={error}>
-          {(props) => (
-            <input
-              {...props}
-              type="text"
-              value={draft.name}
-              onInput={(e) => set({ name: e.currentTarget.value })}
-            />
-          )}
-        </Field>
-        <Field
+        <TextField
+          label="Name"
+          name="name"
+          error={error}
+          value={draft.name}
+          onValue={(name) => set({ name })}
+        />
+        <TextField
           label="Token lifetime"
           name="token_ttl"
-          error={error}
           hint="Seconds, or 15m, 1h…; empty: the server's default"
-        >
-          {(props) => (
-            <input
-              {...props}
-              type="text"
-              value={draft.token_ttl}
-              onInput={(e) => set({ token_ttl: e.currentTarget.value })}
-            />
-          )}
-        </Field>
-        <Field label="Signing algorithm" name="signing_alg" error={error}>
-          {(props) => (
-            <select
-              {...props}
-              value={draft.signing_alg}
-              onChange={(e) => set({ signing_alg: e.currentTarget.value })}
-            >
-              <option value="">The server's default</option>
-              {ALGS.map((alg) => (
-                <option key={alg} value={alg}>
-                  {alg}
-                </option>
-              ))}
-            </select>
-          )}
-        </Field>
+          error={error}
+          value={draft.token_ttl}
+          onValue={(token_ttl) => set({ token_ttl })}
+        />
+        <SelectField
+          label="Signing algorithm"
+          name="signing_alg"
+          error={error}
+          value={draft.signing_alg}
+          onValue={(signing_alg) => set({ signing_alg })}
+          options={[
+            { value: '', label: "The server's default" },
+            ...ALGS.map((alg) => ({ value: alg, label: alg })),
+          ]}
+        />
       </div>
       <fieldset>
         <legend>Scopes</legend>
@@ -148,26 +128,20 @@ function AudienceForm({
         </p>
         {draft.scopes.map((scope, i) => (
           <div class="scope-row" key={i}>
-            <Field label={`Scope ${i + 1} name`} name={`scopes/${i}/name`} error={error}>
-              {(props) => (
-                <input
-                  {...props}
-                  type="text"
-                  value={scope.name}
-                  onInput={(e) => setScope(i, { name: e.currentTarget.value })}
-                />
-              )}
-            </Field>
-            <Field label={`Scope ${i + 1} description`} name={`scopes/${i}/description`} error={error}>
-              {(props) => (
-                <input
-                  {...props}
-                  type="text"
-                  value={scope.description}
-                  onInput={(e) => setScope(i, { description: e.currentTarget.value })}
-                />
-              )}
-            </Field>
+            <TextField
+              label={`Scope ${i + 1} name`}
+              name={`scopes/${i}/name`}
+              error={error}
+              value={scope.name}
+              onValue={(name) => setScope(i, { name })}
+            />
+            <TextField
+              label={`Scope ${i + 1} description`}
+              name={`scopes/${i}/description`}
+              error={error}
+              value={scope.description}
+              onValue={(description) => setScope(i, { description })}
+            />
             <button
               type="button"
               onClick={() => set({ scopes: draft.scopes.filter((_, j) => j !== i) })}
@@ -325,18 +299,14 @@ export function AudiencePage() {
         <code>{audience.identifier}</code> · id <code>{audience.id}</code> · created{' '}
         <Time value={audience.created_at} />
       </PageTitle>
-      {query.created && <p class="notice success">Audience created. Grant it to clients on their pages.</p>}
+      {query.created && <Done>Audience created. Grant it to clients on their pages.</Done>}
       <section class="panel" aria-labelledby="aud-edit">
         <h2 id="aud-edit">Settings and scopes</h2>
         {writable ? (
           <form onSubmit={submit} noValidate>
             <AudienceForm draft={draft} setDraft={setDraft} error={save.error} isNew={false} />
             <ErrorMessage error={save.error} fields={['name', 'token_ttl', 'signing_alg', 'scopes']} />
-            {saved && (
-              <p class="notice success" role="status">
-                Saved.
-              </p>
-            )}
+            {saved && <Done>Saved.</Done>}
             <div class="actions">
               <button type="submit" class="primary" disabled={save.busy}>
                 Save changes

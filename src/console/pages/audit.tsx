@@ -1,7 +1,16 @@
 import { useLocation } from 'preact-iso';
 import { useState } from 'preact/hooks';
 import { api, query, request, type AuditEvent, type Page } from '../api';
-import { ErrorMessage, Field, Loading, PageTitle, TableBox, Time, useLoad } from '../components';
+import {
+  ErrorMessage,
+  Loading,
+  PageTitle,
+  SelectField,
+  TableBox,
+  TextField,
+  Time,
+  useLoad,
+} from '../components';
 
 const FILTERS = ['type', 'outcome', 'client_id', 'audience', 'since', 'until'] as const;
 type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
@@ -64,77 +73,62 @@ export function AuditPage() {
         <h2 id="audit-filters">Filters</h2>
         <form onSubmit={apply} noValidate>
           <div class="grid">
-            <Field label="Type" name="type" error={page.error}>
-              {(props) => (
-                <select
-                  {...props}
-                  value={draft.type ?? ''}
-                  onChange={(e) => set('type', e.currentTarget.value)}
-                >
-                  <option value="">Any type</option>
-                  {(types.data ?? (draft.type ? [draft.type] : [])).map((t) => (
-                    <option key={t} value={t}>
-                      {t}
-                    </option>
-                  ))}
-                </select>
-              )}
-            </Field>
-            <Field label="Outcome of token requests" name="outcome" error={page.error}>
-              {(props) => (
-                <select
-                  {...props}
-                  value={draft.outcome ?? ''}
-                  onChange={(e) => set('outcome', e.currentTarget.value)}
-                >
-                  <option value="">Any</option>
-                  <option value="issued">Issued</option>
-                  <option value="refused">Refused or throttled</option>
-                </select>
-              )}
-            </Field>
-            <Field label="Client id" name="client_id" error={page.error}>
-              {(props) => (
-                <input
-                  {...props}
-                  type="text"
-                  value={draft.client_id ?? ''}
-                  onInput={(e) => set('client_id', e.currentTarget.value)}
-                />
-              )}
-            </Field>
-            <Field label="Audience" name="audience" error={page.error} hint="The audience URL">
-              {(props) => (
-                <input
-                  {...props}
-                  type="text"
-                  value={draft.audience ?? ''}
-                  onInput={(e) => set('audience', e.currentTarget.value)}
-                />
-              )}
-            </Field>
-            <Field label="From (UTC)" name="since" error={page.error}>
-              {(props) => (
-                <input
-                  {...props}
-                  type="datetime-local"
-                  step={1}
-                  value={toLocal(draft.since)}
-                  onInput={(e) => set('since', toRfc3339(e.currentTarget.value))}
-                />
-              )}
-            </Field>
-            <Field label="Until (UTC)" name="until" error={page.error}>
-              {(props) => (
-                <input
-                  {...props}
-                  type="datetime-local"
-                  step={1}
-                  value={toLocal(draft.until)}
-                  onInput={(e) => set('until', toRfc3339(e.currentTarget.value))}
-                />
-              )}
-            </Field>
+            <SelectField
+              label="Type"
+              name="type"
+              error={page.error}
+              value={draft.type ?? ''}
+              onValue={(v) => set('type', v)}
+              options={[
+                { value: '', label: 'Any type' },
+                ...(types.data ?? (draft.type ? [draft.type] : [])).map((t) => ({ value: t, label: t })),
+              ]}
+            />
+            <SelectField
+              label="Outcome of token requests"
+              name="outcome"
+              error={page.error}
+              value={draft.outcome ?? ''}
+              onValue={(v) => set('outcome', v)}
+              options={[
+                { value: '', label: 'Any' },
+                { value: 'issued', label: 'Issued' },
+                { value: 'refused', label: 'Refused or throttled' },
+              ]}
+            />
+            <TextField
+              label="Client id"
+              name="client_id"
+              error={page.error}
+              value={draft.client_id ?? ''}
+              onValue={(v) => set('client_id', v)}
+            />
+            <TextField
+              label="Audience"
+              name="audience"
+              hint="The audience URL"
+              error={page.error}
+              value={draft.audience ?? ''}
+              onValue={(v) => set('audience', v)}
+            />
+            <TextField
+              label="From (UTC)"
+              name="since"
+              type="datetime-local"
+              step={1}
+              error={page.error}
+              value={toLocal(draft.since)}
+              onValue={(v) => set('since', toRfc3339(v))}
+            />
+            <TextField
+              label="Until (UTC)"
+              name="until"
+              type="datetime-local"
+              step={1}
+              error={page.error}
+              value={toLocal(draft.until)}
+              onValue={(v) => set('until', toRfc3339(v))}
+            />
           </div>
           <div class="actions">
             <button type="submit" class="primary">

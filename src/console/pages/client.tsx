@@ -1,10 +1,10 @@
 import { useLocation, useRoute } from 'preact-iso';
 import { useState } from 'preact/hooks';
-import { api, seg, type Audience, type Client, type Grant, type Page, type Secret } from '../api';
+import { api, seg, type Client, type Grant, type Page, type Secret } from '../api';
 import { useSession } from '../app';
 import {
+  Done,
   ErrorMessage,
-  Field,
   fieldError,
   formatSeconds,
   jsonOrNull,
@@ -13,7 +13,9 @@ import {
   OnceValue,
   PageTitle,
   ReadOnly,
+  SelectField,
   TableBox,
+  TextField,
   Time,
   useAction,
   useConfirm,
@@ -133,11 +135,7 @@ export function ClientPage() {
                 <p class="notice">Switching to private_key_jwt deletes the client's secrets.</p>
               )}
             <ErrorMessage error={save.error} fields={CLIENT_FIELDS} />
-            {saved && (
-              <p class="notice success" role="status">
-                Saved.
-              </p>
-            )}
+            {saved && <Done>Saved.</Done>}
             <div class="actions">
               <button type="submit" class="primary" disabled={save.busy}>
                 Save changes
@@ -282,21 +280,14 @@ function Secrets({ clientId, writable, ask, changed }: SectionProps) {
         <form onSubmit={submit} noValidate>
           <h3>Add a secret</h3>
           <div class="toolbar">
-            <Field
+            <TextField
               label="Grace period for the other secrets"
               name="grace"
-              error={add.error}
               hint="How long the current secrets keep working: 0 (stop at once), 90s, 15m, 24h, 7d"
-            >
-              {(props) => (
-                <input
-                  {...props}
-                  type="text"
-                  value={grace}
-                  onInput={(e) => setGrace(e.currentTarget.value)}
-                />
-              )}
-            </Field>
+              error={add.error}
+              value={grace}
+              onValue={setGrace}
+            />
             <button type="submit" class="primary" disabled={add.busy}>
               Add secret
             </button>
@@ -437,19 +428,20 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
       {writable ? (
         <form id="grant-form" onSubmit={submit} noValidate>
           <h3>Grant an audience, or change a grant</h3>
-          <Field label="Audience" name="audience_id" error={put.error}>
-            {(props) => (
-              <select {...props} value={audienceId} onChange={(e) => pick(e.currentTarget.value)}>
-                <option value="">Choose an audience…</option>
-                {audiences.data?.map((a: Audience) => (
-                  <option key={a.id} value={a.id}>
-                    {a.identifier}
-                    {a.name ? ` (${a.name})` : ''}
-                  </option>
-                ))}
-              </select>
-            )}
-          </Field>
+          <SelectField
+            label="Audience"
+            name="audience_id"
+            error={put.error}
+            value={audienceId}
+            onValue={pick}
+            options={[
+              { value: '', label: 'Choose an audience…' },
+              ...(audiences.data ?? []).map((a) => ({
+                value: a.id,
+                label: `${a.identifier}${a.name ? ` (${a.name})` : ''}`,
+              })),
+            ]}
+          />
           {chosen && (
             <fieldset>
               <legend>Scopes</legend>
@@ -477,22 +469,17 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
               )}
             </fieldset>
           )}
-          <Field
+          <TextField
             label="Claims for this audience (JSON)"
             name="claims"
-            error={put.error}
+            multiline
             hint="Override the client's custom claims in tokens for this audience; empty for none"
-          >
-            {(props) => (
-              <textarea {...props} value={claims} onInput={(e) => setClaims(e.currentTarget.value)} />
-            )}
-          </Field>
+            error={put.error}
+            value={claims}
+            onValue={setClaims}
+          />
           <ErrorMessage error={put.error} fields={['audience_id', 'scopes', 'claims']} />
-          {done && (
-            <p class="notice success" role="status">
-              {done}
-            </p>
-          )}
+          {done && <Done>{done}</Done>}
           <div class="actions">
             <button type="submit" class="primary" disabled={put.busy}>
               Save grant

@@ -3,8 +3,8 @@ import { useState } from 'preact/hooks';
 import { api, query, seg, type ApiError, type Client, type Page } from '../api';
 import { useSession } from '../app';
 import {
+  Done,
   ErrorMessage,
-  Field,
   jsonOrNull,
   jsonText,
   Loading,
@@ -12,7 +12,9 @@ import {
   OnceValue,
   PageTitle,
   ReadOnly,
+  SelectField,
   TableBox,
+  TextField,
   useAction,
   useLoad,
 } from '../components';
@@ -97,59 +99,41 @@ export function ClientFields({
   return (
     <>
       <div class="grid">
-        <Field label="Name" name="name" error={error}>
-          {(props) => (
-            <input
-              {...props}
-              type="text"
-              required
-              value={draft.name}
-              onInput={(e) => set({ name: e.currentTarget.value })}
-            />
-          )}
-        </Field>
+        <TextField
+          label="Name"
+          name="name"
+          required
+          error={error}
+          value={draft.name}
+          onValue={(name) => set({ name })}
+        />
         {id && (
-          <Field
+          <TextField
             label="Client id"
             name="client_id"
-            error={error}
             hint="Optional: Tessera makes one when left empty"
-          >
-            {(props) => (
-              <input {...props} type="text" value={id.value} onInput={(e) => id.set(e.currentTarget.value)} />
-            )}
-          </Field>
+            error={error}
+            value={id.value}
+            onValue={id.set}
+          />
         )}
-        <Field label="Description" name="description" error={error}>
-          {(props) => (
-            <input
-              {...props}
-              type="text"
-              value={draft.description}
-              onInput={(e) => set({ description: e.currentTarget.value })}
-            />
-          )}
-        </Field>
-        <Field label="Authentication" name="token_endpoint_auth_method" error={error}>
-          {(props) => (
-            <select
-              {...props}
-              value={draft.token_endpoint_auth_method}
-              onChange={(e) =>
-                set({
-                  token_endpoint_auth_method: e.currentTarget
-                    .value as ClientDraft['token_endpoint_auth_method'],
-                })
-              }
-            >
-              {AUTH_METHODS.map((m) => (
-                <option key={m.value} value={m.value}>
-                  {m.label}
-                </option>
-              ))}
-            </select>
-          )}
-        </Field>
+        <TextField
+          label="Description"
+          name="description"
+          error={error}
+          value={draft.description}
+          onValue={(description) => set({ description })}
+        />
+        <SelectField
+          label="Authentication"
+          name="token_endpoint_auth_method"
+          error={error}
+          value={draft.token_endpoint_auth_method}
+          onValue={(method) =>
+            set({ token_endpoint_auth_method: method as ClientDraft['token_endpoint_auth_method'] })
+          }
+          options={AUTH_METHODS}
+        />
       </div>
       {keyed && (
         <fieldset>
@@ -175,78 +159,64 @@ export function ClientFields({
             </label>
           </div>
           {draft.keys === 'jwks' ? (
-            <Field label="JWK Set" name="jwks" error={error} hint='{"keys": [ … public keys … ]}'>
-              {(props) => (
-                <textarea
-                  {...props}
-                  value={draft.jwks}
-                  onInput={(e) => set({ jwks: e.currentTarget.value })}
-                />
-              )}
-            </Field>
+            <TextField
+              label="JWK Set"
+              name="jwks"
+              multiline
+              hint='{"keys": [ … public keys … ]}'
+              error={error}
+              value={draft.jwks}
+              onValue={(jwks) => set({ jwks })}
+            />
           ) : (
-            <Field label="JWKS URL" name="jwks_uri" error={error}>
-              {(props) => (
-                <input
-                  {...props}
-                  type="url"
-                  value={draft.jwks_uri}
-                  onInput={(e) => set({ jwks_uri: e.currentTarget.value })}
-                />
-              )}
-            </Field>
+            <TextField
+              label="JWKS URL"
+              name="jwks_uri"
+              type="url"
+              error={error}
+              value={draft.jwks_uri}
+              onValue={(jwks_uri) => set({ jwks_uri })}
+            />
           )}
         </fieldset>
       )}
       <div class="grid">
-        <Field
+        <TextField
           label="Token lifetime"
           name="token_ttl"
-          error={error}
           hint="Seconds or 15m, 1h…; empty: the audience's"
-        >
-          {(props) => (
-            <input
-              {...props}
-              type="text"
-              value={draft.token_ttl}
-              onInput={(e) => set({ token_ttl: e.currentTarget.value })}
-            />
-          )}
-        </Field>
-        <Field label="Quota per minute" name="quota_per_minute" error={error} hint="Tokens; empty: no limit">
-          {(props) => (
-            <input
-              {...props}
-              type="text"
-              inputMode="numeric"
-              value={draft.quota_per_minute}
-              onInput={(e) => set({ quota_per_minute: e.currentTarget.value })}
-            />
-          )}
-        </Field>
-        <Field label="Quota per day" name="quota_per_day" error={error} hint="Tokens; empty: no limit">
-          {(props) => (
-            <input
-              {...props}
-              type="text"
-              inputMode="numeric"
-              value={draft.quota_per_day}
-              onInput={(e) => set({ quota_per_day: e.currentTarget.value })}
-            />
-          )}
-        </Field>
+          error={error}
+          value={draft.token_ttl}
+          onValue={(token_ttl) => set({ token_ttl })}
+        />
+        <TextField
+          label="Quota per minute"
+          name="quota_per_minute"
+          inputMode="numeric"
+          hint="Tokens; empty: no limit"
+          error={error}
+          value={draft.quota_per_minute}
+          onValue={(quota_per_minute) => set({ quota_per_minute })}
+        />
+        <TextField
+          label="Quota per day"
+          name="quota_per_day"
+          inputMode="numeric"
+          hint="Tokens; empty: no limit"
+          error={error}
+          value={draft.quota_per_day}
+          onValue={(quota_per_day) => set({ quota_per_day })}
+        />
       </div>
-      <Field
+      <TextField
         label="Custom claims (JSON)"
         name="claims"
-        error={error}
+        multiline
         hint='Added to every token of this client, e.g. {"tenant_id": "acme"}; a grant may override them'
-      >
-        {(props) => (
-          <textarea {...props} value={draft.claims} onInput={(e) => set({ claims: e.currentTarget.value })} />
-        )}
-      </Field>
+        error={error}
+        value={draft.claims}
+        onValue={(claims) => set({ claims })}
+      />
     </>
   );
 }
@@ -295,11 +265,14 @@ export function ClientsPage() {
       <section class="panel" aria-labelledby="cl-list">
         <h2 id="cl-list">Clients</h2>
         <form class="toolbar" role="search" onSubmit={find}>
-          <Field label="Search by client id or name" name="search" error={list.error}>
-            {(props) => (
-              <input {...props} type="search" value={text} onInput={(e) => setText(e.currentTarget.value)} />
-            )}
-          </Field>
+          <TextField
+            label="Search by client id or name"
+            name="search"
+            type="search"
+            error={list.error}
+            value={text}
+            onValue={setText}
+          />
           <button type="submit">Search</button>
           {search && (
             <a href="/console/clients" class="muted">
@@ -365,10 +338,10 @@ export function ClientsPage() {
         <h2 id="cl-new">New client</h2>
         {created && (
           <>
-            <p class="notice success" role="status">
+            <Done>
               Client <a href={`/console/clients/${seg(created.client_id)}`}>{created.name}</a> created with
               the id <code>{created.client_id}</code>. Grant it an audience on its page.
-            </p>
+            </Done>
             {created.client_secret && (
               <OnceValue
                 label="Client secret"

@@ -5,11 +5,11 @@ import { BASE } from '../app';
 import {
   asApiError,
   ErrorMessage,
-  Field,
   fieldError,
   formatTime,
   Loading,
   PageTitle,
+  TextField,
   useAction,
 } from '../components';
 
@@ -70,31 +70,27 @@ export function EnrollPage() {
       </PageTitle>
       <form onSubmit={submit} noValidate>
         <input type="email" name="email" autocomplete="username" value={who.email} hidden readOnly />
-        <Field label="New password" name="password" error={error} hint="At least 12 characters.">
-          {(props) => (
-            <input
-              {...props}
-              type="password"
-              autocomplete="new-password"
-              minLength={12}
-              required
-              value={password}
-              onInput={(e) => setPassword(e.currentTarget.value)}
-            />
-          )}
-        </Field>
-        <Field label="The same password again" name="again" error={error}>
-          {(props) => (
-            <input
-              {...props}
-              type="password"
-              autocomplete="new-password"
-              required
-              value={again}
-              onInput={(e) => setAgain(e.currentTarget.value)}
-            />
-          )}
-        </Field>
+        <TextField
+          label="New password"
+          name="password"
+          type="password"
+          autocomplete="new-password"
+          required
+          hint="At least 12 characters."
+          error={error}
+          value={password}
+          onValue={setPassword}
+        />
+        <TextField
+          label="The same password again"
+          name="again"
+          type="password"
+          autocomplete="new-password"
+          required
+          error={error}
+          value={again}
+          onValue={setAgain}
+        />
         <ErrorMessage error={error} fields={['password', 'again']} />
         <div class="actions">
           <button type="submit" class="primary" disabled={busy}>

@@ -2,12 +2,14 @@ import { useState } from 'preact/hooks';
 import { api, seg, type Key, type Page } from '../api';
 import { useSession } from '../app';
 import {
+  ALGS,
+  Done,
   ErrorMessage,
-  Field,
   formatTime,
   Loading,
   PageTitle,
   ReadOnly,
+  SelectField,
   TableBox,
   Time,
   useAction,
@@ -141,11 +143,7 @@ export function KeysPage() {
           !keys.error && <Loading what="keys" />
         )}
         <ErrorMessage error={retire.error} />
-        {retired && (
-          <p class="notice success" role="status">
-            {retired}
-          </p>
-        )}
+        {retired && <Done>{retired}</Done>}
       </section>
       <section class="panel" aria-labelledby="keys-rotate">
         <h2 id="keys-rotate">Rotate</h2>
@@ -156,18 +154,17 @@ export function KeysPage() {
               current key retires then.
             </p>
             <div class="toolbar">
-              <Field label="Algorithm" name="alg" error={rotate.error}>
-                {(props) => (
-                  <select {...props} value={alg} onChange={(e) => setAlg(e.currentTarget.value)}>
-                    <option value="">Every algorithm</option>
-                    {['ES256', 'RS256', 'PS256', 'EdDSA'].map((a) => (
-                      <option key={a} value={a}>
-                        {a}
-                      </option>
-                    ))}
-                  </select>
-                )}
-              </Field>
+              <SelectField
+                label="Algorithm"
+                name="alg"
+                error={rotate.error}
+                value={alg}
+                onValue={setAlg}
+                options={[
+                  { value: '', label: 'Every algorithm' },
+                  ...ALGS.map((a) => ({ value: a, label: a })),
+                ]}
+              />
               <button type="submit" class="primary" disabled={rotate.busy}>
                 Rotate keys
               </button>

@@ -2,7 +2,7 @@ import { useLocation } from 'preact-iso';
 import { useState } from 'preact/hooks';
 import { request, type Session } from '../api';
 import { safeNext } from '../app';
-import { ErrorMessage, Field, PageTitle, useAction } from '../components';
+import { Done, ErrorMessage, PageTitle, TextField, useAction } from '../components';
 
 /** Email and password; a wrong email and a wrong password get the same answer. */
 export function LoginPage({ onSignedIn }: { onSignedIn: (session: Session) => void }) {
@@ -28,33 +28,29 @@ export function LoginPage({ onSignedIn }: { onSignedIn: (session: Session) => vo
     <div class="panel">
       <PageTitle title="Log in">Tessera console</PageTitle>
       {query.ended && <p class="notice">Your session has ended. Log in again to go on.</p>}
-      {query.signed_out && <p class="notice success">You are logged out.</p>}
-      {query.enrolled && <p class="notice success">Your password is set. Log in with it.</p>}
+      {query.signed_out && <Done>You are logged out.</Done>}
+      {query.enrolled && <Done>Your password is set. Log in with it.</Done>}
       <form onSubmit={submit} noValidate>
-        <Field label="Email" name="email" error={error}>
-          {(props) => (
-            <input
-              {...props}
-              type="email"
-              autocomplete="username"
-              required
-              value={email}
-              onInput={(e) => setEmail(e.currentTarget.value)}
-            />
-          )}
-        </Field>
-        <Field label="Password" name="password" error={error}>
-          {(props) => (
-            <input
-              {...props}
-              type="password"
-              autocomplete="current-password"
-              required
-              value={password}
-              onInput={(e) => setPassword(e.currentTarget.value)}
-            />
-          )}
-        </Field>
+        <TextField
+          label="Email"
+          name="email"
+          type="email"
+          autocomplete="username"
+          required
+          error={error}
+          value={email}
+          onValue={setEmail}
+        />
+        <TextField
+          label="Password"
+          name="password"
+          type="password"
+          autocomplete="current-password"
+          required
+          error={error}
+          value={password}
+          onValue={setPassword}
+        />
         <ErrorMessage error={error} fields={['email', 'password']} />
         <div class="actions">
           <button type="submit" class="primary" disabled={busy}>

@@ -3,11 +3,12 @@ import { api, seg, type Operator, type Page } from '../api';
 import { useSession } from '../app';
 import {
   ErrorMessage,
-  Field,
   Loading,
   OnceValue,
   PageTitle,
+  SelectField,
   TableBox,
+  TextField,
   Time,
   useAction,
   useConfirm,
@@ -210,28 +211,25 @@ export function OperatorsPage() {
           <h2 id="op-new">Add an operator</h2>
           <form onSubmit={submit} noValidate>
             <div class="toolbar">
-              <Field label="Email" name="email" error={add.error}>
-                {(props) => (
-                  <input
-                    {...props}
-                    type="email"
-                    value={email}
-                    onInput={(e) => setEmail(e.currentTarget.value)}
-                  />
-                )}
-              </Field>
-              <Field label="Role" name="role" error={add.error}>
-                {(props) => (
-                  <select
-                    {...props}
-                    value={role}
-                    onChange={(e) => setRole(e.currentTarget.value as 'admin' | 'viewer')}
-                  >
-                    <option value="viewer">viewer</option>
-                    <option value="admin">admin</option>
-                  </select>
-                )}
-              </Field>
+              <TextField
+                label="Email"
+                name="email"
+                type="email"
+                error={add.error}
+                value={email}
+                onValue={setEmail}
+              />
+              <SelectField
+                label="Role"
+                name="role"
+                error={add.error}
+                value={role}
+                onValue={(r) => setRole(r as 'admin' | 'viewer')}
+                options={[
+                  { value: 'viewer', label: 'viewer' },
+                  { value: 'admin', label: 'admin' },
+                ]}
+              />
               <button type="submit" class="primary" disabled={add.busy}>
                 Add operator
               </button>
