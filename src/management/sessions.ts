@@ -35,6 +35,15 @@ export interface NewSession {
 /** A session's last-seen time is written at most this often: the idle timeout is exact to a minute. */
 const TOUCH_EVERY_MS = 60_000;
 
+/**
+ * How long a session may go unseen (by its stored last-seen time) before it is over. A request less than
+ * TOUCH_EVERY_MS after the last write is not written, so the operator's last request may be up to that much
+ * later than what the store says: the timeout counts from the latest it can have been, so that a session never
+ * ends sooner than the idle time after its last request (and at most a minute later).
+ */
+const idleLimitMs = (policy: Pick<SessionPolicy, 'idleSeconds'>): number =>
+  policy.idleSeconds * 1000 + TOUCH_EVERY_MS;
+
 /** A session token: 256 random bits, base64url. Anything else is refused without asking the store. */
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
@@ -119,7 +128,7 @@ export async function login(
   };
   await storeCall(async () => {
     // Sessions that are over go now (every instance prunes at logins, so the table stays small).
-    await ctx.store.pruneOperatorSessions(now, now - policy.idleSeconds * 1000);
+    await ctx.store.pruneOperatorSessions(now, now - idleLimitMs(policy));
     await ctx.store.createOperatorSession(
       session,
       changeAudit({ ...ctx, actor: `operator:${operator.email}` }, 'operator.login', operator.id),
@@ -146,11 +155,7 @@ export async function findSession(
   if (!found) return undefined;
   const now = nowOf(ctx);
   const { session, operator } = found;
-  if (
-    !operator.enabled ||
-    now >= session.expiresAt ||
-    now - session.lastSeenAt >= policy.idleSeconds * 1000
-  ) {
+  if (!operator.enabled || now >= session.expiresAt || now - session.lastSeenAt >= idleLimitMs(policy)) {
     await storeCall(() => ctx.store.deleteOperatorSession(session.id));
     return undefined;
   }
