@@ -8,7 +8,11 @@ import {
   type AuditFilter,
   type AuditRecord,
   type Change,
+  type ChangeAudit,
   type NewClient,
+  type NewOperator,
+  type Operator,
+  type OperatorSession,
   type SigningKey,
   type Store,
 } from '../../src/store/types.js';
@@ -703,6 +707,63 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.listClientsPage('svc-d', 10)).toEqual([]);
       });
 
+      it('listClientsPage with `search`: a substring of the id or the name, any ASCII case, %, _ and \\ literally, with `after` and `limit`', async () => {
+        // [id, name]: created out of id order.
+        const made: [string, string][] = [
+          ['svc-zeta', 'Monthly BILLS'],
+          ['Billing-1', 'billing'],
+          ['pay_ment', 'Payments'],
+          ['svc-pct', '100% uptime'],
+          ['svc-snake', 'snake_case'],
+          ['svc-three', 'three cats'],
+          ['svc-slash', 'C:\\tools'],
+          ['svc-0', 'zero'],
+          ['svc-a', 'Alpha'],
+        ];
+        for (const [id, name] of made) {
+          await store.createClient(newClient(id, id === 'svc-a' ? [A] : [], { name }));
+          clock.advance(1000);
+        }
+        const page = async (after: string | null, limit: number, search?: string) =>
+          (await store.listClientsPage(after, limit, search)).map((c) => c.id);
+
+        // In id order (code units: upper case first), whichever of id and name matched.
+        expect(await page(null, 100, 'bill')).toEqual(['Billing-1', 'svc-zeta']);
+        expect(await page(null, 100, 'BILL')).toEqual(['Billing-1', 'svc-zeta']);
+        expect(await page(null, 100, 'bIlLiNg-')).toEqual(['Billing-1']);
+        expect(await page(null, 100, 'SVC-S')).toEqual(['svc-slash', 'svc-snake']);
+        expect(await page(null, 100, 'ALPHA')).toEqual(['svc-a']);
+        expect(await page(null, 100, 'nobody')).toEqual([]);
+        // LIKE's wildcards are plain characters: % is not "anything", _ is not "one character".
+        expect(await page(null, 100, '%')).toEqual(['svc-pct']);
+        expect(await page(null, 100, '0%')).toEqual(['svc-pct']);
+        expect(await page(null, 100, '_')).toEqual(['pay_ment', 'svc-snake']);
+        expect(await page(null, 100, 'e_c')).toEqual(['svc-snake']);
+        expect(await page(null, 100, 'y_m')).toEqual(['pay_ment']);
+        // A backslash is itself too, alone, before a letter, or before a wildcard.
+        expect(await page(null, 100, '\\')).toEqual(['svc-slash']);
+        expect(await page(null, 100, ':\\t')).toEqual(['svc-slash']);
+        expect(await page(null, 100, '\\%')).toEqual([]);
+        expect(await page(null, 100, '\\_')).toEqual([]);
+        // Combined with `after` (strictly after, by id) and `limit`.
+        const svc = ['svc-0', 'svc-a', 'svc-pct', 'svc-slash', 'svc-snake', 'svc-three', 'svc-zeta'];
+        expect(await page(null, 100, 'svc-')).toEqual(svc);
+        expect(await page(null, 3, 'svc-')).toEqual(svc.slice(0, 3));
+        expect(await page('svc-pct', 3, 'svc-')).toEqual(svc.slice(3, 6));
+        expect(await page('svc-three', 3, 'svc-')).toEqual(svc.slice(6));
+        expect(await page('svc-zeta', 3, 'svc-')).toEqual([]);
+        expect(await page('Billing-1', 100, 'bill')).toEqual(['svc-zeta']);
+        expect(await page('svc-pct', 100, '%')).toEqual([]);
+        // An empty search is no search.
+        expect(await store.listClientsPage(null, 100, '')).toEqual(await store.listClientsPage(null, 100));
+        // The clients found are whole: grants and secrets, as findClient has them.
+        expect(await store.listClientsPage('pay_ment', 2, 'SVC-')).toEqual([
+          await store.findClient('svc-0'),
+          await store.findClient('svc-a'),
+        ]);
+        expect((await store.findClient('svc-a'))?.audiences).toEqual([A]);
+      });
+
       it('refuses to delete an unknown client (not_found)', async () => {
         expect((await expectNoChange(store, () => store.deleteClient('nobody'))).code).toBe('not_found');
       });
@@ -1281,6 +1342,802 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.pruneAuditEvents(cut, 100)).toBe(3);
         expect(withoutIds(await store.queryAuditEvents(all))).toEqual(records.slice(5).reverse().map(read));
         expect(await store.pruneAuditEvents(cut, 100)).toBe(0);
+      });
+    });
+    describe('operators', () => {
+      const T = '2030-01-02T03:04:05.006Z'; // the clock's start
+      const DAY_LATER = '2030-01-03T03:04:05.006Z';
+      const newOperator = (id: string, email: string, extra: Partial<NewOperator> = {}): NewOperator => ({
+        id,
+        email,
+        role: 'admin',
+        enrollDigest: `enroll-${id}`,
+        enrollExpiresAt: DAY_LATER,
+        ...extra,
+      });
+      const audit = (type: ChangeAudit['type'], target: string | null, extra: Partial<ChangeAudit> = {}) => ({
+        type,
+        actor: 'cli:test',
+        source: null,
+        target,
+        changes: null,
+        ...extra,
+      });
+      /** A change event as it reads back (without its id), written at the clock's time `at`. */
+      const event = (at: string, a: ChangeAudit) => ({
+        at,
+        type: a.type,
+        clientId: null,
+        audience: null,
+        jti: null,
+        reason: a.reason ?? null,
+        source: a.source,
+        count: null,
+        actor: a.actor,
+        target: a.target,
+        changes: a.changes,
+      });
+      const events = async () =>
+        (await store.queryAuditEvents({ limit: 100 })).map(({ id: _id, ...rest }) => rest);
+      const session = (id: string, operatorId: string, extra: Partial<OperatorSession> = {}) => ({
+        id,
+        operatorId,
+        createdAt: Date.parse(T),
+        lastSeenAt: Date.parse(T),
+        expiresAt: Date.parse(T) + 12 * 3600_000,
+        source: '203.0.113.7',
+        ...extra,
+      });
+      const sessionIds = async (...ids: string[]) => {
+        const found: string[] = [];
+        for (const id of ids) if (await store.findOperatorSession(id)) found.push(id);
+        return found;
+      };
+      const added = (id: string, email: string, extra: Partial<Operator> = {}): Operator => ({
+        id,
+        email,
+        role: 'admin',
+        enabled: true,
+        enrolled: false,
+        enrollmentExpiresAt: DAY_LATER,
+        lastLoginAt: null,
+        createdAt: T,
+        updatedAt: T,
+        ...extra,
+      });
+
+      it('addOperator: enabled, not enrolled, its link open, both times from the clock, its event in the same write', async () => {
+        const created = audit('operator.created', 'op_1', {
+          changes: { email: 'ops@example.com', role: 'admin' },
+        });
+        const operator = await store.addOperator(newOperator('op_1', 'ops@example.com'), created);
+        const expected = added('op_1', 'ops@example.com');
+        expect(operator).toEqual(expected);
+        expect(await store.findOperator('op_1')).toEqual(expected);
+        expect(await store.findOperator('ops@example.com')).toEqual(expected);
+        expect(await store.findOperatorCredentials('ops@example.com')).toEqual({
+          operator: expected,
+          passwordHash: null,
+        });
+        expect(await store.findOperatorByEnrollment('enroll-op_1')).toEqual(expected);
+        expect(await store.listOperators()).toEqual([expected]);
+        expect(await events()).toEqual([event(T, created)]);
+        // A viewer, without an audit event.
+        const viewer = await store.addOperator(
+          newOperator('op_2', 'viewer@example.com', {
+            role: 'viewer',
+            enrollExpiresAt: '2030-01-02T04:00:00.000Z',
+          }),
+        );
+        expect(viewer).toEqual(
+          added('op_2', 'viewer@example.com', {
+            role: 'viewer',
+            enrollmentExpiresAt: '2030-01-02T04:00:00.000Z',
+          }),
+        );
+        expect(await store.findOperator('op_2')).toEqual(viewer);
+        expect(await events()).toEqual([event(T, created)]);
+        // Operators are not tokens: the per-minute counts stay empty.
+        expect(await store.tokenCounts(0, Date.parse('2100-01-01T00:00:00Z'))).toEqual([]);
+      });
+
+      it('addOperator refuses an email that is taken (conflict, operator), writes no event, keeps the first', async () => {
+        const first = await store.addOperator(newOperator('op_1', 'ops@example.com'));
+        clock.advance(1000);
+        const error = await storeError(
+          store.addOperator(
+            newOperator('op_2', 'ops@example.com', { role: 'viewer' }),
+            audit('operator.created', 'op_2'),
+          ),
+        );
+        expect(error).toMatchObject({
+          code: 'conflict',
+          resource: 'operator',
+          message: 'operator ops@example.com already exists',
+        });
+        expect(await store.listOperators()).toEqual([first]);
+        expect(await store.findOperator('op_2')).toBeUndefined();
+        expect(await store.findOperatorByEnrollment('enroll-op_2')).toBeUndefined();
+        expect(await events()).toEqual([]);
+      });
+
+      it('addOperator: of two adds of one email at the same moment, exactly one succeeds', async () => {
+        const results = await Promise.allSettled(
+          ['op_1', 'op_2', 'op_3'].map((id) =>
+            store.addOperator(newOperator(id, 'same@example.com'), audit('operator.created', id)),
+          ),
+        );
+        const won = results.filter((r) => r.status === 'fulfilled');
+        const lost = results.filter((r) => r.status === 'rejected');
+        expect(won).toHaveLength(1);
+        expect(lost).toHaveLength(2);
+        for (const r of lost) {
+          expect(r.reason).toBeInstanceOf(StoreError);
+          expect(r.reason).toMatchObject({ code: 'conflict', resource: 'operator' });
+        }
+        const winner = (won[0] as PromiseFulfilledResult<Operator>).value;
+        expect(await store.listOperators()).toEqual([winner]);
+        expect((await events()).map((e) => e.target)).toEqual([winner.id]);
+      });
+
+      it('finds nothing for an unknown id, email or digest; credentials by email only', async () => {
+        await store.addOperator(newOperator('op_1', 'ops@example.com'));
+        expect(await store.findOperator('op_2')).toBeUndefined();
+        expect(await store.findOperator('other@example.com')).toBeUndefined();
+        expect(await store.findOperator('')).toBeUndefined();
+        expect(await store.findOperatorCredentials('other@example.com')).toBeUndefined();
+        expect(await store.findOperatorCredentials('op_1')).toBeUndefined();
+        expect(await store.findOperatorByEnrollment('enroll-op_2')).toBeUndefined();
+        expect(await store.findOperatorByEnrollment('op_1')).toBeUndefined();
+      });
+
+      it('listOperators: by email, in code-unit order, whatever the order they were added in', async () => {
+        const emails = [
+          'zed@example.com',
+          'a.b@example.com',
+          'a-b@example.com',
+          'ab@example.com',
+          'a_b@example.com',
+        ];
+        for (const [i, email] of emails.entries()) await store.addOperator(newOperator(`op_${i}`, email));
+        expect((await store.listOperators()).map((o) => o.email)).toEqual([...emails].sort());
+        expect([...emails].sort()).toEqual([
+          'a-b@example.com',
+          'a.b@example.com',
+          'a_b@example.com',
+          'ab@example.com',
+          'zed@example.com',
+        ]);
+      });
+
+      it('updateOperator sets the role and stamps updated_at, with its event; sessions stay', async () => {
+        await store.addOperator(newOperator('op_1', 'ops@example.com'));
+        await store.createOperatorSession(session('s1', 'op_1'));
+        clock.advance(5000);
+        const changed = audit('operator.updated', 'op_1', {
+          changes: { role: { from: 'admin', to: 'viewer' } },
+        });
+        const updated = await store.updateOperator('op_1', { role: 'viewer' }, changed);
+        const expected = added('op_1', 'ops@example.com', {
+          role: 'viewer',
+          lastLoginAt: T,
+          updatedAt: clock.iso(),
+        });
+        expect(updated).toEqual(expected);
+        expect(await store.findOperator('op_1')).toEqual(expected);
+        expect(await sessionIds('s1')).toEqual(['s1']);
+        expect(await events()).toEqual([event(clock.iso(), changed)]);
+        // enabled: true keeps the sessions too; a patch without a field keeps it.
+        clock.advance(5000);
+        const again = await store.updateOperator('op_1', { enabled: true });
+        expect(again).toEqual({ ...expected, updatedAt: clock.iso() });
+        expect(await sessionIds('s1')).toEqual(['s1']);
+      });
+
+      it('updateOperator enabled:false ends that operator’s sessions (only theirs), in the same transaction', async () => {
+        await store.addOperator(newOperator('op_1', 'ops@example.com'));
+        await store.addOperator(newOperator('op_2', 'other@example.com'));
+        await store.createOperatorSession(session('s1', 'op_1'));
+        await store.createOperatorSession(session('s2', 'op_1'));
+        await store.createOperatorSession(session('s3', 'op_2'));
+        // Rolled back with the transaction: the operator enabled, the sessions there, no event.
+        const disabled = audit('operator.updated', 'op_1', {
+          changes: { enabled: { from: true, to: false } },
+        });
+        await expect(
+          store.transaction(async (tx) => {
+            await tx.updateOperator('op_1', { enabled: false }, disabled);
+            expect(await tx.findOperatorSession('s1')).toBeUndefined();
+            throw new Error('changed my mind');
+          }),
+        ).rejects.toThrow('changed my mind');
+        expect((await store.findOperator('op_1'))?.enabled).toBe(true);
+        expect(await sessionIds('s1', 's2', 's3')).toEqual(['s1', 's2', 's3']);
+        expect(await events()).toEqual([]);
+
+        clock.advance(1000);
+        const updated = await store.updateOperator('op_1', { enabled: false }, disabled);
+        expect(updated).toEqual(
+          added('op_1', 'ops@example.com', { enabled: false, lastLoginAt: T, updatedAt: clock.iso() }),
+        );
+        expect(await sessionIds('s1', 's2', 's3')).toEqual(['s3']);
+        expect(await events()).toEqual([event(clock.iso(), disabled)]);
+        // Enabled again: the sessions that ended stay ended.
+        expect((await store.updateOperator('op_1', { enabled: true })).enabled).toBe(true);
+        expect(await sessionIds('s1', 's2', 's3')).toEqual(['s3']);
+      });
+
+      it('updateOperator with a new enrollment: the password cleared, the old link closed, the sessions ended', async () => {
+        await store.addOperator(newOperator('op_1', 'ops@example.com'));
+        await store.addOperator(newOperator('op_2', 'other@example.com'));
+        const hash = 'scrypt$hash-of-a-password';
+        await store.enrollOperator('enroll-op_1', hash, T, (op) => audit('operator.enrolled', op.id));
+        await store.createOperatorSession(session('s1', 'op_1'));
+        await store.createOperatorSession(session('s2', 'op_2'));
+        clock.advance(60_000);
+        const link = { digest: 'enroll-op_1-again', expiresAt: '2030-01-03T03:05:05.006Z' };
+        const reset = audit('operator.reset', 'op_1', { changes: { email: 'ops@example.com' } });
+        const updated = await store.updateOperator('op_1', { enrollment: link }, reset);
+        const expected = added('op_1', 'ops@example.com', {
+          enrollmentExpiresAt: link.expiresAt,
+          lastLoginAt: T,
+          updatedAt: clock.iso(),
+        });
+        expect(updated).toEqual(expected);
+        expect(await store.findOperatorCredentials('ops@example.com')).toEqual({
+          operator: expected,
+          passwordHash: null,
+        });
+        expect(await store.findOperatorByEnrollment('enroll-op_1')).toBeUndefined();
+        expect(await store.findOperatorByEnrollment('enroll-op_1-again')).toEqual(expected);
+        expect(await sessionIds('s1', 's2')).toEqual(['s2']);
+        expect((await events())[0]).toEqual(event(clock.iso(), reset));
+        // The new link works, once; the old one never again.
+        expect(
+          await store.enrollOperator('enroll-op_1', 'old', clock.iso(), (op) =>
+            audit('operator.enrolled', op.id),
+          ),
+        ).toBeUndefined();
+        const enrolled = await store.enrollOperator('enroll-op_1-again', 'scrypt$new', clock.iso(), (op) =>
+          audit('operator.enrolled', op.id),
+        );
+        expect(enrolled?.enrolled).toBe(true);
+        expect((await store.findOperatorCredentials('ops@example.com'))?.passwordHash).toBe('scrypt$new');
+      });
+
+      it('updateOperator refuses an unknown operator (not_found, operator) and writes no event', async () => {
+        await store.addOperator(newOperator('op_1', 'ops@example.com'));
+        const error = await storeError(
+          store.updateOperator('op_2', { role: 'viewer' }, audit('operator.updated', 'op_2')),
+        );
+        expect(error).toMatchObject({
+          code: 'not_found',
+          resource: 'operator',
+          message: 'operator op_2 does not exist',
+        });
+        // By id only: an email is not an id here.
+        const byEmail = await storeError(store.updateOperator('ops@example.com', { role: 'viewer' }));
+        expect(byEmail).toMatchObject({ code: 'not_found', resource: 'operator' });
+        expect(await store.listOperators()).toEqual([added('op_1', 'ops@example.com')]);
+        expect(await events()).toEqual([]);
+      });
+
+      it('removeOperator deletes the operator and their sessions, with its event; not_found for nobody', async () => {
+        await store.addOperator(newOperator('op_1', 'ops@example.com'));
+        await store.addOperator(newOperator('op_2', 'other@example.com'));
+        await store.createOperatorSession(session('s1', 'op_1'));
+        await store.createOperatorSession(session('s2', 'op_2'));
+        clock.advance(1000);
+        const removed = audit('operator.deleted', 'op_1', { changes: { email: 'ops@example.com' } });
+        await store.removeOperator('op_1', removed);
+        expect(await store.findOperator('op_1')).toBeUndefined();
+        expect(await store.findOperator('ops@example.com')).toBeUndefined();
+        expect(await store.findOperatorByEnrollment('enroll-op_1')).toBeUndefined();
+        expect(await sessionIds('s1', 's2')).toEqual(['s2']);
+        expect((await store.listOperators()).map((o) => o.id)).toEqual(['op_2']);
+        expect(await events()).toEqual([event(clock.iso(), removed)]);
+
+        const error = await storeError(store.removeOperator('op_1', audit('operator.deleted', 'op_1')));
+        expect(error).toMatchObject({
+          code: 'not_found',
+          resource: 'operator',
+          message: 'operator op_1 does not exist',
+        });
+        expect(await events()).toEqual([event(clock.iso(), removed)]);
+        // The email is free again.
+        expect((await store.addOperator(newOperator('op_3', 'ops@example.com'))).id).toBe('op_3');
+      });
+
+      it('enrollOperator sets the password and closes the link, with the event the callback makes; works once', async () => {
+        await store.addOperator(newOperator('op_1', 'ops@example.com'));
+        clock.advance(1000);
+        const now = '2030-01-02T10:00:00.000Z';
+        const seen: Operator[] = [];
+        const enrolled = (op: Operator) => {
+          seen.push(op);
+          return audit('operator.enrolled', op.id, { actor: `operator:${op.email}`, source: '203.0.113.7' });
+        };
+        const operator = await store.enrollOperator('enroll-op_1', 'scrypt$first', now, enrolled);
+        const expected = added('op_1', 'ops@example.com', {
+          enrolled: true,
+          enrollmentExpiresAt: null,
+          updatedAt: now,
+        });
+        expect(operator).toEqual(expected);
+        expect(seen).toEqual([expected]);
+        expect(await store.findOperatorCredentials('ops@example.com')).toEqual({
+          operator: expected,
+          passwordHash: 'scrypt$first',
+        });
+        expect(await store.findOperatorByEnrollment('enroll-op_1')).toBeUndefined();
+        const written = event(clock.iso(), enrolled(expected));
+        expect(await events()).toEqual([written]);
+
+        // The same link again: nothing, and the password stays.
+        seen.length = 0;
+        expect(await store.enrollOperator('enroll-op_1', 'scrypt$second', now, enrolled)).toBeUndefined();
+        expect(seen).toEqual([]);
+        expect((await store.findOperatorCredentials('ops@example.com'))?.passwordHash).toBe('scrypt$first');
+        expect(await events()).toEqual([written]);
+        // A link nobody has.
+        expect(await store.enrollOperator('enroll-nobody', 'scrypt$x', now, enrolled)).toBeUndefined();
+        expect(seen).toEqual([]);
+      });
+
+      it('enrollOperator refuses a link past its expiry (the expiry itself included) and a disabled operator', async () => {
+        await store.addOperator(newOperator('op_1', 'one@example.com'));
+        await store.addOperator(newOperator('op_2', 'two@example.com'));
+        await store.addOperator(newOperator('op_3', 'three@example.com'));
+        const enrolled = (op: Operator) => audit('operator.enrolled', op.id);
+        // At the expiry and after: closed.
+        expect(await store.enrollOperator('enroll-op_1', 'h', DAY_LATER, enrolled)).toBeUndefined();
+        expect(
+          await store.enrollOperator('enroll-op_1', 'h', '2030-01-04T00:00:00.000Z', enrolled),
+        ).toBeUndefined();
+        expect((await store.findOperatorCredentials('one@example.com'))?.passwordHash).toBeNull();
+        // The link is still the operator's (the enroll page can say it expired), and works no more.
+        expect((await store.findOperatorByEnrollment('enroll-op_1'))?.id).toBe('op_1');
+        // A millisecond before: open.
+        expect(
+          (await store.enrollOperator('enroll-op_2', 'h2', '2030-01-03T03:04:05.005Z', enrolled))?.enrolled,
+        ).toBe(true);
+        // Disabled: refused, the link kept; enabled again within its time, it works.
+        await store.updateOperator('op_3', { enabled: false });
+        expect(await store.enrollOperator('enroll-op_3', 'h3', T, enrolled)).toBeUndefined();
+        expect((await store.findOperatorCredentials('three@example.com'))?.passwordHash).toBeNull();
+        expect((await store.findOperatorByEnrollment('enroll-op_3'))?.enabled).toBe(false);
+        await store.updateOperator('op_3', { enabled: true });
+        expect((await store.enrollOperator('enroll-op_3', 'h3', T, enrolled))?.enrolled).toBe(true);
+        expect((await events()).map((e) => [e.type, e.target])).toEqual([
+          ['operator.enrolled', 'op_3'],
+          ['operator.enrolled', 'op_2'],
+        ]);
+      });
+
+      it('each write and its event are one transaction: an event that cannot be written undoes the write', async () => {
+        // An event the table refuses (a type that cannot be null): the write must leave nothing behind.
+        const bad = { ...audit('operator.updated', 'op_1'), type: null } as unknown as ChangeAudit;
+        await expect(store.addOperator(newOperator('op_1', 'ops@example.com'), bad)).rejects.toThrow();
+        expect(await store.listOperators()).toEqual([]);
+
+        await store.addOperator(newOperator('op_1', 'ops@example.com'));
+        const hash = 'scrypt$h';
+        await expect(store.enrollOperator('enroll-op_1', hash, T, () => bad)).rejects.toThrow();
+        expect(await store.findOperatorCredentials('ops@example.com')).toEqual({
+          operator: added('op_1', 'ops@example.com'),
+          passwordHash: null,
+        });
+        await expect(store.createOperatorSession(session('s1', 'op_1'), bad)).rejects.toThrow();
+        expect(await store.findOperatorSession('s1')).toBeUndefined();
+        expect((await store.findOperator('op_1'))?.lastLoginAt).toBeNull();
+
+        await store.createOperatorSession(session('s1', 'op_1'));
+        const before = await store.findOperator('op_1');
+        clock.advance(1000);
+        for (const patch of [
+          { enabled: false },
+          { role: 'viewer' as const },
+          { enrollment: { digest: 'new', expiresAt: DAY_LATER } },
+        ])
+          await expect(store.updateOperator('op_1', patch, bad)).rejects.toThrow();
+        expect(await store.findOperator('op_1')).toEqual(before);
+        expect(await store.findOperatorByEnrollment('enroll-op_1')).toEqual(before);
+        expect(await store.findOperatorByEnrollment('new')).toBeUndefined();
+        expect(await sessionIds('s1')).toEqual(['s1']);
+        await expect(store.deleteOperatorSession('s1', bad)).rejects.toThrow();
+        expect(await sessionIds('s1')).toEqual(['s1']);
+        await expect(store.removeOperator('op_1', bad)).rejects.toThrow();
+        expect(await store.findOperator('op_1')).toEqual(before);
+        expect(await sessionIds('s1')).toEqual(['s1']);
+        await expect(store.recordEvent(bad)).rejects.toThrow();
+        expect(await events()).toEqual([]);
+      });
+
+      it('enrollOperator: of several requests presenting one link at the same moment, exactly one succeeds', async () => {
+        for (let round = 0; round < 3; round++) {
+          const id = `op_${round}`;
+          await store.addOperator(newOperator(id, `ops${round}@example.com`));
+          const hashes = ['a', 'b', 'c', 'd'].map((h) => `scrypt$${round}${h}`);
+          const results = await Promise.all(
+            hashes.map((hash) =>
+              store.enrollOperator(`enroll-${id}`, hash, T, (op) =>
+                audit('operator.enrolled', op.id, { changes: { hash } }),
+              ),
+            ),
+          );
+          const won = results.flatMap((r, i) => (r === undefined ? [] : [i]));
+          expect(won).toHaveLength(1);
+          expect(results[won[0]!]).toMatchObject({ id, enrolled: true, enrollmentExpiresAt: null });
+          expect((await store.findOperatorCredentials(`ops${round}@example.com`))?.passwordHash).toBe(
+            hashes[won[0]!],
+          );
+          const enrolledEvents = (await events()).filter((e) => e.target === id);
+          expect(enrolledEvents.map((e) => e.changes)).toEqual([{ hash: hashes[won[0]!] }]);
+        }
+      });
+    });
+
+    describe('operator sessions', () => {
+      const T = Date.parse('2030-01-02T03:04:05.006Z');
+      const EXPIRES = '2030-01-03T03:04:05.006Z';
+      const session = (
+        id: string,
+        operatorId: string,
+        extra: Partial<OperatorSession> = {},
+      ): OperatorSession => ({
+        id,
+        operatorId,
+        createdAt: T,
+        lastSeenAt: T,
+        expiresAt: T + 12 * 3600_000,
+        source: '203.0.113.7',
+        ...extra,
+      });
+      const login = (target: string): ChangeAudit => ({
+        type: 'operator.login',
+        actor: `operator:${target}`,
+        source: '203.0.113.7',
+        target,
+        changes: null,
+      });
+      const events = async () =>
+        (await store.queryAuditEvents({ limit: 100 })).map(({ id: _id, ...rest }) => rest);
+      const changeEvent = (a: ChangeAudit) => ({
+        at: clock.iso(),
+        type: a.type,
+        clientId: null,
+        audience: null,
+        jti: null,
+        reason: a.reason ?? null,
+        source: a.source,
+        count: null,
+        actor: a.actor,
+        target: a.target,
+        changes: a.changes,
+      });
+      let operator: Operator;
+
+      beforeEach(async () => {
+        operator = await store.addOperator({
+          id: 'op_1',
+          email: 'ops@example.com',
+          role: 'viewer',
+          enrollDigest: 'enroll-op_1',
+          enrollExpiresAt: EXPIRES,
+        });
+        await store.addOperator({
+          id: 'op_2',
+          email: 'other@example.com',
+          role: 'admin',
+          enrollDigest: 'enroll-op_2',
+          enrollExpiresAt: EXPIRES,
+        });
+      });
+
+      it('createOperatorSession keeps the session, stamps the last login (the session’s time), writes its event', async () => {
+        clock.advance(3000);
+        const loginAt = T + 2000; // the session's own time, not the store's clock
+        const s = session('sess-1', 'op_1', {
+          createdAt: loginAt,
+          lastSeenAt: loginAt,
+          expiresAt: loginAt + 43_200_000,
+        });
+        await store.createOperatorSession(s, login('op_1'));
+        const withLogin = { ...operator, lastLoginAt: new Date(loginAt).toISOString() };
+        expect(await store.findOperatorSession('sess-1')).toEqual({ session: s, operator: withLogin });
+        expect(await store.findOperator('op_1')).toEqual(withLogin);
+        // The other operator is untouched.
+        expect((await store.findOperator('op_2'))?.lastLoginAt).toBeNull();
+        expect(await events()).toEqual([changeEvent(login('op_1'))]);
+        // A session with no source, without an event; a later login moves the stamp.
+        const later = session('sess-2', 'op_1', { createdAt: T + 9000, lastSeenAt: T + 9000, source: null });
+        await store.createOperatorSession(later);
+        const stamped = { ...operator, lastLoginAt: new Date(T + 9000).toISOString() };
+        expect(await store.findOperatorSession('sess-2')).toEqual({ session: later, operator: stamped });
+        expect(await store.findOperatorSession('sess-1')).toEqual({ session: s, operator: stamped });
+        expect(await events()).toEqual([changeEvent(login('op_1'))]);
+      });
+
+      it('findOperatorSession joins the operator as it is now; nothing for an unknown id', async () => {
+        await store.createOperatorSession(session('sess-1', 'op_1'));
+        await store.updateOperator('op_1', { role: 'admin' });
+        await store.createOperatorSession(session('sess-2', 'op_2', { source: null }));
+        const found = await store.findOperatorSession('sess-1');
+        expect(found?.operator).toEqual(await store.findOperator('op_1'));
+        expect(found?.operator.role).toBe('admin');
+        expect(found?.session).toEqual(session('sess-1', 'op_1'));
+        expect(await store.findOperatorSession('sess-2')).toEqual({
+          session: session('sess-2', 'op_2', { source: null }),
+          operator: await store.findOperator('op_2'),
+        });
+        expect(await store.findOperatorSession('sess-3')).toBeUndefined();
+        expect(await store.findOperatorSession('')).toBeUndefined();
+      });
+
+      it('touchOperatorSession moves last_seen_at forward, never back; an unknown id is no error', async () => {
+        await store.createOperatorSession(session('sess-1', 'op_1'));
+        const seen = async () => (await store.findOperatorSession('sess-1'))?.session.lastSeenAt;
+        await store.touchOperatorSession('sess-1', T + 60_000);
+        expect(await seen()).toBe(T + 60_000);
+        await store.touchOperatorSession('sess-1', T + 30_000);
+        expect(await seen()).toBe(T + 60_000);
+        await store.touchOperatorSession('sess-1', T + 60_000);
+        expect(await seen()).toBe(T + 60_000);
+        await store.touchOperatorSession('sess-1', T + 60_001);
+        expect(await seen()).toBe(T + 60_001);
+        await store.touchOperatorSession('nobody', T + 90_000);
+        expect(await store.findOperatorSession('nobody')).toBeUndefined();
+        // Only the last-seen time moves.
+        expect((await store.findOperatorSession('sess-1'))?.session).toEqual(
+          session('sess-1', 'op_1', { lastSeenAt: T + 60_001 }),
+        );
+        expect(await events()).toEqual([]);
+      });
+
+      it('deleteOperatorSession ends one session, with its event (logout) or without', async () => {
+        await store.createOperatorSession(session('sess-1', 'op_1'));
+        await store.createOperatorSession(session('sess-2', 'op_1'));
+        await store.createOperatorSession(session('sess-3', 'op_2'));
+        clock.advance(1000);
+        const logout: ChangeAudit = { ...login('op_1'), type: 'operator.logout' };
+        await store.deleteOperatorSession('sess-1', logout);
+        expect(await store.findOperatorSession('sess-1')).toBeUndefined();
+        expect(await store.findOperatorSession('sess-2')).toBeDefined();
+        expect(await events()).toEqual([changeEvent(logout)]);
+        await store.deleteOperatorSession('sess-3');
+        expect(await store.findOperatorSession('sess-3')).toBeUndefined();
+        expect(await store.findOperatorSession('sess-2')).toEqual({
+          session: session('sess-2', 'op_1'),
+          operator: { ...operator, lastLoginAt: new Date(T).toISOString() },
+        });
+        expect(await events()).toEqual([changeEvent(logout)]);
+        // Rolled back with its transaction: the session is there again, no event.
+        await expect(
+          store.transaction(async (tx) => {
+            await tx.deleteOperatorSession('sess-2', logout);
+            throw new Error('changed my mind');
+          }),
+        ).rejects.toThrow('changed my mind');
+        expect(await store.findOperatorSession('sess-2')).toBeDefined();
+        expect(await events()).toEqual([changeEvent(logout)]);
+      });
+
+      it('pruneOperatorSessions deletes those at or past their end and those idle since before the bound; returns how many', async () => {
+        const now = T + 3600_000;
+        const idleBefore = now - 1800_000;
+        const sessions = {
+          ended: session('ended', 'op_1', { expiresAt: now, lastSeenAt: now - 1000 }), // its end is now: over
+          'ended-long-ago': session('ended-long-ago', 'op_2', { expiresAt: now - 1, lastSeenAt: now - 1 }),
+          'ends-next': session('ends-next', 'op_1', { expiresAt: now + 1, lastSeenAt: idleBefore }), // idle exactly to the bound: kept
+          idle: session('idle', 'op_2', { lastSeenAt: idleBefore - 1 }),
+          fresh: session('fresh', 'op_1', { lastSeenAt: now - 1000 }),
+        };
+        for (const s of Object.values(sessions)) await store.createOperatorSession(s);
+        expect(await store.pruneOperatorSessions(now, idleBefore)).toBe(3);
+        const left: string[] = [];
+        for (const id of Object.keys(sessions)) if (await store.findOperatorSession(id)) left.push(id);
+        expect(left).toEqual(['ends-next', 'fresh']);
+        expect(await store.pruneOperatorSessions(now, idleBefore)).toBe(0);
+        expect(await store.pruneOperatorSessions(now + 1, idleBefore)).toBe(1);
+        expect(await store.pruneOperatorSessions(now + 1, now - 999)).toBe(1);
+        expect(await store.pruneOperatorSessions(now + 1, now - 999)).toBe(0);
+        // The operators stay.
+        expect((await store.listOperators()).map((o) => o.id)).toEqual(['op_1', 'op_2']);
+      });
+
+      it('recordEvent writes an event that goes with no change: a failed login, its reason, no target', async () => {
+        clock.advance(1234);
+        const failed: ChangeAudit = {
+          type: 'operator.login_failed',
+          actor: 'anonymous',
+          source: '2001:db8::1',
+          target: null,
+          changes: null,
+          reason: 'unknown email',
+        };
+        const changesBefore = await store.latestChange();
+        await store.recordEvent(failed);
+        const known: ChangeAudit = {
+          ...failed,
+          actor: 'operator:ops@example.com',
+          target: 'op_1',
+          reason: 'wrong password',
+        };
+        await store.recordEvent(known);
+        expect(await events()).toEqual([changeEvent(known), changeEvent(failed)]);
+        expect((await events())[1]).toEqual({
+          at: '2030-01-02T03:04:06.240Z',
+          type: 'operator.login_failed',
+          clientId: null,
+          audience: null,
+          jti: null,
+          reason: 'unknown email',
+          source: '2001:db8::1',
+          count: null,
+          actor: 'anonymous',
+          target: null,
+          changes: null,
+        });
+        expect(await store.queryAuditEvents({ limit: 10, types: ['operator.login_failed'] })).toHaveLength(2);
+        expect(await store.latestChange()).toBe(changesBefore);
+        expect((await store.findOperator('op_1'))?.lastLoginAt).toBeNull();
+      });
+    });
+
+    describe('token counts', () => {
+      /** A minute's start; and events of the token endpoint in it. */
+      const M = Date.UTC(2030, 0, 2, 3, 4);
+      const iso = (ms: number) => new Date(ms).toISOString();
+      const ev = (at: number, type: AuditRecord['type'], count: number | null = null): AuditRecord => ({
+        at,
+        type,
+        clientId: 'svc',
+        audience: 'https://api.example.com',
+        jti: type === 'token.issued' ? `jti-${at}-${Math.random()}` : null,
+        reason: type === 'token.issued' ? null : 'invalid_client: wrong secret',
+        source: '203.0.113.7',
+        count,
+      });
+      const all = () => store.tokenCounts(0, Date.UTC(2100, 0, 1));
+
+      it('appendAuditEvents adds each minute’s issued and refused requests; a throttled summary counts its `count`', async () => {
+        await store.appendAuditEvents([
+          ev(M, 'token.issued'),
+          ev(M + 1, 'token.issued'),
+          ev(M + 59_999, 'token.issued'),
+          ev(M + 10, 'token.refused'),
+          ev(M + 20, 'token.refused'),
+          ev(M + 30, 'token.throttled', 5),
+          ev(M + 40, 'token.throttled', 7),
+          ev(M + 50, 'token.throttled'), // no count: one request
+        ]);
+        expect(await all()).toEqual([{ minute: iso(M), issued: 3, refused: 15 }]);
+        expect(await store.tokenCounts(M, M + 60_000)).toEqual([{ minute: iso(M), issued: 3, refused: 15 }]);
+        expect(await store.tokenCounts(M, M + 1)).toEqual([{ minute: iso(M), issued: 3, refused: 15 }]);
+        // From `since` inclusive, to `until` exclusive (minutes' starts).
+        expect(await store.tokenCounts(M + 1, M + 60_000)).toEqual([]);
+        expect(await store.tokenCounts(M - 60_000, M)).toEqual([]);
+        expect(await store.queryAuditEvents({ limit: 100 })).toHaveLength(8);
+      });
+
+      it('adds up across calls for the same minute, keeps minutes apart, and lists only minutes that had any, oldest first', async () => {
+        await store.appendAuditEvents([ev(M + 5, 'token.issued'), ev(M + 6, 'token.refused')]);
+        await store.appendAuditEvents([ev(M + 7, 'token.issued'), ev(M + 8, 'token.throttled', 4)]);
+        expect(await all()).toEqual([{ minute: iso(M), issued: 2, refused: 5 }]);
+        // One batch over three minutes (one of them earlier), then another over two.
+        await store.appendAuditEvents([
+          ev(M + 60_000, 'token.issued'),
+          ev(M + 59_999, 'token.issued'),
+          ev(M - 1, 'token.refused'),
+          ev(M + 3 * 60_000 + 1, 'token.throttled', 10),
+          ev(M + 60_001, 'token.throttled', 2),
+        ]);
+        await store.appendAuditEvents([ev(M + 60_002, 'token.issued')], {
+          segment: 'a.00000001.spool',
+          offset: 10,
+        });
+        const expected = [
+          { minute: iso(M - 60_000), issued: 0, refused: 1 },
+          { minute: iso(M), issued: 3, refused: 5 },
+          { minute: iso(M + 60_000), issued: 2, refused: 2 },
+          { minute: iso(M + 3 * 60_000), issued: 0, refused: 10 },
+        ];
+        expect(await all()).toEqual(expected);
+        expect(await store.tokenCounts(M, M + 3 * 60_000)).toEqual(expected.slice(1, 3));
+        expect(await store.tokenCounts(M + 60_000, M + 4 * 60_000)).toEqual(expected.slice(2));
+      });
+
+      it('full batches, over one, two and three minutes, with and without a spool position, count exactly', async () => {
+        const batch = (start: number, minutes: number) =>
+          Array.from({ length: AUDIT_BATCH }, (_, i) =>
+            ev(
+              start + Math.floor((i * minutes) / AUDIT_BATCH) * 60_000 + (i % 1000),
+              i % 5 === 0 ? 'token.refused' : i % 5 === 1 ? 'token.throttled' : 'token.issued',
+              i % 5 === 1 ? 3 : null,
+            ),
+          );
+        // What each minute should hold, counted here.
+        const expected = new Map<number, { issued: number; refused: number }>();
+        const count = (events: AuditRecord[]) => {
+          for (const e of events) {
+            const minute = e.at - (e.at % 60_000);
+            const c = expected.get(minute) ?? { issued: 0, refused: 0 };
+            if (e.type === 'token.issued') c.issued += 1;
+            else c.refused += e.count ?? 1;
+            expected.set(minute, c);
+          }
+        };
+        const runs: [number, number, boolean][] = [
+          [M, 1, false],
+          [M, 1, true],
+          [M + 60_000, 2, false],
+          [M + 60_000, 2, true],
+          [M + 5 * 60_000, 3, false],
+          [M + 5 * 60_000, 3, true],
+          [M, 1, false],
+        ];
+        for (const [n, [start, minutes, withPosition]] of runs.entries()) {
+          const events = batch(start, minutes);
+          if (withPosition) await store.appendAuditEvents(events, { segment: `seg-${n}`, offset: n * 1000 });
+          else await store.appendAuditEvents(events);
+          count(events);
+        }
+        expect(await all()).toEqual(
+          [...expected.entries()]
+            .sort(([a], [b]) => a - b)
+            .map(([minute, c]) => ({ minute: iso(minute), ...c })),
+        );
+        expect((await all()).map((c) => c.minute)).toEqual(
+          [0, 1, 2, 5, 6, 7].map((m) => iso(M + m * 60_000)),
+        );
+        expect(await all()).toContainEqual({ minute: iso(M), issued: 3 * 300, refused: 3 * (100 + 100 * 3) });
+        expect(await store.spoolPosition('seg-5')).toBe(5000);
+      });
+
+      it('a batch that fails counts nothing and moves no spool position; the counts are in the events’ transaction', async () => {
+        await store.appendAuditEvents([ev(M, 'token.issued')], { segment: 'a.00000001.spool', offset: 100 });
+        const bad = { ...ev(M + 2, 'token.refused'), type: null } as unknown as AuditRecord;
+        await expect(
+          store.appendAuditEvents([ev(M + 1, 'token.issued'), bad, ev(M + 60_000, 'token.throttled', 9)], {
+            segment: 'a.00000001.spool',
+            offset: 300,
+          }),
+        ).rejects.toThrow();
+        await expect(store.appendAuditEvents([ev(M + 1, 'token.issued'), bad])).rejects.toThrow();
+        expect(await all()).toEqual([{ minute: iso(M), issued: 1, refused: 0 }]);
+        expect(await store.spoolPosition('a.00000001.spool')).toBe(100);
+        expect(await store.queryAuditEvents({ limit: 100 })).toHaveLength(1);
+        // Inside a transaction that rolls back: neither the events nor their counts.
+        await expect(
+          store.transaction(async (tx) => {
+            await tx.appendAuditEvents([ev(M + 3, 'token.issued')], {
+              segment: 'a.00000001.spool',
+              offset: 200,
+            });
+            throw new Error('changed my mind');
+          }),
+        ).rejects.toThrow('changed my mind');
+        expect(await all()).toEqual([{ minute: iso(M), issued: 1, refused: 0 }]);
+        expect(await store.spoolPosition('a.00000001.spool')).toBe(100);
+        expect(await store.queryAuditEvents({ limit: 100 })).toHaveLength(1);
+      });
+
+      it('pruneTokenCounts deletes the minutes strictly before the cut-off; returns how many', async () => {
+        await store.appendAuditEvents(
+          [0, 1, 2, 3].map((m) =>
+            ev(M + m * 60_000 + 30_000, m % 2 === 0 ? 'token.issued' : 'token.refused'),
+          ),
+        );
+        expect(await store.pruneTokenCounts(new Date(M + 60_000))).toBe(1);
+        expect((await all()).map((c) => c.minute)).toEqual([1, 2, 3].map((m) => iso(M + m * 60_000)));
+        expect(await store.pruneTokenCounts(new Date(M + 60_000))).toBe(0);
+        expect(await store.pruneTokenCounts(new Date(M + 2 * 60_000 + 1))).toBe(2);
+        expect(await all()).toEqual([{ minute: iso(M + 3 * 60_000), issued: 0, refused: 1 }]);
+        // The events themselves stay: they are pruned on their own.
+        expect(await store.queryAuditEvents({ limit: 100 })).toHaveLength(4);
+        // A minute pruned and counted again starts from nothing.
+        await store.appendAuditEvents([ev(M + 5, 'token.issued')]);
+        expect(await store.tokenCounts(M, M + 1)).toEqual([{ minute: iso(M), issued: 1, refused: 0 }]);
       });
     });
   });
