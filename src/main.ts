@@ -104,7 +104,9 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   try {
     const assets = config.console ? loadAssets() : undefined;
     if (config.console && !assets)
-      logger.warn('the web console is not built (no dist/console): run `npm run build`; /console answers 503');
+      logger.warn(
+        'the web console is not built (no dist/console): run `npm run build`; /console answers 503',
+      );
     const sessions = new ConsoleSessions({
       store: runtime.store,
       config,

@@ -59,7 +59,7 @@ function Shell() {
     // Any request that finds the session over (timed out, logged out elsewhere, operator disabled) comes here.
     whenSessionEnds(() => {
       signedIn(null);
-      const here = window.location.pathname;
+      const here = window.location.pathname + window.location.search;
       if (!/^\/console\/(login|enroll)/.test(here))
         route(`${BASE}/login?next=${encodeURIComponent(here)}&ended=1`, true);
     });
@@ -71,7 +71,8 @@ function Shell() {
       (answer) => signedIn(answer.body),
       () => {
         signedIn(null);
-        route(`${BASE}/login?next=${encodeURIComponent(path)}`, true);
+        const here = window.location.pathname + window.location.search;
+        route(`${BASE}/login?next=${encodeURIComponent(here)}`, true);
       },
     );
   }, [isPublic, session, path, route]);

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { Blocker, secondsUntil, sourceKey, type Threshold } from './attempts.js';
 import type { SharedRedis } from './redis.js';
 
@@ -21,10 +22,14 @@ export class LoginAttempts {
   private readonly operator: Blocker;
   private readonly source: Blocker;
   private readonly now: () => number;
+  /** The minute of the last blocked login recorded per address (see refusalToRecord). */
+  private readonly recorded = new LRUCache<string, number>({ max: 100_000 });
 
   constructor(options: LoginAttemptsOptions) {
     const now = (this.now = options.now ?? Date.now);
-    const shared = { redis: options.redis, keyPrefix: options.keyPrefix ?? 'tessera', now };
+    // The Redis connection's prefix when none is given, as FailedAttempts has it (TESSERA_REDIS_PREFIX).
+    const keyPrefix = options.keyPrefix ?? options.redis?.keyPrefix ?? 'tessera';
+    const shared = { redis: options.redis, keyPrefix, now };
     this.operator = new Blocker('login', options.perOperator, shared);
     this.source = new Blocker('login-source', options.perSource, shared);
   }
@@ -33,6 +38,18 @@ export class LoginAttempts {
   blockedFor(email: string, address: string): number {
     if (this.operator.idle && this.source.idle) return 0;
     return secondsUntil(this.now(), this.operator.until(email), this.source.until(sourceKey(address)));
+  }
+
+  /**
+   * Whether a blocked login from this address is the first of its minute: that one is recorded in the audit
+   * trail, the others are not, so that a guesser hammering a block cannot fill the store (memory only).
+   */
+  refusalToRecord(address: string): boolean {
+    const minute = Math.floor(this.now() / 60_000);
+    const key = sourceKey(address);
+    if (this.recorded.get(key) === minute) return false;
+    this.recorded.set(key, minute);
+    return true;
   }
 
   /** Counts a failed login; resolves once counted (never rejects). */

@@ -20,6 +20,8 @@ export interface SessionPolicy {
   logins: {
     blockedFor(email: string, address: string): number;
     failed(email: string, address: string): Promise<void>;
+    /** Whether this blocked login is the one of its minute and address that the audit trail records. */
+    refusalToRecord(address: string): boolean;
   };
 }
 
@@ -82,13 +84,23 @@ export async function login(
   // The key the limits count: the email as typed, as the store would look it up.
   const email = input.email.trim().toLowerCase().slice(0, 254);
   const wait = policy.logins.blockedFor(email, source);
-  if (wait > 0)
+  if (wait > 0) {
+    // Answered from memory; one refusal an address and minute is recorded, without looking the email up.
+    if (policy.logins.refusalToRecord(source))
+      await storeCall(() =>
+        ctx.store.recordEvent(
+          changeAudit({ ...ctx, actor: 'anonymous' }, 'operator.login_failed', null, {
+            reason: 'blocked: too many failed logins',
+          }),
+        ),
+      );
     throw new ManagementError(
       'login_throttled',
       'too many failed logins for this email or from this address: try again later',
       undefined,
       wait,
     );
+  }
   const found = await storeCall(() => ctx.store.findOperatorCredentials(email));
   const right = await verifyPassword(input.password, found?.passwordHash ?? null);
   const operator = found?.operator;

@@ -218,7 +218,14 @@ const headersOf = (answer: Answer): Record<string, string> =>
     [...answer.headers.entries()].filter(([name]) => !['date', 'connection', 'keep-alive'].includes(name)),
   );
 
-function expectProblem(answer: Answer, status: number, body: object, headers: Record<string, string> = {}) {
+/** The challenge of the console's own 401s (a failed login, no session): RFC 9110 wants one on every 401. */
+const CONSOLE_CHALLENGE = 'Session realm="Tessera console"';
+
+function expectProblem(answer: Answer, status: number, body: object, given: Record<string, string> = {}) {
+  const headers =
+    body === INVALID_LOGIN || body === NO_SESSION
+      ? { 'www-authenticate': CONSOLE_CHALLENGE, ...given }
+      : given;
   expect({ status: answer.status, body: answer.body }).toEqual({ status, body });
   expect(answer.headers.get('content-type')).toBe(PROBLEM_JSON);
   expect(answer.headers.get('cache-control')).toBe('no-store');
@@ -245,7 +252,7 @@ describe('the console on an http issuer', () => {
         ['/console/clients', '%2Fconsole%2Fclients'],
         ['/console/', '%2Fconsole%2F'],
         ['/console', '%2Fconsole'],
-        ['/console/clients/abc?tab=secrets', '%2Fconsole%2Fclients%2Fabc'],
+        ['/console/clients/abc?tab=secrets', '%2Fconsole%2Fclients%2Fabc%3Ftab%3Dsecrets'],
         ['/console/operators', '%2Fconsole%2Foperators'],
       ] as const) {
         for (const cookie of [undefined, `tessera_session=${randomBytes(32).toString('base64url')}`]) {
@@ -1217,9 +1224,15 @@ describe('login throttling', () => {
     expectProblem(await login(t, 'other@example.com'), 429, LOGIN_THROTTLED);
     expectProblem(await login(t, 'fifth@example.com', 'wrong password!'), 429, LOGIN_THROTTLED);
 
-    // Eight failures audited; the refused attempts are no failures, and no session was opened by them.
+    // Eight failures audited one by one; the blocked attempts, answered from memory, once an address and minute
+    // (without looking the email up: actor anonymous, no target); no session was opened by them.
     const failed = await auditOf(t, 'operator.login_failed');
-    expect(failed).toHaveLength(8);
+    const blocked = failed.filter((e) => e.reason === 'blocked: too many failed logins');
+    expect(failed.length - blocked.length).toBe(8);
+    expect(blocked.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(blocked.map((e) => e.at.slice(0, 16))).size).toBe(blocked.length);
+    for (const e of blocked)
+      expect(e).toMatchObject({ actor: 'anonymous', target: null, source: '127.0.0.1' });
     const logins = await auditOf(t, 'operator.login');
     expect(logins.map((e) => e.actor)).toEqual(['operator:other@example.com']);
     // A session opened before the block goes on working.
@@ -1259,8 +1272,14 @@ describe('login throttling behind a proxy (addresses from X-Forwarded-For)', () 
     // None of those addresses is blocked for another email.
     for (const address of ['198.51.100.1', '198.51.100.4'])
       expect((await from(address, 'elsewhere@example.com')).status).toBe(200);
+    // Newest first: the blocked attempt from the fourth address (recorded once, anonymously), the three failures.
     const failed = await auditOf(t, 'operator.login_failed');
-    expect(failed.map((e) => e.source).reverse()).toEqual(['198.51.100.1', '198.51.100.2', '198.51.100.3']);
+    expect(failed.map((e) => [e.source, e.actor, e.reason]).reverse()).toEqual([
+      ['198.51.100.1', 'operator:roaming@example.com', 'wrong password'],
+      ['198.51.100.2', 'operator:roaming@example.com', 'wrong password'],
+      ['198.51.100.3', 'operator:roaming@example.com', 'wrong password'],
+      ['198.51.100.4', 'anonymous', 'blocked: too many failed logins'],
+    ]);
 
     // Four failures from one address, each for another email: that address is blocked for every email.
     for (const email of ['a@example.com', 'b@example.com', 'c@example.com', 'd@example.com'])

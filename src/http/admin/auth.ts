@@ -4,7 +4,7 @@ import { SIGNING_ALGS } from '../../domain/algorithms.js';
 import type { AttemptLimiter, KnownClient } from '../../domain/token-service.js';
 import type { PublicJwk } from '../../keys/keyring.js';
 import type { AdminScope } from '../../management/builtin.js';
-import { problem, type ProblemError } from './problem.js';
+import { problem, ProblemError } from './problem.js';
 
 /** The caller of an admin request, once its token (or console session) is accepted. */
 export interface AdminCaller {
@@ -65,6 +65,9 @@ export class AdminAuth {
       const session = header === undefined ? await this.deps.sessions?.caller(request) : undefined;
       caller = session ?? (await this.verify(header));
     } catch (error) {
+      // A refusal of what an authenticated session asked (a foreign Origin, a stale anti-CSRF token) is not a
+      // failed authentication: a console tab left open must not get its address blocked.
+      if (error instanceof ProblemError && error.problem.status === 403) throw error;
       const wait = this.deps.attempts.blockedFor(undefined, source);
       if (wait > 0)
         throw problem(

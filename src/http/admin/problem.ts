@@ -13,6 +13,12 @@ export interface Problem {
   errors?: { pointer: string; detail: string }[];
 }
 
+/**
+ * The challenge of a 401 that a console session, not a token, answers (RFC 9110 §11.6.1 wants one on every 401):
+ * a failed login, or no session at all. Browsers ask for nothing on a scheme they do not know.
+ */
+export const CONSOLE_CHALLENGE = 'Session realm="Tessera console"';
+
 /** Stable problem type URIs: `urn:tessera:problem:<code>`, the same codes the CLI prints under --json. */
 export const problemType = (code: string): string => `urn:tessera:problem:${code}`;
 
@@ -136,7 +142,8 @@ function fromManagement(error: ManagementError): ProblemError {
     error.code === 'invalid_field' && error.field
       ? [{ pointer: `/${error.field}`, detail: error.message }]
       : undefined;
-  const headers: Record<string, string> =
-    error.retryAfter === undefined ? {} : { 'retry-after': String(error.retryAfter) };
+  const headers: Record<string, string> = {};
+  if (error.retryAfter !== undefined) headers['retry-after'] = String(error.retryAfter);
+  if (error.kind === 'unauthenticated') headers['www-authenticate'] = CONSOLE_CHALLENGE;
   return problem(status, error.code, error.message, errors ? { errors } : {}, headers);
 }

@@ -4,7 +4,7 @@ import { Type, type Static } from 'typebox';
 import { ROLE_SCOPES } from '../../management/builtin.js';
 import { operators, sessions, views } from '../../management/index.js';
 import type { Operator } from '../../store/types.js';
-import { asProblem, problem, sendProblem } from '../admin/problem.js';
+import { asProblem, CONSOLE_CHALLENGE, problem, sendProblem } from '../admin/problem.js';
 import { encodingFor, type Asset } from './assets.js';
 import type { ConsoleSessions } from './session.js';
 
@@ -109,7 +109,14 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
 
       api.get('/api/session', async (request, reply) => {
         const caller = await console.caller(request);
-        if (!caller) throw problem(401, 'no_session', 'no console session: log in first');
+        if (!caller)
+          throw problem(
+            401,
+            'no_session',
+            'no console session: log in first',
+            {},
+            { 'www-authenticate': CONSOLE_CHALLENGE },
+          );
         return reply
           .header('cache-control', 'no-store')
           .send(
@@ -175,7 +182,8 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
         if (!PUBLIC_PAGES.has(rest.split('/')[0]!)) {
           const caller = await console.caller(request).catch(() => undefined);
           if (!caller) {
-            const next = request.url.split('?')[0]!;
+            // Where the page was, its query included (a search, the audit trail's filters).
+            const next = request.url;
             return reply
               .header('cache-control', 'no-store')
               .redirect(`${CONSOLE_PREFIX}/login?next=${encodeURIComponent(next)}`, 302);
