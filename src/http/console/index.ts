@@ -77,7 +77,7 @@ function sendAsset(request: FastifyRequest, reply: FastifyReply, asset: Asset): 
  * cookie, so the console can do exactly what the API can, under the same rules.
  */
 export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
-  const { sessions: console, assets } = deps;
+  const { sessions: web, assets } = deps;
   void app.register(
     async (scope) => {
       const api = scope.withTypeProvider<TypeBoxTypeProvider>();
@@ -108,7 +108,7 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
       // --- the session API ---
 
       api.get('/api/session', async (request, reply) => {
-        const caller = await console.caller(request);
+        const caller = await web.caller(request);
         if (!caller)
           throw problem(
             401,
@@ -119,45 +119,43 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
           );
         return reply
           .header('cache-control', 'no-store')
-          .send(
-            sessionJson(caller.operator, sessions.csrfToken(console.policy, caller.token), caller.expiresAt),
-          );
+          .send(sessionJson(caller.operator, sessions.csrfToken(web.policy, caller.token), caller.expiresAt));
       });
       api.post('/api/session', { schema: { body: Login } }, async (request, reply) => {
         // A login form on another site must not log the browser in (login CSRF).
-        console.checkOrigin(request);
+        web.checkOrigin(request);
         const { email, password } = request.body as Static<typeof Login>;
-        const opened = await sessions.login(console.context(request), console.policy, { email, password });
+        const opened = await sessions.login(web.context(request), web.policy, { email, password });
         return reply
-          .header('set-cookie', console.cookie.set(opened.token, console.policy.maxSeconds))
+          .header('set-cookie', web.cookie.set(opened.token, web.policy.maxSeconds))
           .header('cache-control', 'no-store')
           .send(sessionJson(opened.operator, opened.csrf, opened.expiresAt));
       });
       api.delete('/api/session', async (request, reply) => {
-        const token = console.token(request);
+        const token = web.token(request);
         if (token !== undefined) {
           // Checks the Origin and the anti-CSRF token (a page elsewhere cannot log anyone out); a session that
           // has already ended is no error: the cookie goes all the same.
           try {
-            await console.caller(request);
+            await web.caller(request);
           } catch (error) {
             if (asProblem(error)?.problem.status !== 401) throw error;
           }
-          await sessions.logout(console.context(request), console.policy, token);
+          await sessions.logout(web.context(request), web.policy, token);
         }
-        return reply.header('set-cookie', console.cookie.clear()).code(204).send();
+        return reply.header('set-cookie', web.cookie.clear()).code(204).send();
       });
 
       api.post('/api/enrollment/lookup', { schema: { body: EnrollmentLookup } }, async (request) => {
-        console.checkOrigin(request);
+        web.checkOrigin(request);
         const { token } = request.body as Static<typeof EnrollmentLookup>;
-        const operator = await operators.lookupEnrollment(console.context(request), token);
+        const operator = await operators.lookupEnrollment(web.context(request), token);
         return { email: operator.email, role: operator.role, expires_at: operator.enrollmentExpiresAt };
       });
       api.post('/api/enrollment', { schema: { body: Enrollment } }, async (request) => {
-        console.checkOrigin(request);
+        web.checkOrigin(request);
         const { token, password } = request.body as Static<typeof Enrollment>;
-        const operator = await operators.enroll(console.context(request), token, password);
+        const operator = await operators.enroll(web.context(request), token, password);
         return { email: operator.email, role: operator.role };
       });
 
@@ -180,7 +178,7 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
         const index = assets?.get('index.html');
         if (!index) throw problem(503, 'console_not_built', 'the console is not built: run `npm run build`');
         if (!PUBLIC_PAGES.has(rest.split('/')[0]!)) {
-          const caller = await console.caller(request).catch(() => undefined);
+          const caller = await web.caller(request).catch(() => undefined);
           if (!caller) {
             // Where the page was, its query included (a search, the audit trail's filters).
             const next = request.url;

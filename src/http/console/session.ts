@@ -93,8 +93,8 @@ export class ConsoleSessions {
   }
 
   /** The management context of a console request, before its operator is known. */
-  context(request: FastifyRequest, actor = 'console'): ManagementContext {
-    return { store: this.deps.store, config: this.deps.config, actor, source: request.ip };
+  context(request: FastifyRequest): ManagementContext {
+    return { store: this.deps.store, config: this.deps.config, actor: 'console', source: request.ip };
   }
 
   /** The session cookie's value of a request, if any. */
