@@ -5,23 +5,55 @@ import { ValidationError } from './validate.js';
  * Operators' passwords (MANAGEMENT.md, "Operators"): at least 12 characters, stored only as a scrypt hash
  * (RFC 7914) with a random salt, written `scrypt$<log2 N>$<r>$<p>$<salt>$<hash>` (base64url), so that the
  * cost can be raised later and old hashes still verify. scrypt runs in libuv's thread pool, never on the event
- * loop; at N = 2^15 one hash takes about 50 ms of one core and 32 MiB.
+ * loop, one hash at a time; one takes about 150 ms of one core and 32 MiB.
  */
 export const MIN_PASSWORD_LENGTH = 12;
 /** A bound on what is hashed: a pass phrase, not a document. */
 export const MAX_PASSWORD_LENGTH = 1024;
 
-const COST = { log2N: 15, r: 8, p: 1 };
+/** OWASP's scrypt settings of the same strength as N = 2^17, r = 8, p = 1, in a quarter of the memory. */
+const COST = { log2N: 15, r: 8, p: 3 };
 const KEY_LENGTH = 32;
 const SALT_LENGTH = 16;
+
+/** Too many password hashes are waiting: the caller is asked to try again in a moment. */
+export class PasswordWorkBusy extends Error {
+  override name = 'PasswordWorkBusy';
+}
+
+/**
+ * One hash at a time, and at most this many waiting: on a small machine, logins (wanted or not) take a core at
+ * most, never the one the token endpoint runs on as well; a flood of them is refused, not queued without end.
+ */
+const MAX_WAITING = 8;
+let running = false;
+const waiting: (() => void)[] = [];
+
+async function oneAtATime<T>(work: () => Promise<T>): Promise<T> {
+  if (running) {
+    if (waiting.length >= MAX_WAITING) throw new PasswordWorkBusy('too many logins at once');
+    await new Promise<void>((resolve) => waiting.push(resolve));
+  }
+  running = true;
+  try {
+    return await work();
+  } finally {
+    const next = waiting.shift();
+    if (next) next();
+    else running = false;
+  }
+}
 
 function derive(password: string, salt: Buffer, log2N: number, r: number, p: number): Promise<Buffer> {
   const N = 2 ** log2N;
   const options: ScryptOptions = { N, r, p, maxmem: 2 * 128 * N * r * p };
-  return new Promise((resolve, reject) =>
-    scrypt(password.normalize('NFC'), salt, KEY_LENGTH, options, (error, key) =>
-      error ? reject(error) : resolve(key),
-    ),
+  return oneAtATime(
+    () =>
+      new Promise((resolve, reject) =>
+        scrypt(password.normalize('NFC'), salt, KEY_LENGTH, options, (error, key) =>
+          error ? reject(error) : resolve(key),
+        ),
+      ),
   );
 }
 

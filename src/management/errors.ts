@@ -1,3 +1,4 @@
+import { PasswordWorkBusy } from '../domain/passwords.js';
 import { ValidationError } from '../domain/validate.js';
 import { MasterKeyMismatchError } from '../keys/sealed.js';
 import { StoreError } from '../store/types.js';
@@ -77,6 +78,13 @@ export function asManagementError(error: unknown): ManagementError | undefined {
   if (error instanceof ValidationError) return new ManagementError('invalid_field', error.message);
   if (error instanceof MasterKeyMismatchError)
     return new ManagementError('master_key_mismatch', error.message);
+  if (error instanceof PasswordWorkBusy)
+    return new ManagementError(
+      'login_throttled',
+      'too many logins at once: try again in a second',
+      undefined,
+      1,
+    );
   if (error instanceof StoreError && error.resource !== undefined) {
     if (error.code === 'not_found') return new ManagementError(NOT_FOUND[error.resource], error.message);
     if (error.resource !== 'grant' && error.resource !== 'signing_key')
