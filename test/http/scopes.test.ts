@@ -217,21 +217,35 @@ describe('managing scopes', () => {
         () => undefined,
         (e: unknown) => e as ManagementError,
       );
-    for (const [scopes, message] of [
+    // A name's refusal names its place in the list; the list's own rules, the list.
+    for (const [scopes, field, message] of [
       [
         [{ name: 'a b' }],
+        'scopes/0/name',
         'scope "a b" is not a scope token (RFC 6749 §3.3: printable ASCII but space, " and \\)',
       ],
-      [[{ name: '' }], 'scope "" is not a scope token (RFC 6749 §3.3: printable ASCII but space, " and \\)'],
-      [[{ name: 'x'.repeat(129) }], `scope "${'x'.repeat(40)}"… is longer than 128 characters`],
-      [[{ name: 'a' }, { name: 'a' }], 'scope a is listed twice'],
-      [Array.from({ length: 201 }, (_, i) => ({ name: `s${i}` })), 'an audience has at most 200 scopes'],
+      [
+        [{ name: 'ok' }, { name: '' }],
+        'scopes/1/name',
+        'scope "" is not a scope token (RFC 6749 §3.3: printable ASCII but space, " and \\)',
+      ],
+      [
+        [{ name: 'x'.repeat(129) }],
+        'scopes/0/name',
+        `scope "${'x'.repeat(40)}"… is longer than 128 characters`,
+      ],
+      [[{ name: 'a' }, { name: 'a' }], 'scopes', 'scope a is listed twice'],
+      [
+        Array.from({ length: 201 }, (_, i) => ({ name: `s${i}` })),
+        'scopes',
+        'an audience has at most 200 scopes',
+      ],
     ] as const) {
       const error = await refusal([...scopes]);
       expect(error).toBeInstanceOf(ManagementError);
       expect({ code: error?.code, field: error?.field, message: error?.message }).toEqual({
         code: 'invalid_field',
-        field: 'scopes',
+        field,
         message,
       });
     }
