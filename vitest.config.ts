@@ -12,6 +12,13 @@ const TIMED = [
   'test/security/timing.test.ts',
 ];
 
+/**
+ * Tests that load the machine for tens of seconds (a headless Chromium; one scrypt password hash after
+ * another) run after the others, one file at a time: beside them, the main group's timing-sensitive tests (a
+ * shutdown's drain, to the millisecond) would be measuring the browser instead of Tessera.
+ */
+const HEAVY = ['test/console/browser.test.ts', 'test/http/console-session.test.ts'];
+
 const common = {
   pool: 'forks' as const,
   testTimeout: 30_000,
@@ -26,10 +33,20 @@ export default defineConfig({
           ...common,
           name: 'main',
           include: ['test/**/*.test.ts'],
-          exclude: TIMED,
+          exclude: [...TIMED, ...HEAVY],
           // Tests start servers and CLI processes; a small pool keeps a 2-core machine from thrashing.
           maxWorkers: 2,
           sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        test: {
+          ...common,
+          name: 'heavy',
+          include: HEAVY,
+          maxWorkers: 1,
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
         },
       },
       {
@@ -39,7 +56,7 @@ export default defineConfig({
           include: TIMED,
           maxWorkers: 1,
           fileParallelism: false,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 2 },
         },
       },
     ],
