@@ -11,7 +11,7 @@ import { loadConfig } from '../src/config/index.js';
 import { ManagementError, operators, views, type ManagementContext } from '../src/management/index.js';
 import { openSqliteStore } from '../src/store/sqlite.js';
 import { rejection } from './helpers/assert.js';
-import { workspace, type Workspace } from './helpers/cli.js';
+import { expectTable, jsonError, workspace, type Workspace } from './helpers/cli.js';
 import { tessera, type CliResult } from './helpers/process.js';
 
 // --- helpers ---
@@ -22,23 +22,6 @@ const OP_ID = /^op_[A-Za-z0-9_-]{16}$/;
 const DAY = 24 * 3600_000;
 /** Every audit event of the CLI names the OS user who ran it. */
 const ACTOR = `cli:${userInfo().username}`;
-
-/** The error document of a run with --json: nothing on stdout, exactly one JSON line on stderr. */
-function jsonError(r: CliResult): unknown {
-  expect(r.stdout).toBe('');
-  expect(r.stderr.endsWith('\n'), `stderr: ${r.stderr}`).toBe(true);
-  expect(r.stderr.trimEnd().split('\n'), `stderr must be one JSON line, got:\n${r.stderr}`).toHaveLength(1);
-  return JSON.parse(r.stderr);
-}
-
-/** A text table: a header line, then a line per row; columns aligned, cells apart by two or more spaces. */
-function expectTable(text: string, header: string[], rows: unknown[][]): void {
-  expect(text.endsWith('\n')).toBe(true);
-  const lines = text.slice(0, -1).split('\n');
-  expect(lines.map((line) => line.split(/ {2,}/))).toEqual([header, ...rows]);
-  const starts = (line: string) => [...line.matchAll(/(?:^|(?<= {2}))\S/g)].map((m) => m.index);
-  for (const line of lines.slice(1)) expect(starts(line)).toEqual(starts(lines[0]!));
-}
 
 /** What `operator add` and `operator reset` print in text mode: the first line, then the link; its parts. */
 function parseLink(

@@ -20,7 +20,7 @@ import {
   type CliResult,
   type Serve,
 } from './helpers/process.js';
-import { workspace, type Workspace } from './helpers/cli.js';
+import { expectTable, jsonError, workspace, type Workspace } from './helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from './helpers/postgres.js';
 import { freePort, postToken } from './helpers/server.js';
 
@@ -74,23 +74,6 @@ function group(name: string, body: (ws: Workspace) => void): void {
     afterAll(() => ws.remove?.());
     describe('in order', { concurrent: false }, () => body(ws));
   });
-}
-
-/** The error document of a run with --json: nothing on stdout, exactly one JSON line on stderr. */
-function jsonError(r: CliResult): unknown {
-  expect(r.stdout).toBe('');
-  expect(r.stderr.endsWith('\n'), `stderr: ${r.stderr}`).toBe(true);
-  expect(r.stderr.trimEnd().split('\n'), `stderr must be one JSON line, got:\n${r.stderr}`).toHaveLength(1);
-  return JSON.parse(r.stderr);
-}
-
-/** A text table: a header line, then a line per row; columns aligned, cells apart by two or more spaces. */
-function expectTable(text: string, header: string[], rows: unknown[][]): void {
-  expect(text.endsWith('\n')).toBe(true);
-  const lines = text.slice(0, -1).split('\n');
-  expect(lines.map((line) => line.split(/ {2,}/))).toEqual([header, ...rows]);
-  const starts = (line: string) => [...line.matchAll(/(?:^|(?<= {2}))\S/g)].map((m) => m.index);
-  for (const line of lines.slice(1)) expect(starts(line)).toEqual(starts(lines[0]!));
 }
 
 /** A record: `  key  value` lines, values aligned. */

@@ -50,3 +50,20 @@ export function workspace(prefix = 'tessera-cli-test-'): Workspace {
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
+
+/** The error document of a run with --json: nothing on stdout, exactly one JSON line on stderr. */
+export function jsonError(r: CliResult): unknown {
+  expect(r.stdout).toBe('');
+  expect(r.stderr.endsWith('\n'), `stderr: ${r.stderr}`).toBe(true);
+  expect(r.stderr.trimEnd().split('\n'), `stderr must be one JSON line, got:\n${r.stderr}`).toHaveLength(1);
+  return JSON.parse(r.stderr);
+}
+
+/** A text table: a header line, then a line per row; columns aligned, cells apart by two or more spaces. */
+export function expectTable(text: string, header: string[], rows: unknown[][]): void {
+  expect(text.endsWith('\n')).toBe(true);
+  const lines = text.slice(0, -1).split('\n');
+  expect(lines.map((line) => line.split(/ {2,}/))).toEqual([header, ...rows]);
+  const starts = (line: string) => [...line.matchAll(/(?:^|(?<= {2}))\S/g)].map((m) => m.index);
+  for (const line of lines.slice(1)) expect(starts(line)).toEqual(starts(lines[0]!));
+}
