@@ -132,13 +132,17 @@ export function Field({ label, name, error, hint, children }: FieldProps) {
   );
 }
 
-interface TextFieldProps {
+/** A field whose value is the caller's state, and whose error comes from the API's answer. */
+interface ValueFieldProps {
   label: string;
   name: string;
   error?: ApiError | undefined;
   hint?: ComponentChildren;
   value: string;
   onValue: (value: string) => void;
+}
+
+interface TextFieldProps extends ValueFieldProps {
   type?: 'text' | 'email' | 'password' | 'url' | 'search' | 'datetime-local';
   /** A textarea (JSON documents). */
   multiline?: boolean;
@@ -189,15 +193,7 @@ export function SelectField({
   value,
   onValue,
   options,
-}: {
-  label: string;
-  name: string;
-  error?: ApiError | undefined;
-  hint?: ComponentChildren;
-  value: string;
-  onValue: (value: string) => void;
-  options: readonly { value: string; label: string }[];
-}) {
+}: ValueFieldProps & { options: readonly { value: string; label: string }[] }) {
   return (
     <Field label={label} name={name} error={error} hint={hint}>
       {(props) => (
@@ -366,13 +362,56 @@ export function ReadOnly({ what }: { what: string }) {
   return <p class="notice">Your role can see {what} but not change them.</p>;
 }
 
-/** A table that scrolls sideways on a narrow screen instead of overflowing the page. */
-export function TableBox({ label, children }: { label: string; children: ComponentChildren }) {
+/**
+ * A table of `columns` (a falsy entry is a column left out, e.g. actions for a role that has none) whose rows
+ * are the children; it scrolls sideways on a narrow screen instead of overflowing the page.
+ */
+export function TableBox({
+  label,
+  columns,
+  children,
+}: {
+  label: string;
+  columns: readonly (string | false)[];
+  children: ComponentChildren;
+}) {
   return (
     <div class="table-box" role="region" aria-label={label} tabIndex={0}>
-      <table>{children}</table>
+      <table>
+        <thead>
+          <tr>
+            {columns.filter(Boolean).map((column) => (
+              <th scope="col" key={column as string}>
+                {column}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{children}</tbody>
+      </table>
     </div>
   );
+}
+
+/**
+ * What a loaded value shows: the error in words, the value once it is there (`children`), "Loading…" until
+ * then.
+ */
+export function Loaded<T>({
+  state,
+  what,
+  fields,
+  children,
+}: {
+  state: { data: T | undefined; error: ApiError | undefined };
+  what: string;
+  /** Fields of the page's form that show their own errors (a filter, a search). */
+  fields?: string[];
+  children: (data: T) => ComponentChildren;
+}) {
+  if (state.error) return <ErrorMessage error={state.error} fields={fields} />;
+  if (state.data === undefined) return <Loading what={what} />;
+  return <>{children(state.data)}</>;
 }
 
 /** An optional number field's value: null when empty. */

@@ -7,6 +7,7 @@ import {
   Done,
   ErrorMessage,
   formatSeconds,
+  Loaded,
   Loading,
   numberOrNull,
   PageTitle,
@@ -189,20 +190,13 @@ export function AudiencesPage() {
       </PageTitle>
       <section class="panel" aria-labelledby="aud-list">
         <h2 id="aud-list">Registered</h2>
-        {list.error && <ErrorMessage error={list.error} />}
-        {list.data ? (
-          <TableBox label="Audiences">
-            <thead>
-              <tr>
-                <th scope="col">Identifier</th>
-                <th scope="col">Name</th>
-                <th scope="col">Scopes</th>
-                <th scope="col">Token lifetime</th>
-                <th scope="col">Algorithm</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.map((a) => (
+        <Loaded state={list} what="audiences">
+          {(data) => (
+            <TableBox
+              label="Audiences"
+              columns={['Identifier', 'Name', 'Scopes', 'Token lifetime', 'Algorithm']}
+            >
+              {data.map((a) => (
                 <tr key={a.id}>
                   <td>
                     <a href={`/console/audiences/${seg(a.id)}`}>{a.identifier}</a>
@@ -213,11 +207,9 @@ export function AudiencesPage() {
                   <td>{a.signing_alg ?? <span class="muted">default</span>}</td>
                 </tr>
               ))}
-            </tbody>
-          </TableBox>
-        ) : (
-          !list.error && <Loading what="audiences" />
-        )}
+            </TableBox>
+          )}
+        </Loaded>
       </section>
       <section class="panel" aria-labelledby="aud-new">
         <h2 id="aud-new">New audience</h2>
@@ -316,23 +308,15 @@ export function AudiencePage() {
         ) : (
           <>
             <ReadOnly what="audiences" />
-            <TableBox label="Scopes">
-              <thead>
-                <tr>
-                  <th scope="col">Scope</th>
-                  <th scope="col">Description</th>
+            <TableBox label="Scopes" columns={['Scope', 'Description']}>
+              {audience.scopes.map((s) => (
+                <tr key={s.name}>
+                  <td>
+                    <code>{s.name}</code>
+                  </td>
+                  <td>{s.description ?? ''}</td>
                 </tr>
-              </thead>
-              <tbody>
-                {audience.scopes.map((s) => (
-                  <tr key={s.name}>
-                    <td>
-                      <code>{s.name}</code>
-                    </td>
-                    <td>{s.description ?? ''}</td>
-                  </tr>
-                ))}
-              </tbody>
+              ))}
             </TableBox>
           </>
         )}

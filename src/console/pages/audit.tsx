@@ -1,16 +1,7 @@
 import { useLocation } from 'preact-iso';
 import { useState } from 'preact/hooks';
 import { api, query, request, type AuditEvent, type Page } from '../api';
-import {
-  ErrorMessage,
-  Loading,
-  PageTitle,
-  SelectField,
-  TableBox,
-  TextField,
-  Time,
-  useLoad,
-} from '../components';
+import { Loaded, PageTitle, SelectField, TableBox, TextField, Time, useLoad } from '../components';
 
 const FILTERS = ['type', 'outcome', 'client_id', 'audience', 'since', 'until'] as const;
 type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
@@ -140,25 +131,16 @@ export function AuditPage() {
       </section>
       <section class="panel" aria-labelledby="audit-events">
         <h2 id="audit-events">Events</h2>
-        {page.error && <ErrorMessage error={page.error} fields={[...FILTERS]} />}
-        {page.data ? (
-          page.data.items.length === 0 ? (
-            <p class="muted">No event matches.</p>
-          ) : (
-            <TableBox label="Audit events">
-              <thead>
-                <tr>
-                  <th scope="col">Time</th>
-                  <th scope="col">Type</th>
-                  <th scope="col">Who</th>
-                  <th scope="col">Audience</th>
-                  <th scope="col">Target</th>
-                  <th scope="col">From</th>
-                  <th scope="col">Details</th>
-                </tr>
-              </thead>
-              <tbody>
-                {page.data.items.map((e) => (
+        <Loaded state={page} what="events" fields={[...FILTERS]}>
+          {(data) =>
+            data.items.length === 0 ? (
+              <p class="muted">No event matches.</p>
+            ) : (
+              <TableBox
+                label="Audit events"
+                columns={['Time', 'Type', 'Who', 'Audience', 'Target', 'From', 'Details']}
+              >
+                {data.items.map((e) => (
                   <tr key={e.id}>
                     <td class="nowrap">
                       <Time value={e.time} />
@@ -182,12 +164,10 @@ export function AuditPage() {
                     </td>
                   </tr>
                 ))}
-              </tbody>
-            </TableBox>
-          )
-        ) : (
-          !page.error && <Loading what="events" />
-        )}
+              </TableBox>
+            )
+          }
+        </Loaded>
         <div class="pager">
           {list.length > 1 && (
             <button type="button" onClick={() => setCursors({ key, list: list.slice(0, -1) })}>

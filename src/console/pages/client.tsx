@@ -9,6 +9,7 @@ import {
   formatSeconds,
   jsonOrNull,
   jsonText,
+  Loaded,
   Loading,
   OnceValue,
   PageTitle,
@@ -231,20 +232,13 @@ function Secrets({ clientId, writable, ask, changed }: SectionProps) {
   return (
     <section class="panel" aria-labelledby="cl-secrets">
       <h2 id="cl-secrets">Secrets</h2>
-      {list.error && <ErrorMessage error={list.error} />}
-      {list.data ? (
-        <TableBox label="Secrets">
-          <thead>
-            <tr>
-              <th scope="col">Secret id</th>
-              <th scope="col">Created</th>
-              <th scope="col">Expires</th>
-              <th scope="col">Last used</th>
-              {writable && <th scope="col">Action</th>}
-            </tr>
-          </thead>
-          <tbody>
-            {list.data.items.map((s) => (
+      <Loaded state={list} what="secrets">
+        {(data) => (
+          <TableBox
+            label="Secrets"
+            columns={['Secret id', 'Created', 'Expires', 'Last used', writable && 'Action']}
+          >
+            {data.items.map((s) => (
               <tr key={s.id}>
                 <td class="mono">{s.id}</td>
                 <td class="nowrap">
@@ -261,11 +255,9 @@ function Secrets({ clientId, writable, ask, changed }: SectionProps) {
                 )}
               </tr>
             ))}
-          </tbody>
-        </TableBox>
-      ) : (
-        !list.error && <Loading what="secrets" />
-      )}
+          </TableBox>
+        )}
+      </Loaded>
       <ErrorMessage error={revoke.error} />
       {added?.client_secret && (
         <OnceValue
@@ -373,22 +365,13 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
   return (
     <section class="panel" aria-labelledby="cl-grants">
       <h2 id="cl-grants">Grants</h2>
-      {grants.error && <ErrorMessage error={grants.error} />}
-      {grants.data ? (
-        grants.data.length === 0 ? (
-          <p class="muted">No audience granted: the client cannot get any token yet.</p>
-        ) : (
-          <TableBox label="Grants">
-            <thead>
-              <tr>
-                <th scope="col">Audience</th>
-                <th scope="col">Scopes</th>
-                <th scope="col">Claims</th>
-                {writable && <th scope="col">Actions</th>}
-              </tr>
-            </thead>
-            <tbody>
-              {grants.data.map((g) => (
+      <Loaded state={grants} what="grants">
+        {(data) =>
+          data.length === 0 ? (
+            <p class="muted">No audience granted: the client cannot get any token yet.</p>
+          ) : (
+            <TableBox label="Grants" columns={['Audience', 'Scopes', 'Claims', writable && 'Actions']}>
+              {data.map((g) => (
                 <tr key={g.audience_id}>
                   <td>
                     <a href={`/console/audiences/${seg(g.audience_id)}`}>{g.audience}</a>
@@ -418,12 +401,10 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
                   )}
                 </tr>
               ))}
-            </tbody>
-          </TableBox>
-        )
-      ) : (
-        !grants.error && <Loading what="grants" />
-      )}
+            </TableBox>
+          )
+        }
+      </Loaded>
       <ErrorMessage error={removal.error} />
       {writable ? (
         <form id="grant-form" onSubmit={submit} noValidate>

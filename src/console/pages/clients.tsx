@@ -7,7 +7,7 @@ import {
   ErrorMessage,
   jsonOrNull,
   jsonText,
-  Loading,
+  Loaded,
   numberOrNull,
   OnceValue,
   PageTitle,
@@ -280,24 +280,17 @@ export function ClientsPage() {
             </a>
           )}
         </form>
-        {list.error && <ErrorMessage error={list.error} fields={['search']} />}
-        {list.data ? (
-          list.data.items.length === 0 ? (
-            <p class="muted">{search ? `No client matches “${search}”.` : 'No clients yet.'}</p>
-          ) : (
-            <>
-              <TableBox label="Clients">
-                <thead>
-                  <tr>
-                    <th scope="col">Client id</th>
-                    <th scope="col">Name</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Authentication</th>
-                    <th scope="col">Audiences</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.data.items.map((c) => (
+        <Loaded state={list} what="clients" fields={['search']}>
+          {(data) =>
+            data.items.length === 0 ? (
+              <p class="muted">{search ? `No client matches “${search}”.` : 'No clients yet.'}</p>
+            ) : (
+              <>
+                <TableBox
+                  label="Clients"
+                  columns={['Client id', 'Name', 'Status', 'Authentication', 'Audiences']}
+                >
+                  {data.items.map((c) => (
                     <tr key={c.client_id}>
                       <td>
                         <a href={`/console/clients/${seg(c.client_id)}`} class="mono">
@@ -316,23 +309,21 @@ export function ClientsPage() {
                       <td>{c.audiences.join(', ') || <span class="muted">none</span>}</td>
                     </tr>
                   ))}
-                </tbody>
-              </TableBox>
-              <div class="pager">
-                {after && (
-                  <a href={`/console/clients${query({ search })}`} class="muted">
-                    First page
-                  </a>
-                )}
-                {list.data.next && (
-                  <a href={`/console/clients${query({ search, after: list.data.next })}`}>Next page</a>
-                )}
-              </div>
-            </>
-          )
-        ) : (
-          !list.error && <Loading what="clients" />
-        )}
+                </TableBox>
+                <div class="pager">
+                  {after && (
+                    <a href={`/console/clients${query({ search })}`} class="muted">
+                      First page
+                    </a>
+                  )}
+                  {data.next && (
+                    <a href={`/console/clients${query({ search, after: data.next })}`}>Next page</a>
+                  )}
+                </div>
+              </>
+            )
+          }
+        </Loaded>
       </section>
       <section class="panel" aria-labelledby="cl-new">
         <h2 id="cl-new">New client</h2>

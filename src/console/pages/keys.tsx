@@ -6,7 +6,7 @@ import {
   Done,
   ErrorMessage,
   formatTime,
-  Loading,
+  Loaded,
   PageTitle,
   ReadOnly,
   SelectField,
@@ -95,22 +95,21 @@ export function KeysPage() {
       </section>
       <section class="panel" aria-labelledby="keys-list">
         <h2 id="keys-list">Keys</h2>
-        {keys.error && <ErrorMessage error={keys.error} />}
-        {keys.data ? (
-          <TableBox label="Signing keys">
-            <thead>
-              <tr>
-                <th scope="col">Key id</th>
-                <th scope="col">Algorithm</th>
-                <th scope="col">Status</th>
-                <th scope="col">Created</th>
-                <th scope="col">Signs from</th>
-                <th scope="col">Signs until</th>
-                {writable && <th scope="col">Action</th>}
-              </tr>
-            </thead>
-            <tbody>
-              {[...keys.data].reverse().map((k) => (
+        <Loaded state={keys} what="keys">
+          {(data) => (
+            <TableBox
+              label="Signing keys"
+              columns={[
+                'Key id',
+                'Algorithm',
+                'Status',
+                'Created',
+                'Signs from',
+                'Signs until',
+                writable && 'Action',
+              ]}
+            >
+              {[...data].reverse().map((k) => (
                 <tr key={k.kid}>
                   <td class="mono">{k.kid}</td>
                   <td>{k.alg}</td>
@@ -137,11 +136,9 @@ export function KeysPage() {
                   )}
                 </tr>
               ))}
-            </tbody>
-          </TableBox>
-        ) : (
-          !keys.error && <Loading what="keys" />
-        )}
+            </TableBox>
+          )}
+        </Loaded>
         <ErrorMessage error={retire.error} />
         {retired && <Done>{retired}</Done>}
       </section>

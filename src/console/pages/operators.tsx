@@ -3,7 +3,7 @@ import { api, seg, type Operator, type Page } from '../api';
 import { useSession } from '../app';
 import {
   ErrorMessage,
-  Loading,
+  Loaded,
   OnceValue,
   PageTitle,
   SelectField,
@@ -113,21 +113,14 @@ export function OperatorsPage() {
       )}
       <section class="panel" aria-labelledby="op-list">
         <h2 id="op-list">Operators</h2>
-        {list.error && <ErrorMessage error={list.error} />}
         <ErrorMessage error={change.error} />
-        {list.data ? (
-          <TableBox label="Operators">
-            <thead>
-              <tr>
-                <th scope="col">Email</th>
-                <th scope="col">Role</th>
-                <th scope="col">Status</th>
-                <th scope="col">Last login</th>
-                {writable && <th scope="col">Actions</th>}
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.map((o) => (
+        <Loaded state={list} what="operators">
+          {(data) => (
+            <TableBox
+              label="Operators"
+              columns={['Email', 'Role', 'Status', 'Last login', writable && 'Actions']}
+            >
+              {data.map((o) => (
                 <tr key={o.id}>
                   <td>
                     {o.email}
@@ -200,11 +193,9 @@ export function OperatorsPage() {
                   )}
                 </tr>
               ))}
-            </tbody>
-          </TableBox>
-        ) : (
-          !list.error && <Loading what="operators" />
-        )}
+            </TableBox>
+          )}
+        </Loaded>
       </section>
       {writable && (
         <section class="panel" aria-labelledby="op-new">

@@ -1,7 +1,7 @@
 import { useEffect } from 'preact/hooks';
 import { api, type Key, type Page, type Stats } from '../api';
 import { TokenChart } from '../chart';
-import { ErrorMessage, Loading, PageTitle, useLoad } from '../components';
+import { Loaded, PageTitle, useLoad } from '../components';
 import { KeyTimeline } from '../timeline';
 
 /** The chart is refreshed this often, as a background request (it does not keep the session alive). */
@@ -24,50 +24,50 @@ export function OverviewPage() {
       <PageTitle title="Overview">
         Tokens in the last hour, what is registered, and the signing keys.
       </PageTitle>
-      {stats.error && <ErrorMessage error={stats.error} />}
-      {stats.data ? (
-        <>
-          <div class="cards">
-            <div class="card issued">
-              <span class="figure">{issued.toLocaleString('en')}</span> tokens issued in the last hour
+      <Loaded state={stats} what="the figures">
+        {(data) => (
+          <>
+            <div class="cards">
+              <div class="card issued">
+                <span class="figure">{issued.toLocaleString('en')}</span> tokens issued in the last hour
+              </div>
+              <div class="card refused">
+                <span class="figure">{refused.toLocaleString('en')}</span> requests refused in the last hour
+              </div>
+              <div class="card">
+                <span class="figure">{data.clients.toLocaleString('en')}</span>{' '}
+                <a href="/console/clients">clients</a>
+              </div>
+              <div class="card">
+                <span class="figure">{data.audiences.toLocaleString('en')}</span>{' '}
+                <a href="/console/audiences">audiences</a>
+              </div>
             </div>
-            <div class="card refused">
-              <span class="figure">{refused.toLocaleString('en')}</span> requests refused in the last hour
-            </div>
-            <div class="card">
-              <span class="figure">{stats.data.clients.toLocaleString('en')}</span>{' '}
-              <a href="/console/clients">clients</a>
-            </div>
-            <div class="card">
-              <span class="figure">{stats.data.audiences.toLocaleString('en')}</span>{' '}
-              <a href="/console/audiences">audiences</a>
-            </div>
-          </div>
-          <section class="panel" aria-labelledby="tokens-title">
-            <h2 id="tokens-title">Tokens per minute, last hour (UTC)</h2>
-            <TokenChart
-              minutes={stats.data.tokens}
-              label={`Tokens per minute over the last hour: ${issued} issued, ${refused} refused`}
-            />
-            <ul class="legend" aria-hidden="true">
-              <li>
-                <span class="swatch issued" />
-                issued
-              </li>
-              <li>
-                <span class="swatch refused" />
-                refused or throttled
-              </li>
-            </ul>
-          </section>
-        </>
-      ) : (
-        !stats.error && <Loading what="the figures" />
-      )}
+            <section class="panel" aria-labelledby="tokens-title">
+              <h2 id="tokens-title">Tokens per minute, last hour (UTC)</h2>
+              <TokenChart
+                minutes={data.tokens}
+                label={`Tokens per minute over the last hour: ${issued} issued, ${refused} refused`}
+              />
+              <ul class="legend" aria-hidden="true">
+                <li>
+                  <span class="swatch issued" />
+                  issued
+                </li>
+                <li>
+                  <span class="swatch refused" />
+                  refused or throttled
+                </li>
+              </ul>
+            </section>
+          </>
+        )}
+      </Loaded>
       <section class="panel" aria-labelledby="keys-title">
         <h2 id="keys-title">Signing keys</h2>
-        {keys.error && <ErrorMessage error={keys.error} />}
-        {keys.data ? <KeyTimeline keys={keys.data.items} /> : !keys.error && <Loading what="the keys" />}
+        <Loaded state={keys} what="the keys">
+          {(data) => <KeyTimeline keys={data.items} />}
+        </Loaded>
         <p class="hint">
           Light blue: published before it signs. Green: signing. Amber: superseded, still published. Grey:
           retired. <a href="/console/keys">Manage keys</a>
