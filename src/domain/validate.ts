@@ -82,9 +82,12 @@ export function validateClientId(value: string): string {
   return value;
 }
 
+/** An email as operators are known by it: trimmed and lower-cased (the store keeps it so; logins look it up so). */
+export const emailKey = (value: string): string => value.trim().toLowerCase();
+
 /** An operator's email: trimmed and lower-cased (it is how they log in), at most 254 characters (RFC 5321). */
 export function validateEmail(value: string): string {
-  const email = value.trim().toLowerCase();
+  const email = emailKey(value);
   if (email.length > 254) throw new ValidationError('email is longer than 254 characters');
   // One @, something on both sides, no spaces or control characters: the address is only ever shown and typed.
   // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { hashPassword, validatePassword } from '../domain/passwords.js';
-import { validateEmail, validateRole } from '../domain/validate.js';
+import { emailKey, validateEmail, validateRole } from '../domain/validate.js';
 import { newOperatorId } from '../store/migrations.js';
 import type { Operator, OperatorRole } from '../store/types.js';
 import {
@@ -49,8 +49,7 @@ function newLink(ctx: ManagementContext): { url: string; digest: string; expires
 }
 
 /** An email or an operator id as the faces give it: an email is matched in lower case. */
-const lookupKey = (idOrEmail: string): string =>
-  idOrEmail.includes('@') ? idOrEmail.trim().toLowerCase() : idOrEmail;
+const lookupKey = (idOrEmail: string): string => (idOrEmail.includes('@') ? emailKey(idOrEmail) : idOrEmail);
 
 export async function addOperator(
   ctx: ManagementContext,

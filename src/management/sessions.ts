@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { verifyPassword } from '../domain/passwords.js';
+import { emailKey } from '../domain/validate.js';
 import type { Operator, OperatorSession } from '../store/types.js';
 import { changeAudit, nowOf, type ManagementContext } from './context.js';
 import { ManagementError, storeCall } from './errors.js';
@@ -82,7 +83,7 @@ export async function login(
 ): Promise<NewSession> {
   const source = ctx.source ?? 'unknown';
   // The key the limits count: the email as typed, as the store would look it up.
-  const email = input.email.trim().toLowerCase().slice(0, 254);
+  const email = emailKey(input.email).slice(0, 254);
   const wait = policy.logins.blockedFor(email, source);
   if (wait > 0) {
     // Answered from memory; one refusal an address and minute is recorded, without looking the email up.

@@ -234,6 +234,26 @@ function expectProblem(answer: Answer, status: number, body: object, given: Reco
   if (!('www-authenticate' in headers)) expect(answer.headers.get('www-authenticate')).toBeNull();
 }
 
+/**
+ * Asks until the session is refused: it must be within a second of `started` (when its operator was disabled),
+ * with exactly the answer of an ended session.
+ */
+async function expectEndedWithinASecond(list: () => Promise<Answer>, started: number): Promise<void> {
+  let refused: Answer | undefined;
+  await waitFor(
+    async () => {
+      const answer = await list();
+      if (answer.status === 200) return false;
+      refused = answer;
+      return true;
+    },
+    1000,
+    20,
+  );
+  expect(Date.now() - started).toBeLessThan(1000);
+  expectProblem(refused!, 401, SESSION_ENDED, { 'www-authenticate': SESSION_ENDED_CHALLENGE });
+}
+
 const sha256 = (token: string): string => createHash('sha256').update(token).digest('base64url');
 
 describe('the console on an http issuer', () => {
@@ -836,19 +856,7 @@ describe('the console on an http issuer', () => {
       await operators.updateOperator(ctxOf(t), email, { enabled: false });
       // Ended by the disabling itself, not left for a request to find: gone from the store at once.
       expect(await t.server.runtime.store.findOperatorSession(sha256(quiet.token))).toBeUndefined();
-      let refused: Answer | undefined;
-      await waitFor(
-        async () => {
-          const answer = await list();
-          if (answer.status === 200) return false;
-          refused = answer;
-          return true;
-        },
-        1000,
-        20,
-      );
-      expect(Date.now() - started).toBeLessThan(1000);
-      expectProblem(refused!, 401, SESSION_ENDED, { 'www-authenticate': SESSION_ENDED_CHALLENGE });
+      await expectEndedWithinASecond(list, started);
       expectProblem(
         await send(t, 'GET', '/console/api/session', { cookie: session.cookie }),
         401,
@@ -1336,19 +1344,7 @@ describe('two instances on one PostgreSQL', { timeout: 60_000 }, () => {
     });
     expect(patched.status).toBe(200);
     expect(patched.body).toMatchObject({ id: operator.id, email: 'ops-a@example.com', enabled: false });
-    let refused: Answer | undefined;
-    await waitFor(
-      async () => {
-        const answer = await list();
-        if (answer.status === 200) return false;
-        refused = answer;
-        return true;
-      },
-      1000,
-      20,
-    );
-    expect(Date.now() - started).toBeLessThan(1000);
-    expectProblem(refused!, 401, SESSION_ENDED, { 'www-authenticate': SESSION_ENDED_CHALLENGE });
+    await expectEndedWithinASecond(list, started);
     expectProblem(await send(b, 'GET', '/admin/v1/clients', { cookie: onA.cookie }), 401, SESSION_ENDED, {
       'www-authenticate': SESSION_ENDED_CHALLENGE,
     });

@@ -21,6 +21,21 @@ import {
  * Opens a store on a fresh, empty, unmigrated database. The store must take its time from `now` when given
  * (every engine's factory accepts an injected clock), so that timestamps and pruning can be asserted exactly.
  */
+/** A change event as it reads back (without its id), written at `at`. */
+const changeEventAt = (at: string, a: ChangeAudit) => ({
+  at,
+  type: a.type,
+  clientId: null,
+  audience: null,
+  jti: null,
+  reason: a.reason ?? null,
+  source: a.source,
+  count: null,
+  actor: a.actor,
+  target: a.target,
+  changes: a.changes,
+});
+
 export type OpenStore = (now?: () => Date) => Promise<Store>;
 
 /** A clock that stands still until moved. */
@@ -1363,20 +1378,6 @@ export function storeContract(name: string, open: OpenStore): void {
         changes: null,
         ...extra,
       });
-      /** A change event as it reads back (without its id), written at the clock's time `at`. */
-      const event = (at: string, a: ChangeAudit) => ({
-        at,
-        type: a.type,
-        clientId: null,
-        audience: null,
-        jti: null,
-        reason: a.reason ?? null,
-        source: a.source,
-        count: null,
-        actor: a.actor,
-        target: a.target,
-        changes: a.changes,
-      });
       const events = async () =>
         (await store.queryAuditEvents({ limit: 100 })).map(({ id: _id, ...rest }) => rest);
       const session = (id: string, operatorId: string, extra: Partial<OperatorSession> = {}) => ({
@@ -1421,7 +1422,7 @@ export function storeContract(name: string, open: OpenStore): void {
         });
         expect(await store.findOperatorByEnrollment('enroll-op_1')).toEqual(expected);
         expect(await store.listOperators()).toEqual([expected]);
-        expect(await events()).toEqual([event(T, created)]);
+        expect(await events()).toEqual([changeEventAt(T, created)]);
         // A viewer, without an audit event.
         const viewer = await store.addOperator(
           newOperator('op_2', 'viewer@example.com', {
@@ -1436,7 +1437,7 @@ export function storeContract(name: string, open: OpenStore): void {
           }),
         );
         expect(await store.findOperator('op_2')).toEqual(viewer);
-        expect(await events()).toEqual([event(T, created)]);
+        expect(await events()).toEqual([changeEventAt(T, created)]);
         // Operators are not tokens: the per-minute counts stay empty.
         expect(await store.tokenCounts(0, Date.parse('2100-01-01T00:00:00Z'))).toEqual([]);
       });
@@ -1526,7 +1527,7 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(updated).toEqual(expected);
         expect(await store.findOperator('op_1')).toEqual(expected);
         expect(await sessionIds('s1')).toEqual(['s1']);
-        expect(await events()).toEqual([event(clock.iso(), changed)]);
+        expect(await events()).toEqual([changeEventAt(clock.iso(), changed)]);
         // enabled: true keeps the sessions too; a patch without a field keeps it.
         clock.advance(5000);
         const again = await store.updateOperator('op_1', { enabled: true });
@@ -1561,7 +1562,7 @@ export function storeContract(name: string, open: OpenStore): void {
           added('op_1', 'ops@example.com', { enabled: false, lastLoginAt: T, updatedAt: clock.iso() }),
         );
         expect(await sessionIds('s1', 's2', 's3')).toEqual(['s3']);
-        expect(await events()).toEqual([event(clock.iso(), disabled)]);
+        expect(await events()).toEqual([changeEventAt(clock.iso(), disabled)]);
         // Enabled again: the sessions that ended stay ended.
         expect((await store.updateOperator('op_1', { enabled: true })).enabled).toBe(true);
         expect(await sessionIds('s1', 's2', 's3')).toEqual(['s3']);
@@ -1591,7 +1592,7 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.findOperatorByEnrollment('enroll-op_1')).toBeUndefined();
         expect(await store.findOperatorByEnrollment('enroll-op_1-again')).toEqual(expected);
         expect(await sessionIds('s1', 's2')).toEqual(['s2']);
-        expect((await events())[0]).toEqual(event(clock.iso(), reset));
+        expect((await events())[0]).toEqual(changeEventAt(clock.iso(), reset));
         // The new link works, once; the old one never again.
         expect(
           await store.enrollOperator('enroll-op_1', 'old', clock.iso(), (op) =>
@@ -1635,7 +1636,7 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.findOperatorByEnrollment('enroll-op_1')).toBeUndefined();
         expect(await sessionIds('s1', 's2')).toEqual(['s2']);
         expect((await store.listOperators()).map((o) => o.id)).toEqual(['op_2']);
-        expect(await events()).toEqual([event(clock.iso(), removed)]);
+        expect(await events()).toEqual([changeEventAt(clock.iso(), removed)]);
 
         const error = await storeError(store.removeOperator('op_1', audit('operator.deleted', 'op_1')));
         expect(error).toMatchObject({
@@ -1643,7 +1644,7 @@ export function storeContract(name: string, open: OpenStore): void {
           resource: 'operator',
           message: 'operator op_1 does not exist',
         });
-        expect(await events()).toEqual([event(clock.iso(), removed)]);
+        expect(await events()).toEqual([changeEventAt(clock.iso(), removed)]);
         // The email is free again.
         expect((await store.addOperator(newOperator('op_3', 'ops@example.com'))).id).toBe('op_3');
       });
@@ -1670,7 +1671,7 @@ export function storeContract(name: string, open: OpenStore): void {
           passwordHash: 'scrypt$first',
         });
         expect(await store.findOperatorByEnrollment('enroll-op_1')).toBeUndefined();
-        const written = event(clock.iso(), enrolled(expected));
+        const written = changeEventAt(clock.iso(), enrolled(expected));
         expect(await events()).toEqual([written]);
 
         // The same link again: nothing, and the password stays.
@@ -1802,19 +1803,6 @@ export function storeContract(name: string, open: OpenStore): void {
       });
       const events = async () =>
         (await store.queryAuditEvents({ limit: 100 })).map(({ id: _id, ...rest }) => rest);
-      const changeEvent = (a: ChangeAudit) => ({
-        at: clock.iso(),
-        type: a.type,
-        clientId: null,
-        audience: null,
-        jti: null,
-        reason: a.reason ?? null,
-        source: a.source,
-        count: null,
-        actor: a.actor,
-        target: a.target,
-        changes: a.changes,
-      });
       let operator: Operator;
 
       beforeEach(async () => {
@@ -1848,14 +1836,14 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.findOperator('op_1')).toEqual(withLogin);
         // The other operator is untouched.
         expect((await store.findOperator('op_2'))?.lastLoginAt).toBeNull();
-        expect(await events()).toEqual([changeEvent(login('op_1'))]);
+        expect(await events()).toEqual([changeEventAt(clock.iso(), login('op_1'))]);
         // A session with no source, without an event; a later login moves the stamp.
         const later = session('sess-2', 'op_1', { createdAt: T + 9000, lastSeenAt: T + 9000, source: null });
         await store.createOperatorSession(later);
         const stamped = { ...operator, lastLoginAt: new Date(T + 9000).toISOString() };
         expect(await store.findOperatorSession('sess-2')).toEqual({ session: later, operator: stamped });
         expect(await store.findOperatorSession('sess-1')).toEqual({ session: s, operator: stamped });
-        expect(await events()).toEqual([changeEvent(login('op_1'))]);
+        expect(await events()).toEqual([changeEventAt(clock.iso(), login('op_1'))]);
       });
 
       it('findOperatorSession joins the operator as it is now; nothing for an unknown id', async () => {
@@ -1903,14 +1891,14 @@ export function storeContract(name: string, open: OpenStore): void {
         await store.deleteOperatorSession('sess-1', logout);
         expect(await store.findOperatorSession('sess-1')).toBeUndefined();
         expect(await store.findOperatorSession('sess-2')).toBeDefined();
-        expect(await events()).toEqual([changeEvent(logout)]);
+        expect(await events()).toEqual([changeEventAt(clock.iso(), logout)]);
         await store.deleteOperatorSession('sess-3');
         expect(await store.findOperatorSession('sess-3')).toBeUndefined();
         expect(await store.findOperatorSession('sess-2')).toEqual({
           session: session('sess-2', 'op_1'),
           operator: { ...operator, lastLoginAt: new Date(T).toISOString() },
         });
-        expect(await events()).toEqual([changeEvent(logout)]);
+        expect(await events()).toEqual([changeEventAt(clock.iso(), logout)]);
         // Rolled back with its transaction: the session is there again, no event.
         await expect(
           store.transaction(async (tx) => {
@@ -1919,7 +1907,7 @@ export function storeContract(name: string, open: OpenStore): void {
           }),
         ).rejects.toThrow('changed my mind');
         expect(await store.findOperatorSession('sess-2')).toBeDefined();
-        expect(await events()).toEqual([changeEvent(logout)]);
+        expect(await events()).toEqual([changeEventAt(clock.iso(), logout)]);
       });
 
       it('pruneOperatorSessions deletes those at or past their end and those idle since before the bound; returns how many', async () => {
@@ -1964,7 +1952,10 @@ export function storeContract(name: string, open: OpenStore): void {
           reason: 'wrong password',
         };
         await store.recordEvent(known);
-        expect(await events()).toEqual([changeEvent(known), changeEvent(failed)]);
+        expect(await events()).toEqual([
+          changeEventAt(clock.iso(), known),
+          changeEventAt(clock.iso(), failed),
+        ]);
         expect((await events())[1]).toEqual({
           at: '2030-01-02T03:04:06.240Z',
           type: 'operator.login_failed',
