@@ -26,7 +26,8 @@ import { Directory } from './store/directory.js';
 import { SecretUsage } from './store/secret-usage.js';
 import { openPostgresStore } from './store/postgres.js';
 import { openSqliteStore } from './store/sqlite.js';
-import type { Store } from './store/types.js';
+import { SERVER_ACTOR, type Store } from './store/types.js';
+import { EVERY_SCOPE } from './management/context.js';
 
 /** A store whose schema this code must not use as it is, and must not migrate without being asked. */
 export class SchemaError extends Error {
@@ -191,7 +192,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       onKeysChanged: () => keyring.reload(),
     }));
     // The admin API's audience, with its scopes, before the directory loads the audiences.
-    await ensureAdminAudience({ store, config, actor: 'tessera' });
+    await ensureAdminAudience({ store, config, actor: SERVER_ACTOR, holds: EVERY_SCOPE });
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
     await directory.start();
     audit.start();
@@ -254,6 +255,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       secretUsage: usage,
       admin: {
         attempts,
+        refused: (refusal) => audit.recordAdminRefusal(refusal),
         // Derived from the master key: every instance signs and accepts the same list cursors.
         cursorKey: new Uint8Array(hkdfSync('sha256', master.key, '', 'tessera admin api cursors', 32)),
       },

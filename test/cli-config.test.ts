@@ -3,6 +3,7 @@
  * directory (the CLI loads dist/, so `npm run build` must have run). The all-or-nothing of a plan whose
  * store changed under it is tested on the management layer directly, at the end.
  */
+import { EVERY_SCOPE } from '../src/management/context.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
@@ -481,6 +482,7 @@ describe('applyPlan is all or nothing', () => {
     ctx = {
       store,
       actor: 'cli:test',
+      holds: EVERY_SCOPE,
       config: loadConfig({
         TESSERA_DATA_DIR: dataDir,
         TESSERA_MASTER_KEY: randomBytes(32).toString('base64url'),

@@ -4,6 +4,7 @@
  * the management layer (an enrollment link works, or no longer does). The CLI loads dist/, so `npm run build`
  * must have run (`npm test` does).
  */
+import { EVERY_SCOPE } from '../src/management/context.js';
 import { userInfo } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,6 +57,7 @@ async function withStore<T>(ws: Workspace, fn: (ctx: ManagementContext) => Promi
     return await fn({
       store,
       actor: 'test',
+      holds: EVERY_SCOPE,
       config: loadConfig({ TESSERA_DATA_DIR: ws.dir, TESSERA_MASTER_KEY: ws.env.TESSERA_MASTER_KEY! }),
     });
   } finally {

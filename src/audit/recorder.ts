@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { AuditEntry } from '../domain/token-service.js';
 import { Outage } from '../outage.js';
-import { AUDIT_BATCH, type AuditRecord, type AuditStore } from '../store/types.js';
+import { AUDIT_BATCH, type AdminRefusalType, type AuditRecord, type AuditStore } from '../store/types.js';
 import { encodeRecord, Spool } from './spool.js';
 
 export interface AuditRecorderOptions {
@@ -49,20 +49,38 @@ function clean(value: string | null): string | null {
   return value === null ? null : value.replace(CONTROLS, '\uFFFD');
 }
 
-/** The throttled refusals of one caller in the current window. */
-interface Throttled {
+/** The summed refusals of one caller (and, for the token endpoint's, one reason) in the current window. */
+interface Summed {
   at: number;
+  type: 'token.throttled' | AdminRefusalType;
   source: string | null;
   /** The one client id presented, or null once several were. */
   clientId: string | null;
+  /** The reason, or the first few different ones (an admin caller's, `; `-separated). */
   reason: string | null;
   count: number;
 }
+
+/** A refused admin API call (MANAGEMENT.md): summed per source address and minute, never a write per request. */
+export interface AdminRefusal {
+  /** Milliseconds since the epoch. */
+  at: number;
+  type: AdminRefusalType;
+  /** The client id the caller presented (an admin client's token), if any. */
+  clientId: string | null;
+  reason: string;
+  source: string;
+}
+
+/** Different reasons kept in one admin refusal sum; more are counted, not listed. */
+const MAX_REASONS = 5;
 
 const MESSAGES: Record<AuditRecord['type'], string> = {
   'token.issued': 'token issued',
   'token.refused': 'token refused',
   'token.throttled': 'token requests throttled',
+  'admin.auth_failed': 'admin API authentications failed',
+  'admin.forbidden': 'admin API calls forbidden',
 };
 
 /**
@@ -86,7 +104,7 @@ export class AuditRecorder {
   };
   /** Events that could not be spooled (the spool full, or the disk refusing). */
   private droppedTotal = 0;
-  private throttled = new Map<string, Throttled>();
+  private throttled = new Map<string, Summed>();
   private throttleWindow = 0;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
@@ -156,9 +174,18 @@ export class AuditRecorder {
   }
 
   record(entry: AuditEntry): void {
-    if (entry.type === 'token.throttled') return this.throttle(entry);
+    if (entry.type === 'token.throttled')
+      return this.sum(entry, 'token.throttled', `token.throttled\u0000${entry.reason}\u0000${entry.source}`);
     // One request: no count. Queued as it is, without a copy (this runs for every token).
     this.add(entry);
+  }
+
+  /**
+   * A refused admin API call: summed with the others of its kind from its address in the current minute, one
+   * event with a count (MANAGEMENT.md), so that a caller hammering the API cannot fill the store or the disk.
+   */
+  recordAdminRefusal(refusal: AdminRefusal): void {
+    this.sum(refusal, refusal.type, `${refusal.type}\u0000\u0000${refusal.source}`);
   }
 
   /** Logs an event and queues it for the spool (persist writes it there); no count is one request. */
@@ -228,35 +255,46 @@ export class AuditRecorder {
     }
   }
 
-  /** One throttled refusal, added to its caller's sum for the current window. */
-  private throttle(entry: AuditEntry): void {
+  /** One refusal, added to its caller's sum (by `key`) for the current window. */
+  private sum(
+    entry: Pick<AuditEntry, 'at' | 'clientId' | 'reason' | 'source'>,
+    type: Summed['type'],
+    key: string,
+  ): void {
     const window = entry.at - (entry.at % THROTTLE_WINDOW_MS);
     if (window !== this.throttleWindow) {
       this.closeWindow();
       this.throttleWindow = window;
     }
-    let key = `${entry.reason}\u0000${entry.source}`;
     let summed = this.throttled.get(key);
     if (summed === undefined && this.throttled.size >= THROTTLE_KEYS) {
-      key = `${entry.reason}\u0000`;
+      // Past the callers a window keeps, the rest are summed under no address.
+      key = `${type}\u0000${type === 'token.throttled' ? entry.reason : ''}\u0000`;
       summed = this.throttled.get(key);
       if (summed) summed.source = null;
     }
     if (summed === undefined) {
       this.throttled.set(key, {
         at: entry.at,
+        type,
         source: entry.source,
         clientId: entry.clientId,
         reason: entry.reason,
         count: 1,
       });
-    } else {
-      summed.count++;
-      if (summed.clientId !== entry.clientId) summed.clientId = null;
+      return;
+    }
+    summed.count++;
+    if (summed.clientId !== entry.clientId) summed.clientId = null;
+    // An admin caller's sum lists its different reasons (the token endpoint's are summed per reason).
+    if (entry.reason !== null && summed.reason !== entry.reason) {
+      const reasons = summed.reason === null ? [] : summed.reason.split('; ');
+      if (!reasons.includes(entry.reason) && reasons.length < MAX_REASONS)
+        summed.reason = [...reasons, entry.reason].join('; ');
     }
   }
 
-  /** Records the sums of the window that ended: one `token.throttled` event per caller and reason. */
+  /** Records the sums of the window that ended: one event per caller (and reason) with its count. */
   private closeWindow(): void {
     if (this.throttled.size === 0) return;
     const sums = this.throttled;
@@ -264,7 +302,7 @@ export class AuditRecorder {
     for (const t of sums.values()) {
       this.add({
         at: t.at,
-        type: 'token.throttled',
+        type: t.type,
         clientId: t.clientId,
         audience: null,
         jti: null,

@@ -14,7 +14,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { TOKEN_EVENT_TYPES, type AuditRecord, type TokenEventType } from '../store/types.js';
+import { SPOOLED_EVENT_TYPES, type AuditRecord, type SpooledEventType } from '../store/types.js';
 
 /**
  * The audit spool: append-only files on local disk where every audit event is written before the answer it
@@ -58,7 +58,7 @@ export function encodeRecord(r: Omit<AuditRecord, 'count'> & { count?: number | 
 }
 
 // The spool carries token events only; changes are written in their own transaction.
-const TYPES = new Set<string>(TOKEN_EVENT_TYPES);
+const TYPES = new Set<string>(SPOOLED_EVENT_TYPES);
 const text = (value: unknown): value is string | null => value === null || typeof value === 'string';
 
 /** The record of one line, or undefined if the line is not one (a file damaged by something else). */
@@ -80,7 +80,7 @@ function recordOf(value: unknown): AuditRecord | undefined {
     return undefined;
   if (!text(clientId) || !text(audience) || !text(jti) || !text(reason) || !text(source)) return undefined;
   if (count !== null && (typeof count !== 'number' || !Number.isSafeInteger(count))) return undefined;
-  return { at, type: type as TokenEventType, clientId, audience, jti, reason, source, count };
+  return { at, type: type as SpooledEventType, clientId, audience, jti, reason, source, count };
 }
 
 /** Lines (JSON values separated by newlines) as the array of their values; undefined if one does not parse. */

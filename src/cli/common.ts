@@ -12,6 +12,8 @@ import {
   ValidationError,
 } from '../domain/validate.js';
 import type { ManagementContext } from '../management/index.js';
+import { EVERY_SCOPE } from '../management/context.js';
+import { actorOf } from '../store/types.js';
 import { openStore } from '../runtime.js';
 
 /** Exit codes: 0 done, 1 the operation failed (not found, already exists, store error), 2 bad arguments. */
@@ -39,7 +41,8 @@ export function action<A extends unknown[]>(
     const config: Config = loadConfig();
     const store = await openStore(config, { migrate: false });
     try {
-      await run({ store, config, actor: cliActor() }, json, ...(args.slice(0, -1) as A));
+      // The local CLI holds every scope: it is how the first admin is made (MANAGEMENT.md).
+      await run({ store, config, actor: cliActor(), holds: EVERY_SCOPE }, json, ...(args.slice(0, -1) as A));
     } finally {
       await store.close();
     }
@@ -49,10 +52,10 @@ export function action<A extends unknown[]>(
 /** The CLI's changes are audited as `cli:<the OS user>` (MANAGEMENT.md). */
 function cliActor(): string {
   try {
-    return `cli:${userInfo().username}`;
+    return actorOf.cli(userInfo().username);
   } catch {
     // no entry for this uid (a container's arbitrary user)
-    return `cli:uid-${process.getuid?.() ?? 'unknown'}`;
+    return actorOf.cli(`uid-${process.getuid?.() ?? 'unknown'}`);
   }
 }
 

@@ -19,9 +19,10 @@ const EXIT_CODES: Record<ErrorKind, number> = {
   conflict: EXIT_FAILED,
   precondition: EXIT_FAILED,
   failed: EXIT_FAILED,
-  // The console's logins: no command gives these.
+  // The console's logins, and the admin API's callers (the CLI holds every scope): no command gives these.
   unauthenticated: EXIT_FAILED,
   throttled: EXIT_FAILED,
+  forbidden: EXIT_FAILED,
 };
 
 export function buildProgram(): Command {

@@ -2,7 +2,7 @@ import { createPrivateKey, type JsonWebKey } from 'node:crypto';
 import type { JWK, JWTPayload } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
 import { temporarilyUnavailable } from '../domain/errors.js';
-import type { KeyStore, SigningKey } from '../store/types.js';
+import { SERVER_ACTOR, type KeyStore, type SigningKey } from '../store/types.js';
 import { jwsSigner, type Signer } from './jws.js';
 import type { MasterKey } from './master-key.js';
 import { mayStillSign, selectKeys } from './lifecycle.js';
@@ -156,7 +156,7 @@ export class Keyring {
     const key = await generateSigningKey(alg, this.master, now, now);
     await this.store.changeSigningKeys(planFirstKey(key, this.now), () => ({
       type: 'key.rotated',
-      actor: 'tessera',
+      actor: SERVER_ACTOR,
       source: null,
       target: key.kid,
       changes: { alg, activates_at: key.activatesAt, retiring: [] },

@@ -1,6 +1,7 @@
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
 import {
+  SERVER_ACTOR,
   StoreError,
   type ChangeAudit,
   type KeyChange,
@@ -125,7 +126,7 @@ export async function rotateKey(
   now: number,
   publishAheadMs: number,
   /** Who rotates, for the audit event written with the rotation (automatic rotation: `tessera`). */
-  by: Pick<ChangeAudit, 'actor' | 'source'> = { actor: 'tessera', source: null },
+  by: Pick<ChangeAudit, 'actor' | 'source'> = { actor: SERVER_ACTOR, source: null },
   /** Read again inside the store's lock (see planFirstKey): a first key made meanwhile elsewhere is seen. */
   clock: () => number = Date.now,
 ): Promise<Rotated | undefined> {

@@ -9,7 +9,7 @@ import {
   validateQuota,
   validateTokenTtl,
 } from '../domain/validate.js';
-import type { Client, ClientPatch, NewClient } from '../store/types.js';
+import type { Client, ClientPatch, NewClient, Store } from '../store/types.js';
 import {
   authMethodProblem,
   checkJwksKeys,
@@ -30,6 +30,7 @@ import {
   type Precondition,
 } from './context.js';
 import { adminAudienceUrl, ensureAdminAudience } from './builtin.js';
+import { requireClientHeld, requireHeld } from './authority.js';
 import { checkGrantScopes } from './grants.js';
 import { CLIENT_FIELDS, clientJson } from './views.js';
 import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
@@ -218,6 +219,10 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
         if (!audience) throw new ManagementError('audience_not_found', `audience ${url} is not registered`);
         scopes[url] = checkGrantScopes(audience, asked);
       }
+      // A new client granted the admin audience: the caller must hold every scope that grant would hold.
+      const adminUrl = adminAudienceUrl(ctx.config);
+      if (client.audiences.includes(adminUrl))
+        requireHeld(ctx, `a grant of ${adminUrl}`, [], scopes[adminUrl] ?? []);
       const grantClaims: Record<string, Record<string, unknown>> = {};
       for (const [url, claims] of Object.entries(input.grantClaims ?? {})) {
         if (!client.audiences.includes(url))
@@ -289,6 +294,7 @@ export async function updateClient(
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       const current = await getClient({ ...ctx, store }, id);
+      requireClientHeld(ctx, current);
       checkPrecondition(condition, clientJson(current), `client ${id}`);
       // Claims added to those it has (or to those this change sets), checked whole.
       if (change.addClaims !== undefined) {
@@ -317,7 +323,6 @@ export async function getClient(ctx: ManagementContext, id: string): Promise<Cli
   return found;
 }
 
-/** Replaces the client's secret; the old one stops working at once. */
 /**
  * Replaces the client's secret with a new one: the others keep working for `graceSeconds` (0, the default:
  * they stop at once), then expire by themselves on every instance.
@@ -328,23 +333,22 @@ export async function rotateSecret(
   options: { graceSeconds?: number } = {},
 ): Promise<{ client: Client; secret: string; secretId: string }> {
   const grace = options.graceSeconds ?? 0;
-  await requireSecretClient(ctx, id);
   const secret = generateSecret();
   const secretId = newSecretId();
   const audit = changeAudit(ctx, 'client.secret_rotated', id, {
     clientId: id,
     changes: { secret_id: secretId, grace },
   });
-  return storeCall(async () => ({
-    client: await ctx.store.addClientSecret(
+  return changeClient(ctx, id, async (store, current) => {
+    requireSecretClient(current);
+    const client = await store.addClientSecret(
       id,
       { id: secretId, digest: digestSecret(secret), expiresAt: null },
       grace,
       audit,
-    ),
-    secret,
-    secretId,
-  }));
+    );
+    return { client, secret, secretId };
+  });
 }
 
 /** Sets the quotas given (a number, or null for none); one left undefined keeps its value. */
@@ -367,13 +371,39 @@ export async function deleteClient(
   condition: Precondition = {},
 ): Promise<void> {
   const audit = changeAudit(ctx, 'client.deleted', id, { clientId: id });
-  if (condition.ifMatch === undefined) return storeCall(() => ctx.store.deleteClient(id, audit));
+  return changeClient(ctx, id, async (store, client) => {
+    checkPrecondition(condition, clientJson(client), `client ${id}`);
+    await store.deleteClient(id, audit);
+  });
+}
+
+/**
+ * Runs a change of an existing client in one transaction: the client is read, the caller must hold every admin
+ * scope it holds (authority.ts), then `change` writes. On PostgreSQL every writing transaction takes the change
+ * feed's lock first, so no grant can come in between the check and the write.
+ */
+export function changeClient<T>(
+  ctx: ManagementContext,
+  id: string,
+  change: (store: Store, client: Client) => Promise<T>,
+): Promise<T> {
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
-      checkPrecondition(condition, clientJson(await getClient({ ...ctx, store }, id)), `client ${id}`);
-      await store.deleteClient(id, audit);
+      const client = await getClient({ ...ctx, store }, id);
+      requireClientHeld(ctx, client);
+      return change(store, client);
     }),
   );
+}
+
+/**
+ * Refuses a change of a client whose admin scopes the caller does not all hold, before the request's body is
+ * read (the admin API asks first: a refused change is a 403 even when its body is also invalid). A client that
+ * does not exist is left to the operation, which says so.
+ */
+export async function authorizeChange(ctx: ManagementContext, id: string): Promise<void> {
+  const client = await storeCall(() => ctx.store.findClient(id));
+  if (client) requireClientHeld(ctx, client);
 }
 
 /** The longest text a client search takes. */
@@ -410,11 +440,10 @@ export async function searchClients(ctx: ManagementContext, search: string): Pro
 }
 
 /** Refuses (client_uses_keys) a secret for a client that authenticates with private_key_jwt. */
-export async function requireSecretClient(ctx: ManagementContext, id: string): Promise<void> {
-  const client = await getClient(ctx, id);
+export function requireSecretClient(client: Client): void {
   if (!usesSecrets(client.authMethod))
     throw new ManagementError(
       'client_uses_keys',
-      `client ${id} authenticates with private_key_jwt: it has no secrets (change token_endpoint_auth_method first)`,
+      `client ${client.id} authenticates with private_key_jwt: it has no secrets (change token_endpoint_auth_method first)`,
     );
 }

@@ -3,12 +3,25 @@ import type { ChangeAudit, ChangeEventType, Store } from '../store/types.js';
 import { ManagementError } from './errors.js';
 import { etagOf, ifMatchAllows } from './views.js';
 
+/**
+ * Whoever calls holds a set of admin scopes (an admin client's token, as its grant holds them now; an operator's
+ * role), or all of them: the local CLI (a shell on the host, holding the master key: it makes the first admin)
+ * and the server itself. See authority.ts: no caller gives what it does not hold.
+ */
+export const EVERY_SCOPE = 'every scope';
+export type Holdings = ReadonlySet<string> | typeof EVERY_SCOPE;
+
 /** What every management operation runs against. Each face makes one per call (CLI) or per request (API). */
 export interface ManagementContext {
   store: Store;
   config: Config;
-  /** Who makes the changes, as the audit trail names them: `cli:<os user>`, an admin client's id, ... */
+  /**
+   * Who makes the changes, as the audit trail names them (MANAGEMENT.md): `client:<id>`, `operator:<email>`,
+   * `cli:<os user>`, `tessera` (see actors in store/types.ts).
+   */
   actor: string;
+  /** The admin scopes the caller holds: what it may give (authority.ts). */
+  holds: Holdings;
   /** Where they come from (the admin API's caller), if known. */
   source?: string | null;
   /** The clock (tests set it). */

@@ -27,6 +27,7 @@ export const ERROR_CODES = {
   invalid_login: 'unauthenticated',
   login_throttled: 'throttled',
   precondition_failed: 'precondition',
+  insufficient_scope: 'forbidden',
   master_key_mismatch: 'failed',
 } as const;
 
@@ -43,6 +44,8 @@ export class ManagementError extends Error {
     readonly field?: string,
     /** Seconds to wait before trying again (login_throttled). */
     readonly retryAfter?: number,
+    /** The admin scopes the caller lacks (insufficient_scope), sorted. */
+    readonly scopes?: readonly string[],
   ) {
     super(message);
   }

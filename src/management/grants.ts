@@ -9,6 +9,8 @@ import {
   type Precondition,
 } from './context.js';
 import { field, ManagementError, storeCall } from './errors.js';
+import { adminScopesIn, adminScopesOf, requireHeld } from './authority.js';
+import { adminAudienceUrl } from './builtin.js';
 import { grantJson } from './views.js';
 
 /** The audience of a grant, checked by its rule (field `audience`). */
@@ -32,7 +34,47 @@ export function checkGrantScopes(audience: Audience, scopes: readonly string[]):
 export async function addGrant(ctx: ManagementContext, clientId: string, audience: string): Promise<boolean> {
   const url = checkGrantAudience(audience);
   const audit = changeAudit(ctx, 'grant.created', clientId, { clientId, audience: url });
-  return storeCall(() => ctx.store.addGrant(clientId, url, audit));
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      const client = await store.findClient(clientId);
+      // A new grant has no scopes; a grant the client has stays as it is.
+      if (client) requireGrantHeld(ctx, client, url, grantOf(client, url)?.scopes ?? []);
+      return store.addGrant(clientId, url, audit);
+    }),
+  );
+}
+
+/**
+ * The rule for a change of a client's grant of `url` to `scopes` (authority.ts): every admin scope the client
+ * holds, and for the admin audience every scope the grant would hold.
+ */
+function requireGrantHeld(ctx: ManagementContext, client: Client, url: string, scopes: readonly string[]) {
+  const current = adminScopesOf(ctx, client);
+  const admin = url === adminAudienceUrl(ctx.config);
+  requireHeld(
+    ctx,
+    admin ? `a grant of ${url}` : `a change of client ${client.id}`,
+    current,
+    admin ? scopes : current,
+  );
+}
+
+/**
+ * Refuses a change of a grant (a PUT with these scopes as sent, a DELETE with none) that the rule does not allow,
+ * before the request's body is validated: a refused change is a 403 even when its body is also invalid. A client
+ * or audience that does not exist is left to the operation, which says so.
+ */
+export async function authorizeGrant(
+  ctx: ManagementContext,
+  clientId: string,
+  audienceId: string,
+  scopes: unknown,
+): Promise<void> {
+  const [client, audience] = await storeCall(() =>
+    Promise.all([ctx.store.findClient(clientId), ctx.store.findAudienceById(audienceId)]),
+  );
+  if (client && audience)
+    requireGrantHeld(ctx, client, audience.url, adminScopesIn(Array.isArray(scopes) ? scopes : []));
 }
 
 /** A client's grant of an audience, if it has one. */
@@ -66,15 +108,16 @@ export async function putGrant(
       const client = await store.findClient(clientId);
       if (!client) throw new ManagementError('client_not_found', `client ${clientId} does not exist`);
       const current = grantOf(client, audience.url);
-      // If-Match on a grant that does not exist fails, `*` included (RFC 9110 §13.1.1).
-      if (current) checkPrecondition(condition, grantJson(clientId, audience, current), 'the grant');
-      else if (condition.ifMatch !== undefined)
-        throw new ManagementError('precondition_failed', 'the grant does not exist: If-Match fails');
       const grant: Grant = {
         audience: audience.url,
         scopes: scopes ?? current?.scopes ?? [],
         claims: claims === undefined ? (current?.claims ?? null) : claims,
       };
+      requireGrantHeld(ctx, client, audience.url, grant.scopes);
+      // If-Match on a grant that does not exist fails, `*` included (RFC 9110 §13.1.1).
+      if (current) checkPrecondition(condition, grantJson(clientId, audience, current), 'the grant');
+      else if (condition.ifMatch !== undefined)
+        throw new ManagementError('precondition_failed', 'the grant does not exist: If-Match fails');
       const changed = changedFields(['scopes', 'claims'], current ?? {}, grant);
       if (current && changed.length === 0) return { grant, created: false };
       const audit = changeAudit(ctx, current ? 'grant.updated' : 'grant.created', clientId, {
@@ -100,8 +143,9 @@ export async function removeGrant(
   const audit = changeAudit(ctx, 'grant.deleted', clientId, { clientId, audience });
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
+      const client = await store.findClient(clientId);
+      if (client) requireGrantHeld(ctx, client, audience, []);
       if (condition.ifMatch !== undefined) {
-        const client = await store.findClient(clientId);
         const current = client && grantOf(client, audience);
         const found = current && (await store.findAudience(audience));
         if (current && found) checkPrecondition(condition, grantJson(clientId, found, current), 'the grant');

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { hashPassword, validatePassword } from '../domain/passwords.js';
-import { emailKey, validateEmail, validateRole } from '../domain/validate.js';
+import { emailKey, OPERATOR_ROLES, validateEmail, validateRole } from '../domain/validate.js';
 import { newOperatorId } from '../store/migrations.js';
 import type { Operator, OperatorRole } from '../store/types.js';
 import {
@@ -15,6 +15,8 @@ import {
 } from './context.js';
 import { field, ManagementError, storeCall } from './errors.js';
 import { OPERATOR_FIELDS, operatorJson } from './views.js';
+import { operatorContext } from './sessions.js';
+import { requireOperatorHeld } from './authority.js';
 
 /**
  * The console's operators (MANAGEMENT.md, "Operators"): people with an email and a role, apart from clients.
@@ -57,6 +59,7 @@ export async function addOperator(
 ): Promise<Enrollment> {
   const email = field('email', () => validateEmail(input.email));
   const role = field('role', () => validateRole(input.role));
+  requireOperatorHeld(ctx, undefined, role);
   const link = newLink(ctx);
   const id = newOperatorId();
   const operator = await storeCall(() =>
@@ -66,6 +69,22 @@ export async function addOperator(
     ),
   );
   return { operator, url: link.url, expiresAt: link.expiresAt };
+}
+
+/**
+ * Refuses a change of an operator (undefined: a new one) to `role` as sent (anything but a role: the role stays)
+ * that the rule does not allow, before the request's body is validated (a refused change is a 403 even when its
+ * body is also invalid). An operator that does not exist is left to the operation, which says so.
+ */
+export async function authorizeChange(
+  ctx: ManagementContext,
+  idOrEmail: string | undefined,
+  role: unknown,
+): Promise<void> {
+  const next = (OPERATOR_ROLES as readonly unknown[]).includes(role) ? (role as OperatorRole) : undefined;
+  if (idOrEmail === undefined) return requireOperatorHeld(ctx, undefined, next);
+  const found = await storeCall(() => ctx.store.findOperator(lookupKey(idOrEmail)));
+  if (found) requireOperatorHeld(ctx, found, next);
 }
 
 export async function listOperators(ctx: ManagementContext): Promise<Operator[]> {
@@ -90,6 +109,7 @@ export async function updateOperator(
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       const before = await getOperator({ ...ctx, store }, idOrEmail);
+      requireOperatorHeld(ctx, before, role);
       checkPrecondition(condition, operatorJson(before), `operator ${before.email}`);
       const wanted = { ...operatorJson(before), ...definedFields({ role, enabled: patch.enabled }) };
       const changes = changedFields(OPERATOR_FIELDS, operatorJson(before), wanted);
@@ -111,6 +131,7 @@ export async function removeOperator(
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       const operator = await getOperator({ ...ctx, store }, idOrEmail);
+      requireOperatorHeld(ctx, operator, undefined);
       checkPrecondition(condition, operatorJson(operator), `operator ${operator.email}`);
       await store.removeOperator(
         operator.id,
@@ -127,6 +148,7 @@ export async function resetOperator(ctx: ManagementContext, idOrEmail: string): 
   const operator = await storeCall(() =>
     ctx.store.transaction(async (store) => {
       const found = await getOperator({ ...ctx, store }, idOrEmail);
+      requireOperatorHeld(ctx, found, undefined);
       return store.updateOperator(
         found.id,
         { enrollment: { digest: link.digest, expiresAt: link.expiresAt } },
@@ -163,7 +185,7 @@ export async function enroll(ctx: ManagementContext, token: string, password: st
   const hash = await hashPassword(password);
   const operator = await storeCall(() =>
     ctx.store.enrollOperator(enrollmentDigest(token), hash, new Date(nowOf(ctx)).toISOString(), (op) =>
-      changeAudit({ ...ctx, actor: `operator:${op.email}` }, 'operator.enrolled', op.id),
+      changeAudit(operatorContext(ctx, op), 'operator.enrolled', op.id),
     ),
   );
   if (!operator) throw invalidLink();

@@ -2,9 +2,9 @@ import { digestSecret, generateSecret } from '../domain/secrets.js';
 import { ValidationError } from '../domain/validate.js';
 import { newSecretId } from '../store/migrations.js';
 import type { ClientSecret } from '../store/types.js';
-import { getClient, requireSecretClient } from './clients.js';
+import { changeClient, getClient, requireSecretClient } from './clients.js';
 import { changeAudit, nowOf, type ManagementContext } from './context.js';
-import { field, storeCall } from './errors.js';
+import { field } from './errors.js';
 
 /** A client's secrets (never their values), oldest first. */
 export async function listSecrets(ctx: ManagementContext, clientId: string): Promise<ClientSecret[]> {
@@ -28,7 +28,6 @@ export async function addSecret(
   clientId: string,
   input: NewSecret = {},
 ): Promise<{ secret: ClientSecret; value: string }> {
-  await requireSecretClient(ctx, clientId);
   const now = nowOf(ctx);
   const expiresAt = field('expires_at', () => {
     // In seconds: counted from the store's clock, when it makes the secret.
@@ -51,8 +50,9 @@ export async function addSecret(
       grace: input.graceSeconds ?? null,
     },
   });
-  const client = await storeCall(() =>
-    ctx.store.addClientSecret(
+  const client = await changeClient(ctx, clientId, (store, current) => {
+    requireSecretClient(current);
+    return store.addClientSecret(
       clientId,
       {
         id,
@@ -62,8 +62,8 @@ export async function addSecret(
       },
       input.graceSeconds ?? null,
       audit,
-    ),
-  );
+    );
+  });
   return { secret: client.secrets.find((s) => s.id === id)!, value };
 }
 
@@ -77,5 +77,5 @@ export async function revokeSecret(
     clientId,
     changes: { secret_id: secretId },
   });
-  await storeCall(() => ctx.store.revokeClientSecret(clientId, secretId, audit));
+  await changeClient(ctx, clientId, (store) => store.revokeClientSecret(clientId, secretId, audit));
 }

@@ -1,7 +1,8 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { verifyPassword } from '../domain/passwords.js';
 import { emailKey } from '../domain/validate.js';
-import type { Operator, OperatorSession } from '../store/types.js';
+import { actorOf, type ChangeAudit, type Operator, type OperatorSession } from '../store/types.js';
+import { ROLE_SCOPES } from './builtin.js';
 import { changeAudit, nowOf, type ManagementContext } from './context.js';
 import { ManagementError, storeCall } from './errors.js';
 
@@ -67,6 +68,19 @@ export function csrfMatches(
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
+/** An operator's own context: they are the actor, holding what their role allows. */
+export const operatorContext = (
+  ctx: ManagementContext,
+  operator: Operator,
+): ManagementContext & { holds: ReadonlySet<string> } => ({
+  ...ctx,
+  actor: actorOf.operator(operator.email),
+  holds: new Set(ROLE_SCOPES[operator.role]),
+});
+
+/** An event nobody known caused (a login for an email no operator has): no actor. */
+const anonymous = (audit: ChangeAudit): ChangeAudit => ({ ...audit, actor: null });
+
 const invalidLogin = (): ManagementError =>
   new ManagementError('invalid_login', 'the email or the password is not right');
 
@@ -90,9 +104,10 @@ export async function login(
     if (policy.logins.refusalToRecord(source))
       await storeCall(() =>
         ctx.store.recordEvent(
-          changeAudit({ ...ctx, actor: 'anonymous' }, 'operator.login_failed', null, {
-            reason: 'blocked: too many failed logins',
-          }),
+          // Nobody known: no actor (an email someone typed is not an operator's).
+          anonymous(
+            changeAudit(ctx, 'operator.login_failed', null, { reason: 'blocked: too many failed logins' }),
+          ),
         ),
       );
     throw new ManagementError(
@@ -119,12 +134,9 @@ export async function login(
     // Only a known operator's email is recorded: what someone typed in the email field may be anything.
     await storeCall(() =>
       ctx.store.recordEvent(
-        changeAudit(
-          { ...ctx, actor: operator ? `operator:${operator.email}` : 'anonymous' },
-          'operator.login_failed',
-          operator?.id ?? null,
-          { reason },
-        ),
+        operator
+          ? changeAudit(operatorContext(ctx, operator), 'operator.login_failed', operator.id, { reason })
+          : anonymous(changeAudit(ctx, 'operator.login_failed', null, { reason })),
       ),
     );
     throw invalidLogin();
@@ -144,7 +156,7 @@ export async function login(
     await ctx.store.pruneOperatorSessions(now, now - idleLimitMs(policy));
     await ctx.store.createOperatorSession(
       session,
-      changeAudit({ ...ctx, actor: `operator:${operator.email}` }, 'operator.login', operator.id),
+      changeAudit(operatorContext(ctx, operator), 'operator.login', operator.id),
     );
   });
   return {
@@ -184,11 +196,7 @@ export async function logout(ctx: ManagementContext, policy: SessionPolicy, toke
   await storeCall(() =>
     ctx.store.deleteOperatorSession(
       found.session.id,
-      changeAudit(
-        { ...ctx, actor: `operator:${found.operator.email}` },
-        'operator.logout',
-        found.operator.id,
-      ),
+      changeAudit(operatorContext(ctx, found.operator), 'operator.logout', found.operator.id),
     ),
   );
 }

@@ -201,6 +201,8 @@ type ClientWithGrant = InferResult<ReturnType<typeof clientsByIds>>[number];
 function countsByMinute(events: readonly AuditRecord[]): Map<number, [number, number]> {
   const byMinute = new Map<number, [number, number]>();
   for (const e of events) {
+    // The chart counts the token endpoint's answers only, not the admin API's refusals.
+    if (!e.type.startsWith('token.')) continue;
     const minute = e.at - (e.at % 60_000);
     let counts = byMinute.get(minute);
     if (counts === undefined) byMinute.set(minute, (counts = [0, 0]));
@@ -1158,7 +1160,7 @@ export class KyselyStore implements Store {
     // SQLite has no data-modifying CTE: the statements in one transaction (all run in this process, at once).
     await this.write(async (tx) => {
       await tx.executeQuery(CompiledQuery.raw(this.auditSql(events.length, 0, false), parameters));
-      await tx.executeQuery(CompiledQuery.raw(this.countsSql(minutes), counts));
+      if (minutes > 0) await tx.executeQuery(CompiledQuery.raw(this.countsSql(minutes), counts));
       if (position !== undefined) await tx.executeQuery(CompiledQuery.raw(this.spoolPositionSql(), at));
     });
   }
@@ -1191,13 +1193,17 @@ export class KyselyStore implements Store {
       const insert = (db: Kysely<Database>) =>
         db.insertInto('audit_events').values(Array.from({ length: rows }, () => row));
       const parameters = rows * perRow + minutes * 3;
-      if (minutes === 0) text = compileOnce(insert(this.db), parameters);
+      // No minutes: a batch of the admin API's refusals only, which the token counts leave out.
+      if (minutes === 0 && !withPosition) text = compileOnce(insert(this.db), parameters);
       else {
         const written = this.db.with('written', (db) => insert(db as Kysely<Database>));
+        const counted =
+          minutes === 0
+            ? written
+            : written.with('counted', (db) => addCounts(db as Kysely<Database>, minutes));
         text = withPosition
           ? compileOnce(
-              written
-                .with('counted', (db) => addCounts(db as Kysely<Database>, minutes))
+              counted
                 .insertInto('audit_spool_positions')
                 .values({ segment: '', position: 0, updated_at: 0 })
                 .onConflict((oc) =>

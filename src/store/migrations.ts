@@ -306,6 +306,21 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
+    '0011_typed_actors': {
+      // Actors say what kind they are (MANAGEMENT.md): `client:<id>`, `operator:<email>`, `cli:<user>`, `tessera`.
+      // Before, an admin client was recorded by its bare id, so a client named `tessera` or `anonymous` read as
+      // the server itself or as an anonymous login. Client ids have no colon: a bare one is an admin client's; of
+      // the rows named `tessera`, the server's own came from no address (the admin API's callers always have one);
+      // `anonymous` stood for a failed login for an unknown email, now recorded with no actor.
+      async up(db: Kysely<unknown>) {
+        await sql`update audit_events set actor = null
+          where actor = 'anonymous' and type = 'operator.login_failed'`.execute(db);
+        await sql`update audit_events set actor = 'client:' || actor
+          where actor is not null and actor not like '%:%' and (actor <> 'tessera' or source is not null)`.execute(
+          db,
+        );
+      },
+    },
   };
 }
 

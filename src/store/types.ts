@@ -282,6 +282,13 @@ export interface ChangeFeed {
  */
 /** Events of the token endpoint: written through the audit spool (audit/recorder.ts). */
 export const TOKEN_EVENT_TYPES = ['token.issued', 'token.refused', 'token.throttled'] as const;
+/**
+ * Refused admin API calls (MANAGEMENT.md): a failed authentication (401, or 429 once its address is blocked) and
+ * a refused authorization (403), summed per source address and minute, written through the audit spool.
+ */
+export const ADMIN_REFUSAL_TYPES = ['admin.auth_failed', 'admin.forbidden'] as const;
+/** The events the audit spool carries to the store (audit/recorder.ts). */
+export const SPOOLED_EVENT_TYPES = [...TOKEN_EVENT_TYPES, ...ADMIN_REFUSAL_TYPES] as const;
 /** Changes made through the management layer (any face): written in the transaction of the change. */
 export const CHANGE_EVENT_TYPES = [
   'audience.created',
@@ -308,12 +315,27 @@ export const CHANGE_EVENT_TYPES = [
 export const SESSION_EVENT_TYPES = ['operator.login', 'operator.login_failed', 'operator.logout'] as const;
 export const AUDIT_EVENT_TYPES = [
   ...TOKEN_EVENT_TYPES,
+  ...ADMIN_REFUSAL_TYPES,
   ...CHANGE_EVENT_TYPES,
   ...SESSION_EVENT_TYPES,
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 export type ChangeEventType = (typeof CHANGE_EVENT_TYPES)[number] | (typeof SESSION_EVENT_TYPES)[number];
 export type TokenEventType = (typeof TOKEN_EVENT_TYPES)[number];
+export type AdminRefusalType = (typeof ADMIN_REFUSAL_TYPES)[number];
+export type SpooledEventType = (typeof SPOOLED_EVENT_TYPES)[number];
+
+/**
+ * The actors of the audit trail (MANAGEMENT.md): each says what kind it is, `kind:name`. Client ids have no
+ * colon, and the kind comes first, so no client id or email can make an event look as if another kind of actor
+ * made it; the server itself is `tessera`, without a colon.
+ */
+export const SERVER_ACTOR = 'tessera';
+export const actorOf = {
+  client: (clientId: string): string => `client:${clientId}`,
+  operator: (email: string): string => `operator:${email}`,
+  cli: (user: string): string => `cli:${user}`,
+} as const;
 
 /**
  * The audit event of a management change, written by the store in the change's own transaction: there is
@@ -321,8 +343,11 @@ export type TokenEventType = (typeof TOKEN_EVENT_TYPES)[number];
  */
 export interface ChangeAudit {
   type: ChangeEventType;
-  /** Who: an admin client's id, a console operator, `cli:<os user>`, or `tessera` (automatic rotation). */
-  actor: string;
+  /**
+   * Who (see actors): `client:<id>`, `operator:<email>`, `cli:<os user>`, or `tessera` (automatic rotation);
+   * null for nobody known (a failed login for an email no operator has).
+   */
+  actor: string | null;
   /** The address the change came from (the admin API's caller), or null (the CLI). */
   source: string | null;
   /** The id of what changed: a client id, an audience URL, a key id, an operator id; null for none (a login
@@ -336,17 +361,17 @@ export interface ChangeAudit {
   reason?: string | null;
 }
 
-/** One audit event as it is written. Never a secret, never a token. */
+/** One audit event as the spool carries it to the store. Never a secret, never a token. */
 export interface AuditRecord {
   /** Milliseconds since the epoch. */
   at: number;
-  type: TokenEventType;
+  type: SpooledEventType;
   clientId: string | null;
   audience: string | null;
   jti: string | null;
   reason: string | null;
   source: string | null;
-  /** How many requests a summary stands for (`token.throttled`); null for one request. */
+  /** How many requests a summary stands for (`token.throttled`, `admin.*`); null for one request. */
   count: number | null;
 }
 

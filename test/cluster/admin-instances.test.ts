@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EVERY_SCOPE } from '../../src/management/context.js';
 import { loadConfig } from '../../src/config/index.js';
 import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
 import { audiences, clients, secrets, type ManagementContext } from '../../src/management/index.js';
@@ -45,7 +46,7 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
     instances = await Promise.all(ports.map((port) => startServe({ ...env, TESSERA_PORT: String(port) })));
     // Management calls of this process, on the same database the instances share.
     store = openPostgresStore(db.url, { max: 2 });
-    ctx = { store, config: loadConfig(env), actor: 'test' };
+    ctx = { store, config: loadConfig(env), actor: 'test', holds: EVERY_SCOPE };
   }, 60_000);
 
   afterAll(async () => {

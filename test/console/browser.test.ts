@@ -6,6 +6,7 @@
  * who can change nothing, log out. Every page is photographed at 1280×800 and some at 390×844, into
  * test-results/console/ (look at them), and no page may log a CSP violation or an error.
  */
+import { EVERY_SCOPE } from '../../src/management/context.js';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
@@ -124,7 +125,7 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     rmSync(SCREENSHOTS, { recursive: true, force: true });
     mkdirSync(SCREENSHOTS, { recursive: true });
     t = await startTestServer({ TESSERA_HOST: '127.0.0.1' });
-    ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test' };
+    ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE };
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       // As root in a container, with no network but loopback: no sandbox, nothing fetched by Chromium itself.

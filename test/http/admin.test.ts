@@ -4,6 +4,7 @@
  * (operations by operationId, paths from the document's templates). Every answer it gets, success or error, is
  * checked against the document's schema for that operation and status.
  */
+import { EVERY_SCOPE } from '../../src/management/context.js';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
@@ -45,7 +46,7 @@ const API = 'https://api.example.com';
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test' };
+  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
   doc = (await (await fetch(`${t.url}/admin/v1/openapi.json`)).json()) as Doc;
 });
 afterAll(async () => {
@@ -404,7 +405,7 @@ describe('clients and grants', () => {
     expect(events.body.items).toEqual([
       expect.objectContaining({
         type: 'client.created',
-        actor: adminId,
+        actor: `client:${adminId}`,
         target: 'billing-svc',
         source: '127.0.0.1',
         changes: expect.objectContaining({ name: 'billing', description: 'pays' }),
@@ -794,14 +795,14 @@ describe('search, stats and operators', () => {
       .filter((e: { target: string }) => e.target === id)
       .map((e: { type: string; actor: string; changes: unknown }) => [e.type, e.actor, e.changes]);
     expect(mine).toEqual([
-      ['operator.deleted', adminId, { email: 'ann@example.com' }],
-      ['operator.reset', adminId, { email: 'ann@example.com' }],
+      ['operator.deleted', `client:${adminId}`, { email: 'ann@example.com' }],
+      ['operator.reset', `client:${adminId}`, { email: 'ann@example.com' }],
       [
         'operator.updated',
-        adminId,
+        `client:${adminId}`,
         { role: { from: 'viewer', to: 'admin' }, enabled: { from: true, to: false } },
       ],
-      ['operator.created', adminId, { email: 'ann@example.com', role: 'viewer' }],
+      ['operator.created', `client:${adminId}`, { email: 'ann@example.com', role: 'viewer' }],
     ]);
   });
 
@@ -885,6 +886,7 @@ describe('failed admin authentications are throttled like failed token requests'
         store: small.server.runtime.store,
         config: small.config,
         actor: 'test',
+        holds: EVERY_SCOPE,
       };
       await ensureAdminAudience(sctx);
       const url = adminAudienceUrl(small.config);

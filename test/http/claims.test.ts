@@ -2,6 +2,7 @@
  * Custom claims (INTERFACE.md, "Custom claims"): per client and per grant (the grant's override the client's
  * for its audience), refused when reserved or too large, and in every token after the registered claims.
  */
+import { EVERY_SCOPE } from '../../src/management/context.js';
 import { decodeJwt, decodeProtectedHeader, jwtVerify, createRemoteJWKSet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESERVED_CLAIMS } from '../../src/domain/validate.js';
@@ -18,7 +19,7 @@ let svc: { id: string; secret: string };
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test' };
+  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
   await audiences.addAudience(ctx, { url: API, scopes: [{ name: 'orders:read' }] });
   await audiences.addAudience(ctx, { url: OTHER });
   const made = await clients.createClient(ctx, {

@@ -5,6 +5,7 @@
  * header and problem body, and every refused change by reading the store afterwards: nothing changed.
  * Operators are added through the management layer, as `tessera operator add` does.
  */
+import { EVERY_SCOPE } from '../../src/management/context.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -100,6 +101,7 @@ const ctxOf = (t: TestServer, now?: () => number): ManagementContext => ({
   store: t.server.runtime.store,
   config: t.config,
   actor: 'test',
+  holds: EVERY_SCOPE,
   ...(now ? { now } : {}),
 });
 const originOf = (t: TestServer): string => new URL(t.config.issuer).origin;
@@ -1029,7 +1031,7 @@ describe('the console on an http issuer', () => {
         events.map((e) => ({ actor: e.actor, target: e.target, reason: e.reason, source: e.source })),
       ).toEqual([
         { actor: `operator:${email}`, target: operator.id, reason: 'wrong password', source: '127.0.0.1' },
-        { actor: 'anonymous', target: null, reason: 'unknown email', source: '127.0.0.1' },
+        { actor: null, target: null, reason: 'unknown email', source: '127.0.0.1' },
         {
           actor: 'operator:pending@example.com',
           target: pending.operator.id,
@@ -1233,14 +1235,13 @@ describe('login throttling', () => {
     expectProblem(await login(t, 'fifth@example.com', 'wrong password!'), 429, LOGIN_THROTTLED);
 
     // Eight failures audited one by one; the blocked attempts, answered from memory, once an address and minute
-    // (without looking the email up: actor anonymous, no target); no session was opened by them.
+    // (without looking the email up: no actor, no target); no session was opened by them.
     const failed = await auditOf(t, 'operator.login_failed');
     const blocked = failed.filter((e) => e.reason === 'blocked: too many failed logins');
     expect(failed.length - blocked.length).toBe(8);
     expect(blocked.length).toBeGreaterThanOrEqual(1);
     expect(new Set(blocked.map((e) => e.at.slice(0, 16))).size).toBe(blocked.length);
-    for (const e of blocked)
-      expect(e).toMatchObject({ actor: 'anonymous', target: null, source: '127.0.0.1' });
+    for (const e of blocked) expect(e).toMatchObject({ actor: null, target: null, source: '127.0.0.1' });
     const logins = await auditOf(t, 'operator.login');
     expect(logins.map((e) => e.actor)).toEqual(['operator:other@example.com']);
     // A session opened before the block goes on working.
@@ -1280,13 +1281,13 @@ describe('login throttling behind a proxy (addresses from X-Forwarded-For)', () 
     // None of those addresses is blocked for another email.
     for (const address of ['198.51.100.1', '198.51.100.4'])
       expect((await from(address, 'elsewhere@example.com')).status).toBe(200);
-    // Newest first: the blocked attempt from the fourth address (recorded once, anonymously), the three failures.
+    // Newest first: the blocked attempt from the fourth address (recorded once, with no actor), the three failures.
     const failed = await auditOf(t, 'operator.login_failed');
     expect(failed.map((e) => [e.source, e.actor, e.reason]).reverse()).toEqual([
       ['198.51.100.1', 'operator:roaming@example.com', 'wrong password'],
       ['198.51.100.2', 'operator:roaming@example.com', 'wrong password'],
       ['198.51.100.3', 'operator:roaming@example.com', 'wrong password'],
-      ['198.51.100.4', 'anonymous', 'blocked: too many failed logins'],
+      ['198.51.100.4', null, 'blocked: too many failed logins'],
     ]);
 
     // Four failures from one address, each for another email: that address is blocked for every email.

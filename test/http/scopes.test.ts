@@ -3,6 +3,7 @@
  * and checked by resource servers. Real clients (openid-client, oauth4webapi) ask for tokens; Auth0's
  * express-oauth2-jwt-bearer checks them with requiredScopes. Every case on a real server.
  */
+import { EVERY_SCOPE } from '../../src/management/context.js';
 import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
@@ -25,7 +26,7 @@ let bare: { id: string; secret: string };
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test' };
+  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
   await audiences.addAudience(ctx, {
     url: API,
     scopes: [

@@ -3,6 +3,7 @@
  * which both work, expiry at its time on the token path with no change event, revocation, at most five, the
  * last-used time written off the token path; and the CLI commands that do it.
  */
+import { EVERY_SCOPE } from '../../src/management/context.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { audiences, clients, secrets, type ManagementContext } from '../../src/management/index.js';
 import { workspace } from '../helpers/cli.js';
@@ -15,7 +16,7 @@ let ctx: ManagementContext;
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test' };
+  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
   await audiences.addAudience(ctx, { url: API });
 });
 afterAll(async () => {

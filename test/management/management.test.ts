@@ -2,6 +2,7 @@
  * The management layer on a real SQLite store: every rule refuses with a stable code and the field at fault,
  * whatever face called it, and nothing is written when it refuses.
  */
+import { EVERY_SCOPE } from '../../src/management/context.js';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -30,7 +31,7 @@ beforeEach(async () => {
     TESSERA_DATA_DIR: dataDir,
     TESSERA_MASTER_KEY: randomBytes(32).toString('base64url'),
   });
-  ctx = { store, config, actor: 'cli:test' };
+  ctx = { store, config, actor: 'cli:test', holds: EVERY_SCOPE };
 });
 afterEach(async () => {
   await ctx.store.close();

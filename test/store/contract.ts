@@ -142,9 +142,44 @@ export function storeContract(name: string, open: OpenStore): void {
             '0008_client_secrets',
             '0009_private_key_jwt',
             '0010_console',
+            '0011_typed_actors',
           ]);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
+        } finally {
+          await fresh.close();
+        }
+      });
+
+      it('0011 gives the actors of earlier events their kind: client:<id>, and none for an anonymous login', async () => {
+        const fresh = await open(clock.now);
+        try {
+          await fresh.migrate('0010_console');
+          const written: [string, string | null, ChangeAudit['type']][] = [
+            // [actor as recorded before, its source, type]
+            ['ops-client', '10.0.0.1', 'client.updated'],
+            ['tessera', null, 'key.rotated'], // the server itself (no address)
+            ['tessera', '10.0.0.2', 'client.created'], // an admin client whose id is tessera
+            ['anonymous', '10.0.0.3', 'operator.login_failed'], // a failed login for an unknown email
+            ['anonymous', '10.0.0.4', 'grant.updated'], // an admin client whose id is anonymous
+            ['cli:root', null, 'audience.created'],
+            ['operator:ann@example.com', '10.0.0.5', 'operator.login'],
+          ];
+          for (const [actor, source, type] of written) {
+            clock.advance(1000);
+            await fresh.recordEvent({ type, actor, source, target: null, changes: null });
+          }
+          expect(await fresh.migrate()).toEqual(['0011_typed_actors']);
+          const events = await fresh.queryAuditEvents({ limit: 10 });
+          expect(events.reverse().map((e) => [e.actor, e.source, e.type])).toEqual([
+            ['client:ops-client', '10.0.0.1', 'client.updated'],
+            ['tessera', null, 'key.rotated'],
+            ['client:tessera', '10.0.0.2', 'client.created'],
+            [null, '10.0.0.3', 'operator.login_failed'],
+            ['client:anonymous', '10.0.0.4', 'grant.updated'],
+            ['cli:root', null, 'audience.created'],
+            ['operator:ann@example.com', '10.0.0.5', 'operator.login'],
+          ]);
         } finally {
           await fresh.close();
         }
@@ -2163,6 +2198,7 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     '0008_client_secrets',
     '0009_private_key_jwt',
     '0010_console',
+    '0011_typed_actors',
   ]);
   expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
     event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
@@ -2242,6 +2278,7 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     '0008_client_secrets',
     '0009_private_key_jwt',
     '0010_console',
+    '0011_typed_actors',
   ]);
   const audiences = await store.listAudiences();
   expect(audiences).toEqual(

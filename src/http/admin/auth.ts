@@ -1,16 +1,21 @@
 import type { FastifyRequest } from 'fastify';
-import { createLocalJWKSet, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
+import { createLocalJWKSet, decodeJwt, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
 import { SIGNING_ALGS } from '../../domain/algorithms.js';
 import type { AttemptLimiter, KnownClient } from '../../domain/token-service.js';
 import type { PublicJwk } from '../../keys/keyring.js';
 import type { AdminScope } from '../../management/builtin.js';
-import { problem, ProblemError } from './problem.js';
+import { isPossibleClientId } from '../../domain/validate.js';
+import { actorOf } from '../../store/types.js';
+import { insufficientScope, problem, ProblemError } from './problem.js';
 
 /** The caller of an admin request, once its token (or console session) is accepted. */
 export interface AdminCaller {
-  /** Who the audit trail names: the admin client's id, or `operator:<email>`. */
+  /** Who the audit trail names: `client:<id>` or `operator:<email>`. */
   actor: string;
+  /** The admin scopes it holds now: its token's, as far as its grant still holds them; an operator's role's. */
   scopes: ReadonlySet<string>;
+  /** The admin client's id (a token's caller). */
+  clientId?: string;
 }
 
 export interface AdminAuthDeps {
@@ -25,6 +30,9 @@ export interface AdminAuthDeps {
   /** Console sessions: a request without an Authorization header may carry one instead of a token. */
   sessions?: { caller(request: FastifyRequest): Promise<AdminCaller | undefined> };
 }
+
+/** RFC 6750 §2.1: `Bearer` and a b64token. */
+const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i;
 
 const invalidToken = (detail: string): ProblemError =>
   problem(
@@ -85,7 +93,7 @@ export class AdminAuth {
 
   private async verify(header: string | undefined): Promise<AdminCaller> {
     if (header === undefined) throw invalidToken('an access token is required (Authorization: Bearer)');
-    const match = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i.exec(header);
+    const match = BEARER.exec(header);
     if (!match) throw invalidToken('the Authorization header is not a Bearer token');
     let payload: JWTPayload;
     try {
@@ -104,8 +112,14 @@ export class AdminAuth {
     const found = this.deps.findClient(clientId);
     const client = found instanceof Promise ? await found : found;
     if (!client?.enabled) throw invalidToken('the client of this token is disabled or deleted');
-    const scope = typeof payload.scope === 'string' ? payload.scope : '';
-    return { actor: clientId, scopes: new Set(scope.split(' ').filter(Boolean)) };
+    // Live scopes (MANAGEMENT.md): the token's, as far as the client's admin grant holds them now, as this
+    // process's directory knows it (followed through the change feed): a scope taken from the grant, or the grant
+    // deleted, stops working within a second, not when the token expires.
+    const granted = client.grants.get(this.deps.audience)?.scopes;
+    const scopes = new Set<string>();
+    if (granted !== undefined && typeof payload.scope === 'string')
+      for (const scope of payload.scope.split(' ')) if (granted.has(scope)) scopes.add(scope);
+    return { actor: actorOf.client(clientId), scopes, clientId };
   }
 }
 
@@ -117,6 +131,21 @@ export function requireScope(caller: AdminCaller, scope: AdminScope): void {
       'insufficient_scope',
       `this call needs the scope ${scope}`,
       {},
-      { 'www-authenticate': `Bearer error="insufficient_scope", scope="${scope}"` },
+      { 'www-authenticate': insufficientScope([scope]) },
     );
+}
+
+/**
+ * The client id an admin request's bearer token names, verified or not: for the audit trail of a refused call
+ * only (a refused token's claim is what was presented, as a refused token request's client_id is).
+ */
+export function presentedClientId(request: FastifyRequest): string | null {
+  const match = BEARER.exec(request.headers.authorization ?? '');
+  if (!match) return null;
+  try {
+    const id = decodeJwt(match[1]!).client_id;
+    return typeof id === 'string' && isPossibleClientId(id) ? id : null;
+  } catch {
+    return null;
+  }
 }

@@ -5,10 +5,12 @@ import addFormats from 'ajv-formats';
 import type { Config } from '../../config/index.js';
 import type { ManagementContext } from '../../management/index.js';
 import type { Store } from '../../store/types.js';
-import { AdminAuth, requireScope, type AdminAuthDeps, type AdminCaller } from './auth.js';
+import type { AdminRefusal } from '../../audit/recorder.js';
+import { AdminAuth, presentedClientId, requireScope, type AdminAuthDeps, type AdminCaller } from './auth.js';
+import type { AdminGuard } from './route.js';
 import { Cursors } from './paging.js';
 import { SessionCookie } from '../console/session.js';
-import { asProblem, problem, sendProblem } from './problem.js';
+import { asProblem, problem, sendProblem, type ProblemError } from './problem.js';
 import { audienceRoutes } from './routes-audiences.js';
 import { clientRoutes } from './routes-clients.js';
 import { keyAndAuditRoutes } from './routes-keys.js';
@@ -26,6 +28,8 @@ export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience' | 'issuer'>
   store: Store;
   /** The key that signs list cursors; the same on every instance (derived from the master key). */
   cursorKey: Uint8Array;
+  /** Told of every refused call (401, 429, 403): the audit trail sums them per address and minute. */
+  refused?: (refusal: AdminRefusal) => void;
 }
 
 /** What every route handler gets: the caller, and the management context of its request. */
@@ -40,6 +44,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The admin scope a route needs; routes without one need no token (the OpenAPI document). */
     scope?: AdminScope;
+    /** The rule of a change that can hand out admin power, checked before the body is validated (route.ts). */
+    guard?: AdminGuard;
   }
   interface FastifyRequest {
     adminCaller?: AdminCaller;
@@ -126,13 +132,21 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
         const scope = request.routeOptions.config.scope;
         if (scope === undefined) return;
         const caller = await auth.authenticate(request);
-        requireScope(caller, scope);
         request.adminCaller = caller;
+        requireScope(caller, scope);
+      });
+      // Once the body is parsed, before it is validated: a change the rule refuses is a 403 whatever its body.
+      admin.addHook('preValidation', async (request) => {
+        const guard = request.routeOptions.config.guard;
+        if (guard !== undefined) await guard(request, context.context(request));
       });
 
       admin.setErrorHandler((error, request, reply: FastifyReply) => {
         const answer = asProblem(error);
-        if (answer) return sendProblem(reply, answer);
+        if (answer) {
+          audit(request, answer);
+          return sendProblem(reply, answer);
+        }
         request.log.error({ err: error }, 'unexpected error in the admin API');
         return sendProblem(reply, problem(500, 'server_error', 'the server could not complete the request'));
       });
@@ -143,6 +157,19 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
         ),
       );
 
+      /** A refused call, for the audit trail: summed per address and minute, never a write per request. */
+      const audit = (request: FastifyRequest, answer: ProblemError): void => {
+        const { status, detail } = answer.problem;
+        if (deps.refused === undefined || (status !== 401 && status !== 403 && status !== 429)) return;
+        deps.refused({
+          at: Date.now(),
+          type: status === 403 ? 'admin.forbidden' : 'admin.auth_failed',
+          clientId: request.adminCaller?.clientId ?? presentedClientId(request),
+          reason: `${request.method} ${request.routeOptions.url ?? 'unknown route'}: ${detail}`,
+          source: request.ip,
+        });
+      };
+
       const context: AdminRouteContext = {
         cursors,
         config: deps.config,
@@ -150,6 +177,7 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
           store: deps.store,
           config: deps.config,
           actor: request.adminCaller!.actor,
+          holds: request.adminCaller!.scopes,
           source: request.ip,
         }),
       };

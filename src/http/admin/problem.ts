@@ -19,6 +19,10 @@ export interface Problem {
  */
 export const CONSOLE_CHALLENGE = 'Session realm="Tessera console"';
 
+/** RFC 6750 §3.1's challenge of a caller whose token lacks these scopes. */
+export const insufficientScope = (scopes: readonly string[]): string =>
+  `Bearer error="insufficient_scope", scope="${scopes.join(' ')}"`;
+
 /** Stable problem type URIs: `urn:tessera:problem:<code>`, the same codes the CLI prints under --json. */
 export const problemType = (code: string): string => `urn:tessera:problem:${code}`;
 
@@ -30,6 +34,7 @@ const STATUS: Record<ErrorKind, number> = {
   failed: 500,
   unauthenticated: 401,
   throttled: 429,
+  forbidden: 403,
 };
 
 const TITLES: Record<number, string> = {
@@ -145,5 +150,8 @@ function fromManagement(error: ManagementError): ProblemError {
   const headers: Record<string, string> = {};
   if (error.retryAfter !== undefined) headers['retry-after'] = String(error.retryAfter);
   if (error.kind === 'unauthenticated') headers['www-authenticate'] = CONSOLE_CHALLENGE;
+  // RFC 6750 §3.1: the scopes the caller would need, which it lacks (MANAGEMENT.md, no caller gives what it
+  // does not hold).
+  if (error.kind === 'forbidden') headers['www-authenticate'] = insufficientScope(error.scopes ?? []);
   return problem(status, error.code, error.message, errors ? { errors } : {}, headers);
 }

@@ -1,15 +1,27 @@
-import type { FastifyContextConfig, FastifyReply, FastifySchema } from 'fastify';
+import type { FastifyContextConfig, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
+import type { ManagementContext } from '../../management/index.js';
 import type { TSchema } from 'typebox';
 import { parseDuration } from '../../domain/validate.js';
 import type { AdminScope } from '../../management/builtin.js';
 import { etagOf } from '../../management/views.js';
 import { ProblemSchema } from './schemas.js';
 
+const GUARDED =
+  ', and every admin scope that its target holds or would hold (no caller gives what it does not hold: ' +
+  '403 insufficient_scope naming the scopes missing)';
+
 const ERROR_STATUSES = [400, 401, 403, 404, 409, 412, 413, 415, 429, 503] as const;
 
 /**
- * An admin route's options: the scope it needs (checked before the body is read), and its schema for the
- * server and the OpenAPI document alike: its parameters, body, successful answers, and the problem+json
+ * The check of a change that can hand out admin power (MANAGEMENT.md, no caller gives what it does not hold),
+ * made once the body is parsed and before it is validated, so that a refused change is a 403 even when its body is
+ * also invalid. It calls the management layer's rule; the operation checks again in its own transaction.
+ */
+export type AdminGuard = (request: FastifyRequest, ctx: ManagementContext) => Promise<void>;
+
+/**
+ * An admin route's options: the scope it needs (checked before the body is read), its guard, and its schema for
+ * the server and the OpenAPI document alike: its parameters, body, successful answers, and the problem+json
  * answers of every error it can give.
  */
 export function adminRoute(spec: {
@@ -17,6 +29,8 @@ export function adminRoute(spec: {
   summary: string;
   tags: string[];
   scope: AdminScope;
+  /** For a change of a client, a grant or an operator: the rule, before the body is validated. */
+  guard?: AdminGuard;
   params?: TSchema;
   querystring?: TSchema;
   body?: TSchema;
@@ -36,6 +50,7 @@ export function adminRoute(spec: {
     summary: spec.summary,
     description:
       `Needs the scope \`${spec.scope}\`` +
+      (spec.guard ? `${GUARDED}` : '') +
       (spec.scope.endsWith(':read')
         ? '.'
         : '; with a console session, also the `Origin` of the issuer and the header `X-CSRF-Token`.'),
@@ -47,7 +62,7 @@ export function adminRoute(spec: {
     ...(spec.body ? { body: spec.body } : {}),
     response,
   } as FastifySchema;
-  return { config: { scope: spec.scope }, schema };
+  return { config: { scope: spec.scope, ...(spec.guard ? { guard: spec.guard } : {}) }, schema };
 }
 
 /** A single resource's answer: the document, with its ETag. */

@@ -4,10 +4,14 @@ import type { Static } from 'typebox';
 import { audiences, clients, grants, views } from '../../management/index.js';
 import type { AdminRouteContext } from './index.js';
 import { isString, pageOf } from './paging.js';
-import { ifMatch, adminRoute, seconds, sendResource } from './route.js';
+import { ifMatch, adminRoute, seconds, sendResource, type AdminGuard } from './route.js';
 import * as S from './schemas.js';
 
 const tags = ['clients'];
+
+/** Any change of a client needs every admin scope it holds (MANAGEMENT.md), decided before its body is read. */
+export const clientGuard: AdminGuard = (request, mc) =>
+  clients.authorizeChange(mc, (request.params as Static<typeof S.IdParam>).id);
 
 /** A client's fields as the API names them (POST and PATCH alike), as the management layer takes them. */
 const clientFields = (body: Static<typeof S.ClientPatch>): clients.ClientFields => ({
@@ -99,6 +103,7 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       summary: 'Change a client (JSON Merge Patch: fields left out stay as they are)',
       tags,
       scope: 'clients:write',
+      guard: clientGuard,
       params: S.IdParam,
       body: S.ClientPatch,
       ok: { 200: S.Client },
@@ -122,6 +127,7 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       summary: 'Delete a client and its grants',
       tags,
       scope: 'clients:write',
+      guard: clientGuard,
       params: S.IdParam,
       ok: { 204: null },
     }),
@@ -172,6 +178,11 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       summary: 'Grant a client an audience with these scopes (creates or replaces the grant)',
       tags,
       scope: 'clients:write',
+      guard: async (request, mc) => {
+        const { id, audience_id } = request.params as Static<typeof S.GrantParams>;
+        const body = request.body as { scopes?: unknown } | null | undefined;
+        await grants.authorizeGrant(mc, id, audience_id, body?.scopes);
+      },
       params: S.GrantParams,
       body: S.GrantBody,
       ok: { 200: S.Grant, 201: S.Grant },
@@ -200,6 +211,10 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       summary: 'Withdraw an audience from a client',
       tags,
       scope: 'clients:write',
+      guard: async (request, mc) => {
+        const { id, audience_id } = request.params as Static<typeof S.GrantParams>;
+        await grants.authorizeGrant(mc, id, audience_id, []);
+      },
       params: S.GrantParams,
       ok: { 204: null },
     }),

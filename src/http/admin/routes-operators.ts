@@ -4,10 +4,21 @@ import type { Static } from 'typebox';
 import { operators, stats, views } from '../../management/index.js';
 import type { AdminRouteContext } from './index.js';
 import { isString, pageOf } from './paging.js';
-import { adminRoute, ifMatch, sendResource } from './route.js';
+import { adminRoute, ifMatch, sendResource, type AdminGuard } from './route.js';
 import * as S from './schemas.js';
 
 const tags = ['operators'];
+
+/**
+ * Any change of an operator needs every admin scope of the role it has or would have (MANAGEMENT.md), decided
+ * before the body is validated.
+ */
+const operatorGuard: AdminGuard = (request, mc) =>
+  operators.authorizeChange(
+    mc,
+    (request.params as Static<typeof S.IdParam>).id,
+    (request.body as { role?: unknown } | null | undefined)?.role,
+  );
 
 /**
  * Console operators: GET, POST /operators · GET, PATCH, DELETE /operators/{id} · POST /operators/{id}/reset;
@@ -49,6 +60,8 @@ export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       summary: 'Add an operator; the answer has their one-time enrollment link (valid 24 h), this once',
       tags,
       scope: 'operators:write',
+      guard: (request, mc) =>
+        operators.authorizeChange(mc, undefined, (request.body as { role?: unknown } | null)?.role),
       body: S.NewOperator,
       ok: { 201: S.OperatorWithLink },
     }),
@@ -82,6 +95,7 @@ export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       summary: "Change an operator's role, or disable them (their sessions end at once, on every instance)",
       tags,
       scope: 'operators:write',
+      guard: operatorGuard,
       params: S.IdParam,
       body: S.OperatorPatch,
       ok: { 200: S.Operator },
@@ -105,6 +119,7 @@ export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       summary: 'Remove an operator and end their sessions',
       tags,
       scope: 'operators:write',
+      guard: operatorGuard,
       params: S.IdParam,
       ok: { 204: null },
     }),
@@ -122,6 +137,7 @@ export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
         "A new enrollment link (valid 24 h), shown this once: the operator's password is cleared and their sessions end",
       tags,
       scope: 'operators:write',
+      guard: operatorGuard,
       params: S.IdParam,
       ok: { 200: S.OperatorWithLink },
     }),

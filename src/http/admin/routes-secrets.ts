@@ -5,6 +5,7 @@ import { secrets, views } from '../../management/index.js';
 import type { AdminRouteContext } from './index.js';
 import { adminRoute, seconds } from './route.js';
 import * as S from './schemas.js';
+import { clientGuard } from './routes-clients.js';
 
 const tags = ['clients'];
 
@@ -34,6 +35,7 @@ export function secretRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
         'Add a secret, shown this once; the others expire after `grace` (default 0: at once). At most 5 live.',
       tags,
       scope: 'clients:write',
+      guard: clientGuard,
       params: S.IdParam,
       body: S.NewSecretBody,
       ok: { 201: S.SecretWithValue },
@@ -59,6 +61,7 @@ export function secretRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       summary: 'Revoke a secret: it stops working at once',
       tags,
       scope: 'clients:write',
+      guard: clientGuard,
       params: S.SecretParams,
       ok: { 204: null },
     }),

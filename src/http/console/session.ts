@@ -1,6 +1,5 @@
 import type { FastifyRequest } from 'fastify';
 import type { Config } from '../../config/index.js';
-import { ROLE_SCOPES } from '../../management/builtin.js';
 import { sessions, type ManagementContext } from '../../management/index.js';
 import type { SessionPolicy } from '../../management/sessions.js';
 import type { Operator, Store } from '../../store/types.js';
@@ -13,6 +12,8 @@ export const CSRF_HEADER = 'x-csrf-token';
  * as activity, so a page left open still lets its session end after the idle timeout.
  */
 export const BACKGROUND_HEADER = 'x-tessera-background';
+
+const NO_SCOPES: ReadonlySet<string> = new Set();
 
 /** Methods that change nothing (RFC 9110 §9.2.1): the only ones a session may use without CSRF token and Origin. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -92,9 +93,18 @@ export class ConsoleSessions {
     return this.deps.policy;
   }
 
-  /** The management context of a console request, before its operator is known. */
+  /**
+   * The management context of a console request, before its operator is known: it holds no admin scope (logins
+   * and enrollments name their operator themselves, see sessions.operatorContext).
+   */
   context(request: FastifyRequest): ManagementContext {
-    return { store: this.deps.store, config: this.deps.config, actor: 'console', source: request.ip };
+    return {
+      store: this.deps.store,
+      config: this.deps.config,
+      actor: 'console',
+      holds: NO_SCOPES,
+      source: request.ip,
+    };
   }
 
   /** The session cookie's value of a request, if any. */
@@ -143,9 +153,10 @@ export class ConsoleSessions {
         {},
         { 'www-authenticate': 'Bearer error="invalid_token"' },
       );
+    const { actor, holds } = sessions.operatorContext(this.context(request), found.operator);
     return {
-      actor: `operator:${found.operator.email}`,
-      scopes: new Set(ROLE_SCOPES[found.operator.role]),
+      actor,
+      scopes: holds,
       operator: found.operator,
       token,
       expiresAt: found.session.expiresAt,

@@ -1,0 +1,579 @@
+/**
+ * No caller gives what it does not hold (MANAGEMENT.md): every case of the rule through the admin API, with a
+ * token and with a console session, with its exact answer; and that nothing changes when a change is refused.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ADMIN_SCOPES,
+  adminAudienceUrl,
+  ensureAdminAudience,
+  ROLE_SCOPES,
+} from '../../src/management/builtin.js';
+import { EVERY_SCOPE } from '../../src/management/context.js';
+import {
+  audiences,
+  clients,
+  grants,
+  operators,
+  secrets,
+  type ManagementContext,
+} from '../../src/management/index.js';
+import { exportConfig } from '../../src/management/config.js';
+import {
+  adminCall,
+  adminClient,
+  operatorSession,
+  type AdminAnswer,
+  type AdminCredentials,
+} from '../helpers/admin.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+const API = 'https://api.example.com';
+const W = ['clients:read', 'clients:write'];
+const WK = [...W, 'keys:read', 'keys:write'];
+const O = ['operators:read', 'operators:write'];
+const OV = [...O, ...ROLE_SCOPES.viewer];
+const ALL = [...ADMIN_SCOPES];
+const minus = (all: readonly string[], held: readonly string[]) =>
+  all.filter((s) => !held.includes(s)).sort();
+
+let t: TestServer;
+let ctx: ManagementContext;
+let adminUrl: string;
+let adminId: string;
+let apiId: string;
+let serial = 0;
+
+beforeAll(async () => {
+  t = await startTestServer();
+  ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE };
+  adminUrl = adminAudienceUrl(t.config);
+  adminId = (await ensureAdminAudience(ctx)).id;
+  apiId = (await audiences.addAudience(ctx, { url: API, scopes: [{ name: 'orders:read' }] })).id;
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+/** A target client: with an admin grant of these scopes (null: no admin grant), granted the API too. */
+async function target(adminScopes: readonly string[] | null): Promise<{ id: string; secretId: string }> {
+  const id = `target-${++serial}`;
+  const { client } = await clients.createClient(ctx, {
+    id,
+    name: 'target',
+    grants: adminScopes === null ? [API] : [API, adminUrl],
+    ...(adminScopes === null ? {} : { scopes: { [adminUrl]: [...adminScopes] } }),
+  });
+  await t.sync();
+  return { id, secretId: client.secrets[0]!.id };
+}
+
+/** The exact refusal of the rule: 403, the scopes missing in the challenge and the detail. */
+function expectRefused(answer: AdminAnswer, what: string, missing: readonly string[]): void {
+  expect({ status: answer.status, body: answer.body }).toEqual({
+    status: 403,
+    body: {
+      type: 'urn:tessera:problem:insufficient_scope',
+      title: 'Forbidden',
+      status: 403,
+      detail: `${what} needs every admin scope it holds or would hold, and this caller lacks ${missing.join(' ')}`,
+    },
+  });
+  expect(answer.headers.get('content-type')).toBe('application/problem+json; charset=utf-8');
+  expect(answer.headers.get('cache-control')).toBe('no-store');
+  expect(answer.headers.get('www-authenticate')).toBe(
+    `Bearer error="insufficient_scope", scope="${missing.join(' ')}"`,
+  );
+}
+
+/** Everything a refused change could have touched: clients, grants, secrets, operators, the change events. */
+async function snapshot() {
+  const { store } = t.server.runtime;
+  return {
+    config: await exportConfig(ctx),
+    secrets: (await store.listClients()).map((c) => [c.id, c.enabled, c.secrets.map((s) => s.id)]),
+    operators: await store.listOperators(),
+    changes: (await store.queryAuditEvents({ limit: 1000 })).filter((e) => !e.type.startsWith('token.'))
+      .length,
+  };
+}
+
+interface Case {
+  name: string;
+  /** The admin scopes of the caller (an admin client). */
+  caller: readonly string[];
+  /** The target's admin scopes (null: none), made fresh for the case. */
+  target: readonly string[] | null;
+  /** The request: method, path and body, given the target's id and one of its secrets' ids. */
+  request: (id: string, secretId: string) => [string, string, unknown?];
+  /** Allowed: the status; refused: the scopes missing and the subject of the refusal. */
+  expect: number | { missing: readonly string[]; what: (id: string) => string };
+}
+
+const client = (id: string) => `a change of client ${id}`;
+const adminGrant = () => `a grant of ${adminUrl}`;
+const JWKS = {
+  keys: [
+    {
+      kty: 'EC',
+      crv: 'P-256',
+      x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU',
+      y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0',
+    },
+  ],
+};
+
+const CLIENT_CASES: Case[] = [
+  // Granting the admin audience: every scope the grant would hold.
+  {
+    name: 'clients:write grants a client every admin scope',
+    caller: W,
+    target: null,
+    request: (id) => ['PUT', `/clients/${id}/grants/${adminId}`, { scopes: ALL }],
+    expect: { missing: minus(ALL, W), what: adminGrant },
+  },
+  {
+    name: 'clients:write grants a client one admin scope it lacks among some it holds',
+    caller: W,
+    target: null,
+    request: (id) => ['PUT', `/clients/${id}/grants/${adminId}`, { scopes: ['clients:read', 'keys:write'] }],
+    expect: { missing: ['keys:write'], what: adminGrant },
+  },
+  {
+    name: 'a refused grant with an invalid body too is a 403, not a 400',
+    caller: W,
+    target: null,
+    request: (id) => [
+      'PUT',
+      `/clients/${id}/grants/${adminId}`,
+      { scopes: ['keys:write', 42], unknown_field: true },
+    ],
+    expect: { missing: ['keys:write'], what: adminGrant },
+  },
+  {
+    name: 'clients:write grants a client admin scopes it holds itself',
+    caller: W,
+    target: null,
+    request: (id) => ['PUT', `/clients/${id}/grants/${adminId}`, { scopes: ['clients:read'] }],
+    expect: 201,
+  },
+  {
+    name: 'clients:write grants the admin audience without scopes',
+    caller: W,
+    target: null,
+    request: (id) => ['PUT', `/clients/${id}/grants/${adminId}`, {}],
+    expect: 201,
+  },
+  {
+    name: 'a scope the admin audience does not define is a 400 for a caller the rule allows',
+    caller: W,
+    target: null,
+    request: (id) => ['PUT', `/clients/${id}/grants/${adminId}`, { scopes: ['orders:read'] }],
+    expect: 400,
+  },
+  {
+    name: 'an admin client with more scopes cannot lower its own to what the caller holds',
+    caller: W,
+    target: ALL,
+    request: (id) => ['PUT', `/clients/${id}/grants/${adminId}`, { scopes: ['clients:read'] }],
+    expect: { missing: minus(ALL, W), what: adminGrant },
+  },
+  {
+    name: 'a caller lowers an admin client whose scopes it all holds',
+    caller: WK,
+    target: ['keys:read', 'keys:write'],
+    request: (id) => ['PUT', `/clients/${id}/grants/${adminId}`, { scopes: ['keys:read'] }],
+    expect: 200,
+  },
+  {
+    name: 'nor raises it past what the caller holds',
+    caller: WK,
+    target: ['keys:read', 'keys:write'],
+    request: (id) => ['PUT', `/clients/${id}/grants/${adminId}`, { scopes: ['keys:read', 'audit:read'] }],
+    expect: { missing: ['audit:read'], what: adminGrant },
+  },
+  // Any change of a client that holds an admin grant: every scope it holds.
+  {
+    name: 'a secret added to a full admin client',
+    caller: W,
+    target: ALL,
+    request: (id) => ['POST', `/clients/${id}/secrets`, {}],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: "a full admin client's secret revoked",
+    caller: W,
+    target: ALL,
+    request: (id, secretId) => ['DELETE', `/clients/${id}/secrets/${secretId}`],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: 'a full admin client disabled',
+    caller: W,
+    target: ALL,
+    request: (id) => ['PATCH', `/clients/${id}`, { enabled: false }],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: 'a full admin client renamed',
+    caller: W,
+    target: ALL,
+    request: (id) => ['PATCH', `/clients/${id}`, { name: 'mine now' }],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: 'a full admin client switched to keys the caller has',
+    caller: W,
+    target: ALL,
+    request: (id) => [
+      'PATCH',
+      `/clients/${id}`,
+      { token_endpoint_auth_method: 'private_key_jwt', jwks: JWKS },
+    ],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: 'a full admin client given a jwks_uri',
+    caller: W,
+    target: ALL,
+    request: (id) => [
+      'PATCH',
+      `/clients/${id}`,
+      { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'https://keys.example.com/jwks' },
+    ],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: 'a refused change with an invalid body too is a 403, not a 400',
+    caller: W,
+    target: ALL,
+    request: (id) => ['PATCH', `/clients/${id}`, { enabled: 'no', unknown_field: 1 }],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: 'a full admin client deleted',
+    caller: W,
+    target: ALL,
+    request: (id) => ['DELETE', `/clients/${id}`],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: 'a full admin client granted another audience',
+    caller: W,
+    target: ALL,
+    request: (id) => ['PUT', `/clients/${id}/grants/${apiId}`, { scopes: ['orders:read'] }],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: "a full admin client's admin grant withdrawn",
+    caller: W,
+    target: ALL,
+    request: (id) => ['DELETE', `/clients/${id}/grants/${adminId}`],
+    expect: { missing: minus(ALL, W), what: adminGrant },
+  },
+  {
+    name: "a full admin client's other grant withdrawn",
+    caller: W,
+    target: ALL,
+    request: (id) => ['DELETE', `/clients/${id}/grants/${apiId}`],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: 'an admin client holding one scope the caller lacks',
+    caller: W,
+    target: ['audit:read'],
+    request: (id) => ['POST', `/clients/${id}/secrets`, {}],
+    expect: { missing: ['audit:read'], what: client },
+  },
+  // What the caller holds, it may change.
+  {
+    name: 'a secret added to an admin client whose scopes the caller holds',
+    caller: WK,
+    target: ['keys:read', 'keys:write'],
+    request: (id) => ['POST', `/clients/${id}/secrets`, {}],
+    expect: 201,
+  },
+  {
+    name: 'an admin client whose scopes the caller holds disabled',
+    caller: WK,
+    target: ['keys:write'],
+    request: (id) => ['PATCH', `/clients/${id}`, { enabled: false }],
+    expect: 200,
+  },
+  {
+    name: 'an admin client whose scopes the caller holds deleted',
+    caller: WK,
+    target: ['keys:read'],
+    request: (id) => ['DELETE', `/clients/${id}`],
+    expect: 204,
+  },
+  {
+    name: 'an admin grant without scopes needs none',
+    caller: W,
+    target: [],
+    request: (id) => ['POST', `/clients/${id}/secrets`, {}],
+    expect: 201,
+  },
+  {
+    name: 'a client without an admin grant: clients:write is enough',
+    caller: W,
+    target: null,
+    request: (id, secretId) => ['DELETE', `/clients/${id}/secrets/${secretId}`],
+    expect: 204,
+  },
+  {
+    name: 'a full admin caller changes a full admin client',
+    caller: ALL,
+    target: ALL,
+    request: (id) => ['PATCH', `/clients/${id}`, { enabled: false }],
+    expect: 200,
+  },
+];
+
+/** Operators: a target operator of a role (null: a new one). */
+interface OperatorCase {
+  name: string;
+  caller: readonly string[];
+  target: 'admin' | 'viewer' | null;
+  request: (id: string) => [string, string, unknown?];
+  expect: number | { missing: readonly string[]; what: (email: string) => string };
+}
+
+const operator = (email: string) => `a change of operator ${email}`;
+const newOperator = () => 'a new operator';
+
+const OPERATOR_CASES: OperatorCase[] = [
+  {
+    name: 'operators:write adds an admin operator',
+    caller: O,
+    target: null,
+    request: () => ['POST', '/operators', { email: `new-${++serial}@example.com`, role: 'admin' }],
+    expect: { missing: minus(ALL, O), what: newOperator },
+  },
+  {
+    name: 'operators:write adds a viewer without the read scopes',
+    caller: O,
+    target: null,
+    request: () => ['POST', '/operators', { email: `new-${++serial}@example.com`, role: 'viewer' }],
+    expect: { missing: minus(ROLE_SCOPES.viewer, O), what: newOperator },
+  },
+  {
+    name: 'a refused operator with an invalid body too is a 403, not a 400',
+    caller: O,
+    target: null,
+    request: () => ['POST', '/operators', { email: 5, role: 'admin' }],
+    expect: { missing: minus(ALL, O), what: newOperator },
+  },
+  {
+    name: 'operators:write with the viewer scopes adds a viewer',
+    caller: OV,
+    target: null,
+    request: () => ['POST', '/operators', { email: `new-${++serial}@example.com`, role: 'viewer' }],
+    expect: 201,
+  },
+  {
+    name: 'a viewer made an admin',
+    caller: OV,
+    target: 'viewer',
+    request: (id) => ['PATCH', `/operators/${id}`, { role: 'admin' }],
+    expect: { missing: minus(ALL, OV), what: operator },
+  },
+  {
+    name: 'an admin operator disabled',
+    caller: OV,
+    target: 'admin',
+    request: (id) => ['PATCH', `/operators/${id}`, { enabled: false }],
+    expect: { missing: minus(ALL, OV), what: operator },
+  },
+  {
+    name: 'an admin operator reset',
+    caller: OV,
+    target: 'admin',
+    request: (id) => ['POST', `/operators/${id}/reset`],
+    expect: { missing: minus(ALL, OV), what: operator },
+  },
+  {
+    name: 'an admin operator removed',
+    caller: OV,
+    target: 'admin',
+    request: (id) => ['DELETE', `/operators/${id}`],
+    expect: { missing: minus(ALL, OV), what: operator },
+  },
+  {
+    name: 'a viewer disabled by a caller holding its scopes',
+    caller: OV,
+    target: 'viewer',
+    request: (id) => ['PATCH', `/operators/${id}`, { enabled: false }],
+    expect: 200,
+  },
+  {
+    name: 'a viewer reset by a caller holding its scopes',
+    caller: OV,
+    target: 'viewer',
+    request: (id) => ['POST', `/operators/${id}/reset`],
+    expect: 200,
+  },
+  {
+    name: 'a role that does not exist is a 400 for a caller the rule allows',
+    caller: OV,
+    target: 'viewer',
+    request: (id) => ['PATCH', `/operators/${id}`, { role: 'root' }],
+    expect: 400,
+  },
+  {
+    name: 'an admin operator removed by an admin',
+    caller: ALL,
+    target: 'admin',
+    request: (id) => ['DELETE', `/operators/${id}`],
+    expect: 204,
+  },
+];
+
+async function operatorTarget(role: 'admin' | 'viewer'): Promise<{ id: string; email: string }> {
+  const email = `target-${++serial}@example.com`;
+  const { operator } = await operators.addOperator(ctx, { email, role });
+  return { id: operator.id, email };
+}
+
+describe('no caller gives what it does not hold: an admin client with a token', () => {
+  it.each(CLIENT_CASES)('$name', async (c) => {
+    const caller = await adminClient(t, ctx, c.caller);
+    const { id, secretId } = await target(c.target);
+    const before = await snapshot();
+    const [method, path, body] = c.request(id, secretId);
+    const answer = await adminCall(t, { token: caller.token }, method, path, body);
+    if (typeof c.expect === 'number') {
+      expect(answer.status, JSON.stringify(answer.body)).toBe(c.expect);
+      return;
+    }
+    expectRefused(answer, c.expect.what(id), c.expect.missing);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('a client grants itself every admin scope: refused, and its next token has no more than before', async () => {
+    const caller = await adminClient(t, ctx, W);
+    const answer = await adminCall(
+      t,
+      { token: caller.token },
+      'PUT',
+      `/clients/${caller.id}/grants/${adminId}`,
+      {
+        scopes: ALL,
+      },
+    );
+    expectRefused(answer, adminGrant(), minus(ALL, W));
+    const created = await adminCall(t, { token: caller.token }, 'POST', '/operators', {
+      email: 'escalated@example.com',
+      role: 'admin',
+    });
+    expect(created.status).toBe(403);
+    expect(created.headers.get('www-authenticate')).toBe(
+      'Bearer error="insufficient_scope", scope="operators:write"',
+    );
+  });
+
+  it.each(OPERATOR_CASES)('$name', async (c) => {
+    const caller = await adminClient(t, ctx, c.caller);
+    const existing = c.target === null ? undefined : await operatorTarget(c.target);
+    const before = await snapshot();
+    const [method, path, body] = c.request(existing?.id ?? '');
+    const answer = await adminCall(t, { token: caller.token }, method, path, body);
+    if (typeof c.expect === 'number') {
+      expect(answer.status, JSON.stringify(answer.body)).toBe(c.expect);
+      return;
+    }
+    expectRefused(answer, c.expect.what(existing?.email ?? ''), c.expect.missing);
+    expect(await snapshot()).toEqual(before);
+  });
+});
+
+describe('no caller gives what it does not hold: a console session', () => {
+  let admin: AdminCredentials;
+  let viewer: AdminCredentials;
+
+  beforeAll(async () => {
+    admin = await operatorSession(t, ctx, 'boss@example.com', 'admin');
+    viewer = await operatorSession(t, ctx, 'watcher@example.com', 'viewer');
+  });
+
+  /** An admin operator holds every scope: each case's change is allowed, with the answer of its success. */
+  const ALLOWED: Record<string, number> = { POST: 201, PATCH: 200, PUT: 201, DELETE: 204 };
+
+  it.each(CLIENT_CASES.filter((c) => typeof c.expect !== 'number'))('an admin operator: $name', async (c) => {
+    const { id, secretId } = await target(c.target);
+    const [method, path, body] = c.request(id, secretId);
+    const valid = (body as { unknown_field?: unknown } | undefined)?.unknown_field === undefined;
+    const answer = await adminCall(t, admin, method, path, body);
+    // A PUT creates a grant only for a target without an admin grant; every target already has the API's.
+    const status =
+      method === 'PUT' ? (c.target === null && path.includes(adminId) ? 201 : 200) : ALLOWED[method];
+    expect(answer.status, JSON.stringify(answer.body)).toBe(valid ? status : 400);
+  });
+
+  it.each(OPERATOR_CASES.filter((c) => typeof c.expect !== 'number'))(
+    'an admin operator: $name',
+    async (c) => {
+      const existing = c.target === null ? undefined : await operatorTarget(c.target);
+      const [method, path, body] = c.request(existing?.id ?? '');
+      const answer = await adminCall(t, admin, method, path, body);
+      const valid = typeof (body as { email?: unknown } | undefined)?.email !== 'number';
+      const status = path.endsWith('/reset') ? 200 : ALLOWED[method];
+      expect(answer.status, JSON.stringify(answer.body)).toBe(valid ? status : 400);
+    },
+  );
+
+  const VIEWER_CASES = [
+    ...CLIENT_CASES.map((c) => ({
+      ...c,
+      scope: 'clients:write',
+      sent: c.request('target-none', 'sec_none'),
+    })),
+    ...OPERATOR_CASES.map((c) => ({ ...c, scope: 'operators:write', sent: c.request('op_none') })),
+  ].filter((c) => typeof c.expect !== 'number');
+
+  it.each(VIEWER_CASES)('a viewer changes nothing: $name', async ({ scope, sent: [method, path, body] }) => {
+    const before = await snapshot();
+    const answer = await adminCall(t, viewer, method, path, body);
+    expect({ status: answer.status, body: answer.body }).toEqual({
+      status: 403,
+      body: {
+        type: 'urn:tessera:problem:insufficient_scope',
+        title: 'Forbidden',
+        status: 403,
+        detail: `this call needs the scope ${scope}`,
+      },
+    });
+    expect(answer.headers.get('www-authenticate')).toBe(
+      `Bearer error="insufficient_scope", scope="${scope}"`,
+    );
+    expect(await snapshot()).toEqual(before);
+  });
+});
+
+describe('the rule in the management layer, for every face but the local CLI', () => {
+  it('refuses in the operation itself, whichever face calls it', async () => {
+    const lesser: ManagementContext = { ...ctx, actor: 'client:lesser', holds: new Set(W) };
+    const { id } = await target(ALL);
+    const refusal = {
+      code: 'insufficient_scope',
+      scopes: minus(ALL, W),
+    };
+    await expect(secrets.addSecret(lesser, id)).rejects.toMatchObject(refusal);
+    await expect(clients.setEnabled(lesser, id, false)).rejects.toMatchObject(refusal);
+    await expect(clients.rotateSecret(lesser, id)).rejects.toMatchObject(refusal);
+    await expect(clients.deleteClient(lesser, id)).rejects.toMatchObject(refusal);
+    await expect(grants.removeGrant(lesser, id, API)).rejects.toMatchObject(refusal);
+    await expect(grants.addGrant(lesser, id, 'https://other.example.com')).rejects.toMatchObject(refusal);
+    await expect(
+      clients.createClient(lesser, { name: 'x', grants: [adminUrl], scopes: { [adminUrl]: ['keys:write'] } }),
+    ).rejects.toMatchObject({ code: 'insufficient_scope', scopes: ['keys:write'] });
+    await expect(
+      operators.addOperator(lesser, { email: 'x@example.com', role: 'viewer' }),
+    ).rejects.toMatchObject({
+      code: 'insufficient_scope',
+      scopes: minus(ROLE_SCOPES.viewer, W),
+    });
+    // The local CLI holds every scope: it is how the first admin is made.
+    await clients.setEnabled(ctx, id, false);
+  });
+});
