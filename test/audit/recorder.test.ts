@@ -502,6 +502,85 @@ describe('AuditRecorder: throttled refusals', () => {
   });
 });
 
+describe("AuditRecorder: the admin API's refusals", () => {
+  it('are summed per kind, address and minute, with their different reasons; in the store once the minute is over, never in the chart', async () => {
+    const dir = tempDir();
+    const store = await sqlite(path.join(dir, 'tessera.db'));
+    const minute = T0 - (T0 % THROTTLE_WINDOW_MS);
+    let now = minute + 1000;
+    const r = recorder(store, path.join(dir, 'spool'), { now: () => now });
+    r.start();
+    const refusal = (
+      at: number,
+      type: 'admin.auth_failed' | 'admin.forbidden',
+      reason: string,
+      clientId: string | null,
+    ) => r.recordAdminRefusal({ at, type, clientId, reason, source: '203.0.113.7' });
+    for (let i = 0; i < 4; i++)
+      refusal(
+        minute + 1000 + i,
+        'admin.auth_failed',
+        'GET /admin/v1/keys: the access token is not valid for this API',
+        null,
+      );
+    refusal(
+      minute + 2000,
+      'admin.forbidden',
+      'GET /admin/v1/keys: this call needs the scope keys:read',
+      'ops',
+    );
+    refusal(
+      minute + 2001,
+      'admin.forbidden',
+      'GET /admin/v1/keys: this call needs the scope keys:read',
+      'ops',
+    );
+    refusal(
+      minute + 2002,
+      'admin.forbidden',
+      'POST /admin/v1/operators: this call needs the scope operators:write',
+      'ops',
+    );
+    await r.flush(); // the minute is not over: nothing of it yet
+    expect(await store.queryAuditEvents({ limit: 100 })).toEqual([]);
+    // Within a second of the minute's end (the recorder writes every second), well inside the contract's 10 s.
+    now = minute + THROTTLE_WINDOW_MS + 1;
+    await r.flush();
+    const events = await store.queryAuditEvents({ limit: 100 });
+    expect(events.map(({ id: _id, ...e }) => e)).toEqual([
+      {
+        at: new Date(minute + 2000).toISOString(),
+        type: 'admin.forbidden',
+        clientId: 'ops',
+        audience: null,
+        jti: null,
+        reason:
+          'GET /admin/v1/keys: this call needs the scope keys:read; POST /admin/v1/operators: this call needs the scope operators:write',
+        source: '203.0.113.7',
+        count: 3,
+        actor: null,
+        target: null,
+        changes: null,
+      },
+      {
+        at: new Date(minute + 1000).toISOString(),
+        type: 'admin.auth_failed',
+        clientId: null,
+        audience: null,
+        jti: null,
+        reason: 'GET /admin/v1/keys: the access token is not valid for this API',
+        source: '203.0.113.7',
+        count: 4,
+        actor: null,
+        target: null,
+        changes: null,
+      },
+    ]);
+    // The overview's chart counts the token endpoint only.
+    expect(await store.tokenCounts(minute, minute + THROTTLE_WINDOW_MS)).toEqual([]);
+  });
+});
+
 describe('AuditRecorder: retention', () => {
   it('deletes events older than the retention in small statements, and keeps the rest', async () => {
     const dir = tempDir();

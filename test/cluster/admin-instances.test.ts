@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVERY_SCOPE } from '../../src/management/context.js';
 import { loadConfig } from '../../src/config/index.js';
 import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
-import { audiences, clients, secrets, type ManagementContext } from '../../src/management/index.js';
+import { audiences, clients, grants, secrets, type ManagementContext } from '../../src/management/index.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { startServe, tesseraEnv, waitFor, type Serve } from '../helpers/process.js';
@@ -132,6 +132,57 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
     });
     console.log(`enabled → 200 after ${toAccept.join(' ms, ')} ms (instances A, B)`);
     for (const ms of toAccept) expect(ms).toBeLessThan(1000);
+  });
+
+  it("a scope taken from an admin client's grant, then the grant itself, stops working on every instance within one second", async () => {
+    await ensureAdminAudience(ctx);
+    const { client, secret } = await clients.createClient(ctx, {
+      name: 'ops',
+      grants: [ADMIN],
+      scopes: { [ADMIN]: ['keys:read', 'audit:read'] },
+    });
+    const answer = await postToken(instances[0]!.url, {
+      grant_type: 'client_credentials',
+      client_id: client.id,
+      client_secret: secret,
+      audience: ADMIN,
+    });
+    expect(answer.status).toBe(200);
+    const token = answer.body.access_token as string;
+    const status = async (instance: Serve, path: string) => {
+      const response = await fetch(`${instance.url}/admin/v1${path}`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      await response.body?.cancel();
+      return { status: response.status, challenge: response.headers.get('www-authenticate') };
+    };
+    for (const instance of instances) expect((await status(instance, '/keys')).status).toBe(200);
+
+    // keys:read taken from the grant (the token still says it has it): refused everywhere within a second.
+    const started = Date.now();
+    await grants.setGrantScopes(ctx, client.id, ADMIN, ['audit:read']);
+    const toRefuse = await eachInstance(async (i) => (await status(i, '/keys')).status === 403);
+    console.log(`scope removed → 403 after ${toRefuse.join(' ms, ')} ms (instances A, B)`);
+    expect(Date.now() - started).toBeLessThan(1000);
+    for (const instance of instances) {
+      expect(await status(instance, '/keys')).toEqual({
+        status: 403,
+        challenge: 'Bearer error="insufficient_scope", scope="keys:read"',
+      });
+      // The scope it still has works.
+      expect((await status(instance, '/audit-events')).status).toBe(200);
+    }
+
+    // The grant deleted: the token holds nothing any more.
+    await grants.removeGrant(ctx, client.id, ADMIN);
+    const toNothing = await eachInstance(async (i) => (await status(i, '/audit-events')).status === 403);
+    console.log(`grant deleted → 403 after ${toNothing.join(' ms, ')} ms (instances A, B)`);
+    for (const ms of toNothing) expect(ms).toBeLessThan(1000);
+    for (const instance of instances)
+      expect(await status(instance, '/audit-events')).toEqual({
+        status: 403,
+        challenge: 'Bearer error="insufficient_scope", scope="audit:read"',
+      });
   });
 
   it('a scope removed from an audience on one side is refused by every instance within one second', async () => {

@@ -27,6 +27,8 @@ import {
   type AdminCredentials,
 } from '../helpers/admin.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { sqlitePath } from '../../src/config/index.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
 
 const API = 'https://api.example.com';
 const W = ['clients:read', 'clients:write'];
@@ -575,5 +577,82 @@ describe('the rule in the management layer, for every face but the local CLI', (
     });
     // The local CLI holds every scope: it is how the first admin is made.
     await clients.setEnabled(ctx, id, false);
+  });
+});
+
+describe('the audit trail of the admin API', () => {
+  it('sums refused calls per address and minute (admin.auth_failed, admin.forbidden), with no write per request', async () => {
+    const own = await startTestServer();
+    const ownCtx: ManagementContext = { ...ctx, store: own.server.runtime.store, config: own.config };
+    try {
+      const caller = await adminClient(own, ownCtx, ['clients:read']);
+      const changesBefore = await own.server.runtime.store.latestChange();
+      const written = await own.server.runtime.store.queryAuditEvents({ limit: 1000 });
+      // Four bad tokens: none, not a JWT, a token for another audience, a forged signature.
+      const bad: (AdminCredentials | undefined)[] = [
+        undefined,
+        { token: 'not-a-token' },
+        { token: caller.token.slice(0, -4) + 'AAAA' },
+        { token: `${caller.token.split('.').slice(0, 2).join('.')}.${'A'.repeat(86)}` },
+      ];
+      for (const as of bad) expect((await adminCall(own, as, 'GET', '/clients')).status).toBe(401);
+      // Three calls missing a scope: two routes' own scopes, one refused by the rule.
+      expect((await adminCall(own, caller, 'GET', '/keys')).status).toBe(403);
+      expect((await adminCall(own, caller, 'POST', '/clients', { name: 'x' })).status).toBe(403);
+      expect((await adminCall(own, caller, 'GET', '/operators')).status).toBe(403);
+      // Nothing written while the minute lasts: no change, no event.
+      expect(await own.server.runtime.store.latestChange()).toBe(changesBefore);
+      expect(await own.server.runtime.store.queryAuditEvents({ limit: 1000 })).toEqual(written);
+      // Closing records the minute's sums (as the minute's end does, within a second).
+      await own.server.close();
+      const store = openSqliteStore(sqlitePath(own.config));
+      try {
+        const events = await store.queryAuditEvents({
+          limit: 10,
+          types: ['admin.auth_failed', 'admin.forbidden'],
+        });
+        expect(events.map((e) => [e.type, e.count, e.source, e.clientId, e.actor]).sort()).toEqual([
+          ['admin.auth_failed', 4, '127.0.0.1', null, null],
+          ['admin.forbidden', 3, '127.0.0.1', caller.id, null],
+        ]);
+        expect(events.find((e) => e.type === 'admin.forbidden')!.reason).toBe(
+          'GET /admin/v1/keys: this call needs the scope keys:read; ' +
+            'POST /admin/v1/clients: this call needs the scope clients:write; ' +
+            'GET /admin/v1/operators: this call needs the scope operators:read',
+        );
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('names every actor by its kind: no client id passes for the server or an anonymous login', async () => {
+    const since = new Date().toISOString();
+    const tessera = await adminClient(t, ctx, W, 'tessera');
+    const anonymous = await adminClient(t, ctx, W, 'anonymous');
+    const { id } = await target(null);
+    expect((await adminCall(t, tessera, 'PATCH', `/clients/${id}`, { name: 'by tessera' })).status).toBe(200);
+    expect((await adminCall(t, anonymous, 'PATCH', `/clients/${id}`, { name: 'by anonymous' })).status).toBe(
+      200,
+    );
+    const session = await operatorSession(t, ctx, 'namer@example.com', 'admin');
+    expect((await adminCall(t, session, 'PATCH', `/clients/${id}`, { name: 'by an operator' })).status).toBe(
+      200,
+    );
+    await clients.updateClient(ctx, id, { name: 'by the cli' });
+    const trail = await adminCall(
+      t,
+      { token: (await adminClient(t, ctx, ['audit:read'])).token },
+      'GET',
+      `/audit-events?type=client.updated&client_id=${id}&since=${since}`,
+    );
+    expect(trail.body.items.map((e: { actor: string }) => e.actor).reverse()).toEqual([
+      'client:tessera',
+      'client:anonymous',
+      'operator:namer@example.com',
+      'cli:test',
+    ]);
   });
 });

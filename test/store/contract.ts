@@ -2046,6 +2046,25 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.queryAuditEvents({ limit: 100 })).toHaveLength(8);
       });
 
+      it("leaves the admin API's refusals out of the counts, alone in a batch or with a spool position too", async () => {
+        await store.appendAuditEvents([ev(M, 'token.issued'), ev(M + 1, 'admin.forbidden', 3)]);
+        await store.appendAuditEvents([ev(M + 2, 'admin.auth_failed', 4)]);
+        await store.appendAuditEvents([ev(M + 60_000, 'admin.auth_failed', 2)], {
+          segment: 'a.00000001.spool',
+          offset: 42,
+        });
+        expect(await all()).toEqual([{ minute: iso(M), issued: 1, refused: 0 }]);
+        expect(await store.spoolPosition('a.00000001.spool')).toBe(42);
+        expect((await store.queryAuditEvents({ limit: 10 })).map((e) => [e.type, e.count]).reverse()).toEqual(
+          [
+            ['token.issued', null],
+            ['admin.forbidden', 3],
+            ['admin.auth_failed', 4],
+            ['admin.auth_failed', 2],
+          ],
+        );
+      });
+
       it('adds up across calls for the same minute, keeps minutes apart, and lists only minutes that had any, oldest first', async () => {
         await store.appendAuditEvents([ev(M + 5, 'token.issued'), ev(M + 6, 'token.refused')]);
         await store.appendAuditEvents([ev(M + 7, 'token.issued'), ev(M + 8, 'token.throttled', 4)]);
