@@ -19,12 +19,6 @@ const CALLERS = 4;
 const CLIENTS = 6; // the callers, and two more
 
 type Action = 'grant' | 'withdraw' | 'secret' | 'disable' | 'enable' | 'delete';
-interface Command {
-  caller: number;
-  target: number;
-  action: Action;
-  scopes: string[];
-}
 
 interface Known {
   id: string;
