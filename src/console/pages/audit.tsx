@@ -23,9 +23,28 @@ async function eventTypes(): Promise<string[]> {
 const toRfc3339 = (local: string): string => (local ? `${local.length === 16 ? `${local}:00` : local}Z` : '');
 const toLocal = (rfc: string | undefined): string => (rfc ? rfc.replace(/(\.\d+)?Z$/, '').slice(0, 19) : '');
 
-function who(e: AuditEvent): string {
-  if (e.actor) return e.actor;
-  return e.client_id ?? '—';
+/**
+ * Who an event names: an actor as the API names it, `kind:name` (`client:`, `operator:`, `cli:`) with its kind
+ * set apart, or the server itself (`tessera`); a token request's client id is only what the caller presented.
+ */
+function Who({ event: e }: { event: AuditEvent }) {
+  if (e.actor) {
+    const at = e.actor.indexOf(':');
+    if (at < 0) return <span title="the server itself">{e.actor}</span>;
+    return (
+      <>
+        <span class="muted">{e.actor.slice(0, at + 1)}</span>
+        {e.actor.slice(at + 1)}
+      </>
+    );
+  }
+  if (e.client_id)
+    return (
+      <>
+        {e.client_id} <span class="muted">(presented)</span>
+      </>
+    );
+  return <>—</>;
 }
 
 /** The audit trail, newest first: token events and every change, with filters and paging. */
@@ -149,7 +168,9 @@ export function AuditPage() {
                       <code>{e.type}</code>
                       {e.count !== null && <span class="muted"> ×{e.count}</span>}
                     </td>
-                    <td class="mono">{who(e)}</td>
+                    <td class="mono">
+                      <Who event={e} />
+                    </td>
                     <td>{e.audience ?? ''}</td>
                     <td class="mono">{e.target ?? ''}</td>
                     <td class="mono">{e.source ?? ''}</td>

@@ -183,10 +183,16 @@ export const AuditEvent = Type.Object(
     jti: Nullable(Type.String()),
     source: Nullable(Type.String()),
     reason: Nullable(Type.String()),
-    count: Nullable(Type.Integer({ description: 'requests a token.throttled summary stands for' })),
+    count: Nullable(
+      Type.Integer({
+        description:
+          'requests a summary stands for: token.throttled, admin.auth_failed and admin.forbidden are summed per source address and minute',
+      }),
+    ),
     actor: Nullable(
       Type.String({
-        description: 'who made a change: an admin client id, operator:<email>, cli:<user>, tessera',
+        description:
+          'who made a change, by kind: client:<client_id>, operator:<email>, cli:<os user>, or tessera (the server itself); null for none',
       }),
     ),
     target: Nullable(Type.String({ description: "the changed resource's id" })),
