@@ -1,10 +1,15 @@
 /**
  * Which addresses a jwks_uri may be fetched from (domain/addresses.ts; INTERFACE.md, "Client authentication"):
  * every spelling of a refused IPv4 address is refused, in IPv4 and in each IPv6 form that carries one (mapped,
- * compatible, translated, 6to4), and the IPv6 ranges of their own; public addresses pass in any spelling.
+ * compatible, translated, 6to4), and the IPv6 ranges of their own; public addresses pass in any spelling. And
+ * the rule at set time (validateJwksUri): a URL whose host is a literal refused address is refused, however
+ * the URL writes it, unless TESSERA_JWKS_ALLOW_PRIVATE; a host name is not resolved there.
  */
 import { describe, expect, it } from 'vitest';
 import { embeddedIPv4, ipv6Bytes, isPublicAddress } from '../../src/domain/addresses.js';
+import { validateJwksUri } from '../../src/domain/client-keys.js';
+import { ValidationError } from '../../src/domain/validate.js';
+import { thrownBy } from '../helpers/assert.js';
 
 const hex = (bytes: Uint8Array | undefined): string | undefined =>
   bytes === undefined ? undefined : Buffer.from(bytes).toString('hex');
@@ -135,5 +140,47 @@ describe('isPublicAddress', () => {
 
   it.each(PUBLIC)('%s passes (%s)', (address) => {
     expect(isPublicAddress(address)).toBe(true);
+  });
+});
+
+describe('validateJwksUri: a literal address is judged when the URL is set', () => {
+  const refused = (uri: string, host: string) => {
+    const error = thrownBy(() => validateJwksUri(uri, false, false), ValidationError);
+    expect(error.message).toBe(
+      `jwks_uri's host ${host} is not a public address (loopback, private, link-local, unique-local or reserved)`,
+    );
+    // TESSERA_JWKS_ALLOW_PRIVATE=true: the same URL is taken as it is.
+    expect(validateJwksUri(uri, false, true)).toBe(uri);
+  };
+
+  it.each([
+    ['http://[::7f00:1]/jwks', '[::7f00:1]'],
+    ['http://[::127.0.0.1]/jwks', '[::7f00:1]'],
+    ['http://[::ffff:127.0.0.1]/jwks', '[::ffff:7f00:1]'],
+    ['http://[0:0:0:0:0:FFFF:7F00:1]/jwks', '[::ffff:7f00:1]'],
+    ['http://[::ffff:0:7f00:1]/jwks', '[::ffff:0:7f00:1]'],
+    ['https://[::ffff:0:127.0.0.1]:8443/jwks', '[::ffff:0:7f00:1]'],
+    ['https://[2002:7f00:1::]/jwks', '[2002:7f00:1::]'],
+    ['https://[::ffff:0:a9fe:a9fe]/latest/meta-data', '[::ffff:0:a9fe:a9fe]'],
+    ['https://[::1]/jwks', '[::1]'],
+    ['https://[fd00::1]/jwks', '[fd00::1]'],
+    ['http://127.0.0.1:8080/jwks', '127.0.0.1'],
+    ['http://2130706433/jwks', '127.0.0.1'],
+    ['http://0x7f.1/jwks', '127.0.0.1'],
+    ['http://017700000001/jwks', '127.0.0.1'],
+    ['http://127.1/jwks', '127.0.0.1'],
+    ['http://127.0.0.1./jwks', '127.0.0.1'],
+    ['https://169.254.169.254/latest/meta-data', '169.254.169.254'],
+    ['https://10.1.2.3/jwks', '10.1.2.3'],
+  ])('%s is refused', refused);
+
+  it.each([
+    'https://keys.example.com/jwks.json',
+    'https://localhost/jwks', // a name: what it resolves to is checked at each fetch
+    'https://8.8.8.8/jwks',
+    'https://[2606:4700::1111]/jwks',
+    'https://[::ffff:8.8.8.8]/jwks',
+  ])('%s is taken', (uri) => {
+    expect(validateJwksUri(uri, true, false)).toBe(uri);
   });
 });
