@@ -97,7 +97,8 @@ export interface Config {
   production: boolean;
   /**
    * Whether a client's jwks_uri may be on a loopback, private, link-local or unique-local address
-   * (TESSERA_JWKS_ALLOW_PRIVATE; off: such fetches are refused, against server-side request forgery).
+   * (TESSERA_JWKS_ALLOW_PRIVATE; off: such fetches are refused, against server-side request forgery, and a
+   * jwks_uri on such an address written as an IP literal is refused when it is set).
    */
   jwksAllowPrivate: boolean;
 }

@@ -1,4 +1,6 @@
+import { isIP } from 'node:net';
 import { importJWK, type JWK } from 'jose';
+import { isPublicAddress } from './addresses.js';
 import { ValidationError } from './validate.js';
 
 /**
@@ -116,9 +118,11 @@ export async function checkJwksKeys(jwks: PublicJwks): Promise<void> {
 
 /**
  * Where a client publishes its keys: an absolute https URL (http only outside production), without
- * credentials or fragment. Whether its host may be fetched is decided at each fetch (jwks-fetcher.ts).
+ * credentials or fragment, and, unless `allowPrivate` (TESSERA_JWKS_ALLOW_PRIVATE), not on an IP address in a
+ * refused range (addresses.ts). A host name is not resolved here: what it resolves to is checked at each
+ * fetch (jwks-fetcher.ts), since that may change after it is set.
  */
-export function validateJwksUri(raw: string, production: boolean): string {
+export function validateJwksUri(raw: string, production: boolean, allowPrivate: boolean): string {
   if (raw.length > 2048) throw new ValidationError('jwks_uri is longer than 2048 characters');
   let url: URL;
   try {
@@ -132,6 +136,14 @@ export function validateJwksUri(raw: string, production: boolean): string {
     );
   if (raw.includes('#')) throw new ValidationError('jwks_uri must not have a fragment');
   if (url.username || url.password) throw new ValidationError('jwks_uri must not carry credentials');
+  // Server-side request forgery (INTERFACE.md, "Client authentication"): the WHATWG URL parser has already
+  // written an IPv4 host in any spelling (2130706433, 0x7f.1, 127.1) as a dotted quad and an IPv6 one in
+  // compressed lower case between brackets; every IPv6 form of an IPv4 address is judged as that address.
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (!allowPrivate && isIP(host) !== 0 && !isPublicAddress(host))
+    throw new ValidationError(
+      `jwks_uri's host ${url.hostname} is not a public address (loopback, private, link-local, unique-local or reserved)`,
+    );
   return raw;
 }
 

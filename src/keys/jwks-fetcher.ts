@@ -1,9 +1,10 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
 import { createLocalJWKSet, type JWK, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
+import { isPublicAddress } from '../domain/addresses.js';
 import { algsForKey, MAX_CLIENT_KEYS } from '../domain/client-keys.js';
 import type { RemoteKeys } from '../domain/assertion.js';
 
@@ -52,49 +53,6 @@ interface Entry {
   inflight: Promise<void> | undefined;
 }
 
-/** Addresses that are not the open internet (RFC 6890 and friends): refused unless allowed. */
-const PRIVATE = new BlockList();
-for (const [net, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['224.0.0.0', 3],
-] as const)
-  PRIVATE.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [
-  ['::', 128],
-  ['::1', 128],
-  ['64:ff9b::', 96],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-] as const)
-  PRIVATE.addSubnet(net, prefix, 'ipv6');
-
-/** Whether an address is loopback, private, link-local, unique-local or otherwise not public. */
-export function isPrivateAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 4) return PRIVATE.check(address, 'ipv4');
-  if (family !== 6) return true;
-  // An IPv4 address written as IPv6 (::ffff:127.0.0.1, ::ffff:7f00:1) is that IPv4 address.
-  const mapped = /^::ffff:(.+)$/i.exec(address)?.[1];
-  if (mapped !== undefined) {
-    if (isIP(mapped) === 4) return PRIVATE.check(mapped, 'ipv4');
-    const hex = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(mapped);
-    if (hex) {
-      const n = (parseInt(hex[1]!, 16) << 16) | parseInt(hex[2]!, 16);
-      return PRIVATE.check([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.'), 'ipv4');
-    }
-  }
-  return PRIVATE.check(address, 'ipv6');
-}
-
 class FetchRefused extends Error {}
 
 /** A DNS lookup that fails for a name with any address that is not public (all of them are checked). */
@@ -102,7 +60,7 @@ function guardedLookup(allowPrivate: boolean): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
       if (error) return callback(error, '', 0);
-      const blocked = allowPrivate ? undefined : addresses.find((a) => isPrivateAddress(a.address));
+      const blocked = allowPrivate ? undefined : addresses.find((a) => !isPublicAddress(a.address));
       if (blocked !== undefined || addresses.length === 0)
         return callback(
           new FetchRefused(`${hostname} resolves to ${blocked?.address ?? 'nothing'}, not a public address`),
@@ -230,7 +188,8 @@ export class JwksFetcher implements RemoteKeys {
         new Error(this.options.production ? 'only https is fetched' : 'not an http(s) URL'),
       );
     const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-    if (isIP(host) !== 0 && !this.options.allowPrivate && isPrivateAddress(host))
+    // A literal address, in any spelling (addresses.ts); a name is checked as it resolves (guardedLookup).
+    if (isIP(host) !== 0 && !this.options.allowPrivate && !isPublicAddress(host))
       return Promise.reject(new Error(`${host} is not a public address`));
     const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
     return new Promise((resolve, reject) => {

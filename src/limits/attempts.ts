@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { AttemptLimiter } from '../domain/token-service.js';
-import { Counter } from './counter.js';
+import { Counter, type Taken } from './counter.js';
 import type { SharedRedis } from './redis.js';
 
 /** A limit: this many failures within the window block the key for `blockSeconds`. */
@@ -51,6 +51,18 @@ export interface AttemptLimiterOptions {
   now?: () => number;
 }
 
+/** An attempt counted by Blocker.begin before its work. Exactly one of release and failed ends it. */
+export interface Reservation {
+  /** Whether the attempt may do its work. When not, it must be released, and refused. */
+  readonly within: boolean;
+  /** When not within: until when (ms since the epoch) the caller should wait; 0 when within. */
+  readonly retryAt: number;
+  /** Gives the attempt's place back: it succeeded, or it was refused, or its work was never done. */
+  release(): Promise<void>;
+  /** The attempt failed: its place stays counted, and the one that reaches the limit blocks the key. */
+  failed(): Promise<void>;
+}
+
 /** What a Blocker needs beside its limit. */
 interface BlockerOptions {
   redis?: SharedRedis | undefined;
@@ -62,7 +74,9 @@ interface BlockerOptions {
  * One failed-attempt limit over keys of one kind (a client at an address, an address, an operator's email):
  * failures are counted in Redis when one is configured (shared by every instance) and in memory otherwise;
  * a key whose count reaches the limit is blocked, and blocks are kept in this process's memory, so that asking
- * whether a key is blocked is never I/O.
+ * whether a key is blocked is never I/O. A failure is counted after it happened (failed: the token endpoint,
+ * where checking a secret is cheap), or its attempt before its work is done (begin: console logins, where
+ * the work is a slow password hash and a burst of attempts must not check more passwords than the limit).
  */
 export class Blocker {
   private readonly blocked = new LRUCache<string, number>({ max: MAX_BLOCKED });
@@ -91,6 +105,56 @@ export class Blocker {
   /** Until when (ms since the epoch) the key is blocked; 0 or a time past when it is not. */
   until(key: string): number {
     return this.blocked.get(key) ?? 0;
+  }
+
+  /**
+   * Counts an attempt of the key before its work (a password hash) is done, so that attempts made at once
+   * cannot do more of that work than the limit allows: each takes a place, atomically (an INCR in Redis), and is
+   * within the limit when its place is one of the first `failures` and the key is not blocked. How it ends
+   * decides what its place becomes (Reservation); never rejects.
+   */
+  async begin(key: string): Promise<Reservation> {
+    let taken: Taken | undefined;
+    try {
+      taken = await this.counter.take(key);
+    } catch {
+      // Not counted (the memory limiter does not fail; as in failed()): the attempt goes on, as a failure would
+      // have before this counted it.
+    }
+    const place = taken?.consumed ?? 0;
+    const now = this.options.now();
+    // The block is asked after the place is taken: a failure that blocked the key gave its place back (below),
+    // and an attempt that began meanwhile may have taken it.
+    const blockedUntil = this.until(key);
+    const within = place <= this.threshold.failures && blockedUntil <= now;
+    let ended = false;
+    const giveBack = async () => {
+      if (ended) return;
+      ended = true;
+      await taken?.giveBack();
+    };
+    return {
+      within,
+      // Refused: by the block while it lasts; else the places are taken by attempts under way, or by failures
+      // counted at another instance, and a failure blocks for blockSeconds.
+      retryAt: within ? 0 : blockedUntil > now ? blockedUntil : now + this.threshold.blockSeconds * 1000,
+      release: giveBack,
+      failed: async () => {
+        if (ended) return;
+        if (!within) return giveBack(); // refused: it did no work, so it is no failure
+        // The failure that took the limit's last place blocks the key, and gives that place back: the count
+        // holds the failures no block has answered, so once the block is over one more attempt may be made
+        // (and blocks the key again if it fails), as after a block by failed(). (An attempt begun beside it
+        // that succeeds gives its place back too late to spare the key that block: the block may then come a
+        // failure early, only ever when attempts overlap.)
+        if (place < this.threshold.failures) {
+          ended = true;
+          return;
+        }
+        this.blocked.set(key, this.options.now() + this.threshold.blockSeconds * 1000);
+        await giveBack();
+      },
+    };
   }
 
   /** Counts a failure of the key; resolves once counted (never rejects). */

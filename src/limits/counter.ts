@@ -17,6 +17,24 @@ function answer(consumed: Promise<RateLimiterRes>): Promise<RateLimiterRes> {
   });
 }
 
+/** One count taken by Counter.take: the key's count with it, and how to take it back. */
+export interface Taken {
+  /** The key's count, this one included. */
+  consumed: number;
+  /**
+   * Takes this count back, where it was made (Redis or memory); at most once, never rejects. A count the
+   * window has dropped (or is about to) is left: taking it back from the next window would give that one a
+   * count below zero, a free attempt. If Redis does not answer, the count stays: one too many, never too few.
+   */
+  giveBack(): Promise<void>;
+}
+
+/**
+ * Less than this left in a Redis window (or half of a shorter window), a count is not given back: Redis's
+ * clock is not ours, and the way there takes time. The memory limiter's clock is ours: no margin.
+ */
+const GIVE_BACK_MARGIN_MS = 1000;
+
 /**
  * One fixed-window counter (rate-limiter-flexible): in Redis when one is configured and its breaker is
  * closed, shared by every instance; in this process's memory otherwise, at once while the breaker is open.
@@ -26,12 +44,14 @@ function answer(consumed: Promise<RateLimiterRes>): Promise<RateLimiterRes> {
 export class Counter {
   private readonly memory: RateLimiterMemory;
   private readonly redis: RateLimiterRedis | undefined;
+  private readonly redisMarginMs: number;
 
   constructor(
     options: CounterOptions,
     private readonly shared?: SharedRedis,
   ) {
     this.memory = new RateLimiterMemory(options);
+    this.redisMarginMs = Math.min(GIVE_BACK_MARGIN_MS, (options.duration * 1000) / 2);
     this.redis = shared
       ? new RateLimiterRedis({ ...options, storeClient: shared.client, rejectIfRedisNotReady: true })
       : undefined;
@@ -46,4 +66,34 @@ export class Counter {
     }
     return answer(this.memory.consume(key));
   }
+
+  /** Adds one to the key's count, as add() does, and answers how to take it back (see Taken). */
+  async take(key: string): Promise<Taken> {
+    if (this.redis !== undefined && this.shared !== undefined) {
+      const redis = this.redis;
+      const breaker = this.shared.breaker;
+      const counted = await breaker.run(() => answer(redis.consume(key)));
+      if (counted !== undefined)
+        return taken(counted, this.redisMarginMs, () => breaker.run(() => redis.reward(key)));
+    }
+    const memory = this.memory;
+    return taken(await answer(memory.consume(key)), 0, () => memory.reward(key));
+  }
+}
+
+function taken(result: RateLimiterRes, marginMs: number, reward: () => Promise<unknown>): Taken {
+  const windowEnds = Date.now() + result.msBeforeNext;
+  let given = false;
+  return {
+    consumed: result.consumedPoints,
+    async giveBack() {
+      if (given || Date.now() >= windowEnds - marginMs) return;
+      given = true;
+      try {
+        await reward();
+      } catch {
+        // Kept (see Taken): the memory limiter does not fail, and the breaker answers undefined, not an error.
+      }
+    },
+  };
 }

@@ -52,8 +52,38 @@ export class LoginAttempts {
     return true;
   }
 
-  /** Counts a failed login; resolves once counted (never rejects). */
-  async failed(email: string, address: string): Promise<void> {
-    await Promise.all([this.operator.failed(email), this.source.failed(sourceKey(address))]);
+  /**
+   * Counts a login under both limits before its password is hashed, so that logins made at once never check
+   * more passwords than a limit allows (a failure counted after its ~150 ms hash let a burst of 12 check 9 with
+   * a limit of 3). Refused (`refusedFor` > 0) when either limit has no place left: its places are given back at
+   * once, it checks no password and counts as no failure. Never rejects.
+   */
+  async begin(email: string, address: string): Promise<LoginAttempt> {
+    const [operator, source] = await Promise.all([
+      this.operator.begin(email),
+      this.source.begin(sourceKey(address)),
+    ]);
+    const both = [operator, source];
+    if (!operator.within || !source.within) {
+      await Promise.all(both.map((r) => r.release()));
+      const refusedFor = secondsUntil(this.now(), ...both.map((r) => r.retryAt));
+      // At least a second: a refusal always says to wait.
+      return { refusedFor: Math.max(1, refusedFor), release: async () => {}, failed: async () => {} };
+    }
+    return {
+      refusedFor: 0,
+      release: async () => void (await Promise.all(both.map((r) => r.release()))),
+      failed: async () => void (await Promise.all(both.map((r) => r.failed()))),
+    };
   }
+}
+
+/** A login counted by LoginAttempts.begin. Exactly one of release and failed ends one that was not refused. */
+export interface LoginAttempt {
+  /** 0: the password may be checked. Else the login is refused: the seconds to wait (Retry-After). */
+  readonly refusedFor: number;
+  /** The login succeeded, or its password was never checked (an error): its places are given back. */
+  release(): Promise<void>;
+  /** The password was not right (or no operator may log in with it): counted, and maybe blocking. */
+  failed(): Promise<void>;
 }

@@ -83,6 +83,8 @@ export function checkClientFields(
   input: ClientFields,
   checks: FieldChecks,
   production: boolean,
+  /** TESSERA_JWKS_ALLOW_PRIVATE: a jwks_uri may be on a private address. */
+  allowPrivate: boolean,
 ): ClientPatch {
   const patch: ClientPatch = {};
   if (input.name !== undefined)
@@ -112,7 +114,7 @@ export function checkClientFields(
     patch.jwksUri =
       input.jwksUri === null
         ? null
-        : checks.run('jwks_uri', () => validateJwksUri(input.jwksUri!, production));
+        : checks.run('jwks_uri', () => validateJwksUri(input.jwksUri!, production, allowPrivate));
   return patch;
 }
 
@@ -148,6 +150,7 @@ export function checkNewClient(
   input: ClientInput,
   checks: FieldChecks,
   production: boolean,
+  allowPrivate: boolean,
 ): Omit<NewClient, 'secretDigest'> & {
   enabled: boolean;
   authMethod: AuthMethodName;
@@ -157,7 +160,7 @@ export function checkNewClient(
   const id =
     input.id === undefined ? generateClientId() : checks.run('client_id', () => validateClientId(input.id!));
   const name = checks.run('name', () => validateName(input.name, 'the client'));
-  const fields = checkClientFields({ ...input, name: undefined }, checks, production);
+  const fields = checkClientFields({ ...input, name: undefined }, checks, production, allowPrivate);
   return {
     authMethod: fields.authMethod ?? 'client_secret_basic',
     jwks: fields.jwks ?? null,
@@ -199,7 +202,7 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
     };
   }
   const checks = new FieldChecks();
-  const client = checkNewClient(input, checks, ctx.config.production);
+  const client = checkNewClient(input, checks, ctx.config.production, ctx.config.jwksAllowPrivate);
   checks.throwFirst();
   await checkAuthKeys(client.authMethod, client.jwks, client.jwksUri);
   // A private_key_jwt client has no secret at all.
@@ -279,7 +282,7 @@ export async function updateClient(
   condition: Precondition = {},
 ): Promise<Client> {
   const checks = new FieldChecks();
-  const patch = checkClientFields(change, checks, ctx.config.production);
+  const patch = checkClientFields(change, checks, ctx.config.production, ctx.config.jwksAllowPrivate);
   checks.throwFirst();
   // Keys go with their method: new inline keys replace a URL and the other way round, and a secret method
   // has neither (so a switch needs no clearing by hand).

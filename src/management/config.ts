@@ -551,6 +551,7 @@ export async function planApply(
       },
       checks,
       ctx.config.production,
+      ctx.config.jwksAllowPrivate,
     );
     ruleProblems(base, checks);
     if (checks.errors.length === 0) {

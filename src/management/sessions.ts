@@ -1,6 +1,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { verifyPassword } from '../domain/passwords.js';
 import { emailKey } from '../domain/validate.js';
+import type { LoginAttempt } from '../limits/logins.js';
 import { actorOf, type ChangeAudit, type Operator, type OperatorSession } from '../store/types.js';
 import { ROLE_SCOPES } from './builtin.js';
 import { changeAudit, nowOf, type ManagementContext } from './context.js';
@@ -21,7 +22,8 @@ export interface SessionPolicy {
   /** Failed logins, per email and per address. */
   logins: {
     blockedFor(email: string, address: string): number;
-    failed(email: string, address: string): Promise<void>;
+    /** Counts a login before its password is checked; it may be refused (see LoginAttempts). */
+    begin(email: string, address: string): Promise<LoginAttempt>;
     /** Whether this blocked login is the one of its minute and address that the audit trail records. */
     refusalToRecord(address: string): boolean;
   };
@@ -85,6 +87,28 @@ const invalidLogin = (): ManagementError =>
   new ManagementError('invalid_login', 'the email or the password is not right');
 
 /**
+ * A login refused by the limits, before any store lookup or hash: one refusal an address and minute is
+ * recorded, without looking the email up.
+ */
+async function throttled(ctx: ManagementContext, policy: SessionPolicy, source: string, wait: number) {
+  if (policy.logins.refusalToRecord(source))
+    await storeCall(() =>
+      ctx.store.recordEvent(
+        // Nobody known: no actor (an email someone typed is not an operator's).
+        anonymous(
+          changeAudit(ctx, 'operator.login_failed', null, { reason: 'blocked: too many failed logins' }),
+        ),
+      ),
+    );
+  return new ManagementError(
+    'login_throttled',
+    'too many failed logins for this email or from this address: try again later',
+    undefined,
+    wait,
+  );
+}
+
+/**
  * Logs an operator in. A wrong password, an unknown email, an operator not enrolled yet and a disabled one
  * get the same answer after the same work (a password hash is checked in every case); the audit trail says
  * which it was. Failures count per email and per address; a blocked login is refused before any hash, even
@@ -98,28 +122,24 @@ export async function login(
   const source = ctx.source ?? 'unknown';
   // The key the limits count: the email as typed, as the store would look it up.
   const email = emailKey(input.email).slice(0, 254);
+  // A blocked key is refused from memory, with no I/O at all.
   const wait = policy.logins.blockedFor(email, source);
-  if (wait > 0) {
-    // Answered from memory; one refusal an address and minute is recorded, without looking the email up.
-    if (policy.logins.refusalToRecord(source))
-      await storeCall(() =>
-        ctx.store.recordEvent(
-          // Nobody known: no actor (an email someone typed is not an operator's).
-          anonymous(
-            changeAudit(ctx, 'operator.login_failed', null, { reason: 'blocked: too many failed logins' }),
-          ),
-        ),
-      );
-    throw new ManagementError(
-      'login_throttled',
-      'too many failed logins for this email or from this address: try again later',
-      undefined,
-      wait,
-    );
+  if (wait > 0) throw await throttled(ctx, policy, source, wait);
+  // Counted before the password is hashed (MANAGEMENT.md, "Sessions"): logins made at once check at most as
+  // many passwords as the limits allow; one past them is refused as a blocked one is.
+  const attempt = await policy.logins.begin(email, source);
+  if (attempt.refusedFor > 0) throw await throttled(ctx, policy, source, attempt.refusedFor);
+  let operator: Operator | undefined;
+  let right: boolean;
+  try {
+    const found = await storeCall(() => ctx.store.findOperatorCredentials(email));
+    operator = found?.operator;
+    right = await verifyPassword(input.password, found?.passwordHash ?? null);
+  } catch (error) {
+    // No password was checked (the store failed, or too many hashes wait: PasswordWorkBusy): no failure.
+    await attempt.release();
+    throw error;
   }
-  const found = await storeCall(() => ctx.store.findOperatorCredentials(email));
-  const right = await verifyPassword(input.password, found?.passwordHash ?? null);
-  const operator = found?.operator;
   const reason = !operator
     ? 'unknown email'
     : !operator.enrolled
@@ -130,7 +150,7 @@ export async function login(
           ? 'operator disabled'
           : undefined;
   if (reason !== undefined || !operator) {
-    await policy.logins.failed(email, source);
+    await attempt.failed();
     // Only a known operator's email is recorded: what someone typed in the email field may be anything.
     await storeCall(() =>
       ctx.store.recordEvent(
@@ -141,6 +161,8 @@ export async function login(
     );
     throw invalidLogin();
   }
+  // A login that succeeds is no failure: its places go back.
+  await attempt.release();
   const now = nowOf(ctx);
   const token = randomBytes(32).toString('base64url');
   const session: OperatorSession = {

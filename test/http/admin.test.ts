@@ -1053,4 +1053,117 @@ describe('private_key_jwt clients over the API', () => {
       expect(r.body).toEqual(problem(400, 'invalid_field', detail, { errors: [{ pointer, detail }] }));
     }
   });
+
+  /** The refusal of a jwks_uri on a host that is not a public address, as the URL parser writes the host. */
+  const notPublic = (host: string) => {
+    const detail = `jwks_uri's host ${host} is not a public address (loopback, private, link-local, unique-local or reserved)`;
+    return problem(400, 'invalid_field', detail, { errors: [{ pointer: '/jwks_uri', detail }] });
+  };
+
+  it('a jwks_uri on a refused address in any spelling (IPv4 in IPv6 too) is refused when set; nothing changes', async () => {
+    const before = JSON.stringify(await exportConfig(ctx));
+    const refused = await call(token, 'createClient', {
+      body: {
+        name: 'ssrf',
+        token_endpoint_auth_method: 'private_key_jwt',
+        jwks_uri: 'http://[::7f00:1]/jwks',
+      },
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get('content-type')).toBe('application/problem+json; charset=utf-8');
+    expect(refused.body).toEqual(notPublic('[::7f00:1]'));
+    expect(JSON.stringify(await exportConfig(ctx))).toBe(before);
+
+    // A client on a public URL: moving it to a refused address, spelled any way, changes nothing.
+    const created = await call(token, 'createClient', {
+      body: {
+        name: 'keys at a URL',
+        token_endpoint_auth_method: 'private_key_jwt',
+        jwks_uri: 'https://keys.example.com/jwks.json',
+      },
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.client_id as string;
+    const stored = await call(token, 'getClient', { params: { id } });
+    const unchanged = JSON.stringify(await exportConfig(ctx));
+    for (const [uri, host] of [
+      ['http://[::7f00:1]/jwks', '[::7f00:1]'],
+      ['http://[::ffff:0:7f00:1]/jwks', '[::ffff:0:7f00:1]'],
+      ['https://[::ffff:127.0.0.1]/jwks', '[::ffff:7f00:1]'],
+      ['https://[2002:a9fe:a9fe::]/latest/meta-data', '[2002:a9fe:a9fe::]'],
+      ['https://[::FFFF:0:A9FE:A9FE]/latest/meta-data', '[::ffff:0:a9fe:a9fe]'],
+      ['http://2130706433/jwks', '127.0.0.1'],
+    ] as const) {
+      const patched = await call(token, 'updateClient', {
+        params: { id },
+        body: { jwks_uri: uri },
+        headers: { 'content-type': 'application/merge-patch+json' },
+      });
+      expect(patched.status, uri).toBe(400);
+      expect(patched.headers.get('content-type')).toBe('application/problem+json; charset=utf-8');
+      expect(patched.body, uri).toEqual(notPublic(host));
+    }
+    expect(await call(token, 'getClient', { params: { id } })).toMatchObject({
+      status: 200,
+      body: stored.body,
+    });
+    expect(JSON.stringify(await exportConfig(ctx))).toBe(unchanged);
+  });
+
+  it('with TESSERA_JWKS_ALLOW_PRIVATE=true, the same jwks_uri is taken', async () => {
+    const open = await startTestServer({ TESSERA_JWKS_ALLOW_PRIVATE: 'true' });
+    try {
+      const octx: ManagementContext = {
+        store: open.server.runtime.store,
+        config: open.config,
+        actor: 'test',
+        holds: EVERY_SCOPE,
+      };
+      await ensureAdminAudience(octx);
+      const url = adminAudienceUrl(open.config);
+      const { client, secret } = await clientOps.createClient(octx, {
+        name: 'ops',
+        grants: [url],
+        scopes: { [url]: ['clients:read', 'clients:write'] },
+      });
+      await open.sync();
+      const bearer = (
+        await postToken(open.url, {
+          grant_type: 'client_credentials',
+          client_id: client.id,
+          client_secret: secret,
+          audience: url,
+        })
+      ).body.access_token as string;
+      const send = async (method: string, path: string, body: unknown, type = 'application/json') => {
+        const response = await fetch(`${open.url}/admin/v1${path}`, {
+          method,
+          headers: { authorization: `Bearer ${bearer}`, 'content-type': type },
+          body: JSON.stringify(body),
+        });
+        return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+      };
+      const created = await send('POST', '/clients', {
+        name: 'keys on this host',
+        token_endpoint_auth_method: 'private_key_jwt',
+        jwks_uri: 'http://[::7f00:1]/jwks',
+      });
+      expect(created.status).toBe(201);
+      expect(created.body).toMatchObject({
+        token_endpoint_auth_method: 'private_key_jwt',
+        jwks: null,
+        jwks_uri: 'http://[::7f00:1]/jwks',
+      });
+      const moved = await send(
+        'PATCH',
+        `/clients/${encodeURIComponent(created.body.client_id as string)}`,
+        { jwks_uri: 'http://[::ffff:0:7f00:1]:8080/jwks' },
+        'application/merge-patch+json',
+      );
+      expect(moved.status).toBe(200);
+      expect(moved.body).toMatchObject({ jwks_uri: 'http://[::ffff:0:7f00:1]:8080/jwks' });
+    } finally {
+      await open.close();
+    }
+  });
 });

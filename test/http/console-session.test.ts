@@ -9,6 +9,7 @@ import { EVERY_SCOPE } from '../../src/management/context.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_SCOPES } from '../../src/management/builtin.js';
 import { exportConfig } from '../../src/management/config.js';
@@ -22,6 +23,7 @@ import {
 import type { AuditEvent } from '../../src/store/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ROOT, waitFor } from '../helpers/process.js';
+import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
 import { freePort, startTestServer, type TestServer } from '../helpers/server.js';
 
 const PASSWORD = 'correct horse battery staple';
@@ -1299,6 +1301,83 @@ describe('login throttling behind a proxy (addresses from X-Forwarded-For)', () 
     expect((await from('203.0.113.8', 'elsewhere@example.com')).status).toBe(200);
   });
 });
+
+/**
+ * Logins made at once are counted before their passwords are hashed (a hash takes ~150 ms, one at a time): a
+ * burst never checks more passwords than the limit allows. Counted in memory, and in Redis (an INCR each).
+ */
+for (const shared of [false, true])
+  describe(`login throttling of logins made at once (${shared ? 'in Redis' : 'in memory'})`, () => {
+    let t: TestServer;
+    let redis: Redis | undefined;
+    const prefix = testPrefix();
+    /** The count of an email's failed logins in Redis (undefined in memory). */
+    const counted = async (email: string) => redis?.get(`${prefix}:fail:login:${email}`);
+
+    beforeAll(async () => {
+      t = await startTestServer({
+        TESSERA_ATTEMPTS_LOGIN_MAX: '3',
+        ...(shared ? { TESSERA_REDIS_URL: REDIS_URL, TESSERA_REDIS_PREFIX: prefix } : {}),
+      });
+      if (shared) redis = new Redis(REDIS_URL);
+      await addEnrolled(t, 'burst@example.com', 'admin');
+      await addEnrolled(t, 'steady@example.com', 'viewer');
+    });
+    afterAll(async () => {
+      await t?.close();
+      redis?.disconnect();
+      if (shared) await dropPrefix(prefix);
+    });
+
+    it('12 wrong logins at once for one email, with a limit of 3: 3 passwords checked, 9 refused with Retry-After', async () => {
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, () => login(t, 'burst@example.com', 'wrong password!')),
+      );
+      const refused = answers.filter((a) => a.status === 429);
+      expect(answers.map((a) => a.status).sort()).toEqual([
+        ...Array<number>(3).fill(401),
+        ...Array<number>(9).fill(429),
+      ]);
+      for (const answer of answers.filter((a) => a.status === 401)) expectProblem(answer, 401, INVALID_LOGIN);
+      for (const answer of refused) {
+        expectProblem(answer, 429, LOGIN_THROTTLED, { 'content-security-policy': CSP });
+        const wait = Number(answer.headers.get('retry-after'));
+        expect(wait).toBeGreaterThan(0);
+        expect(wait).toBeLessThanOrEqual(900);
+      }
+      // One password checked per failure the audit trail tells of; the refused ones, answered before any hash or
+      // store lookup, recorded once an address and minute (anonymously, no target).
+      const failed = await auditOf(t, 'operator.login_failed');
+      expect(failed.filter((e) => e.reason === 'wrong password')).toHaveLength(3);
+      const blocked = failed.filter((e) => e.reason === 'blocked: too many failed logins');
+      expect(blocked.length).toBeGreaterThanOrEqual(1);
+      expect(blocked.length + 3).toBe(failed.length);
+      expect(new Set(blocked.map((e) => e.at.slice(0, 16))).size).toBe(blocked.length);
+      for (const e of blocked) expect(e).toMatchObject({ actor: 'anonymous', target: null });
+      // Blocked now, the right password too; three failures counted (the one that blocked, by its block).
+      expectProblem(await login(t, 'burst@example.com'), 429, LOGIN_THROTTLED);
+      if (shared) expect(await counted('burst@example.com')).toBe('2');
+      // The refused logins were no failures of the address: another email from it logs in.
+      expect((await openSession(t, 'steady@example.com')).answer.status).toBe(200);
+      expect(await auditOf(t, 'operator.login')).toHaveLength(1);
+    });
+
+    it('a right password after two wrong ones logs in and gives its place back: the third failure blocks, not the second', async () => {
+      for (let i = 0; i < 2; i++)
+        expectProblem(await login(t, 'steady@example.com', 'wrong password!'), 401, INVALID_LOGIN);
+      expect((await openSession(t, 'steady@example.com')).answer.status).toBe(200);
+      if (shared) expect(await counted('steady@example.com')).toBe('2');
+      // Had the login kept its place, this one would be refused unchecked (429).
+      expectProblem(await login(t, 'steady@example.com', 'wrong password!'), 401, INVALID_LOGIN);
+      const blocked = await login(t, 'steady@example.com');
+      expectProblem(blocked, 429, LOGIN_THROTTLED);
+      expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
+      const steady = (await auditOf(t, 'operator.login_failed')).filter(
+        (e) => e.actor === 'operator:steady@example.com',
+      );
+      expect(steady.map((e) => e.reason)).toEqual(Array(3).fill('wrong password'));
+    });
+  });
 
 describe('two instances on one PostgreSQL', { timeout: 60_000 }, () => {
   let db: TestDatabase;
