@@ -1353,7 +1353,7 @@ for (const shared of [false, true])
       expect(blocked.length).toBeGreaterThanOrEqual(1);
       expect(blocked.length + 3).toBe(failed.length);
       expect(new Set(blocked.map((e) => e.at.slice(0, 16))).size).toBe(blocked.length);
-      for (const e of blocked) expect(e).toMatchObject({ actor: 'anonymous', target: null });
+      for (const e of blocked) expect(e).toMatchObject({ actor: null, target: null });
       // Blocked now, the right password too; three failures counted (the one that blocked, by its block).
       expectProblem(await login(t, 'burst@example.com'), 429, LOGIN_THROTTLED);
       if (shared) expect(await counted('burst@example.com')).toBe('2');

@@ -1972,7 +1972,7 @@ export function storeContract(name: string, open: OpenStore): void {
         clock.advance(1234);
         const failed: ChangeAudit = {
           type: 'operator.login_failed',
-          actor: 'anonymous',
+          actor: null,
           source: '2001:db8::1',
           target: null,
           changes: null,
@@ -2000,7 +2000,7 @@ export function storeContract(name: string, open: OpenStore): void {
           reason: 'unknown email',
           source: '2001:db8::1',
           count: null,
-          actor: 'anonymous',
+          actor: null,
           target: null,
           changes: null,
         });
