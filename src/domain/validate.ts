@@ -1,4 +1,5 @@
 import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from './algorithms.js';
+import { MAX_JSON_DEPTH, tooDeepAt } from './json-depth.js';
 
 /** Rules for what operators register, shared by the CLI and the store so both refuse the same input. */
 export class ValidationError extends Error {
@@ -211,7 +212,21 @@ const RESERVED = new Set<string>(RESERVED_CLAIMS);
 export const MAX_CLAIMS_BYTES = 4096;
 
 /**
- * Custom claims: a JSON object of at most 4 KiB serialized, none of whose names is reserved or starts with
+ * A document that a request body holds as one of its fields (custom claims, a JWK Set) nests at most one level
+ * less than the body (MANAGEMENT.md: 32 levels, the body being level 1), whichever face it came through: the
+ * CLI's `--claims` and `--jwks` reach the rules without a body around them. Checked before JSON.stringify,
+ * which recurses once per level and overflows the stack some 4,000 levels down.
+ */
+export function checkNesting(value: unknown, what: string): void {
+  const pointer = tooDeepAt(value, MAX_JSON_DEPTH - 1);
+  if (pointer !== undefined)
+    throw new ValidationError(
+      `${what} must nest at most ${MAX_JSON_DEPTH - 1} levels (a request body, ${MAX_JSON_DEPTH}); ${pointer} is deeper`,
+    );
+}
+
+/**
+ * Custom claims: a JSON object of at most 4 KiB serialized, nested at most 31 levels, none of whose names is reserved or starts with
  * `tessera`. Returned as given (an empty object is no claims: null).
  */
 export function validateClaims(value: unknown): Record<string, unknown> | null {
@@ -226,6 +241,7 @@ export function validateClaims(value: unknown): Record<string, unknown> | null {
     if (name.toLowerCase().startsWith('tessera'))
       throw new ValidationError(`claim ${name}: names starting with "tessera" are reserved`);
   }
+  checkNesting(value, 'claims');
   const bytes = Buffer.byteLength(JSON.stringify(value));
   if (bytes > MAX_CLAIMS_BYTES)
     throw new ValidationError(`claims are ${bytes} bytes as JSON; at most ${MAX_CLAIMS_BYTES}`);
