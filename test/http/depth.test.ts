@@ -5,8 +5,8 @@
  * never a 500, however deep. A real server on a real socket; every answer asserted whole.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
 import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
+import { adminToken, send as sendTo, type AdminAnswer as Answer } from '../helpers/admin.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 const API = 'https://api.example.com';
@@ -40,54 +40,15 @@ let audienceId: string;
 beforeAll(async () => {
   t = await startTestServer();
   ctx = { store: t.server.runtime.store, config: t.config, actor: 'test' };
-  await ensureAdminAudience(ctx);
+  token = await adminToken(t, ctx);
   audienceId = (await audiences.addAudience(ctx, { url: API })).id;
-  const admin = adminAudienceUrl(t.config);
-  const { client, secret } = await clients.createClient(ctx, {
-    name: 'ops',
-    grants: [admin],
-    scopes: { [admin]: [...ADMIN_SCOPES] },
-  });
-  await t.sync();
-  const answer = await postToken(t.url, {
-    grant_type: 'client_credentials',
-    client_id: client.id,
-    client_secret: secret,
-    audience: admin,
-  });
-  expect(answer.status).toBe(200);
-  token = answer.body.access_token as string;
 });
 afterAll(async () => {
   await t?.close();
 });
 
-interface Answer {
-  status: number;
-  type: string | null;
-  cacheControl: string | null;
-  body: unknown;
-}
-
-async function send(
-  method: string,
-  path: string,
-  body: string,
-  headers: Record<string, string> = {},
-): Promise<Answer> {
-  const response = await fetch(`${t.url}${path}`, {
-    method,
-    headers: { 'content-type': 'application/json', ...headers },
-    body,
-  });
-  const text = await response.text();
-  return {
-    status: response.status,
-    type: response.headers.get('content-type'),
-    cacheControl: response.headers.get('cache-control'),
-    body: text === '' ? undefined : JSON.parse(text),
-  };
-}
+const send = (method: string, path: string, body: string, headers: Record<string, string> = {}) =>
+  sendTo(t, method, path, body, headers);
 
 const admin = (method: string, path: string, body: string, type = 'application/json') =>
   send(method, `/admin/v1${path}`, body, { authorization: `Bearer ${token}`, 'content-type': type });
