@@ -49,22 +49,39 @@ export function validateSigningAlg(value: string): SigningAlg {
   return value;
 }
 
+/** Control characters (Unicode's Cc: C0, DEL and C1), as names and descriptions refuse them (MANAGEMENT.md). */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what is looked for
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+/** The same, but the line breaks and tabs that a free text may have. */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what is looked for
+const CONTROL_BUT_LINES = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/;
+/**
+ * The bidirectional embeddings and overrides (U+202A–U+202E) and isolates (U+2066–U+2069) of Unicode's
+ * bidirectional algorithm (UAX #9 §2.1–2.4): they make text show in another order than it is written (a name
+ * with U+202E shows reversed in the console and in a terminal), so MANAGEMENT.md refuses them in names and
+ * descriptions, as it does control characters.
+ */
+const BIDI_CONTROL = /[\u202a-\u202e\u2066-\u2069]/;
+const NO_BIDI = 'must not contain bidirectional overrides (U+202A to U+202E, U+2066 to U+2069)';
+
 export function validateName(value: string, what: string): string {
   const name = value.trim();
   if (name.length === 0) throw new ValidationError(`${what} name must not be empty`);
   if (name.length > 200) throw new ValidationError(`${what} name is longer than 200 characters`);
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
-  if (/[\u0000-\u001f\u007f]/.test(name))
-    throw new ValidationError(`${what} name must not contain control characters`);
+  if (CONTROL.test(name)) throw new ValidationError(`${what} name must not contain control characters`);
+  if (BIDI_CONTROL.test(name)) throw new ValidationError(`${what} name ${NO_BIDI}`);
   return name;
 }
 
-/** A free-text description: at most 1000 characters, no control characters but line breaks and tabs. */
+/**
+ * A free-text description: at most 1000 characters, no control characters but line breaks and tabs, no
+ * bidirectional override.
+ */
 export function validateDescription(value: string): string {
   if (value.length > 1000) throw new ValidationError('description is longer than 1000 characters');
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
-  if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(value))
+  if (CONTROL_BUT_LINES.test(value))
     throw new ValidationError('description must not contain control characters');
+  if (BIDI_CONTROL.test(value)) throw new ValidationError(`description ${NO_BIDI}`);
   return value;
 }
 
@@ -179,9 +196,10 @@ export function validateAudienceScopes(
     if (description != null) {
       if (description.length > 500)
         throw new ValidationError(`the description of scope ${name} is longer than 500 characters`);
-      // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
-      if (/[\u0000-\u001f\u007f]/.test(description))
+      if (CONTROL.test(description))
         throw new ValidationError(`the description of scope ${name} must not contain control characters`);
+      if (BIDI_CONTROL.test(description))
+        throw new ValidationError(`the description of scope ${name} ${NO_BIDI}`);
     }
     return { name, description: description ?? null };
   });
