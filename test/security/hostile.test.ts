@@ -27,7 +27,7 @@ const NOT_GRANTED = ['invalid_target', 'the requested audience is not granted to
 /** A scope outside RFC 6749 §3.3's characters. */
 const BAD_SCOPE = [
   'invalid_scope',
-  'scope must be scope tokens separated by single spaces (RFC 6749 §3.3)',
+  'scope must be scope tokens separated by single spaces (RFC 6749 section 3.3)',
 ] as const;
 const MALFORMED = ['invalid_request', 'the request body is malformed'] as const;
 const NOT_OBJECT = ['invalid_request', 'the JSON body must be an object'] as const;
