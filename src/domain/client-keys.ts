@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { importJWK, type JWK } from 'jose';
 import { isPublicAddress } from './addresses.js';
-import { ValidationError } from './validate.js';
+import { checkNesting, ValidationError } from './validate.js';
 
 /**
  * How a client authenticates at the token endpoint, by RFC 7591's names (INTERFACE.md, "Client
@@ -58,6 +58,7 @@ export function validateAuthMethod(value: string): AuthMethodName {
 export function validateJwks(value: unknown): PublicJwks {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw new ValidationError('jwks must be a JSON object with a "keys" list (a JWK Set, RFC 7517 §5)');
+  checkNesting(value, 'jwks');
   const bytes = Buffer.byteLength(JSON.stringify(value));
   if (bytes > MAX_JWKS_BYTES)
     throw new ValidationError(`jwks is ${bytes} bytes as JSON; at most ${MAX_JWKS_BYTES}`);

@@ -1,17 +1,31 @@
+/** What RFC 6749 §5.2 does not allow in an error_description: anything but `%x20-21 / %x23-5B / %x5D-7E`. */
+const NOT_IN_DESCRIPTION = /[^\x20\x21\x23-\x5b\x5d-\x7e]/g;
+
+/**
+ * A text as an error_description may have it (RFC 6749 §5.2: printable ASCII but `"` and `\`), each other
+ * character replaced by `?`. The descriptions Tessera writes are within it already; this keeps a slip (a `§`,
+ * a quoted value, a name a caller chose) from reaching a client that checks the grammar.
+ */
+export const descriptionText = (text: string): string => text.replace(NOT_IN_DESCRIPTION, '?');
+
 /**
  * The one error type a client ever sees. `error` is the RFC 6749 §5.2 / RFC 8707 code; the
- * description is meant for the client; `debug` goes to the log only.
+ * description is meant for the client, in the characters §5.2 allows (made so here, whatever it was given);
+ * `debug` goes to the log only.
  */
 export class OAuthError extends Error {
   override name = 'OAuthError';
+  readonly description: string;
   constructor(
     readonly error: string,
-    readonly description: string,
+    description: string,
     readonly status: number,
     readonly headers: Readonly<Record<string, string>> = {},
     readonly debug?: string,
   ) {
-    super(`${error}: ${description}`);
+    const text = descriptionText(description);
+    super(`${error}: ${text}`);
+    this.description = text;
   }
 
   toJSON(): { error: string; error_description: string } {

@@ -190,7 +190,8 @@ export function scopeOf(grant: KnownGrant, requested: string | undefined): strin
   const asked = requested.split(' ');
   for (const token of asked) {
     if (!SCOPE_TOKEN.test(token))
-      throw invalidScope('scope must be scope tokens separated by single spaces (RFC 6749 §3.3)');
+      // "section", not the sign: an error_description is printable ASCII only (RFC 6749 §5.2).
+      throw invalidScope('scope must be scope tokens separated by single spaces (RFC 6749 section 3.3)');
     if (!grant.scopes.has(token))
       throw invalidScope(`scope ${token.slice(0, 128)} is not granted to this client for this audience`);
   }

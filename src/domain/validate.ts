@@ -1,4 +1,5 @@
 import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from './algorithms.js';
+import { MAX_JSON_DEPTH, tooDeepAt } from './json-depth.js';
 
 /** Rules for what operators register, shared by the CLI and the store so both refuse the same input. */
 export class ValidationError extends Error {
@@ -48,22 +49,39 @@ export function validateSigningAlg(value: string): SigningAlg {
   return value;
 }
 
+/** Control characters (Unicode's Cc: C0, DEL and C1), as names and descriptions refuse them (MANAGEMENT.md). */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what is looked for
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+/** The same, but the line breaks and tabs that a free text may have. */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what is looked for
+const CONTROL_BUT_LINES = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/;
+/**
+ * The bidirectional embeddings and overrides (U+202A–U+202E) and isolates (U+2066–U+2069) of Unicode's
+ * bidirectional algorithm (UAX #9 §2.1–2.4): they make text show in another order than it is written (a name
+ * with U+202E shows reversed in the console and in a terminal), so MANAGEMENT.md refuses them in names and
+ * descriptions, as it does control characters.
+ */
+const BIDI_CONTROL = /[\u202a-\u202e\u2066-\u2069]/;
+const NO_BIDI = 'must not contain bidirectional overrides (U+202A to U+202E, U+2066 to U+2069)';
+
 export function validateName(value: string, what: string): string {
   const name = value.trim();
   if (name.length === 0) throw new ValidationError(`${what} name must not be empty`);
   if (name.length > 200) throw new ValidationError(`${what} name is longer than 200 characters`);
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
-  if (/[\u0000-\u001f\u007f]/.test(name))
-    throw new ValidationError(`${what} name must not contain control characters`);
+  if (CONTROL.test(name)) throw new ValidationError(`${what} name must not contain control characters`);
+  if (BIDI_CONTROL.test(name)) throw new ValidationError(`${what} name ${NO_BIDI}`);
   return name;
 }
 
-/** A free-text description: at most 1000 characters, no control characters but line breaks and tabs. */
+/**
+ * A free-text description: at most 1000 characters, no control characters but line breaks and tabs, no
+ * bidirectional override.
+ */
 export function validateDescription(value: string): string {
   if (value.length > 1000) throw new ValidationError('description is longer than 1000 characters');
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
-  if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(value))
+  if (CONTROL_BUT_LINES.test(value))
     throw new ValidationError('description must not contain control characters');
+  if (BIDI_CONTROL.test(value)) throw new ValidationError(`description ${NO_BIDI}`);
   return value;
 }
 
@@ -178,9 +196,10 @@ export function validateAudienceScopes(
     if (description != null) {
       if (description.length > 500)
         throw new ValidationError(`the description of scope ${name} is longer than 500 characters`);
-      // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
-      if (/[\u0000-\u001f\u007f]/.test(description))
+      if (CONTROL.test(description))
         throw new ValidationError(`the description of scope ${name} must not contain control characters`);
+      if (BIDI_CONTROL.test(description))
+        throw new ValidationError(`the description of scope ${name} ${NO_BIDI}`);
     }
     return { name, description: description ?? null };
   });
@@ -211,7 +230,21 @@ const RESERVED = new Set<string>(RESERVED_CLAIMS);
 export const MAX_CLAIMS_BYTES = 4096;
 
 /**
- * Custom claims: a JSON object of at most 4 KiB serialized, none of whose names is reserved or starts with
+ * A document that a request body holds as one of its fields (custom claims, a JWK Set) nests at most one level
+ * less than the body (MANAGEMENT.md: 32 levels, the body being level 1), whichever face it came through: the
+ * CLI's `--claims` and `--jwks` reach the rules without a body around them. Checked before JSON.stringify,
+ * which recurses once per level and overflows the stack some 4,000 levels down.
+ */
+export function checkNesting(value: unknown, what: string): void {
+  const pointer = tooDeepAt(value, MAX_JSON_DEPTH - 1);
+  if (pointer !== undefined)
+    throw new ValidationError(
+      `${what} must nest at most ${MAX_JSON_DEPTH - 1} levels (a request body, ${MAX_JSON_DEPTH}); ${pointer} is deeper`,
+    );
+}
+
+/**
+ * Custom claims: a JSON object of at most 4 KiB serialized, nested at most 31 levels, none of whose names is reserved or starts with
  * `tessera`. Returned as given (an empty object is no claims: null).
  */
 export function validateClaims(value: unknown): Record<string, unknown> | null {
@@ -226,6 +259,7 @@ export function validateClaims(value: unknown): Record<string, unknown> | null {
     if (name.toLowerCase().startsWith('tessera'))
       throw new ValidationError(`claim ${name}: names starting with "tessera" are reserved`);
   }
+  checkNesting(value, 'claims');
   const bytes = Buffer.byteLength(JSON.stringify(value));
   if (bytes > MAX_CLAIMS_BYTES)
     throw new ValidationError(`claims are ${bytes} bytes as JSON; at most ${MAX_CLAIMS_BYTES}`);

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { invalidRequest } from '../domain/errors.js';
+import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import { ownString } from '../domain/validate.js';
 import { TOKEN_PARAMS, type TokenParam, type TokenParams } from '../domain/token-service.js';
 
@@ -71,6 +72,10 @@ export function registerBodyParsers(app: FastifyInstance): void {
       json(request, body as string, (error, value) => {
         if (error) return done(error, undefined);
         try {
+          // The admin API's depth rule holds here too (MANAGEMENT.md: every JSON body, 32 levels at most). The
+          // pointer stays out of the description: a name may hold characters RFC 6749 §5.2 does not allow.
+          if (tooDeepAt(value, MAX_JSON_DEPTH) !== undefined)
+            throw invalidRequest(`the JSON body nests deeper than ${MAX_JSON_DEPTH} levels`);
           // RFC 6749 §3.2 holds for the JSON encoding too: no parameter more than once.
           if (typeof value === 'object' && value !== null && !Array.isArray(value))
             rejectDuplicateJsonParams(body as string);

@@ -6,6 +6,10 @@ import { BODY_LIMIT } from './body.js';
 /** RFC 6749 §5.1/§5.2: token responses, successful or not, must not be cached. */
 export const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' } as const;
 
+/**
+ * Every error body of this server is an OAuthError's toJSON (RFC 6749 §5.2), written here or by the client
+ * error handler below: OAuthError makes its error_description of the characters §5.2 allows.
+ */
 export function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyReply {
   return reply.code(error.status).headers(NO_STORE).headers(error.headers).send(error.toJSON());
 }
@@ -64,7 +68,7 @@ export function clientErrorHandler(security: Record<string, string>) {
     this.log.trace({ err: error }, 'client error');
     if (socket.writable && !inFlight?.headersSent) {
       const { status, reason, description } = fromClientError(error.code);
-      const body = JSON.stringify({ error: 'invalid_request', error_description: description });
+      const body = JSON.stringify(invalidRequest(description, status));
       socket.write(
         `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
           `Content-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
@@ -100,14 +104,11 @@ export function registerErrorHandlers(app: FastifyInstance): void {
       .code(405)
       .headers(NO_STORE)
       .header('allow', allowed.join(', '))
-      .send({
-        error: 'invalid_request',
-        error_description: `method not allowed; use ${allowed.join(' or ')}`,
-      });
+      .send(invalidRequest(`method not allowed; use ${allowed.join(' or ')}`, 405).toJSON());
   });
 
   app.setNotFoundHandler((_request, reply) =>
-    reply.code(404).send({ error: 'not_found', error_description: 'no such endpoint' }),
+    reply.code(404).send(new OAuthError('not_found', 'no such endpoint', 404).toJSON()),
   );
 }
 

@@ -6,6 +6,7 @@ import { createLocalJWKSet, type JWK, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { isPublicAddress } from '../domain/addresses.js';
 import { algsForKey, MAX_CLIENT_KEYS } from '../domain/client-keys.js';
+import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import type { RemoteKeys } from '../domain/assertion.js';
 
 /**
@@ -81,6 +82,10 @@ function maxAgeOf(header: string | undefined): number | undefined {
 
 /** The usable signing keys of a fetched set: public keys of a type an assertion can be signed with. */
 function usableKeys(body: unknown): JWK[] {
+  // The depth rule of every JSON document Tessera reads (MANAGEMENT.md: 32 levels): jose copies the keys with
+  // structuredClone, which recurses per level and overflows the stack on a key nested a few thousand deep.
+  if (tooDeepAt(body, MAX_JSON_DEPTH) !== undefined)
+    throw new Error(`the answer nests deeper than ${MAX_JSON_DEPTH} levels`);
   const keys = (body as { keys?: unknown } | null)?.keys;
   if (!Array.isArray(keys)) throw new Error('the answer is not a JWK Set');
   const usable = keys.filter(

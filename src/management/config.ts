@@ -8,6 +8,7 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
 import { SIGNING_ALGS } from '../domain/algorithms.js';
+import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import { validateClaims } from '../domain/validate.js';
 import {
   AUTH_METHOD_NAMES,
@@ -20,6 +21,7 @@ import type { Audience, AudienceScope, Client } from '../store/types.js';
 import { checkNewAudience } from './audiences.js';
 import { checkNewClient, createClient, deleteClient, updateClient } from './clients.js';
 import { changedFields, type ManagementContext } from './context.js';
+import { deepPlaceInText } from './file-depth.js';
 import { AUDIENCE_FIELDS, CLIENT_FIELDS } from './views.js';
 import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
 import {
@@ -307,11 +309,18 @@ const segments = (pointer: string): string[] =>
 const escape = (segment: string | number): string => String(segment).replace(/~/g, '~0').replace(/\//g, '~1');
 const pointerOf = (...path: (string | number)[]): string => path.map((s) => `/${escape(s)}`).join('');
 
+/** A file's place nested too deep (MANAGEMENT.md: 32 levels, as a JSON body). */
+const TOO_DEEP = `is an object or list at level ${MAX_JSON_DEPTH + 1}; a file nests at most ${MAX_JSON_DEPTH} levels, itself being level 1`;
+
 /**
  * Parses YAML (and so JSON, which YAML 1.2 reads alike) keeping positions. Syntax errors (and duplicate keys)
  * refuse the file at once, each with its line and column.
  */
 export function parseConfigFile(text: string, name: string): ParsedFile {
+  // A file nests at most 32 levels, as every JSON body does (MANAGEMENT.md). On the text first: the composer
+  // (parseDocument) recurses per level, and what reads the data after it (JSON.stringify) too.
+  const deep = deepPlaceInText(text, MAX_JSON_DEPTH);
+  if (deep) throw new ConfigFileError(name, [{ ...deep, message: TOO_DEEP }]);
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
   if (doc.errors.length > 0) {
@@ -329,7 +338,7 @@ export function parseConfigFile(text: string, name: string): ParsedFile {
     const { line, col } = lineCounter.linePos(offset);
     return { line, column: col };
   };
-  return {
+  const file: ParsedFile = {
     name,
     data: doc.toJS(),
     locate(pointer, key = false) {
@@ -351,6 +360,11 @@ export function parseConfigFile(text: string, name: string): ParsedFile {
       return position(found) ?? { line: 1, column: 1 };
     },
   };
+  // An alias nests its anchor's value where it stands, deeper than the text shows.
+  const pointer = tooDeepAt(file.data, MAX_JSON_DEPTH);
+  if (pointer !== undefined)
+    throw new ConfigFileError(name, [{ pointer, ...file.locate(pointer), message: TOO_DEEP }]);
+  return file;
 }
 
 // --- the plan ---

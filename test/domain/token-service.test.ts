@@ -222,7 +222,7 @@ describe('TokenService: scopes', () => {
     'scope=%j, outside RFC 6749 §3.3, is invalid_scope',
     async (scope) => {
       expect(await failure(t.service, post({ client_id: 'scoped', scope }))).toEqual(
-        invalidScope('scope must be scope tokens separated by single spaces (RFC 6749 §3.3)'),
+        invalidScope('scope must be scope tokens separated by single spaces (RFC 6749 section 3.3)'),
       );
     },
   );

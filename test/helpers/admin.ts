@@ -3,7 +3,7 @@
  * them, their tokens from /oauth/token, and calls to /admin/v1 with a token or a console session.
  */
 import { expect } from 'vitest';
-import { adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
+import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
 import { clients, operators, type ManagementContext } from '../../src/management/index.js';
 import { postToken, type TestServer } from './server.js';
 
@@ -110,4 +110,42 @@ export async function operatorSession(
   const body = (await response.json()) as { csrf_token: string };
   const cookie = response.headers.getSetCookie()[0]!.split(';')[0]!;
   return { cookie, csrf: body.csrf_token, origin };
+}
+
+/**
+ * An admin client with every admin scope (as `tessera client create --admin` makes it), and an access token
+ * it got at the token endpoint, as a program calling the admin API would.
+ */
+export async function adminToken(t: TestServer, ctx: ManagementContext): Promise<string> {
+  return (await adminClient(t, ctx, ADMIN_SCOPES)).token;
+}
+
+/** An answer of `send`: its status, the headers every answer's checks need, and the parsed body. */
+export interface SentAnswer {
+  status: number;
+  type: string | null;
+  cacheControl: string | null;
+  body: unknown;
+}
+
+/** Sends `body` (text, as it is) to a path of the server; JSON unless another content type is given. */
+export async function send(
+  t: TestServer,
+  method: string,
+  path: string,
+  body: string | undefined,
+  headers: Record<string, string> = {},
+): Promise<SentAnswer> {
+  const response = await fetch(`${t.url}${path}`, {
+    method,
+    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+    body,
+  });
+  const text = await response.text();
+  return {
+    status: response.status,
+    type: response.headers.get('content-type'),
+    cacheControl: response.headers.get('cache-control'),
+    body: text === '' ? undefined : JSON.parse(text),
+  };
 }

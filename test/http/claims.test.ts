@@ -143,6 +143,30 @@ describe('the rules, at configuration time', () => {
     expect((await refusal('a'))?.message).toBe('claims must be a JSON object');
   });
 
+  it('at most 31 levels of their own (32 in a body that holds them), whatever face they come through', async () => {
+    let deep: Record<string, unknown> = {};
+    for (let i = 1; i < 31; i++) deep = { a: deep };
+    expect(await refusal(deep)).toBeUndefined();
+    const error = await refusal({ a: deep });
+    expect({ code: error?.code, field: error?.field, message: error?.message }).toEqual({
+      code: 'invalid_field',
+      field: 'claims',
+      message: `claims must nest at most 31 levels (a request body, 32); ${'/a'.repeat(31)} is deeper`,
+    });
+    // As the CLI's --claims hands them over: 5,000 levels are refused by the rule, not by a stack overflow.
+    const huge = JSON.parse('{"x":'.repeat(5000) + '1' + '}'.repeat(5000)) as Record<string, unknown>;
+    expect((await refusal(huge))?.message).toBe(
+      `claims must nest at most 31 levels (a request body, 32); ${'/x'.repeat(31)} is deeper`,
+    );
+    await expect(grants.setGrant(ctx, svc.id, API, { claims: huge })).rejects.toThrow(
+      `claims must nest at most 31 levels (a request body, 32); ${'/x'.repeat(31)} is deeper`,
+    );
+    const keys = JSON.parse('{"keys":' + '['.repeat(5000) + ']'.repeat(5000) + '}') as object;
+    await expect(clients.updateClient(ctx, svc.id, { jwks: keys as never })).rejects.toThrow(
+      `jwks must nest at most 31 levels (a request body, 32); /keys${'/0'.repeat(30)} is deeper`,
+    );
+  });
+
   it("a grant's claims follow the same rules", async () => {
     await expect(grants.setGrant(ctx, svc.id, API, { claims: { aud: 'x' } })).rejects.toThrow(
       'claim aud is registered: Tessera sets it, it cannot be a custom claim',

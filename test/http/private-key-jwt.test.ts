@@ -448,6 +448,30 @@ describe('private_key_jwt: keys at a jwks_uri', () => {
     ).toBe(200);
   });
 
+  it('a set nested deeper than 32 levels is refused as it is read (never copied by a recursion)', async () => {
+    const key = await signer('ES256', 'deep');
+    const host = await keyHost();
+    const nested = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
+    // The set is level 1, keys 2, the key 3, its member `extra` 4 and on: 29 lists reach level 32, 30 level 33.
+    const serve = (levels: number) => (res: ServerResponse) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(`{"keys":[${JSON.stringify(key.jwk).slice(0, -1)},"extra":${nested(levels)}}]}`);
+    };
+    host.handler = serve(29);
+    const fits = await keyClient(t, { jwksUri: host.url });
+    expect((await withAssertion(await assertion(key, fits))).status).toBe(200);
+    for (const levels of [30, 20_000]) {
+      const other = await keyHost();
+      other.handler = serve(levels);
+      const deep = await keyClient(t, { jwksUri: other.url });
+      await expectRefused(
+        await assertion(key, deep),
+        deep,
+        'jwks_uri: the answer nests deeper than 32 levels',
+      );
+    }
+  });
+
   it('a jwks_uri on 127.0.0.1 is refused without TESSERA_JWKS_ALLOW_PRIVATE, and never fetched', async () => {
     const guarded = await startTestServer(NO_BLOCKING);
     try {

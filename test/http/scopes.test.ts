@@ -90,8 +90,11 @@ describe('the token request', () => {
   it.each([
     ['orders:read orders:delete', 'scope orders:delete is not granted to this client for this audience'],
     ['other:read', 'scope other:read is not granted to this client for this audience'],
-    ['orders:read  orders:write', 'scope must be scope tokens separated by single spaces (RFC 6749 §3.3)'],
-    ['orders"read', 'scope must be scope tokens separated by single spaces (RFC 6749 §3.3)'],
+    [
+      'orders:read  orders:write',
+      'scope must be scope tokens separated by single spaces (RFC 6749 section 3.3)',
+    ],
+    ['orders"read', 'scope must be scope tokens separated by single spaces (RFC 6749 section 3.3)'],
   ])('scope=%j: 400 invalid_scope (%s)', async (scope, description) => {
     const r = await token(scoped, { scope });
     expect(r.status).toBe(400);

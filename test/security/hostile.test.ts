@@ -27,7 +27,7 @@ const NOT_GRANTED = ['invalid_target', 'the requested audience is not granted to
 /** A scope outside RFC 6749 §3.3's characters. */
 const BAD_SCOPE = [
   'invalid_scope',
-  'scope must be scope tokens separated by single spaces (RFC 6749 §3.3)',
+  'scope must be scope tokens separated by single spaces (RFC 6749 section 3.3)',
 ] as const;
 const MALFORMED = ['invalid_request', 'the request body is malformed'] as const;
 const NOT_OBJECT = ['invalid_request', 'the JSON body must be an object'] as const;
@@ -39,6 +39,8 @@ const UNSUPPORTED_TYPE = [
 const required = (name: string) => ['invalid_request', `${name} is required`] as const;
 const twice = (name: string) => ['invalid_request', `parameter ${name} is sent more than once`] as const;
 const notString = (name: string) => ['invalid_request', `parameter ${name} must be a string`] as const;
+/** MANAGEMENT.md: every JSON body nests at most 32 levels, the token endpoint's too. */
+const TOO_DEEP = ['invalid_request', 'the JSON body nests deeper than 32 levels'] as const;
 
 type Expected = readonly [error: string, description: string];
 
@@ -481,21 +483,30 @@ describe('deeply nested JSON', () => {
     expectError(await sendJson('['.repeat(8000)), 400, MALFORMED);
   });
 
-  it('4 000 balanced levels of [ ]: not an object', async () => {
-    expectError(await sendJson('['.repeat(4000) + ']'.repeat(4000)), 400, NOT_OBJECT);
+  it('4 000 balanced levels of [ ]: deeper than 32 levels', async () => {
+    expectError(await sendJson('['.repeat(4000) + ']'.repeat(4000)), 400, TOO_DEEP);
+    // Within the depth, an array is still not an object.
+    expectError(await sendJson('['.repeat(32) + ']'.repeat(32)), 400, NOT_OBJECT);
   });
 
-  it('a parameter that is 4 000 levels of arrays', async () => {
+  it('a parameter that is 4 000 levels of arrays: deeper than 32 levels', async () => {
     const body = `{"client_id":${'['.repeat(4000)}${']'.repeat(4000)}}`;
     expect(body.length).toBeLessThan(8192);
-    expectError(await sendJson(body), 400, notString('client_id'));
+    expectError(await sendJson(body), 400, TOO_DEEP);
   });
 
-  it('1 300 levels of nested objects beside good parameters: a token', async () => {
+  it('1 300 levels of nested objects beside good parameters: deeper than 32 levels, no token', async () => {
     const nested = '{"client_id":'.repeat(1) + '{"a":'.repeat(1300) + '1' + '}'.repeat(1300) + '}';
     const body = JSON.stringify(params()).slice(0, -1) + `,"x":${nested}}`;
     expect(body.length).toBeLessThan(8192);
-    expectToken(await sendJson(body));
+    expectError(await sendJson(body), 400, TOO_DEEP);
+  });
+
+  it('32 levels beside good parameters: a token; 33: refused', async () => {
+    const nested = (levels: number) => '['.repeat(levels - 1) + ']'.repeat(levels - 1);
+    const body = (levels: number) => JSON.stringify(params()).slice(0, -1) + `,"x":${nested(levels)}}`;
+    expectToken(await sendJson(body(32)));
+    expectError(await sendJson(body(33)), 400, TOO_DEEP);
   });
 
   it('brackets and escaped quotes inside strings do not hide a duplicate', async () => {

@@ -8,6 +8,7 @@ import type { Store } from '../../store/types.js';
 import type { AdminRefusal } from '../../audit/recorder.js';
 import { AdminAuth, presentedClientId, requireScope, type AdminAuthDeps, type AdminCaller } from './auth.js';
 import type { AdminGuard } from './route.js';
+import { depthLimited } from './json-body.js';
 import { Cursors } from './paging.js';
 import { SessionCookie } from '../console/session.js';
 import { asProblem, problem, sendProblem, type ProblemError } from './problem.js';
@@ -121,7 +122,8 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
         return maybeEmpty;
       });
 
-      const json = admin.getDefaultJsonParser('error', 'error');
+      // Nested at most 32 levels (MANAGEMENT.md), refused before any hook or validation sees the body.
+      const json = depthLimited(admin.getDefaultJsonParser('error', 'error'));
       admin.removeAllContentTypeParsers();
       for (const type of ['application/json', 'application/merge-patch+json'])
         admin.addContentTypeParser(type, { parseAs: 'string', bodyLimit: ADMIN_BODY_LIMIT }, json);

@@ -4,6 +4,7 @@ import { Type, type Static } from 'typebox';
 import { ROLE_SCOPES } from '../../management/builtin.js';
 import { operators, sessions, views } from '../../management/index.js';
 import type { Operator } from '../../store/types.js';
+import { depthLimited } from '../admin/json-body.js';
 import { asProblem, CONSOLE_CHALLENGE, problem, sendProblem } from '../admin/problem.js';
 import { encodingFor, type Asset } from './assets.js';
 import type { ConsoleSessions } from './session.js';
@@ -81,7 +82,8 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   void app.register(
     async (scope) => {
       const api = scope.withTypeProvider<TypeBoxTypeProvider>();
-      const json = scope.getDefaultJsonParser('error', 'error');
+      // The admin API's rule for every JSON body: at most 32 levels (MANAGEMENT.md).
+      const json = depthLimited(scope.getDefaultJsonParser('error', 'error'));
       scope.removeAllContentTypeParsers();
       scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, json);
 
