@@ -162,7 +162,7 @@ describe('a blocked address and clients this process has not looked up (every cl
   let cli: Store; // the same SQLite file, as the CLI or another instance writes it
   let t: TestServer;
   let good: Provisioned;
-  let unused: Provisioned; // never asks before it is deleted
+  let unused: Provisioned; // never asks for a token: deleted before it does
   let key: { privateKey: CryptoKey; jwk: JWK };
   let keyId: string;
 
