@@ -27,7 +27,15 @@ import {
   stopServer,
   waitUntilReady,
 } from './lib/proc.js';
-import { markdown, profileTop, svgChart, targets, targetsText, textTable } from './lib/report.js';
+import {
+  clientIdsText,
+  markdown,
+  profileTop,
+  svgChart,
+  targets,
+  targetsText,
+  textTable,
+} from './lib/report.js';
 import {
   coldClients,
   createPostgresDatabase,
@@ -58,6 +66,7 @@ const SCENARIOS = [
   'tessera-pg-cold',
   'oidc-provider',
   'oauth2-server',
+  'client-ids',
 ];
 
 const USAGE = `npm run bench [-- options]
@@ -68,6 +77,10 @@ const USAGE = `npm run bench [-- options]
   --concurrency 10,100    connections of each measurement
   --cold-clients N        clients in the store for the cold-cache runs (default 100000)
   --cold-cache-max N      TESSERA_CACHE_MAX of the cold-cache runs (default 1000: every request misses)
+  --id-clients 100000,1000000
+                          numbers of clients of the client-ids measurement: the memory and load time of every
+                          client id held in memory (no load, no server; runs last, pinned like a server;
+                          alone: --only client-ids, about 40 s)
   --only a,b              run only these scenarios: ${SCENARIOS.join(', ')}
   --skip a,b              run all but these
   --node PATH             run every server under this Node binary (default: the one running npm)
@@ -93,6 +106,7 @@ function options() {
       concurrency: { type: 'string', default: '10,100' },
       'cold-clients': { type: 'string', default: '100000' },
       'cold-cache-max': { type: 'string', default: '1000' },
+      'id-clients': { type: 'string', default: '100000,1000000' },
       only: { type: 'string' },
       skip: { type: 'string' },
       node: { type: 'string' },
@@ -143,6 +157,7 @@ function options() {
     concurrencies: list(values.concurrency).map((c) => integer('concurrency', c, 1)),
     coldClients: integer('cold-clients', values['cold-clients'], 1000),
     coldCacheMax: integer('cold-cache-max', values['cold-cache-max'], 100),
+    idClients: list(values['id-clients']).map((c) => integer('id-clients', c, 1)),
     scenarios: SCENARIOS.filter((id) => (!only || only.includes(id)) && !skip.includes(id)),
     nodePath: values.node ? resolve(values.node) : process.execPath,
     extraEnv,
@@ -250,6 +265,8 @@ async function main() {
     }
   };
   const rows = [];
+  /** The client-ids measurement's figures, when it ran. */
+  let clientIds;
   const failures = [];
   const notes = [];
   const profiles = [];
@@ -598,6 +615,36 @@ async function main() {
       label: '@node-oauth/oauth2-server',
       start: (port) => startPeer({ id: 'oauth2-server', script: 'oauth2-server.js', port }),
     },
+    // Not a load: bench/client-ids.js in a process of its own, pinned like a server, on the servers' Node.
+    'client-ids': {
+      label: 'client ids in memory',
+      measure: async () => {
+        const child = startPinned({
+          name: 'client-ids',
+          cpus: settings.serverCpus,
+          command: settings.nodePath,
+          args: [
+            '--expose-gc',
+            '--disable-warning=ExperimentalWarning',
+            join(ROOT, 'bench/client-ids.js'),
+            '--clients',
+            settings.idClients.join(','),
+            '--json',
+          ],
+          env: tesseraEnv({}),
+          cwd: ROOT,
+        });
+        try {
+          const code = await child.exited;
+          const json = child.output.split('\n').find((line) => line.startsWith('{"node"'));
+          if (code !== 0 || json === undefined)
+            throw new Error(`bench/client-ids.js exited ${code}:\n${child.output}`);
+          return JSON.parse(json);
+        } finally {
+          await stopServer(child);
+        }
+      },
+    },
   };
 
   log(
@@ -609,6 +656,20 @@ async function main() {
     for (const id of settings.scenarios) {
       if (aborting) break;
       const definition = definitions[id];
+      if (definition.measure) {
+        try {
+          clientIds = await definition.measure();
+          for (const r of clientIds.results)
+            log(
+              `${id} ${r.clients}: start ${r.startMs} ms, ${(r.heldBytes / 2 ** 20).toFixed(2)} MB held ` +
+                `(${r.heldBytesPerClient.toFixed(2)} B a client)`,
+            );
+        } catch (error) {
+          failures.push({ scenario: id, error: error.stack ?? String(error) });
+          log(`${id} FAILED: ${error.message}`);
+        }
+        continue;
+      }
       if (definition.store === 'postgres' && !pgUp) {
         // Reported, not a failure: a machine without PostgreSQL runs the other scenarios (bench/README.md).
         notes.push(`${id} skipped: PostgreSQL does not answer at ${settings.pgAdminUrl}`);
@@ -717,6 +778,7 @@ async function main() {
     settings,
     environment,
     rows,
+    clientIds,
     targets: targets(rows, settings.concurrencies),
     failures,
     notes,
@@ -731,11 +793,10 @@ async function main() {
   const out = [
     '',
     `Tessera benchmark (${settings.mode}), servers on Node ${serverNode}, ${settings.seconds} s per measurement`,
-    '',
-    textTable(rows),
-    '',
-    targetsText(result.targets),
   ];
+  // Without a load scenario (--only client-ids) there is no table and no target to print.
+  if (rows.length > 0) out.push('', textTable(rows), '', targetsText(result.targets));
+  if (clientIds) out.push('', clientIdsText(clientIds));
   for (const f of failures) out.push(`FAILED  ${f.scenario}: ${f.error.split('\n')[0]}`);
   for (const note of notes) out.push(`note: ${note}`);
   for (const profile of profiles) {

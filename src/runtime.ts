@@ -234,6 +234,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       secretUsed: (id) => usage.used(id),
       findClient: (id) => directory.findClient(id),
       peekClient: (id) => directory.peekClient(id),
+      registered: (id) => directory.registered(id),
       findAudience: (url) => directory.findAudience(url),
       sign: (payload, alg: SigningAlg, claims) => keyring.sign(payload, alg, claims),
       now: Date.now,

@@ -116,6 +116,49 @@ export function targetsText(list) {
   return list.map((t) => `${t.pass ? 'met    ' : 'NOT MET'}  ${t.target}: ${t.measured}`).join('\n');
 }
 
+const ID_COLUMNS = [
+  ['clients', (r) => thousands(r.clients)],
+  ['start ms', (r) => thousands(r.startMs)],
+  ['held MB', (r) => fixed(r.heldBytes / 2 ** 20, 2)],
+  ['B/client', (r) => fixed(r.heldBytesPerClient, 2)],
+  ['MB per million', (r) => fixed(r.heldMbPerMillion, 2)],
+  ['in the set', (r) => `${thousands(r.found)} of ${thousands(r.clients)}`],
+  ['false positives', (r) => `${r.falsePositives} of ${thousands(r.othersChecked)}`],
+  ['ns a test', (r) => fixed(r.lookupNs, 0)],
+];
+
+const ID_NOTE =
+  'Every client id in memory (src/store/client-ids.ts), measured by bench/client-ids.js: a SQLite store filled ' +
+  "by the bulk insert (ids made by generateClientId), then the start of the server's Directory on it (feed " +
+  'position, audiences, a count, the ids 10 000 a page); held = heap and array buffers after full collections, ' +
+  'before and after that start (budget: 16 MB a million); a test hashes an id and searches the set.';
+
+/** The client-ids measurement as text, for the terminal. */
+export function clientIdsText(clientIds) {
+  const cells = clientIds.results.map((r) => ID_COLUMNS.map(([, cell]) => cell(r)));
+  const widths = ID_COLUMNS.map(([title], i) => Math.max(title.length, ...cells.map((c) => c[i].length)));
+  const line = (values) => values.map((v, i) => v.padStart(widths[i])).join('  ');
+  return [
+    `Client ids in memory (Node ${clientIds.node})`,
+    line(ID_COLUMNS.map(([title]) => title)),
+    line(widths.map((w) => '-'.repeat(w))),
+    ...cells.map(line),
+    ID_NOTE,
+  ].join('\n');
+}
+
+function clientIdsMarkdown(clientIds) {
+  return [
+    `## Client ids in memory (Node ${clientIds.node})`,
+    '',
+    `| ${ID_COLUMNS.map(([title]) => title).join(' | ')} |`,
+    `|${ID_COLUMNS.map(() => ' ---: ').join('|')}|`,
+    ...clientIds.results.map((r) => `| ${ID_COLUMNS.map(([, cell]) => cell(r)).join(' | ')} |`),
+    '',
+    ID_NOTE,
+  ].join('\n');
+}
+
 /** The Markdown report: environment, table, targets, failures, notes. */
 export function markdown(result) {
   const { environment: env, settings } = result;
@@ -147,6 +190,7 @@ export function markdown(result) {
     '',
     targetsMarkdown(result.targets),
   ];
+  if (result.clientIds) lines.push('', clientIdsMarkdown(result.clientIds));
   if (result.failures.length > 0) {
     lines.push('', '## Failures', '');
     for (const f of result.failures) lines.push(`- **${f.scenario}**: ${f.error.split('\n')[0]}`);

@@ -114,6 +114,12 @@ export interface TokenServiceDeps {
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined>;
   /** Memory only: the client if this process holds it, else undefined (never a store query). */
   peekClient(id: string): KnownClient | undefined;
+  /**
+   * Memory only: whether `id` may be a client's, by the set of every client id (a deleted client's may
+   * linger; an id not in it is no client's). False when not known, as it is when left out: a blocked caller is
+   * then answered from peekClient alone.
+   */
+  registered?(id: string): boolean;
   findAudience(url: string): KnownAudience | undefined;
   /** Synchronous once the key is loaded; a promise only while one is being made. */
   /** `claims`: a client's custom claims, serialised once (see KnownGrant), signed after the registered ones. */
@@ -260,8 +266,8 @@ export class TokenService {
     const { params, source } = request;
     const credentials = this.credentialsOf(request);
     const possible = isPossibleClientId(credentials.clientId) ? credentials.clientId : undefined;
-    // A caller blocked for failed attempts is answered from memory: its token if it presents the exact secret
-    // of a client this process holds, else 429, with no store lookup for whatever ids it sprays (INTERFACE.md).
+    // A caller blocked for failed attempts gets its token only with the exact credential of a registered client,
+    // and 429 for everything else, with no store operation for whatever ids it sprays (INTERFACE.md).
     const wait = this.deps.attempts.blockedFor(possible, source);
     let client: KnownClient;
     if (wait > 0) {
@@ -380,15 +386,46 @@ export class TokenService {
   }
 
   /**
-   * A blocked caller: only an enabled client in memory with its exact secret gets through (a NAT or proxy
-   * may be shared with an attacker). The secret is hashed and compared whatever the id, as on the usual path.
+   * A blocked caller: only an enabled client with its exact credential gets through (a NAT or proxy may be
+   * shared with an attacker, and a client that caches its token for half an hour is the one this process may
+   * have forgotten). The client is the one in memory; or, for a registered id (in the set of every client id),
+   * the one a lookup finds, batched and cached like any miss, so that a client sharing the address gets in
+   * after its first request and a spray of its id with wrong secrets is answered from memory after that. An
+   * id that is not registered costs nothing: no lookup, no failure counted, 429. A lookup that fails (the
+   * store away) is a 429 too: what a blocked caller sends never costs an audit row of its own. The secret is
+   * hashed and compared whatever the id, as on the usual path.
    */
   private authenticateBlocked(
     clientId: string | undefined,
     credentials: PresentedCredentials,
     wait: number,
   ): KnownClient | Promise<KnownClient> {
-    const client = clientId === undefined ? undefined : this.deps.peekClient(clientId);
+    const held = clientId === undefined ? undefined : this.deps.peekClient(clientId);
+    if (held === undefined && clientId !== undefined && this.deps.registered?.(clientId) === true) {
+      let found: KnownClient | undefined | Promise<KnownClient | undefined>;
+      try {
+        found = this.deps.findClient(clientId);
+      } catch {
+        throw tooManyAttempts(wait);
+      }
+      if (found instanceof Promise)
+        return found.then(
+          (client) => this.admitBlocked(client, credentials, wait),
+          () => {
+            throw tooManyAttempts(wait);
+          },
+        );
+      return this.admitBlocked(found, credentials, wait);
+    }
+    return this.admitBlocked(held, credentials, wait);
+  }
+
+  /** The blocked caller's credential checked against `client` (undefined: none): the client, or 429. */
+  private admitBlocked(
+    client: KnownClient | undefined,
+    credentials: PresentedCredentials,
+    wait: number,
+  ): KnownClient | Promise<KnownClient> {
     const proven = credentials.proves(client, this.deps.now());
     const decide = (matches: boolean): KnownClient => {
       if (client && matches && client.enabled) {

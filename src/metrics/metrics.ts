@@ -23,6 +23,8 @@ export interface CacheStats {
   unknownHits: number;
   /** Lookups that went to the store. */
   misses: number;
+  /** Ids that the set of every client id lacks: answered after a read of the change feed, not a lookup. */
+  unregistered: number;
 }
 
 type Labels = Record<string, string | number>;
@@ -152,10 +154,10 @@ export class Metrics {
   /** Client cache lookups, read at scrape time from the directory's plain counters. */
   watchCache(cache: () => CacheStats): void {
     const registers = [this.registry];
-    const seen = { hits: 0, unknownHits: 0, misses: 0 };
+    const seen = { hits: 0, unknownHits: 0, misses: 0, unregistered: 0 };
     new Counter({
       name: 'tessera_client_cache_lookups_total',
-      help: 'Client lookups on the token path: "hit" (known client in memory), "unknown_hit" (id known not to exist), "miss" (asked the store).',
+      help: 'Client lookups on the token path: "hit" (known client in memory), "unknown_hit" (id known not to exist), "miss" (asked the store), "unregistered" (an id no client has, by the in-memory set of client ids: no lookup, one read of the change feed).',
       labelNames: ['result'],
       registers,
       collect() {
@@ -163,6 +165,7 @@ export class Metrics {
         this.inc({ result: 'hit' }, now.hits - seen.hits);
         this.inc({ result: 'unknown_hit' }, now.unknownHits - seen.unknownHits);
         this.inc({ result: 'miss' }, now.misses - seen.misses);
+        this.inc({ result: 'unregistered' }, now.unregistered - seen.unregistered);
         Object.assign(seen, now);
       },
     });
@@ -173,8 +176,9 @@ export class Metrics {
       help: 'Share of client lookups answered from memory since the process started (hits and unknown hits over all lookups).',
       registers,
       collect() {
-        const { hits, unknownHits, misses } = cache();
-        const total = hits + unknownHits + misses;
+        const { hits, unknownHits, misses, unregistered } = cache();
+        // An unregistered id waited for a read of the feed: not answered from memory alone.
+        const total = hits + unknownHits + misses + unregistered;
         this.set(total === 0 ? 0 : (hits + unknownHits) / total);
       },
     });

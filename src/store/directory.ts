@@ -2,6 +2,13 @@ import { createLocalJWKSet } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { temporarilyUnavailable } from '../domain/errors.js';
 import { digestBytes } from '../domain/secrets.js';
+import {
+  ClientIdSetBuilder,
+  idHash,
+  type ClientIdSet,
+  type ClientIdStats,
+  type IdHash,
+} from './client-ids.js';
 import type { ClientKeys, KnownAudience, KnownClient } from '../domain/token-service.js';
 import type { Audience, Change, Client, Store } from './types.js';
 
@@ -19,7 +26,10 @@ export interface DirectoryOptions {
   staleWindowMs?: number;
   /** Seconds a 503 asks the client to wait (`Retry-After`, TESSERA_RETRY_AFTER) when the store cannot answer. */
   retryAfter: number;
-  onError?: (error: unknown, during: 'change feed' | 'change listener' | 'client lookup') => void;
+  onError?: (
+    error: unknown,
+    during: 'change feed' | 'change listener' | 'client lookup' | 'client ids',
+  ) => void;
   /** A cache miss waits this long (ms) for the store at most, then answers 503: a hung store is a down one. */
   lookupTimeoutMs?: number;
   /** The feed was read without error (after failures, this is the recovery). */
@@ -31,6 +41,8 @@ export interface DirectoryOptions {
   /** Called after the audiences were reloaded. */
   onAudiencesChanged?: (audiences: readonly Audience[]) => void | Promise<void>;
   now?: () => Date;
+  /** The hash of the client id set (client-ids.ts); a random key of this process's when left out. */
+  idHash?: IdHash;
 }
 
 /**
@@ -69,6 +81,10 @@ function deadline<T>(work: Promise<T>, ms: number): Promise<T> {
 }
 const CHANGE_RETENTION_MS = 24 * 3600 * 1000;
 const PRUNE_EVERY_MS = 10 * 60 * 1000;
+/** Client ids read per query when the id set is built. */
+const ID_PAGE = 10_000;
+/** After a failed build of the id set, the next is tried this much later at the earliest (ms). */
+const ID_RETRY_MS = 10_000;
 
 /** Custom claims as the signer appends them: the inside of their JSON object, or undefined for none. */
 function claimsFragment(claims: Record<string, unknown>): string | undefined {
@@ -115,7 +131,8 @@ function keysOf(client: Client): ClientKeys | undefined {
 
 /**
  * The in-memory view of clients, grants and audiences that the token path reads, so that a warm request
- * does no store I/O. Clients are loaded on first use and kept in an LRU; audiences are few and kept whole.
+ * does no store I/O. Clients are loaded on first use and kept in an LRU; audiences are few and kept whole;
+ * every client id is kept too, compactly (client-ids.ts), so that an id no client has costs no lookup.
  * Changes made elsewhere (the CLI, another instance) arrive through the store's change feed, read every
  * `pollMs`; the TTL is only a backstop.
  */
@@ -141,14 +158,33 @@ export class Directory {
   private readonly staleWindowMs: number;
   /** When the feed was last read without error (wall clock, for readiness). */
   private lastRead = Date.now();
-  /** Client lookups answered from memory (known, or known not to exist) and sent to the store. */
-  readonly stats = { hits: 0, unknownHits: 0, misses: 0 };
+  /**
+   * Every client id, for lookups that miss the cache: undefined until it is built (start), and until then the
+   * directory answers as it did before it had one (see findClient and registered).
+   */
+  private ids: ClientIdSet | undefined;
+  private readonly idHash: IdHash;
+  /** The build of the id set in progress (see buildIds). */
+  private idsBuilding: Promise<void> | undefined;
+  /** While the id set is built: the ids of the `client` changes applied meanwhile, added to it at the end. */
+  private idsSeen: string[] | undefined;
+  /** `client` changes applied since the id set was built: some may be deletions, whose ids it keeps. */
+  private clientChanges = 0;
+  /** When the last build of the id set failed (ms since the epoch). */
+  private idsFailedAt = -Infinity;
+  private stopped = false;
+  /**
+   * Client lookups answered from memory (known, or known not to exist), sent to the store, and answered
+   * after a read of the change feed because the id set lacks the id (unregistered).
+   */
+  readonly stats = { hits: 0, unknownHits: 0, misses: 0, unregistered: 0 };
 
   constructor(
     private readonly store: Store,
     private readonly options: DirectoryOptions,
   ) {
     this.staleWindowMs = options.staleWindowMs ?? Infinity;
+    this.idHash = options.idHash ?? idHash();
     this.clients = new LRUCache<string, KnownClient>({
       max: options.max,
       ttl: options.ttlMs,
@@ -161,11 +197,15 @@ export class Directory {
     });
   }
 
-  /** Loads the audiences, notes where the change feed stands, and starts following it. */
+  /** Loads the audiences and the client ids, notes where the change feed stands, and starts following it. */
   async start(): Promise<void> {
     this.lastSeq = await this.store.latestChange();
     this.lastFullRefresh = (this.options.now ?? (() => new Date()))().getTime();
     await this.reloadAudiences();
+    // After the feed's position is taken: a client created while the ids are read is on a page or comes
+    // through the feed, and is not lost either way. Awaited (a million ids take a second or two, see
+    // bench/README.md), so that a started server holds them; a build that fails is tried again later.
+    await this.buildIds(false);
     this.timer = setInterval(() => void this.poll(), this.options.pollMs);
     this.timer.unref();
     // Where the store pushes (PostgreSQL NOTIFY), read the feed at once; the timer stays as the backstop.
@@ -179,12 +219,14 @@ export class Directory {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await this.unsubscribe?.();
     this.unsubscribe = undefined;
     await this.pollAgain;
     await this.polling;
+    await this.idsBuilding;
   }
 
   /** Whether the change feed was read successfully within `withinMs`: if not, changes may be going unseen. */
@@ -202,7 +244,7 @@ export class Directory {
 
   /**
    * Memory only, never the store: the client if this process holds it (a caller blocked for failed attempts
-   * is answered this way, so whatever ids it sprays cost no query). Entries past their TTL count too: the TTL
+   * is answered this way first, see registered). Entries past their TTL count too: the TTL
    * is only a backstop behind the change feed, which removes a client the moment it changes, and a client
    * that asks for a token every half hour must not be locked out by a block on an address it shares (a NAT)
    * just because its entry aged. Undefined once the stale window is over.
@@ -214,7 +256,25 @@ export class Directory {
     return known;
   }
 
-  /** Synchronous on a hit; a promise on a miss, shared by concurrent lookups of the same id. */
+  /**
+   * Memory only: whether `id` is in the set of every client id (which may still hold the id of a client
+   * deleted since it was built, see ClientIdSet). A caller blocked for failed attempts that presents such an
+   * id may have its client looked up; any other id it sprays costs nothing. False until the set is built, so
+   * that a blocked caller is then answered from the cache alone, as before there was a set.
+   */
+  registered(id: string): boolean {
+    return this.ids?.has(id) ?? false;
+  }
+
+  /** The id set's size and memory; undefined until it is built. */
+  idStats(): ClientIdStats | undefined {
+    return this.ids?.stats();
+  }
+
+  /**
+   * Synchronous on a hit; a promise on a miss, shared by concurrent lookups of the same id. The id set is
+   * asked only after the cache: a warm request never hashes its id.
+   */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined> {
     // Without the feed, cached answers may be stale (a client disabled meanwhile): good for a while only.
     if (Date.now() - this.lastRead > this.staleWindowMs)
@@ -230,16 +290,48 @@ export class Directory {
       this.stats.unknownHits++;
       return undefined;
     }
-    this.stats.misses++;
+    const registered = this.ids === undefined || this.ids.has(id);
+    if (registered) this.stats.misses++;
+    else this.stats.unregistered++;
     let pending = this.pending.get(id);
     if (!pending) {
-      const started: Promise<KnownClient | undefined> = this.load(id).finally(() => {
+      const work = registered ? this.load(id) : this.unregistered(id);
+      const started: Promise<KnownClient | undefined> = work.finally(() => {
         if (this.pending.get(id) === started) this.pending.delete(id);
       });
       this.pending.set(id, started);
       pending = started;
     }
     return pending;
+  }
+
+  /**
+   * An id that the id set lacks: no client has it, unless one was created with it a moment ago through another
+   * process and the feed has not been read since. So the feed is read once and the set asked again, rather
+   * than the store asked for the id: poll() coalesces, so a flood of made-up ids costs one feed read at a time
+   * (each a small indexed query), never a lookup per id, and a new client still works at its first request, as
+   * it did when every miss was a lookup. The id is then remembered as unknown, as a lookup that found nothing
+   * would have it (the feed forgets it when a client takes it). The first time it costs one store round trip
+   * and after that memory, as a known client's first and later lookups do, so an unknown id and a known one
+   * with a wrong secret still answer alike and in the same time; and when the feed cannot be read (or does not
+   * answer within the lookup's deadline), the answer is the 503 that a failed lookup gives.
+   */
+  private async unregistered(id: string): Promise<KnownClient | undefined> {
+    try {
+      // A store that hangs is a down one here too (poll() never rejects: only its deadline can).
+      await deadline(this.poll(), this.options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS);
+    } catch {
+      throw temporarilyUnavailable(this.options.retryAfter);
+    }
+    if (this.failing) throw temporarilyUnavailable(this.options.retryAfter);
+    // Created a moment ago: looked up like any miss (the change just read took it out of the cache, if it
+    // was there at all).
+    if (this.ids?.has(id) === true) {
+      this.stats.misses++;
+      return this.load(id);
+    }
+    this.unknown.set(id, true);
+    return undefined;
   }
 
   /**
@@ -330,7 +422,11 @@ export class Directory {
       this.lastFullRefresh = now.getTime();
       await this.reloadAudiences();
       await this.keysChanged();
+      this.maybeRebuildIds();
     }
+    // A build that failed (the store was away) is tried again once the feed reads well, now and then.
+    if (this.ids === undefined && !this.stopped && Date.now() - this.idsFailedAt >= ID_RETRY_MS)
+      void this.buildIds(true);
     if (now.getTime() - this.lastPrune > PRUNE_EVERY_MS) {
       this.lastPrune = now.getTime();
       await this.store.pruneChanges(new Date(now.getTime() - CHANGE_RETENTION_MS));
@@ -348,6 +444,10 @@ export class Directory {
         case 'client':
           this.clients.delete(change.key);
           this.unknown.delete(change.key);
+          // Created, changed or deleted: the feed does not say which, so the id is added in any case.
+          this.ids?.add(change.key);
+          this.idsSeen?.push(change.key);
+          this.clientChanges++;
           break;
         case 'grant':
           this.clients.delete(change.key.slice(0, change.key.indexOf(' ')));
@@ -367,6 +467,56 @@ export class Directory {
       await this.reloadAudiences();
     }
     if (keys) await this.keysChanged();
+  }
+
+  /**
+   * Reads every client id from the store, a page at a time, into a new set that then takes the old one's place.
+   * The ids of `client` changes applied while the pages are read are added at the end: a client created
+   * meanwhile is on a page or in the feed, and is not lost either way. Never rejects; one build at a time.
+   * `yielding`: the event loop runs between pages (a rebuild while requests are served).
+   */
+  private buildIds(yielding: boolean): Promise<void> {
+    this.idsBuilding ??= this.readIds(yielding).finally(() => (this.idsBuilding = undefined));
+    return this.idsBuilding;
+  }
+
+  private async readIds(yielding: boolean): Promise<void> {
+    const seen: string[] = [];
+    this.idsSeen = seen;
+    try {
+      // Sized by a count first: the array is made once instead of grown (and copied) page after page.
+      const builder = new ClientIdSetBuilder(this.idHash, await this.store.countClients());
+      let after: string | null = null;
+      for (;;) {
+        const page: string[] = await this.store.listClientIds(after, ID_PAGE);
+        for (const id of page) builder.add(id);
+        if (this.stopped) return;
+        if (page.length < ID_PAGE) break;
+        after = page[page.length - 1]!;
+        if (yielding) await new Promise((resolve) => setImmediate(resolve));
+      }
+      const ids = builder.finish();
+      for (const id of seen) ids.add(id);
+      this.ids = ids;
+      this.clientChanges = seen.length;
+    } catch (error) {
+      this.idsFailedAt = Date.now();
+      this.options.onError?.(error, 'client ids');
+    } finally {
+      this.idsSeen = undefined;
+    }
+  }
+
+  /**
+   * A deleted client's id stays in the set (the feed cannot tell a deletion from a change): presented, it costs
+   * one lookup per TTL, and then it is a known unknown. At the TTL backstop the set is built again, in the
+   * background, if a client changed since it was built and that is cheap (a page of ids or fewer: one query,
+   * a few milliseconds of hashing) or worth it (as many client changes as an eighth of the ids: deleted ids
+   * would otherwise pile up where clients come and go). Else a million ids are not read again every minute.
+   */
+  private maybeRebuildIds(): void {
+    if (this.ids === undefined || this.idsBuilding !== undefined || this.clientChanges === 0) return;
+    if (this.ids.size <= ID_PAGE || this.clientChanges >= this.ids.size / 8) void this.buildIds(true);
   }
 
   /** A key reload that fails (a key that cannot be opened) must not hold up the feed for everything else. */

@@ -770,6 +770,13 @@ export class KyselyStore implements Store {
     return rows.map((row) => toClient(row, byClient.get(row.id) ?? [], secrets.get(row.id) ?? []));
   }
 
+  async listClientIds(after: string | null, limit: number): Promise<string[]> {
+    // The primary key's index alone answers it, on both engines (PostgreSQL's ids are collated "C").
+    let query = this.conn.selectFrom('clients').select('id').orderBy('id').limit(limit);
+    if (after !== null) query = query.where('id', '>', after);
+    return (await query.execute()).map((row) => row.id);
+  }
+
   async countClients(): Promise<number> {
     const row = await this.conn
       .selectFrom('clients')

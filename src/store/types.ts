@@ -185,6 +185,11 @@ export interface ClientStore {
    */
   listClientsPage(after: string | null, limit: number, search?: string): Promise<Client[]>;
   countClients(): Promise<number>;
+  /**
+   * A page of client ids, nothing else, in id order (code-unit order): those after `after`, at most `limit`.
+   * The server reads every id this way at start (store/client-ids.ts), so it must stay one narrow query.
+   */
+  listClientIds(after: string | null, limit: number): Promise<string[]>;
   setClientSecret(id: string, secretDigest: string, audit?: ChangeAudit): Promise<Client>;
   /**
    * Adds a secret, made now; the client's other secrets that would outlive now + `othersGraceSeconds` expire

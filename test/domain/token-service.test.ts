@@ -698,6 +698,83 @@ describe('TokenService: a blocked caller is answered from memory', () => {
     expect(await failure(t.service, post({ client_id: 'off' }))).toEqual(TOO_MANY);
   });
 
+  describe('a registered client not in memory (the set of every client id)', () => {
+    /** Nothing in memory; every client of CLIENTS registered, and `gone` too (deleted since the set was built). */
+    const cold = (extra: Partial<TokenServiceDeps> = {}) =>
+      blocked({
+        peekClient: () => undefined,
+        registered: (id) => CLIENTS.has(id) || id === 'gone',
+        ...extra,
+      });
+
+    it('with its exact secret: looked up, then its token; no failure counted', async () => {
+      const t = cold();
+      const issued = await t.service.issue(post({ client_id: 'long' }));
+      expect([issued.clientId, issued.response.expires_in]).toEqual(['long', 7200]);
+      expect(t.lookups).toEqual(['long']);
+      expect(t.failures).toEqual([]);
+      expect(t.events.map((e) => e.type)).toEqual(['token.issued']);
+    });
+
+    it('a lookup that waits for the store (a cache miss) too, over HTTP Basic', async () => {
+      const t = cold({ findClient: async (id) => CLIENTS.get(id) });
+      const issued = await t.service.issue({
+        params: { grant_type: 'client_credentials', audience: API },
+        authorization: basicHeader('scoped', SECRET),
+        source: SOURCE,
+      });
+      expect([issued.clientId, issued.response.scope]).toEqual([
+        'scoped',
+        'audit:read orders:read orders:write',
+      ]);
+    });
+
+    it('a wrong secret, a disabled client, an id deleted since: looked up, then 429, no failure counted', async () => {
+      const t = cold();
+      for (const request of [
+        post({ client_id: 'long', client_secret: 'not-the-secret' }),
+        post({ client_id: 'off' }),
+        post({ client_id: 'gone' }),
+      ])
+        expect(await failure(t.service, request)).toEqual(TOO_MANY);
+      expect(t.lookups).toEqual(['long', 'off', 'gone']);
+      expect(t.failures).toEqual([]);
+      expect(t.signed).toEqual([]);
+      expect(t.events.map((e) => e.type)).toEqual(['token.throttled', 'token.throttled', 'token.throttled']);
+    });
+
+    it('an id that is not registered: 429 with no lookup', async () => {
+      const t = cold();
+      expect(await failure(t.service, post({ client_id: 'nobody' }))).toEqual(TOO_MANY);
+      expect(await failure(t.service, post({ client_id: 'not an id\u0000' }))).toEqual(TOO_MANY);
+      expect(t.lookups).toEqual([]);
+      expect(t.failures).toEqual([]);
+    });
+
+    it('a lookup that fails (the store away, the stale window over): 429, not 503', async () => {
+      const unavailable = new OAuthError('temporarily_unavailable', 'try later', 503, { 'retry-after': '5' });
+      for (const findClient of [
+        () => Promise.reject(unavailable),
+        () => {
+          throw unavailable;
+        },
+      ]) {
+        const t = cold({ findClient });
+        expect(await failure(t.service, post({ client_id: 'long' }))).toEqual(TOO_MANY);
+        expect(t.events.map((e) => e.type)).toEqual(['token.throttled']);
+        expect(t.failures).toEqual([]);
+      }
+    });
+
+    it('a client in memory is not looked up, registered or not', async () => {
+      const t = blocked({ registered: () => true });
+      expect((await t.service.issue(post({}))).clientId).toBe('svc');
+      expect(await failure(t.service, post({ client_secret: 'nope' }))).toEqual(TOO_MANY);
+      expect(t.lookups).toEqual([]);
+      expect(t.peeks).toEqual(['svc', 'svc']);
+    });
+  });
+
   it('a client past its quota is a throttled refusal; issued and refused entries carry the time in ms', async () => {
     const events: AuditEntry[] = [];
     const limited = client('limited', { quota: { perMinute: 1, perDay: null } });

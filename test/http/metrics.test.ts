@@ -170,7 +170,7 @@ describe('GET /metrics', () => {
     expect(samples.some((s) => s.labels.route?.includes('path-'))).toBe(false);
   });
 
-  it('counts client cache hits and misses, and the hit ratio follows', async () => {
+  it('counts client cache hits, misses and unregistered ids, and the hit ratio follows', async () => {
     const lookups = (s: Sample[], result: string) =>
       value(s, 'tessera_client_cache_lookups_total', { result }) ?? 0;
     const fresh = await t.createClient([API]);
@@ -181,16 +181,18 @@ describe('GET /metrics', () => {
     expect((await postToken(t.url, request)).status).toBe(200); // then hits
     expect((await postToken(t.url, request)).status).toBe(200);
     const unknown = { ...request, client_id: 'c0ffee00c0ffee00c0ffee00c0ffee00' };
-    expect((await postToken(t.url, unknown)).status).toBe(401); // a miss
+    // Not in the set of client ids: no lookup, one read of the change feed.
+    expect((await postToken(t.url, unknown)).status).toBe(401);
     expect((await postToken(t.url, unknown)).status).toBe(401); // known not to exist
 
     const { samples } = await scrape();
-    expect(lookups(samples, 'miss') - lookups(before, 'miss')).toBe(2);
+    expect(lookups(samples, 'miss') - lookups(before, 'miss')).toBe(1);
     expect(lookups(samples, 'hit') - lookups(before, 'hit')).toBe(2);
+    expect(lookups(samples, 'unregistered') - lookups(before, 'unregistered')).toBe(1);
     expect(lookups(samples, 'unknown_hit') - lookups(before, 'unknown_hit')).toBe(1);
-    const all = ['hit', 'unknown_hit', 'miss'].map((r) => lookups(samples, r));
+    const all = ['hit', 'unknown_hit', 'miss', 'unregistered'].map((r) => lookups(samples, r));
     expect(value(samples, 'tessera_client_cache_hit_ratio', {})).toBeCloseTo(
-      (all[0]! + all[1]!) / (all[0]! + all[1]! + all[2]!),
+      (all[0]! + all[1]!) / (all[0]! + all[1]! + all[2]! + all[3]!),
       10,
     );
   });

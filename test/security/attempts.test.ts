@@ -1,9 +1,19 @@
+import { randomUUID } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { decodeJwt, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDIS_OUTAGE } from '../../src/limits/breaker.js';
 import { loadConfig } from '../../src/config/index.js';
+import { JWT_BEARER } from '../../src/domain/assertion.js';
+import type { PublicJwks } from '../../src/domain/client-keys.js';
+import { digestSecret, generateClientId, generateSecret } from '../../src/domain/secrets.js';
 import { FailedAttempts, sourceKey } from '../../src/limits/attempts.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import type { Store } from '../../src/store/types.js';
+import { provisionClient, type Provisioned } from '../helpers/provision.js';
 import { dropPrefix, REDIS_URL, testPrefix, throwawayRedis } from '../helpers/redis.js';
-import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import { postToken, startTestServer, tempDir, type TestClient, type TestServer } from '../helpers/server.js';
 
 /**
  * INTERFACE.md's 429 row: too many failed attempts for a client id or a source address. The thresholds are
@@ -137,6 +147,216 @@ describe('429 at the token endpoint (in memory)', () => {
       );
     for (let i = 0; i < 100; i++) expect((await send()).status).toBe(401);
     expect((await send()).status).toBe(429);
+  });
+});
+
+/**
+ * INTERFACE.md: a blocked caller never locks out a client that presents its exact credential, even one this
+ * process has not looked up (it caches its token for 30 minutes: the cache forgot it, or the process is new).
+ * The server holds every client id (store/client-ids.ts): a registered id is looked up and checked as usual,
+ * any other id is a 429 with no store operation.
+ */
+describe('a blocked address and clients this process has not looked up (every client id in memory)', () => {
+  const ATTACKER = '203.0.113.200';
+  let dir: string;
+  let cli: Store; // the same SQLite file, as the CLI or another instance writes it
+  let t: TestServer;
+  let good: Provisioned;
+  let unused: Provisioned; // never asks for a token: deleted before it does
+  let key: { privateKey: CryptoKey; jwk: JWK };
+  let keyId: string;
+
+  /** Counts of the running server's store operations by name (its store is wrapped by the metrics). */
+  async function storeOps(operation: string): Promise<number> {
+    const text = await (await fetch(`${t.url}/metrics`)).text();
+    const line = text
+      .split('\n')
+      .find((l) =>
+        l.startsWith(`tessera_store_operation_duration_seconds_count{operation="${operation}",outcome="ok"}`),
+      );
+    return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+
+  const post = (clientId: string, secret: string, source = ATTACKER) =>
+    postToken(
+      t.url,
+      { grant_type: 'client_credentials', client_id: clientId, client_secret: secret, audience: API },
+      { headers: { 'x-forwarded-for': source } },
+    );
+
+  async function assertion(signWith: CryptoKey, id = keyId): Promise<string> {
+    const now = Math.floor(Date.now() / 1000);
+    return new SignJWT({
+      iss: id,
+      sub: id,
+      aud: `${t.url}/oauth/token`,
+      iat: now,
+      exp: now + 60,
+      jti: randomUUID(),
+    })
+      .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+      .sign(signWith);
+  }
+  const postAssertion = (jwt: string, source = ATTACKER) =>
+    postToken(
+      t.url,
+      {
+        grant_type: 'client_credentials',
+        client_assertion_type: JWT_BEARER,
+        client_assertion: jwt,
+        audience: API,
+      },
+      { headers: { 'x-forwarded-for': source } },
+    );
+
+  /** A 429 exactly as a blocked address gets it: 15 minutes' block, counted from the hundredth failure. */
+  function expectBlocked(answer: Awaited<ReturnType<typeof postToken>>): void {
+    expect({ status: answer.status, body: answer.body }).toEqual({ status: 429, body: TOO_MANY });
+    expect(answer.headers.get('retry-after')).toMatch(/^(8[5-9]\d|900)$/);
+    expect(answer.headers.get('cache-control')).toBe('no-store');
+    expect(answer.headers.get('www-authenticate')).toBeNull();
+  }
+
+  /** A 200 with a token for `clientId`. */
+  function expectToken(answer: Awaited<ReturnType<typeof postToken>>, clientId: string): void {
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('cache-control')).toBe('no-store');
+    expect(answer.body).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 1800 });
+    expect(decodeJwt(answer.body.access_token as string)).toMatchObject({
+      sub: clientId,
+      client_id: clientId,
+      aud: API,
+    });
+  }
+
+  beforeAll(async () => {
+    // The clients exist before the server starts: it knows their ids (read at start), not the clients.
+    dir = tempDir();
+    cli = openSqliteStore(path.join(dir, 'tessera.db'));
+    good = await provisionClient(cli, API, 'good');
+    unused = { ...good, id: generateClientId(), secret: generateSecret() };
+    await cli.createClient({
+      id: unused.id,
+      name: 'unused',
+      secretDigest: digestSecret(unused.secret),
+      tokenTtl: null,
+      audiences: [API],
+    });
+    const pair = await generateKeyPair('ES256', { extractable: true });
+    key = { privateKey: pair.privateKey, jwk: { ...(await exportJWK(pair.publicKey)), kid: 'k1' } };
+    keyId = generateClientId();
+    await cli.createClient({
+      id: keyId,
+      name: 'key client',
+      secretDigest: null,
+      tokenTtl: null,
+      audiences: [API],
+      authMethod: 'private_key_jwt',
+      jwks: { keys: [key.jwk] } as PublicJwks,
+    });
+    // The feed is read when the test says so (t.sync()) or when a request needs it, not by the timer.
+    t = await startTestServer({
+      TESSERA_TRUST_PROXY: 'loopback',
+      TESSERA_DATA_DIR: dir,
+      TESSERA_CHANGE_POLL_MS: '10000',
+    });
+    expect(t.server.runtime.directory.idStats()?.ids).toBe(3);
+    // A hundred failures with made-up ids block the address for 15 minutes.
+    for (let i = 0; i < 100; i++) expect((await post(generateClientId(), 'x')).status).toBe(401);
+    expectBlocked(await post(generateClientId(), 'x'));
+  });
+  afterAll(async () => {
+    await t.close();
+    await cli.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a client with its exact secret, never looked up by this process: one lookup, then its token from the blocked address', async () => {
+    const lookups = await storeOps('findClients');
+    expect(t.server.runtime.directory.peekClient(good.id)).toBeUndefined();
+    expectToken(await post(good.id, good.secret), good.id);
+    expect((await storeOps('findClients')) - lookups).toBe(1);
+    // Now held in memory: a wrong secret for it is a 429 from memory, and its secret another token.
+    expectBlocked(await post(good.id, 'not-the-secret'));
+    expectToken(await post(good.id, good.secret), good.id);
+    expect((await storeOps('findClients')) - lookups).toBe(1);
+  });
+
+  it('a wrong secret of a client not looked up yet, and unknown ids: 429, and an unknown id costs no store operation', async () => {
+    const { directory } = t.server.runtime;
+    const fresh = { ...good, id: generateClientId(), secret: generateSecret() };
+    await cli.createClient({
+      id: fresh.id,
+      name: 'fresh',
+      secretDigest: digestSecret(fresh.secret),
+      tokenTtl: null,
+      audiences: [API],
+    });
+    await t.sync();
+    expectBlocked(await post(fresh.id, 'not-the-secret'));
+
+    const lookups = await storeOps('findClients');
+    const feedReads = await storeOps('changesSince');
+    const stats = { ...directory.stats };
+    for (let i = 0; i < 50; i++) expectBlocked(await post(generateClientId(), generateSecret()));
+    expectBlocked(await post('c0ffee00c0ffee00c0ffee00c0ffee00', 'x'));
+    // No lookup, no read of the feed, not even a look at the cache's unknown ids: the set answered.
+    expect(await storeOps('findClients')).toBe(lookups);
+    expect(await storeOps('changesSince')).toBe(feedReads);
+    expect(directory.stats).toEqual(stats);
+    // The wrong secret did not block the client's own secret from there.
+    expectToken(await post(fresh.id, fresh.secret), fresh.id);
+  });
+
+  it('a private_key_jwt client never looked up: its token from the blocked address; a bad assertion is 429', async () => {
+    const lookups = await storeOps('findClients');
+    const other = await generateKeyPair('ES256');
+    expectBlocked(await postAssertion(await assertion(other.privateKey)));
+    expect((await storeOps('findClients')) - lookups).toBe(1);
+    expectToken(await postAssertion(await assertion(key.privateKey)), keyId);
+    expectBlocked(await postAssertion(await assertion(key.privateKey, generateClientId())));
+    expect((await storeOps('findClients')) - lookups).toBe(1);
+  });
+
+  it('a client created through the store while the server runs: its first request works at once; from the blocked address once the feed is read', async () => {
+    const created = async (name: string) => {
+      const made = { ...good, id: generateClientId(), secret: generateSecret() };
+      await cli.createClient({
+        id: made.id,
+        name,
+        secretDigest: digestSecret(made.secret),
+        tokenTtl: null,
+        audiences: [API],
+      });
+      return made;
+    };
+    // Not blocked: its id is not in the set yet, so the feed is read once, and there it is.
+    const first = await created('first');
+    expectToken(await post(first.id, first.secret, '198.51.100.120'), first.id);
+    // Blocked: the feed read by the timer (here: sync) brings its id, and it is looked up and let through.
+    const second = await created('second');
+    await t.sync();
+    expectToken(await post(second.id, second.secret), second.id);
+    // Until the feed is read, a blocked address gets 429 for it: no store operation for an id the set lacks
+    // (TESSERA_CHANGE_POLL_MS, half a second by default, is the most it waits).
+    const third = await created('third');
+    expectBlocked(await post(third.id, third.secret));
+    await t.sync();
+    expectToken(await post(third.id, third.secret), third.id);
+  });
+
+  it("a deleted client's id is refused: 429 from the blocked address, 401 elsewhere, with its old secret", async () => {
+    await cli.deleteClient(unused.id);
+    await cli.deleteClient(good.id); // held in memory (it got tokens above): the feed takes it out
+    await t.sync();
+    for (const gone of [unused, good]) {
+      expectBlocked(await post(gone.id, gone.secret));
+      const elsewhere = await post(gone.id, gone.secret, '198.51.100.121');
+      expect({ status: elsewhere.status, body: elsewhere.body }).toEqual({
+        status: 401,
+        body: { error: 'invalid_client', error_description: 'client authentication failed' },
+      });
+    }
   });
 });
 

@@ -814,6 +814,60 @@ export function storeContract(name: string, open: OpenStore): void {
         expect((await store.findClient('svc-a'))?.audiences).toEqual([A]);
       });
 
+      it('listClientIds pages through every id in code-unit order: strictly after `after`, at most `limit`, ids only', async () => {
+        expect(await store.listClientIds(null, 10)).toEqual([]);
+        // Created out of id order, some of them with grants and a key method: only the ids come back.
+        const made = ['svc-c', 'Svc-z', 'svc-a', 'b.2~x', 'svc-a-1', '0_first', 'svc-b'];
+        for (const [i, id] of made.entries()) {
+          await store.createClient(
+            newClient(
+              id,
+              i % 2 === 0 ? [A, B] : [],
+              i === 3
+                ? {
+                    secretDigest: null,
+                    authMethod: 'private_key_jwt',
+                    jwksUri: 'https://keys.example.com/jwks',
+                  }
+                : {},
+            ),
+          );
+          clock.advance(1000);
+        }
+        const ids = ['0_first', 'Svc-z', 'b.2~x', 'svc-a', 'svc-a-1', 'svc-b', 'svc-c'];
+        expect(await store.listClientIds(null, 100)).toEqual(ids);
+        expect(await store.listClientIds(null, 7)).toEqual(ids);
+        // Page by page, each starting after the last id of the one before.
+        const pages: string[][] = [];
+        for (let after: string | null = null; ;) {
+          const page = await store.listClientIds(after, 3);
+          pages.push(page);
+          if (page.length < 3) break;
+          after = page[2]!;
+        }
+        expect(pages).toEqual([ids.slice(0, 3), ids.slice(3, 6), ids.slice(6)]);
+        // `after` need not be a client's id; '' is before every id.
+        expect(await store.listClientIds('svc-a', 10)).toEqual(ids.slice(4));
+        expect(await store.listClientIds('svc-a-0', 1)).toEqual(['svc-a-1']);
+        expect(await store.listClientIds('', 2)).toEqual(ids.slice(0, 2));
+        expect(await store.listClientIds('svc-c', 10)).toEqual([]);
+        // A deleted client's id is gone; a client created afterwards is there, in its place in the order.
+        await store.deleteClient('svc-a');
+        await store.createClient(newClient('a-late'));
+        expect(await store.listClientIds(null, 100)).toEqual([
+          '0_first',
+          'Svc-z',
+          'a-late',
+          'b.2~x',
+          'svc-a-1',
+          'svc-b',
+          'svc-c',
+        ]);
+        expect(await store.listClientIds(null, 100)).toEqual(
+          (await store.listClientsPage(null, 100)).map((c) => c.id),
+        );
+      });
+
       it('refuses to delete an unknown client (not_found)', async () => {
         expect((await expectNoChange(store, () => store.deleteClient('nobody'))).code).toBe('not_found');
       });

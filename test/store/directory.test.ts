@@ -2,9 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
+import { DatabaseSync } from 'node:sqlite';
+import { digestBytes, digestSecret, generateClientId } from '../../src/domain/secrets.js';
 import type { KnownClient } from '../../src/domain/token-service.js';
 import { OAuthError } from '../../src/domain/errors.js';
+import { rejection } from '../helpers/assert.js';
 import { Directory, toKnownClient, type DirectoryOptions } from '../../src/store/directory.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Audience, SigningKey, Store } from '../../src/store/types.js';
@@ -243,20 +245,51 @@ describe('Directory', () => {
       expect(spy.calls).toEqual([]);
     });
 
-    it('remembers an unknown id as unknown, without asking the store again', async () => {
+    it('an id no client has: one read of the change feed and no lookup, then remembered as unknown', async () => {
       await startDirectory();
       const first = await lookup('nobody');
       expect(first).toEqual({ hit: false, client: undefined });
-      expect(spy.calls).toEqual(['findClients']);
+      // The first read of the feed since the start prunes it too (then once per 10 minutes).
+      expect(spy.calls).toEqual(['changesSince', 'pruneChanges']);
       spy.reset();
       const second = directory.findClient('nobody');
       expect(isPromise(second)).toBe(false);
       expect(second).toBeUndefined();
       expect(spy.calls).toEqual([]);
+      expect(directory.stats).toEqual({ hits: 0, unknownHits: 1, misses: 0, unregistered: 1 });
+    });
+
+    it('a client created through another store a moment ago is found at its first lookup: the feed is read first', async () => {
+      await startDirectory();
+      await createClient('fresh', [A]); // the directory has not read the feed since
+      expect(directory.registered('fresh')).toBe(false);
+      const found = await lookup('fresh');
+      expect(found.client?.id).toBe('fresh');
+      expect(spy.calls).toEqual(['changesSince', 'pruneChanges', 'findClients']);
+      expect(directory.registered('fresh')).toBe(true);
+      expect(directory.stats).toEqual({ hits: 0, unknownHits: 0, misses: 1, unregistered: 1 });
+      spy.reset();
+      expect((await lookup('fresh')).hit).toBe(true);
+      expect(spy.calls).toEqual([]);
+    });
+
+    it('a deleted client: its id stays in the set, costs one lookup, then is remembered as unknown', async () => {
+      await createClient('gone', [A]);
+      await startDirectory();
+      await cli.deleteClient('gone');
+      await directory.poll();
+      spy.reset();
+      expect(directory.registered('gone')).toBe(true);
+      expect(await lookup('gone')).toEqual({ hit: false, client: undefined });
+      expect(spy.calls).toEqual(['findClients']);
+      spy.reset();
+      expect(await lookup('gone')).toEqual({ hit: true, client: undefined });
+      expect(spy.calls).toEqual([]);
     });
 
     it('shares one store lookup between concurrent misses of the same id', async () => {
       await createClient('svc', [A]);
+      await createClient('other', [A]);
       await startDirectory();
       const first = directory.findClient('svc');
       const second = directory.findClient('svc');
@@ -272,8 +305,12 @@ describe('Directory', () => {
     });
 
     it('asks the store once for every id that misses in the same callback (one batch of token requests)', async () => {
-      for (const id of ['c1', 'c2', 'c3']) await createClient(id, id === 'c2' ? [A, B] : [A]);
+      for (const id of ['c1', 'c2', 'c3', 'nobody']) await createClient(id, id === 'c2' ? [A, B] : [A]);
       await startDirectory();
+      // Deleted: its id stays in the set (see ClientIdSet), so it is looked up with the others, and not found.
+      await cli.deleteClient('nobody');
+      await directory.poll();
+      spy.reset();
       const asked: string[][] = [];
       const findClients = server.findClients.bind(server);
       server.findClients = async (ids) => (asked.push([...ids]), findClients(ids));
@@ -294,8 +331,11 @@ describe('Directory', () => {
     });
 
     it('answers every request of a batch that failed with temporarily_unavailable', async () => {
-      for (const id of ['c1', 'c2']) await createClient(id, [A]);
+      for (const id of ['c1', 'c2', 'nobody']) await createClient(id, [A]);
       await startDirectory();
+      await cli.deleteClient('nobody'); // still in the set: looked up with the others
+      await directory.poll();
+      spy.reset();
       spy.fail('findClients', new Error('store unreachable'));
       const results = await Promise.allSettled(['c1', 'c2', 'nobody'].map((id) => directory.findClient(id)));
       for (const result of results) {
@@ -309,12 +349,57 @@ describe('Directory', () => {
       expect(onError).toHaveBeenCalledTimes(1);
     });
 
-    it('shares one lookup between concurrent misses of an unknown id too', async () => {
+    it('shares one read of the feed between concurrent misses of an unknown id too', async () => {
       await startDirectory();
       const first = directory.findClient('nobody');
       expect(directory.findClient('nobody')).toBe(first);
       expect(await first).toBeUndefined();
-      expect(spy.calls).toEqual(['findClients']);
+      expect(spy.calls).toEqual(['changesSince', 'pruneChanges']);
+    });
+
+    it('a flood of unknown ids: one read of the feed at a time, no lookup', async () => {
+      await startDirectory();
+      await directory.poll(); // the first poll's prune, out of the way
+      spy.reset();
+      const gate = spy.gate('changesSince');
+      const first = Array.from({ length: 50 }, (_, i) => directory.findClient(`made-up-${i}`));
+      await gate.read.promise; // one read in flight; the others wait for the one read after it
+      const more = Array.from({ length: 50 }, (_, i) => directory.findClient(`made-up-${50 + i}`));
+      expect(spy.calls).toEqual(['changesSince']);
+      gate.release.resolve();
+      expect(await Promise.all([...first, ...more])).toEqual(Array(100).fill(undefined));
+      expect(spy.calls).toEqual(['changesSince', 'changesSince']);
+      expect(directory.stats).toEqual({ hits: 0, unknownHits: 0, misses: 0, unregistered: 100 });
+    });
+
+    it('an unknown id while the feed cannot be read: temporarily_unavailable, as a failed lookup', async () => {
+      await startDirectory({ retryAfter: 7 });
+      const boom = new Error('store unreachable');
+      spy.fail('changesSince', boom);
+      const failure = await rejection(Promise.resolve(directory.findClient('nobody')), OAuthError);
+      expect([failure.error, failure.status, failure.headers]).toEqual([
+        'temporarily_unavailable',
+        503,
+        { 'retry-after': '7' },
+      ]);
+      expect(onError.mock.calls).toEqual([[boom, 'change feed']]);
+      // Nothing remembered: once the feed reads again, the same id is answered.
+      spy.heal('changesSince');
+      expect(await lookup('nobody')).toEqual({ hit: false, client: undefined });
+    });
+
+    it('an unknown id while the feed hangs: temporarily_unavailable after lookupTimeoutMs, as a hung lookup', async () => {
+      await startDirectory({ lookupTimeoutMs: 50, retryAfter: 7 });
+      const gate = spy.gate('changesSince');
+      const started = Date.now();
+      const failure = await rejection(Promise.resolve(directory.findClient('nobody')), OAuthError);
+      expect([failure.error, failure.status, failure.headers]).toEqual([
+        'temporarily_unavailable',
+        503,
+        { 'retry-after': '7' },
+      ]);
+      expect(Date.now() - started).toBeLessThan(1000);
+      gate.release.resolve();
     });
 
     it('evicts the least recently used client beyond `max`', async () => {
@@ -465,6 +550,175 @@ describe('Directory', () => {
       await directory.poll();
       expect(spy.calls.filter((c) => c !== 'pruneChanges')).toEqual(['changesSince']);
       expect((await lookup('svc')).hit).toBe(true);
+    });
+  });
+
+  describe('the set of every client id', () => {
+    /** Clients written straight into the file, in one transaction (as bench/lib/stores.js fills a store). */
+    function insertClients(ids: readonly string[]): void {
+      const db = new DatabaseSync(path.join(dir, 'tessera.db'));
+      try {
+        db.exec('PRAGMA busy_timeout = 10000');
+        const insert = db.prepare(
+          'INSERT INTO clients (id, name, secret_digest, enabled, token_ttl, created_at, updated_at, ' +
+            'secret_rotated_at, quota_per_minute, quota_per_day) VALUES (?, ?, ?, 1, NULL, ?, ?, ?, NULL, NULL)',
+        );
+        const now = new Date().toISOString();
+        db.exec('BEGIN');
+        for (const id of ids) insert.run(id, id, digestSecret(SECRET_1), now, now, now);
+        db.exec('COMMIT');
+      } finally {
+        db.close();
+      }
+    }
+
+    it('is built at start, after the feed position is taken, from every id in the store; asking it is memory only', async () => {
+      await createClient('svc', [A]);
+      await createClient('other', []);
+      directory = new Directory(spy.store, {
+        ttlMs: 3_600_000,
+        max: 1000,
+        pollMs: 3_600_000,
+        retryAfter: 5,
+        onError,
+      });
+      await directory.start();
+      expect(spy.calls).toEqual(['latestChange', 'listAudiences', 'countClients', 'listClientIds']);
+      spy.reset();
+      expect(['svc', 'other', 'nobody', 'SVC', 'svc '].map((id) => directory.registered(id))).toEqual([
+        true,
+        true,
+        false,
+        false,
+        false,
+      ]);
+      // Built for 1 024 ids at least, and copied to its size (two ids) rather than kept with that slack.
+      expect(directory.idStats()).toEqual({ ids: 2, recent: 0, bytes: 16 });
+      expect(spy.calls).toEqual([]);
+      expect(onError).not.toHaveBeenCalled();
+    });
+
+    it('reads the store a page (10 000 ids) at a time: 25 001 ids, every one in the set', async () => {
+      const ids = Array.from({ length: 25_000 }, generateClientId);
+      insertClients(ids);
+      await createClient('svc', [A]);
+      const asked: (string | null)[] = [];
+      const listClientIds = server.listClientIds.bind(server);
+      server.listClientIds = async (after, limit) => (asked.push(after), listClientIds(after, limit));
+      await startDirectory();
+      const sorted = [...ids, 'svc'].sort();
+      expect(asked).toEqual([null, sorted[9_999], sorted[19_999]]);
+      expect(directory.idStats()).toEqual({ ids: 25_001, recent: 0, bytes: 25_001 * 8 });
+      expect(ids.every((id) => directory.registered(id))).toBe(true);
+      expect(Array.from({ length: 1000 }, generateClientId).some((id) => directory.registered(id))).toBe(
+        false,
+      );
+      // More than a page: a deletion does not make the backstop read 25 001 ids again (see maybeRebuildIds).
+      await cli.deleteClient('svc');
+      await directory.poll();
+      expect(directory.registered('svc')).toBe(true);
+    });
+
+    it('adds the id of every client change the feed brings', async () => {
+      await startDirectory();
+      await createClient('new-1', [A]);
+      await createClient('new-2', []);
+      expect(directory.registered('new-1')).toBe(false);
+      await directory.poll();
+      expect(directory.registered('new-1')).toBe(true);
+      expect(directory.registered('new-2')).toBe(true);
+      expect(directory.idStats()).toEqual({ ids: 2, recent: 2, bytes: 2 * 64 });
+    });
+
+    it('keeps a client created while the pages are read: it comes through the feed and is added at the end', async () => {
+      await createClient('svc', [A]);
+      const gate = spy.gate('listClientIds');
+      directory = new Directory(spy.store, {
+        ttlMs: 3_600_000,
+        max: 1000,
+        pollMs: 3_600_000,
+        retryAfter: 5,
+        onError,
+      });
+      const started = directory.start();
+      await gate.read.promise; // the page is read: svc only
+      await createClient('during', [A]);
+      await directory.poll();
+      expect(directory.registered('during')).toBe(false); // not built yet
+      gate.release.resolve();
+      await started;
+      expect(directory.registered('svc')).toBe(true);
+      expect(directory.registered('during')).toBe(true);
+    });
+
+    it('until it is built, every miss is a lookup, as before there was a set', async () => {
+      await createClient('svc', [A]);
+      const gate = spy.gate('countClients');
+      directory = new Directory(spy.store, {
+        ttlMs: 3_600_000,
+        max: 1000,
+        pollMs: 3_600_000,
+        retryAfter: 5,
+        onError,
+      });
+      const started = directory.start();
+      await gate.read.promise;
+      spy.reset();
+      expect(directory.registered('svc')).toBe(false);
+      expect(await lookup('nobody')).toEqual({ hit: false, client: undefined });
+      expect(spy.calls).toEqual(['findClients']);
+      gate.release.resolve();
+      await started;
+      expect(directory.registered('svc')).toBe(true);
+    });
+
+    it('a build that fails: reported, the start goes on without a set, and it is built again 10 s later once the feed reads', async () => {
+      await createClient('svc', [A]);
+      const boom = new Error('store unreachable');
+      spy.fail('listClientIds', boom);
+      await startDirectory();
+      expect(onError.mock.calls).toEqual([[boom, 'client ids']]);
+      expect(directory.registered('svc')).toBe(false);
+      expect(directory.idStats()).toBeUndefined();
+      spy.heal('listClientIds');
+      await directory.poll();
+      expect(spy.calls.filter((c) => c === 'listClientIds')).toEqual([]); // not before 10 s
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 10_000 });
+      try {
+        await directory.poll();
+      } finally {
+        vi.useRealTimers();
+      }
+      await vi.waitFor(() => expect(directory.registered('svc')).toBe(true), { timeout: 2000, interval: 5 });
+      expect(spy.calls.filter((c) => c === 'listClientIds')).toEqual(['listClientIds']);
+    });
+
+    it('is built again at the TTL backstop when a client changed and it holds a page of ids or fewer: a deleted id leaves', async () => {
+      let now = Date.parse('2030-06-01T00:00:00.000Z');
+      await createClient('svc', [A]);
+      await createClient('gone', [A]);
+      await startDirectory({ ttlMs: 60_000, now: () => new Date(now) });
+      await cli.deleteClient('gone');
+      await directory.poll();
+      expect(directory.registered('gone')).toBe(true);
+      spy.reset();
+      now += 60_000;
+      await directory.poll();
+      await vi.waitFor(() => expect(directory.registered('gone')).toBe(false), {
+        timeout: 2000,
+        interval: 5,
+      });
+      expect(directory.registered('svc')).toBe(true);
+      expect(spy.calls.filter((c) => c === 'countClients' || c === 'listClientIds')).toEqual([
+        'countClients',
+        'listClientIds',
+      ]);
+      // No client changed since: the next backstop does not read the ids again.
+      spy.reset();
+      now += 60_000;
+      await directory.poll();
+      await directory.stop();
+      expect(spy.calls.filter((c) => c === 'countClients' || c === 'listClientIds')).toEqual([]);
     });
   });
 
