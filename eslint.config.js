@@ -14,6 +14,11 @@ export default tseslint.config(
     },
   },
   {
+    // typescript-eslint's base sets sourceType 'module' for every file; a .cjs file (.dependency-cruiser.cjs) is CommonJS.
+    files: ['**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs' },
+  },
+  {
     files: ['bin/**/*.js', '*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
   },

@@ -62,7 +62,7 @@ async function measure(count) {
       `${count.toLocaleString('en-US')} clients made in ${madeMs.toFixed(0)} ms, written in ${fillMs.toFixed(0)} ms`,
     );
 
-    // As the server opens its store (with background checkpoints: src/runtime.ts) and starts its directory.
+    // As the server opens its store (with background checkpoints: src/runtime/store.ts) and starts its directory.
     const store = openSqliteStore(file, { backgroundCheckpoints: true });
     const directory = new Directory(store, { ttlMs: 60_000, max: 100_000, pollMs: 3_600_000, retryAfter: 5 });
     const before = held();

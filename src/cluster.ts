@@ -9,7 +9,7 @@ import { resolveMasterKey } from './keys/master-key.js';
 import { createLogger } from './logger.js';
 import { serveClusterMetrics } from './metrics/cluster.js';
 import { firstTokenHint, runServer } from './main.js';
-import { openStore } from './runtime.js';
+import { openStore } from './runtime/store.js';
 
 /** Beyond each worker's own drain (delay + timeout), time for it to flush the audit trail and exit. */
 const STOP_MARGIN_MS = 15_000;

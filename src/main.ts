@@ -2,16 +2,12 @@ import cluster from 'node:cluster';
 import { Server as NetServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { feedStaleMs, type Config } from './config/index.js';
+import type { Config } from './config/index.js';
 import { listenerClosedEverywhere } from './cluster-listeners.js';
-import { buildApp, type AppDeps, type ShutdownState } from './http/app.js';
+import { buildApp, type ShutdownState } from './http/app.js';
 import { Connections } from './http/connections.js';
-import { loadAssets } from './http/console/assets.js';
-import { ConsoleSessions } from './http/console/session.js';
-import { clusterExposition } from './metrics/cluster.js';
-import type { Metrics } from './metrics/metrics.js';
 import { createLogger } from './logger.js';
-import { openRuntime, type Runtime } from './runtime.js';
+import { openRuntime, type Runtime, type RuntimeOptions } from './runtime/index.js';
 
 export interface Server {
   app: FastifyInstance;
@@ -26,13 +22,6 @@ export interface Server {
   close(): Promise<void>;
   /** The graceful shutdown of `tessera serve` on SIGTERM/SIGINT (see shutDown). */
   shutdown(context?: Record<string, unknown>): Promise<void>;
-}
-
-/** This process's metrics, or under `--workers` the whole cluster's, collected through the primary. */
-function metricsFor(metrics: Metrics | undefined): AppDeps['metrics'] {
-  if (!metrics) return undefined;
-  const exposition = cluster.isWorker ? clusterExposition(metrics.registry) : () => metrics.exposition();
-  return { observeRequest: metrics.observeRequest.bind(metrics), exposition };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -91,9 +80,16 @@ async function shutDown(
   await runtime.close();
 }
 
-/** load config → open store → build app → listen. A start that fails closes what it opened. */
-export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<Server> {
-  const runtime = await openRuntime(config, logger);
+/**
+ * open the runtime → build the app → listen. A start that fails closes what it opened. `options.now`: the
+ * runtime's clock (see RuntimeOptions).
+ */
+export async function startServer(
+  config: Config,
+  logger: Logger = createLogger(config),
+  options: RuntimeOptions = {},
+): Promise<Server> {
+  const runtime = await openRuntime(config, logger, options);
   const state: ShutdownState = {
     draining: false,
     closesConnection: (socket) => connections.closesAfterAnswer(socket),
@@ -102,43 +98,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   let connections: Connections;
   let address: string;
   try {
-    const assets = config.console ? loadAssets() : undefined;
-    if (config.console && !assets)
-      logger.warn(
-        'the web console is not built (no dist/console): run `npm run build`; /console answers 503',
-      );
-    const sessions = new ConsoleSessions({
-      store: runtime.store,
-      config,
-      policy: runtime.sessionPolicy,
-    });
-    app = buildApp({
-      issuer: config.issuer,
-      defaultAlg: config.signingAlg,
-      tokens: runtime.tokens,
-      directory: runtime.directory,
-      keyring: runtime.keyring,
-      store: runtime.store,
-      logger,
-      requestTimeoutMs: config.requestTimeout * 1000,
-      trustProxy: config.trustProxy,
-      metrics: metricsFor(runtime.metrics),
-      persistAudit: () => runtime.audit.persist(),
-      keepAliveTimeoutMs: config.keepAliveTimeout * 1000,
-      shutdown: state,
-      storeOutage: runtime.storeOutage,
-      feedStaleMs: feedStaleMs(config),
-      retryAfter: config.retryAfter,
-      admin: {
-        ...runtime.admin,
-        config,
-        store: runtime.store,
-        publishedKeys: () => runtime.keyring.publishedKeys(),
-        findClient: (id) => runtime.directory.findClient(id),
-        sessions: config.console ? sessions : undefined,
-      },
-      console: config.console ? { sessions, assets } : undefined,
-    });
+    app = buildApp({ ...runtime.app, shutdown: state });
     connections = new Connections(app.server, { max: config.maxConnections, logger });
     const counted = connections;
     runtime.metrics?.watchConnections(() => counted.stats);

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 
 /** How often an outage that lasts is logged again. */
-export const OUTAGE_REPEAT_MS = 60_000;
+const OUTAGE_REPEAT_MS = 60_000;
 
 export interface OutageMessages {
   /** Logged (at error) when the outage begins, and again at most once a minute while it lasts. */

@@ -13,7 +13,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
 import { digestSecret } from '../src/domain/secrets.js';
-import { audiences, clients, config, type ManagementContext } from '../src/management/index.js';
+import { audiences, clients, declarative, type ManagementContext } from '../src/management/index.js';
 import { openSqliteStore } from '../src/store/sqlite.js';
 import { workspace as cliWorkspace, type Workspace } from './helpers/cli.js';
 import { ROOT, TESSERA } from './helpers/process.js';
@@ -384,8 +384,12 @@ describe('tessera export / apply', { concurrent: true, ...SLOW }, () => {
       (await ws.ok('grant', 'set-scopes', 'svc', API, 'orders:write orders:read', '--json')).json,
     ).toEqual({
       client_id: 'svc',
+      audience_id: (await ws.ok('audience', 'list', '--json')).json.find(
+        (a: { identifier: string }) => a.identifier === API,
+      ).id,
       audience: API,
       scopes: ['orders:read', 'orders:write'],
+      claims: null,
       added: false,
     });
     const refused = await ws.run('grant', 'add', 'svc', API, '--scopes', 'orders:delete', '--json');
@@ -404,7 +408,7 @@ describe('tessera export / apply', { concurrent: true, ...SLOW }, () => {
     expect((await ws.withInput(exported, 'apply', '-f', '-', '--dry-run', '--prune')).stdout).toBe(
       'No changes.\n',
     );
-    // The file drops orders:write from the audience and from the grant, as the store will.
+    // The file drops orders:write from the audience and from the grant, as the management layer will.
     const narrower = exported
       .replace('      - name: orders:write\n', '')
       .replace('          - orders:write\n', '');
@@ -493,12 +497,12 @@ describe('applyPlan is all or nothing', () => {
 
   it('a step that fails part-way (the store changed after the plan) leaves nothing written', async () => {
     await audiences.addAudience(ctx, { url: OLD });
-    const plan = await config.planApply(ctx, config.parseConfigFile(FILE, 'tessera.yaml'));
-    expect(config.planSummary(plan)).toEqual({ create: 7, update: 0, delete: 0 });
+    const plan = await declarative.planApply(ctx, declarative.parseConfigFile(FILE, 'tessera.yaml'));
+    expect(declarative.planSummary(plan)).toEqual({ create: 7, update: 0, delete: 0 });
     // Someone removes an audience the plan grants, after the plan and before it is applied.
     await audiences.removeAudience(ctx, OLD);
     const before = await ctx.store.latestChange();
-    await expect(config.applyPlan(ctx, plan)).rejects.toMatchObject({ code: 'audience_not_found' });
+    await expect(declarative.applyPlan(ctx, plan)).rejects.toMatchObject({ code: 'audience_not_found' });
     expect(await ctx.store.latestChange()).toBe(before);
     expect(await audiences.listAudiences(ctx)).toEqual([]);
     expect(await clients.listClients(ctx)).toEqual([]);

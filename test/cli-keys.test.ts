@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { kidOperands } from '../src/cli/index.js';
 import { tessera, tesseraEnv, tesseraOk } from './helpers/process.js';
 import { tempDir } from './helpers/server.js';
+import { pollUntil } from './helpers/wait.js';
 
 /** `tessera keys list|rotate|retire` against a real store, as an operator runs them. */
 
@@ -23,11 +24,9 @@ describe('tessera keys', () => {
   const of = (list: KeyRow[], alg: string) => list.filter((k) => k.alg === alg);
   /** The first keys were scheduled 2 s ahead: wait (bounded) until they sign, however busy the machine. */
   const untilAllActive = async () => {
-    for (let i = 0; i < 60; i++) {
-      if ((await keys()).every((k) => k.status === 'active')) return;
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
-    throw new Error('the first keys did not become active');
+    const active = (list: KeyRow[]) => list.every((k) => k.status === 'active');
+    if (!active((await pollUntil(keys, active, 15_000, 250)).value))
+      throw new Error('the first keys did not become active');
   };
 
   beforeEach(async () => {
@@ -94,9 +93,12 @@ describe('tessera keys', () => {
     const [current] = await keys();
     const [scheduled] = (await tesseraOk(env, 'keys', 'rotate', '--alg', 'ES256', '--json')).json;
 
-    // Withdraw the scheduled key: the current one keeps signing, with no retirement planned.
-    await tesseraOk(env, 'keys', 'retire', scheduled.kid);
+    // Withdraw the scheduled key: the current one keeps signing, with no retirement planned. Under --json, the
+    // admin API's document of the retirement (POST /keys/{kid}/retire).
+    const withdrawn = (await tesseraOk(env, 'keys', 'retire', scheduled.kid, '--json')).json;
     let list = await keys();
+    const es256 = list.filter((k) => k.alg === 'ES256');
+    expect(withdrawn).toEqual({ retired: scheduled.kid, signing: current!.kid, keys: es256 });
     expect(list.map((k) => [k.kid, k.status, k.retires_at === null])).toEqual([
       [current!.kid, 'active', true],
       [scheduled.kid, 'retired', false],

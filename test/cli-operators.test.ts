@@ -7,12 +7,13 @@
 import { EVERY_SCOPE } from '../src/management/context.js';
 import { userInfo } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
 import { ManagementError, operators, views, type ManagementContext } from '../src/management/index.js';
 import { openSqliteStore } from '../src/store/sqlite.js';
+import { SEARCHED_CLIENTS } from './helpers/expected.js';
 import { rejection } from './helpers/assert.js';
-import { expectTable, jsonError, workspace, type Workspace } from './helpers/cli.js';
+import { expectFieldRefusals, expectTable, group, jsonError, type Workspace } from './helpers/cli.js';
 import { tessera, type CliResult } from './helpers/process.js';
 
 // --- helpers ---
@@ -108,19 +109,6 @@ async function timed(
 function expectDayLong(until: string, before: number, after: number): void {
   expect(Date.parse(until)).toBeGreaterThanOrEqual(before + DAY);
   expect(Date.parse(until)).toBeLessThanOrEqual(after + DAY);
-}
-
-/**
- * A group of tests on one data directory. Groups run side by side (a CLI run is mostly Node starting up);
- * the tests of a group run in order and build on each other (as in cli.test.ts).
- */
-function group(name: string, body: (ws: Workspace) => void): void {
-  describe(name, { concurrent: true }, () => {
-    const ws = {} as Workspace; // made when the group runs, not when a filter skips it
-    beforeAll(() => void Object.assign(ws, workspace()));
-    afterAll(() => ws.remove?.());
-    describe('in order', { concurrent: false }, () => body(ws));
-  });
 }
 
 const LIST_HEADER = ['EMAIL', 'ROLE', 'ENABLED', 'ENROLLED', 'LAST_LOGIN_AT', 'CREATED_AT'];
@@ -290,11 +278,7 @@ group('tessera operator', (ws) => {
       ['ops@exa\tmple.com', address],
       [`${'a'.repeat(243)}@example.com`, 'email is longer than 254 characters'],
     ];
-    const results = await Promise.all(cases.map(([email]) => ws.run('operator', 'add', email, '--json')));
-    results.forEach((r, i) => {
-      expect(r.code, cases[i]![0]).toBe(2);
-      expect(jsonError(r)).toEqual({ error: 'invalid_field', message: cases[i]![1] });
-    });
+    await expectFieldRefusals(ws, (email) => ['operator', 'add', email], cases);
     expect(await ws.run('operator', 'add', 'not-an-address')).toMatchObject({
       code: 2,
       stdout: '',
@@ -535,21 +519,11 @@ group('tessera operator', (ws) => {
 
 group('tessera client list --search', (ws) => {
   const API = 'https://api.example.com';
-  /** [id, name], created in this order. */
-  const CLIENTS: [string, string][] = [
-    ['svc-zeta', 'Monthly BILLS'],
-    ['Billing-1', 'billing'],
-    ['pay_ment', 'Payments'],
-    ['svc-pct', '100% uptime'],
-    ['svc-snake', 'snake_case'],
-    ['svc-three', 'three cats'],
-    ['svc-slash', 'C:\\tools'],
-  ];
   const created = new Map<string, Record<string, unknown>>();
 
   beforeAll(async () => {
     await ws.ok('audience', 'add', API);
-    for (const [id, name] of CLIENTS) {
+    for (const [id, name] of SEARCHED_CLIENTS) {
       const args = ['client', 'create', '--id', id, '--name', name, '--json'];
       const r = await ws.ok(...(id === 'svc-pct' ? [...args, '--grant', API] : args));
       const { client_secret: _secret, ...client } = r.json as Record<string, unknown>;
@@ -567,7 +541,7 @@ group('tessera client list --search', (ws) => {
     expect(r.json).toEqual([created.get('Billing-1'), created.get('svc-zeta')]);
     // Exactly as `client list` shows each of them.
     const all = (await ws.ok('client', 'list', '--json')).json as { client_id: string }[];
-    expect(all.map((c) => c.client_id)).toEqual(CLIENTS.map(([id]) => id));
+    expect(all.map((c) => c.client_id)).toEqual(SEARCHED_CLIENTS.map(([id]) => id));
     expect(r.json).toEqual([all[1], all[0]]);
     expect(await search('svc-S')).toEqual(['svc-slash', 'svc-snake']);
     expect(await search('payMENTS')).toEqual(['pay_ment']);

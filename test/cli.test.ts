@@ -10,6 +10,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tokenParams } from './helpers/provision.js';
 import {
   collect,
   ROOT,
@@ -20,9 +21,17 @@ import {
   type CliResult,
   type Serve,
 } from './helpers/process.js';
-import { expectTable, jsonError, workspace, type Workspace } from './helpers/cli.js';
+import {
+  expectFieldRefusals,
+  expectTable,
+  group,
+  jsonError,
+  workspace,
+  type Workspace,
+} from './helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from './helpers/postgres.js';
 import { freePort, postToken } from './helpers/server.js';
+import { pollUntil } from './helpers/wait.js';
 
 // --- helpers ---
 
@@ -63,19 +72,6 @@ async function runTogether(env: NodeJS.ProcessEnv, runs: string[][]): Promise<Cl
   return Promise.all(results);
 }
 
-/**
- * A group of tests on one data directory. Groups run side by side (a CLI run is mostly Node starting up);
- * the tests of a group run in order and build on each other.
- */
-function group(name: string, body: (ws: Workspace) => void): void {
-  describe(name, { concurrent: true }, () => {
-    const ws = {} as Workspace; // made when the group runs, not when a filter skips it
-    beforeAll(() => void Object.assign(ws, workspace()));
-    afterAll(() => ws.remove?.());
-    describe('in order', { concurrent: false }, () => body(ws));
-  });
-}
-
 /** A record: `  key  value` lines, values aligned. */
 function parseRecord(text: string): [string, string][] {
   expect(text.endsWith('\n')).toBe(true);
@@ -114,8 +110,6 @@ function storeBytes(dir: string): Buffer {
     .filter((file) => existsSync(file));
   return Buffer.concat(files.map((file) => readFileSync(file)));
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // --- the commands ---
 
@@ -735,11 +729,31 @@ group('tessera grant', (ws) => {
   });
 
   it('add --json grants an audience; a second add says it was there already', async () => {
+    // The admin API's document of the grant (as its PUT answers), and whether this command created it.
+    const listed = (await ws.ok('audience', 'list', '--json')).json as { id: string; identifier: string }[];
+    const sandboxId = listed.find((a) => a.identifier === SANDBOX)!.id;
+    const document = { client_id: id, audience_id: sandboxId, audience: SANDBOX, scopes: [], claims: null };
     const first = await ws.ok('grant', 'add', id, SANDBOX, '--json');
-    expect(first.json).toEqual({ client_id: id, audience: SANDBOX, added: true });
+    expect(first.json).toEqual({ ...document, added: true });
     expect(await audiencesOf(id)).toEqual([API, SANDBOX]);
     const again = await ws.ok('grant', 'add', id, SANDBOX, '--json');
-    expect(again.json).toEqual({ client_id: id, audience: SANDBOX, added: false });
+    expect(again.json).toEqual({ ...document, added: false });
+  });
+
+  it('set-claims --json: the same document, with the claims; in text mode, the claims', async () => {
+    const listed = (await ws.ok('audience', 'list', '--json')).json as { id: string; identifier: string }[];
+    const set = await ws.ok('grant', 'set-claims', id, SANDBOX, '{"tier":"gold"}', '--json');
+    expect(set.json).toEqual({
+      client_id: id,
+      audience_id: listed.find((a) => a.identifier === SANDBOX)!.id,
+      audience: SANDBOX,
+      scopes: [],
+      claims: { tier: 'gold' },
+      added: false,
+    });
+    expect((await ws.ok('grant', 'set-claims', id, SANDBOX, '{}')).stdout).toBe(
+      `Client ${id}, ${SANDBOX}: claims none.\n`,
+    );
   });
 
   it('remove --json, and remove in text mode', async () => {
@@ -914,11 +928,7 @@ group('errors', (ws) => {
       ['https://user:pw@api.example.com', 'audience URL must not carry credentials'],
       ['https://api.example.com/a b', 'audience URL must not contain spaces or control characters'],
     ];
-    const results = await Promise.all(cases.map(([url]) => ws.run('audience', 'add', url, '--json')));
-    results.forEach((r, i) => {
-      expect(r.code, cases[i]![0]).toBe(2);
-      expect(jsonError(r)).toEqual({ error: 'invalid_field', message: cases[i]![1] });
-    });
+    await expectFieldRefusals(ws, (url) => ['audience', 'add', url], cases);
     expect(await ws.run('audience', 'add', 'ftp://files.example.com')).toMatchObject({
       code: 2,
       stdout: '',
@@ -1106,14 +1116,13 @@ describe('a running server', () => {
 
   /** Polls the token endpoint every 100 ms until it answers `status`; returns the answer and how long it took. */
   async function untilToken(status: number, id: string, secret: string, audience = AUDIENCE) {
-    const start = performance.now();
-    for (;;) {
-      const body = { grant_type: 'client_credentials', client_id: id, client_secret: secret, audience };
-      const answer = await postToken(base, body);
-      const elapsed = performance.now() - start;
-      if (answer.status === status || elapsed > 4000) return { answer, elapsed };
-      await sleep(100);
-    }
+    const { value: answer, ms: elapsed } = await pollUntil(
+      () => postToken(base, tokenParams(id, secret, audience)),
+      (a) => a.status === status,
+      4000,
+      100,
+    );
+    return { answer, elapsed };
   }
 
   const invalidClient = { error: 'invalid_client', error_description: expect.any(String) };
@@ -1133,14 +1142,17 @@ describe('a running server', () => {
     });
     server.stderr!.setEncoding('utf8').on('data', (chunk: string) => (serverStderr += chunk));
     exited = new Promise((resolve) => server.once('exit', (code) => resolve(code)));
-    const deadline = Date.now() + 15_000;
-    for (;;) {
-      if (server.exitCode !== null)
-        throw new Error(`tessera serve exited with ${server.exitCode}: ${serverStderr}`);
-      if ((await fetch(`${base}/healthz`).catch(() => undefined))?.ok) break;
-      if (Date.now() > deadline) throw new Error(`tessera serve does not answer /healthz: ${serverStderr}`);
-      await sleep(100);
-    }
+    const healthy = await pollUntil(
+      async () => {
+        if (server.exitCode !== null)
+          throw new Error(`tessera serve exited with ${server.exitCode}: ${serverStderr}`);
+        return (await fetch(`${base}/healthz`).catch(() => undefined))?.ok === true;
+      },
+      (ok) => ok,
+      15_000,
+      100,
+    );
+    if (!healthy.value) throw new Error(`tessera serve does not answer /healthz: ${serverStderr}`);
   });
 
   afterAll(async () => {
@@ -1152,7 +1164,12 @@ describe('a running server', () => {
   });
 
   it('on an empty store, prints how to get a first token', async () => {
-    for (let i = 0; i < 50 && !serverStderr.includes('curl'); i++) await sleep(100);
+    await pollUntil(
+      () => serverStderr,
+      (text) => text.includes('curl'),
+      5000,
+      100,
+    );
     expect(serverStderr).toContain(`npx tessera audience add ${AUDIENCE} --name "Example API"`);
     expect(serverStderr).toContain(`npx tessera client create --name demo --grant ${AUDIENCE}`);
     expect(serverStderr).toContain(`curl -s ${issuer}/oauth/token -d grant_type=client_credentials`);
@@ -1268,24 +1285,19 @@ describe('quotas set with the CLI, on a running server', () => {
   /** A client that only tells when the server has read the store's change feed (see synced). */
   let marker: { id: string; secret: string };
 
-  const ask = (c: { id: string; secret: string }) =>
-    postToken(serve.url, {
-      grant_type: 'client_credentials',
-      client_id: c.id,
-      client_secret: c.secret,
-      audience: API,
-    });
+  const ask = (c: { id: string; secret: string }) => postToken(serve.url, tokenParams(c.id, c.secret, API));
 
   /** Polls (every 100 ms) until `c` gets `status`; fails after 4 s (the feed is read every 500 ms). */
   async function until(c: { id: string; secret: string }, status: number) {
-    const deadline = Date.now() + 4000;
-    for (;;) {
-      const answer = await ask(c);
-      if (answer.status === status) return answer;
-      if (Date.now() > deadline)
-        throw new Error(`still ${answer.status} after 4 s: ${JSON.stringify(answer.body)}`);
-      await sleep(100);
-    }
+    const { value: answer } = await pollUntil(
+      () => ask(c),
+      (a) => a.status === status,
+      4000,
+      100,
+    );
+    if (answer.status !== status)
+      throw new Error(`still ${answer.status} after 4 s: ${JSON.stringify(answer.body)}`);
+    return answer;
   }
 
   /**

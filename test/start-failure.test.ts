@@ -12,6 +12,7 @@ import { rejection } from './helpers/assert.js';
 import { createTestDatabase, PG_ADMIN_URL, type TestDatabase } from './helpers/postgres.js';
 import { dropPrefix, REDIS_URL, testPrefix } from './helpers/redis.js';
 import { freePort, tempDir } from './helpers/server.js';
+import { pollUntil, sleep } from './helpers/wait.js';
 
 /**
  * A start that fails after the store, Redis, the change feed and the audit trail were opened (a
@@ -29,16 +30,9 @@ function activeResources(): Record<string, number> {
   return counts;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Waits (two seconds at most) until `read` gives `expected`: a closed socket or thread is let go of a moment after its close() resolves. */
 async function settled<T>(read: () => T, expected: T): Promise<T> {
-  let now = read();
-  for (let i = 0; i < 40 && JSON.stringify(now) !== JSON.stringify(expected); i++) {
-    await sleep(50);
-    now = read();
-  }
-  return now;
+  return (await pollUntil(read, (now) => JSON.stringify(now) === JSON.stringify(expected), 2000, 50)).value;
 }
 
 /** The active resources once they have not changed for 200 ms (what the steps before let go of is gone). */

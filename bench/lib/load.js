@@ -25,7 +25,7 @@ function run(options, onResponse) {
  * The request to send: one fixed body, or a rotation through many (the cold-cache run), shared by every
  * connection so that consecutive requests name different clients, or a new client assertion each time.
  */
-export function requestPlan(target) {
+function requestPlan(target) {
   const base = {
     method: 'POST',
     path: target.path,

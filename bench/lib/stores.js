@@ -19,7 +19,7 @@ export function tesseraEnv(settings) {
 }
 
 /** Runs `tessera <args> --json` on the harness's Node and returns the parsed answer. */
-export function tesseraCli(root, env, args, timeoutMs = 60_000) {
+function tesseraCli(root, env, args, timeoutMs = 60_000) {
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
@@ -41,8 +41,8 @@ export async function provision(root, env, audience) {
 }
 
 /** Ten scopes and five custom claims, as a client with permissions and a tenant would have. */
-export const SCOPES = Array.from({ length: 10 }, (_, i) => `orders.${i}:read`);
-export const CLAIMS = { tenant_id: 'acme', plan: 'gold', region: 'eu-west-1', org: 'org_8fK2', tier: 3 };
+const SCOPES = Array.from({ length: 10 }, (_, i) => `orders.${i}:read`);
+const CLAIMS = { tenant_id: 'acme', plan: 'gold', region: 'eu-west-1', org: 'org_8fK2', tier: 3 };
 
 /** Like provision, but the audience defines ten scopes, and the client has them all and five custom claims. */
 export async function provisionScoped(root, env, audience) {

@@ -62,7 +62,7 @@ const TYPES = new Set<string>(SPOOLED_EVENT_TYPES);
 const text = (value: unknown): value is string | null => value === null || typeof value === 'string';
 
 /** The record of one line, or undefined if the line is not one (a file damaged by something else). */
-export function decodeRecord(line: string): AuditRecord | undefined {
+function decodeRecord(line: string): AuditRecord | undefined {
   let value: unknown;
   try {
     value = JSON.parse(line);

@@ -14,7 +14,7 @@ import {
 import type { ManagementContext } from '../management/index.js';
 import { EVERY_SCOPE } from '../management/context.js';
 import { actorOf } from '../store/types.js';
-import { openStore } from '../runtime.js';
+import { openStore } from '../runtime/store.js';
 
 /** Exit codes: 0 done, 1 the operation failed (not found, already exists, store error), 2 bad arguments. */
 export const EXIT_FAILED = 1;
@@ -77,7 +77,7 @@ export const parseTtl = wrap((value: string) => {
 });
 export const parseTtlOrNone = (value: string): number | 'none' =>
   value === 'none' ? 'none' : parseTtl(value);
-export const parseUrl = wrap(validateAudienceUrl);
+const parseUrl = wrap(validateAudienceUrl);
 export const parseName = wrap((value: string) => validateName(value, 'the'));
 export const parseClientId = wrap(validateClientId);
 export const parseWorkers = wrap((value: string) => {

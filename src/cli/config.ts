@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
 import { stringify } from 'yaml';
-import { config } from '../management/index.js';
+import { declarative } from '../management/index.js';
 import { action, withJson } from './common.js';
 import { print, printJson } from './output.js';
 
@@ -12,6 +12,39 @@ async function readStdin(): Promise<string> {
 }
 
 const asYaml = (value: unknown): string => stringify(value, { lineWidth: 0 });
+
+/** What the store has and the file does not, kept: `Not in the file, kept (...): 1 client.` */
+function keptText({ kept }: declarative.Plan): string {
+  const { audiences, clients, grants } = kept;
+  const parts = [
+    audiences && `${audiences} audience${audiences === 1 ? '' : 's'}`,
+    clients && `${clients} client${clients === 1 ? '' : 's'}`,
+    grants && `${grants} grant${grants === 1 ? '' : 's'}`,
+  ].filter(Boolean);
+  return parts.length ? `Not in the file, kept (--prune deletes them): ${parts.join(', ')}.\n` : '';
+}
+
+/** `tessera apply`'s words: the plan, its summary, and the new clients' secrets, shown once. */
+function presentApply(plan: declarative.Plan, secrets: declarative.CreatedSecret[], dryRun: boolean): void {
+  if (plan.steps.length === 0) {
+    print(`No changes.\n${keptText(plan)}`);
+    return;
+  }
+  const summary = declarative.planSummary(plan);
+  print(declarative.planLines(plan).join('\n') + '\n\n');
+  print(`Plan: ${summary.create} to create, ${summary.update} to update, ${summary.delete} to delete.\n`);
+  print(keptText(plan));
+  if (dryRun) {
+    print('Dry run: nothing was changed.\n');
+    return;
+  }
+  print('Applied.\n');
+  if (secrets.length > 0) {
+    print('\nSecrets of the new clients, shown this once: store them now.\n');
+    const width = Math.max(...secrets.map((s) => s.client_id.length));
+    for (const s of secrets) print(`  ${s.client_id.padEnd(width)}  ${s.client_secret}\n`);
+  }
+}
 
 /** `tessera export` and `tessera apply`: the configuration as a file kept in git. */
 export function configCommands(program: Command): void {
@@ -25,10 +58,10 @@ export function configCommands(program: Command): void {
       action(async (ctx, json, options: { format?: string; schema?: boolean }) => {
         const format = options.format ?? (json ? 'json' : 'yaml');
         if (options.schema) {
-          printJson(config.configSchema());
+          printJson(declarative.configSchema());
           return;
         }
-        const file = await config.exportConfig(ctx);
+        const file = await declarative.exportConfig(ctx);
         if (format === 'json') printJson(file);
         else print(asYaml(file));
       }),
@@ -44,50 +77,24 @@ export function configCommands(program: Command): void {
     action(async (ctx, json, options: { file: string; dryRun?: boolean; prune?: boolean }) => {
       const name = options.file === '-' ? '<stdin>' : options.file;
       const text = options.file === '-' ? await readStdin() : await readFile(options.file, 'utf8');
-      const parsed = config.parseConfigFile(text, name);
-      const plan = await config.planApply(ctx, parsed, { prune: Boolean(options.prune) });
+      const parsed = declarative.parseConfigFile(text, name);
+      const plan = await declarative.planApply(ctx, parsed, { prune: Boolean(options.prune) });
       const dryRun = Boolean(options.dryRun);
-      const secrets = dryRun ? [] : await config.applyPlan(ctx, plan);
-      const summary = config.planSummary(plan);
+      const secrets = dryRun ? [] : await declarative.applyPlan(ctx, plan);
       if (json) {
         printJson({
           file: name,
           dry_run: dryRun,
           prune: plan.prune,
           applied: !dryRun && plan.steps.length > 0,
-          summary,
+          summary: declarative.planSummary(plan),
           changes: plan.steps,
           kept: plan.kept,
           secrets,
         });
         return;
       }
-      const keptText = () => {
-        const { audiences, clients, grants } = plan.kept;
-        const parts = [
-          audiences && `${audiences} audience${audiences === 1 ? '' : 's'}`,
-          clients && `${clients} client${clients === 1 ? '' : 's'}`,
-          grants && `${grants} grant${grants === 1 ? '' : 's'}`,
-        ].filter(Boolean);
-        return parts.length ? `Not in the file, kept (--prune deletes them): ${parts.join(', ')}.\n` : '';
-      };
-      if (plan.steps.length === 0) {
-        print(`No changes.\n${keptText()}`);
-        return;
-      }
-      print(config.planLines(plan).join('\n') + '\n\n');
-      print(`Plan: ${summary.create} to create, ${summary.update} to update, ${summary.delete} to delete.\n`);
-      print(keptText());
-      if (dryRun) {
-        print('Dry run: nothing was changed.\n');
-        return;
-      }
-      print('Applied.\n');
-      if (secrets.length > 0) {
-        print('\nSecrets of the new clients, shown this once: store them now.\n');
-        const width = Math.max(...secrets.map((s) => s.client_id.length));
-        for (const s of secrets) print(`  ${s.client_id.padEnd(width)}  ${s.client_secret}\n`);
-      }
+      presentApply(plan, secrets, dryRun);
     }),
   );
 }

@@ -1,7 +1,17 @@
 import type { Command } from 'commander';
-import { grants } from '../management/index.js';
+import { clientGrants, grants, views, type ManagementContext } from '../management/index.js';
 import { action, parseClaims, withJson } from './common.js';
 import { print, printJson } from './output.js';
+
+/**
+ * A grant under --json: the admin API's document of it (views.grantJson, as PUT
+ * /clients/{id}/grants/{audience_id} answers it), read back once the change is made, and `added`: whether this
+ * command created the grant, which the API tells by its status (201, not 200).
+ */
+async function printGrant(ctx: ManagementContext, clientId: string, url: string, added: boolean) {
+  const { audience, grant } = await clientGrants.getGrant(ctx, clientId, url);
+  printJson({ ...views.grantJson(clientId, audience, grant), added });
+}
 
 /** Scopes as the command line takes them: one argument, separated by spaces (as in a token request). */
 const scopeList = (value: string): string[] => value.split(/\s+/).filter(Boolean);
@@ -21,7 +31,7 @@ export function grantCommands(program: Command): void {
     action(async (ctx, json, id: string, url: string, options: { scopes?: string }) => {
       if (options.scopes !== undefined) {
         const { grant: set, created } = await grants.setGrantScopes(ctx, id, url, scopeList(options.scopes));
-        if (json) printJson({ client_id: id, audience: url, scopes: set.scopes, added: created });
+        if (json) await printGrant(ctx, id, url, created);
         else
           print(
             `Client ${id} may ${created ? 'now ' : ''}get tokens for ${url}, scopes: ${set.scopes.join(' ') || 'none'}.\n`,
@@ -29,7 +39,7 @@ export function grantCommands(program: Command): void {
         return;
       }
       const added = await grants.addGrant(ctx, id, url);
-      if (json) printJson({ client_id: id, audience: url, added });
+      if (json) await printGrant(ctx, id, url, added);
       else
         print(added ? `Client ${id} may now get tokens for ${url}.\n` : `Client ${id} already had ${url}.\n`);
     }),
@@ -43,7 +53,7 @@ export function grantCommands(program: Command): void {
   ).action(
     action(async (ctx, json, id: string, url: string, scopes: string) => {
       const { grant: set, created } = await grants.setGrantScopes(ctx, id, url, scopeList(scopes));
-      if (json) printJson({ client_id: id, audience: url, scopes: set.scopes, added: created });
+      if (json) await printGrant(ctx, id, url, created);
       else print(`Client ${id}, ${url}: scopes ${set.scopes.join(' ') || 'none'}.\n`);
     }),
   );
@@ -54,7 +64,7 @@ export function grantCommands(program: Command): void {
   ).action(
     action(async (ctx, json, id: string, url: string, text: string) => {
       const { grant: set, created } = await grants.setGrant(ctx, id, url, { claims: parseClaims(text) });
-      if (json) printJson({ client_id: id, audience: url, claims: set.claims, added: created });
+      if (json) await printGrant(ctx, id, url, created);
       else
         print(`Client ${id}, ${url}: claims ${set.claims === null ? 'none' : JSON.stringify(set.claims)}.\n`);
     }),

@@ -1,7 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/index.js';
-import { asManagementError, config, type ErrorKind } from '../management/index.js';
-import { SchemaError } from '../runtime.js';
+import { asManagementError, declarative, type ErrorKind } from '../management/index.js';
+import { SchemaError } from '../runtime/store.js';
 import { auditCommand } from './audit.js';
 import { audienceCommands } from './audiences.js';
 import { clientCommands } from './clients.js';
@@ -99,7 +99,7 @@ export async function main(args: string[] = process.argv): Promise<void> {
     } else if (asManagementError(error)) {
       const failure = asManagementError(error)!;
       // A file refused by `apply` lists every problem and its place.
-      const details = failure instanceof config.ConfigFileError ? { errors: failure.problems } : {};
+      const details = failure instanceof declarative.ConfigFileError ? { errors: failure.problems } : {};
       fail(json, failure.code, failure.message, EXIT_CODES[failure.kind], details);
     } else {
       fail(json, 'failed', (error as Error).message ?? String(error), EXIT_FAILED);

@@ -46,16 +46,7 @@ export function keyCommands(program: Command): void {
   ).action(
     action(async (ctx, json, options: { alg?: SigningAlg }) => {
       const results = await keys.rotateKeys(ctx, { alg: options.alg, warn: warner(json) });
-      if (json)
-        printJson(
-          results.map((r) => ({
-            alg: r.alg,
-            kid: r.kid,
-            activates_at: r.activatesAt,
-            already_scheduled: r.alreadyScheduled,
-            retiring: r.retiring,
-          })),
-        );
+      if (json) printJson(results.map(views.rotationJson));
       else
         for (const r of results)
           print(
@@ -72,11 +63,11 @@ export function keyCommands(program: Command): void {
       .description('stop signing with a key now (it stays published until its tokens expire)'),
   ).action(
     action(async (ctx, json, kid: string) => {
-      const { retired, keys: after, signing } = await keys.retireKey(ctx, kid, { warn: warner(json) });
-      if (json) printKeys(after, true);
+      const retirement = await keys.retireKey(ctx, kid, { warn: warner(json) });
+      if (json) printJson(views.retirementJson(retirement));
       else
         print(
-          `Key ${kid} retired; ${retired.alg} tokens are now signed by ${signing ?? 'the next server-generated key'}.\n`,
+          `Key ${kid} retired; ${retirement.retired.alg} tokens are now signed by ${retirement.signing ?? 'the next server-generated key'}.\n`,
         );
     }),
   );

@@ -5,11 +5,6 @@ import type { Enrollment } from '../management/operators.js';
 import { action, withJson } from './common.js';
 import { formatTable, print, printJson } from './output.js';
 
-const linkJson = (enrollment: Enrollment) => ({
-  ...views.operatorJson(enrollment.operator),
-  enrollment_url: enrollment.url,
-});
-
 const linkText = (enrollment: Enrollment, what: string): string =>
   `${what}\n` +
   `Enrollment link (valid until ${enrollment.expiresAt}, works once; the operator sets a password there):\n` +
@@ -33,7 +28,7 @@ export function operatorCommands(program: Command): void {
   ).action(
     action(async (ctx, json, email: string, options: { role: string }) => {
       const added = await operators.addOperator(ctx, { email, role: options.role });
-      if (json) printJson(linkJson(added));
+      if (json) printJson(views.enrollmentJson(added));
       else print(linkText(added, `Operator ${added.operator.email} added (${added.operator.role}).`));
     }),
   );
@@ -87,7 +82,7 @@ export function operatorCommands(program: Command): void {
   ).action(
     action(async (ctx, json, email: string) => {
       const reset = await operators.resetOperator(ctx, email);
-      if (json) printJson(linkJson(reset));
+      if (json) printJson(views.enrollmentJson(reset));
       else print(linkText(reset, `Operator ${reset.operator.email}: password cleared, sessions ended.`));
     }),
   );

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { runCluster } from '../cluster.js';
 import { loadConfig } from '../config/index.js';
 import { runServer } from '../main.js';
-import { openStore } from '../runtime.js';
+import { openStore } from '../runtime/store.js';
 import { parseWorkers, withJson, type JsonFlag } from './common.js';
 import { print, printJson } from './output.js';
 

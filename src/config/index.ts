@@ -3,7 +3,13 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from '../domain/algorithms.js';
 import { MAX_TOKEN_TTL, MIN_TOKEN_TTL, parseDuration as parseDurationStrictly } from '../domain/validate.js';
-import type { Threshold } from '../limits/attempts.js';
+
+/** A failed-attempt limit: this many failures within the window block the key for `blockSeconds`. */
+export interface Threshold {
+  failures: number;
+  windowSeconds: number;
+  blockSeconds: number;
+}
 
 /** Every setting Tessera reads, validated once at start. The CLI reads the same ones. */
 export interface Config {
@@ -206,7 +212,7 @@ function trustProxy(raw: string | undefined): Config['trustProxy'] {
 const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
 
 /** A size in bytes: `1048576`, `512k`, `64m`, `1g` (powers of 1024; `KiB`, `MB` and the like are read the same). */
-export function parseSize(raw: string): number | undefined {
+function parseSize(raw: string): number | undefined {
   const match = /^(\d+)\s*([kmg]?)(i?b)?$/i.exec(raw.trim());
   if (!match || (match[3] !== undefined && match[2] === '')) return undefined;
   return Number(match[1]) * SIZE_UNITS[match[2]!.toLowerCase()]!;
@@ -298,14 +304,14 @@ export function openFilesLimit(
 }
 
 /** Share of the open-files limit that connections may take by default: the rest is the process's own. */
-export const CONNECTIONS_SHARE_OF_FILES = 0.8;
+const CONNECTIONS_SHARE_OF_FILES = 0.8;
 /** Default cap where the open-files limit cannot be read: 80 % of 1 024, the usual soft limit. */
-export const FALLBACK_MAX_CONNECTIONS = 819;
+const FALLBACK_MAX_CONNECTIONS = 819;
 /**
  * The default cap never exceeds this: an idle connection holds ~6.5 KB of the process's memory (measured on
  * Tessera), besides the kernel's buffers, so ~0.3 GB here; a larger limit does not mean more memory.
  */
-export const DEFAULT_MAX_CONNECTIONS_CEILING = 50_000;
+const DEFAULT_MAX_CONNECTIONS_CEILING = 50_000;
 
 /**
  * The default connection cap: 80 % of the open-files limit (each connection is a descriptor; the other 20 %,

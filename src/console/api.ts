@@ -126,7 +126,7 @@ export interface Page<T> {
   next: string | null;
 }
 
-export interface Scope {
+interface Scope {
   name: string;
   description: string | null;
 }

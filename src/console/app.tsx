@@ -1,8 +1,9 @@
-import { createContext, type ComponentChildren } from 'preact';
+import type { ComponentChildren } from 'preact';
 import { LocationProvider, Route, Router, useLocation } from 'preact-iso';
-import { useContext, useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { request, setCsrfToken, whenSessionEnds, type Session } from './api';
-import { Loading, PageTitle } from './components';
+import { PageTitle } from './components';
+import { Loading } from './load';
 import { AudiencePage, AudiencesPage } from './pages/audiences';
 import { AuditPage } from './pages/audit';
 import { ClientPage } from './pages/client';
@@ -12,30 +13,7 @@ import { KeysPage } from './pages/keys';
 import { LoginPage } from './pages/login';
 import { OperatorsPage } from './pages/operators';
 import { OverviewPage } from './pages/overview';
-
-export const BASE = '/console';
-
-interface SessionState {
-  session: Session;
-  /** Whether the operator's role gives this admin scope (the server checks it again on every request). */
-  can: (scope: string) => boolean;
-}
-
-const SessionContext = createContext<SessionState | undefined>(undefined);
-
-/** The signed-in operator's session; pages under the layout always have one. */
-export function useSession(): SessionState {
-  const state = useContext(SessionContext);
-  if (!state) throw new Error('useSession outside a session');
-  return state;
-}
-
-/** Where a login goes afterwards: a console page, never another site. */
-export function safeNext(next: string | undefined): string {
-  return next && next.startsWith(`${BASE}/`) && !next.startsWith('//') && !next.includes('\\')
-    ? next
-    : `${BASE}/`;
-}
+import { BASE, SessionContext, useSession } from './session';
 
 export function App() {
   return (

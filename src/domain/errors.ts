@@ -33,7 +33,7 @@ export class OAuthError extends Error {
   }
 }
 
-export const BASIC_REALM = 'tessera';
+const BASIC_REALM = 'tessera';
 
 // RFC 6749 §5.2: a 401 answer carries a WWW-Authenticate challenge for the scheme the client may use.
 const CHALLENGE = { 'www-authenticate': `Basic realm="${BASIC_REALM}"` };

@@ -7,9 +7,9 @@ import { ValidationError } from './validate.js';
  * cost can be raised later and old hashes still verify. scrypt runs in libuv's thread pool, never on the event
  * loop, one hash at a time; one takes about 150 ms of one core and 32 MiB.
  */
-export const MIN_PASSWORD_LENGTH = 12;
+const MIN_PASSWORD_LENGTH = 12;
 /** A bound on what is hashed: a pass phrase, not a document. */
-export const MAX_PASSWORD_LENGTH = 1024;
+const MAX_PASSWORD_LENGTH = 1024;
 
 /** OWASP's scrypt settings of the same strength as N = 2^17, r = 8, p = 1, in a quarter of the memory. */
 const COST = { log2N: 15, r: 8, p: 3 };

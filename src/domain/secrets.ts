@@ -5,7 +5,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
  * SHA-256 digest is as strong a verifier as bcrypt and a thousand times cheaper (DESIGN.md), and no
  * slow hash is needed on the token path.
  */
-export const SECRET_BYTES = 32;
+const SECRET_BYTES = 32;
 
 /** At most this many secrets of a client work at once (INTERFACE.md, "Secrets, with overlap"). */
 export const MAX_LIVE_SECRETS = 5;

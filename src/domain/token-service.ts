@@ -1,11 +1,11 @@
-import { decodeJwt, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import type { JWTPayload } from 'jose';
 import type { SigningAlg } from './algorithms.js';
 import {
-  CLIENT_AUTH_METHODS,
-  parseBasicAuthorization,
+  claimedClientId,
+  SECRET_METHODS,
   type ClientAuthMethod,
   type PresentedCredentials,
-} from './client-auth.js';
+} from './client-auth/index.js';
 import {
   OAuthError,
   invalidClient,
@@ -16,98 +16,19 @@ import {
   tooManyAttempts,
   unsupportedGrantType,
 } from './errors.js';
+import {
+  present,
+  type AttemptLimiter,
+  type AuditEntry,
+  type KnownAudience,
+  type KnownClient,
+  type KnownGrant,
+  type QuotaLimiter,
+  type TokenParams,
+  type TokenRequest,
+  type TokenResponse,
+} from './token-types.js';
 import { isPossibleClientId, ownString, SCOPE_TOKEN } from './validate.js';
-
-/** The token request parameters Tessera reads (RFC 6749 §4.4.2, RFC 8707 §2); others are ignored. */
-export const TOKEN_PARAMS = [
-  'grant_type',
-  'client_id',
-  'client_secret',
-  'audience',
-  'resource',
-  'scope',
-  'client_assertion_type',
-  'client_assertion',
-] as const;
-export type TokenParam = (typeof TOKEN_PARAMS)[number];
-export type TokenParams = Partial<Record<TokenParam, string>>;
-
-export interface TokenRequest {
-  params: TokenParams;
-  /** The Authorization header, if any (client_secret_basic). */
-  authorization?: string | undefined;
-  /** The caller's address, for the failed-attempt limits. */
-  source: string;
-}
-
-/** Tokens per minute and per day a client may get; null is no limit. */
-export interface Quota {
-  perMinute: number | null;
-  perDay: number | null;
-}
-
-/** Issuance quotas (see limits/quotas.ts). */
-export interface QuotaLimiter {
-  /** Counts one token; resolves with the seconds to wait if that is over a quota, else 0. */
-  take(clientId: string, quota: Quota): Promise<number>;
-}
-
-/** Failed authentications, counted per client id + source and per source (see limits/attempts.ts). */
-export interface AttemptLimiter {
-  /** Seconds the caller must still wait, or 0; answered from memory. */
-  blockedFor(clientId: string | undefined, source: string): number;
-  /** Counts a failure; the caller does not wait for it. */
-  failed(clientId: string | undefined, source: string): Promise<void>;
-}
-
-export interface TokenResponse {
-  access_token: string;
-  token_type: 'Bearer';
-  expires_in: number;
-  /** The token's scopes, when it carries any (RFC 6749 §5.1). */
-  scope?: string;
-}
-
-export interface KnownSecret {
-  id: string;
-  digest: Buffer;
-  expiresAt: number;
-}
-
-/** A client's grant of an audience as the token path needs it: computed once, when the client is cached. */
-export interface KnownGrant {
-  scopes: ReadonlySet<string>;
-  /** Every granted scope, sorted and space-delimited (a request without `scope` gets them); undefined: none. */
-  scope: string | undefined;
-  /**
-   * The custom claims of this client for this audience (the grant's over the client's), serialised once as
-   * the inside of a JSON object; undefined: none.
-   */
-  claims?: string | undefined;
-}
-
-/** A client as the token path sees it: what authentication and the grant check need, nothing more. */
-export interface KnownClient {
-  id: string;
-  enabled: boolean;
-  /** Its secrets: the raw 32-byte SHA-256 of each, and when it expires (ms since the epoch; Infinity: never). */
-  secrets: readonly KnownSecret[];
-  /** By audience URL. */
-  grants: ReadonlyMap<string, KnownGrant>;
-  tokenTtl: number | null;
-  quota: Quota;
-  /** For a private_key_jwt client: where its public keys are (it has no secret that works); else undefined. */
-  keys?: ClientKeys | undefined;
-}
-
-/** A private_key_jwt client's public keys: a JWK Set resolver made once from its inline set, or its URL. */
-export type ClientKeys = { readonly inline: JWTVerifyGetKey } | { readonly uri: string };
-
-export interface KnownAudience {
-  url: string;
-  tokenTtl: number | null;
-  signingAlg: SigningAlg | null;
-}
 
 export interface TokenServiceDeps {
   /** Cached lookup; a promise only on a cache miss. */
@@ -121,8 +42,10 @@ export interface TokenServiceDeps {
    */
   registered?(id: string): boolean;
   findAudience(url: string): KnownAudience | undefined;
-  /** Synchronous once the key is loaded; a promise only while one is being made. */
-  /** `claims`: a client's custom claims, serialised once (see KnownGrant), signed after the registered ones. */
+  /**
+   * Synchronous once the key is loaded; a promise only while one is being made. `claims`: a client's custom
+   * claims, serialised once (see KnownGrant), signed after the registered ones.
+   */
   sign(payload: JWTPayload, alg: SigningAlg, claims?: string): string | Promise<string>;
   /** Milliseconds since the epoch. */
   now(): number;
@@ -144,21 +67,6 @@ export interface TokenServiceDeps {
   defaultAlg: SigningAlg;
 }
 
-/**
- * What the audit trail learns of one token request. Never a secret, never a token. A `token.throttled` entry
- * (a 429: a blocked caller, a client over its quota) is summed by the recorder, not stored one by one.
- */
-export interface AuditEntry {
-  /** Milliseconds since the epoch. */
-  at: number;
-  type: 'token.issued' | 'token.refused' | 'token.throttled';
-  clientId: string | null;
-  audience: string | null;
-  jti: string | null;
-  reason: string | null;
-  source: string | null;
-}
-
 /** Presented values are recorded as sent but never at any length (and never holding on to the rest). */
 const clip = (value: string | undefined): string | null =>
   value === undefined ? null : ownString(value.slice(0, 256));
@@ -168,17 +76,6 @@ const clip = (value: string | undefined): string | null =>
  */
 const possibleId = (value: string | undefined): string | null =>
   value === undefined || value === '' ? null : isPossibleClientId(value) ? value : '(not a client id)';
-
-/** The iss of a client assertion, for the audit trail only (undefined if it does not decode). */
-function assertionIssuer(assertion: string | undefined): string | undefined {
-  if (assertion === undefined || assertion === '') return undefined;
-  try {
-    const iss = decodeJwt(assertion).iss;
-    return typeof iss === 'string' ? iss : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 export interface IssuedToken {
   response: TokenResponse;
@@ -191,7 +88,7 @@ export interface IssuedToken {
  * The scopes a token carries (INTERFACE.md, Scopes): without `scope` in the request every granted one; with
  * it exactly those asked for (each once, sorted), each granted, else invalid_scope naming the first that is not.
  */
-export function scopeOf(grant: KnownGrant, requested: string | undefined): string | undefined {
+function scopeOf(grant: KnownGrant, requested: string | undefined): string | undefined {
   if (requested === undefined) return grant.scope;
   const asked = requested.split(' ');
   for (const token of asked) {
@@ -204,9 +101,6 @@ export function scopeOf(grant: KnownGrant, requested: string | undefined): strin
   return [...new Set(asked)].sort().join(' ');
 }
 
-/** Empty values count as missing (RFC 6749 §3.2: "Parameters sent without a value MUST be treated as if omitted"). */
-const present = (value: string | undefined): string | undefined => (value === '' ? undefined : value);
-
 /**
  * The client credentials grant (RFC 6749 §4.4) as a list of small steps: pick the authentication method,
  * authenticate, check the grant type, resolve the audience, check the grant, sign. Credentials are checked
@@ -214,7 +108,7 @@ const present = (value: string | undefined): string | undefined => (value === ''
  */
 export class TokenService {
   constructor(private readonly deps: TokenServiceDeps) {
-    this.methods = deps.methods ?? CLIENT_AUTH_METHODS;
+    this.methods = deps.methods ?? SECRET_METHODS;
   }
 
   async issue(request: TokenRequest): Promise<IssuedToken> {
@@ -239,26 +133,13 @@ export class TokenService {
         at: this.deps.now(),
         // Every 429 is a throttled refusal (a blocked caller, a client over its quota): summed, not stored.
         type: known && oauth.status === 429 ? 'token.throttled' : 'token.refused',
-        clientId: possibleId(
-          request.params.client_id ??
-            this.basicId(request.authorization) ??
-            assertionIssuer(request.params.client_assertion),
-        ),
+        clientId: possibleId(claimedClientId(request)),
         audience: clip(request.params.audience ?? request.params.resource),
         jti: null,
         reason: known ? [oauth.error, oauth.debug ?? oauth.description].join(': ') : 'server_error',
         source: request.source,
       });
       throw error;
-    }
-  }
-
-  /** The client id of a Basic header, for the audit trail only (undefined if it does not parse). */
-  private basicId(authorization: string | undefined): string | undefined {
-    try {
-      return parseBasicAuthorization(authorization)?.clientId;
-    } catch {
-      return undefined;
     }
   }
 
@@ -323,7 +204,7 @@ export class TokenService {
     };
   }
 
-  /** The client authentication methods, in the order a request is examined (client-auth.ts). */
+  /** The client authentication methods, in the order a request is examined (client-auth/index.ts). */
   private readonly methods: readonly ClientAuthMethod[];
 
   /**

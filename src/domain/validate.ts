@@ -130,7 +130,7 @@ export function validateRole(value: string): (typeof OPERATOR_ROLES)[number] {
  */
 export const ownString = (value: string): string => (' ' + value).slice(1);
 
-export const MAX_QUOTA = 1_000_000_000;
+const MAX_QUOTA = 1_000_000_000;
 
 /**
  * A client's quota (tokens a minute or a day): a whole number from 1, or null for no limit. 0 is refused
@@ -159,12 +159,12 @@ export function parseDuration(value: string): number {
 }
 
 /** Seconds per unit of a duration. */
-export const UNIT_SECONDS = { s: 1, m: 60, h: 3600, d: 86_400 } as const;
+const UNIT_SECONDS = { s: 1, m: 60, h: 3600, d: 86_400 } as const;
 
 /** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
 export const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
-export const MAX_SCOPE_LENGTH = 128;
-export const MAX_AUDIENCE_SCOPES = 200;
+const MAX_SCOPE_LENGTH = 128;
+const MAX_AUDIENCE_SCOPES = 200;
 
 /** A scope an audience defines: a scope-token (RFC 6749 §3.3) of at most 128 characters. */
 export function validateScopeName(name: string): string {
@@ -227,7 +227,7 @@ export const RESERVED_CLAIMS = [
   'typ',
 ] as const;
 const RESERVED = new Set<string>(RESERVED_CLAIMS);
-export const MAX_CLAIMS_BYTES = 4096;
+const MAX_CLAIMS_BYTES = 4096;
 
 /**
  * A document that a request body holds as one of its fields (custom claims, a JWK Set) nests at most one level

@@ -21,7 +21,7 @@ import { tokenRoutes } from './routes/token.js';
  * A connection with a request in progress that sees no traffic for this long is closed. Between requests,
  * the keep-alive timeout (TESSERA_KEEPALIVE_TIMEOUT) applies instead.
  */
-export const CONNECTION_TIMEOUT_MS = 75_000;
+const CONNECTION_TIMEOUT_MS = 75_000;
 
 /** The server's shutdown, as the routes see it (see shutDown in main.ts). */
 export interface ShutdownState {

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { invalidRequest } from '../domain/errors.js';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import { ownString } from '../domain/validate.js';
-import { TOKEN_PARAMS, type TokenParam, type TokenParams } from '../domain/token-service.js';
+import { TOKEN_PARAMS, type TokenParam, type TokenParams } from '../domain/token-types.js';
 
 /** Token requests are a few hundred bytes; a few KiB is plenty (INTERFACE.md), more is refused with 413. */
 export const BODY_LIMIT = 8 * 1024;
@@ -30,7 +30,7 @@ export function parseForm(text: string): FormBody {
  * The names of a JSON object's own members, duplicates included, which JSON.parse would silently
  * collapse. Runs only on text JSON.parse has already accepted, so it need not handle malformed input.
  */
-export function topLevelKeys(text: string): string[] {
+function topLevelKeys(text: string): string[] {
   const keys: string[] = [];
   let depth = 0;
   for (let i = 0; i < text.length; i++) {

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 
 /** How often the warning that the cap is reached may be logged again while it keeps being reached. */
-export const CAP_WARNING_EVERY_MS = 60_000;
+const CAP_WARNING_EVERY_MS = 60_000;
 /** How often connections' activity is sampled while many are open (see Connections). */
 const SAMPLE_EVERY_MS = 1000;
 /** At the cap with no idle connection, the next ranking waits this long at least (arrivals are refused). */

@@ -10,7 +10,7 @@ export const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' } as c
  * Every error body of this server is an OAuthError's toJSON (RFC 6749 §5.2), written here or by the client
  * error handler below: OAuthError makes its error_description of the characters §5.2 allows.
  */
-export function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyReply {
+function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyReply {
   return reply.code(error.status).headers(NO_STORE).headers(error.headers).send(error.toJSON());
 }
 

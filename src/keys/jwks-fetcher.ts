@@ -5,9 +5,8 @@ import { isIP, type LookupFunction } from 'node:net';
 import { createLocalJWKSet, type JWK, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { isPublicAddress } from '../domain/addresses.js';
-import { algsForKey, MAX_CLIENT_KEYS } from '../domain/client-keys.js';
+import { algsForKey, MAX_CLIENT_KEYS, type RemoteKeys } from '../domain/client-auth/index.js';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
-import type { RemoteKeys } from '../domain/assertion.js';
 
 /**
  * The keys that private_key_jwt clients publish at their jwks_uri (INTERFACE.md, "Client authentication"):
@@ -33,8 +32,8 @@ export interface JwksFetcherOptions {
   now?: () => number;
 }
 
-export const JWKS_FETCH_TIMEOUT_MS = 2000;
-export const JWKS_MAX_BYTES = 64 * 1024;
+const JWKS_FETCH_TIMEOUT_MS = 2000;
+const JWKS_MAX_BYTES = 64 * 1024;
 const MIN_TTL_MS = 5 * 60_000;
 const MAX_TTL_MS = 24 * 3600_000;
 const REFETCH_MS = 60_000;

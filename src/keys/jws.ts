@@ -2,10 +2,10 @@ import { constants, sign, type KeyObject, type SignKeyObjectInput } from 'node:c
 import type { JWTPayload } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
 
-/** Signs one access token's claims; built once per key. */
 /**
- * Signs a payload; `claims`, when given, is the inside of a JSON object (`"k":v,...`, serialised once per
- * client) appended after the payload's own members: the registered claims first, then the custom ones.
+ * Signs one access token's payload; built once per key. `claims`, when given, is the inside of a JSON object
+ * (`"k":v,...`, serialised once per client) appended after the payload's own members: the registered claims
+ * first, then the custom ones.
  */
 export type Signer = (payload: JWTPayload, claims?: string) => string;
 

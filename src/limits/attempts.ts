@@ -1,14 +1,11 @@
 import { LRUCache } from 'lru-cache';
-import type { AttemptLimiter } from '../domain/token-service.js';
+import type { AttemptLimiter } from '../domain/token-types.js';
 import { Counter, type Taken } from './counter.js';
 import type { SharedRedis } from './redis.js';
+import type { Threshold } from '../config/index.js';
 
-/** A limit: this many failures within the window block the key for `blockSeconds`. */
-export interface Threshold {
-  failures: number;
-  windowSeconds: number;
-  blockSeconds: number;
-}
+/** A limit (a setting, config/index.ts): this many failures within the window block the key for `blockSeconds`. */
+export type { Threshold };
 
 /**
  * The address counted: IPv4 as it is, IPv6 by its /64 (one host usually has a whole /64 to pick from),

@@ -21,7 +21,7 @@ export interface Timers {
   after(ms: number, run: () => void): () => void;
 }
 
-export const realTimers: Timers = {
+const realTimers: Timers = {
   after(ms, run) {
     let immediate: NodeJS.Immediate | undefined;
     // Run in the check phase, after the poll phase: an answer that arrived while this process was busy (a GC

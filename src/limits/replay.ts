@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { ReplayGuard } from '../domain/assertion.js';
-import type { ClientStore } from '../store/types.js';
+import type { ReplayGuard } from '../domain/client-auth/index.js';
+import type { AssertionJtiStore } from '../store/types.js';
 import type { SharedRedis } from './redis.js';
 
 /** Expired assertion ids are deleted from the store this often, */
@@ -24,7 +24,7 @@ export class AssertionReplay implements ReplayGuard {
   private pruning = false;
 
   constructor(
-    private readonly store: Pick<ClientStore, 'useAssertionJti' | 'pruneAssertionJtis'>,
+    private readonly store: AssertionJtiStore,
     private readonly options: {
       redis?: SharedRedis | undefined;
       keyPrefix: string;

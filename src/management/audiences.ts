@@ -8,13 +8,12 @@ import {
 } from '../domain/validate.js';
 import { newAudienceId } from '../store/migrations.js';
 import type { Audience, AudiencePatch, NewAudience } from '../store/types.js';
+import { writeAudience } from './audience-scopes.js';
 import { assertNotBuiltIn } from './builtin.js';
 import {
-  asAuditChanges,
   changeAudit,
-  changedFields,
   checkPrecondition,
-  definedFields,
+  patchChanges,
   type ManagementContext,
   type Precondition,
 } from './context.js';
@@ -35,7 +34,7 @@ export interface AudienceInput extends AudienceFields {
 }
 
 /** Checks the fields given (null clears one), each by its rule; refusals are collected in `checks`. */
-export function checkAudienceFields(input: AudienceFields, checks: FieldChecks): AudiencePatch {
+function checkAudienceFields(input: AudienceFields, checks: FieldChecks): AudiencePatch {
   const patch: AudiencePatch = {};
   if (input.name !== undefined)
     patch.name =
@@ -105,12 +104,11 @@ export async function updateAudience(
     ctx.store.transaction(async (store) => {
       const current = await getAudience({ ...ctx, store }, url);
       checkPrecondition(condition, audienceJson(current), `audience ${url}`);
-      const after = { ...current, ...definedFields(patch) };
-      const changed = changedFields(AUDIENCE_FIELDS, audienceJson(current), audienceJson(after));
-      if (changed.length === 0) return current;
-      const changes = asAuditChanges(changed);
+      const patched = patchChanges(current, patch, audienceJson, AUDIENCE_FIELDS);
+      if (!patched) return current;
+      const { changes } = patched;
       const audit = changeAudit(ctx, 'audience.updated', current.id, { audience: url, changes });
-      return store.updateAudience(url, patch, audit);
+      return writeAudience(store, current, patch, audit);
     }),
   );
 }

@@ -3,7 +3,7 @@ import type { ManagementContext } from './context.js';
 import { ManagementError, storeCall } from './errors.js';
 
 /** Most events one answer (a table, a JSON document, a page) holds; an export streams any number. */
-export const MAX_DOCUMENT_EVENTS = 100_000;
+const MAX_DOCUMENT_EVENTS = 100_000;
 
 /** Events per store query of an export: it pages through the store with a keyset cursor. */
 const EXPORT_PAGE = 1000;

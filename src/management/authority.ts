@@ -57,7 +57,7 @@ export const requireClientHeld = (ctx: ManagementContext, client: Client): void 
   requireHeld(ctx, `a change of client ${client.id}`, adminScopesOf(ctx, client), adminScopesOf(ctx, client));
 
 /** The admin scopes an operator's role stands for. */
-export const roleScopes = (role: OperatorRole): readonly string[] => ROLE_SCOPES[role];
+const roleScopes = (role: OperatorRole): readonly string[] => ROLE_SCOPES[role];
 
 /**
  * Refuses a change of an operator (`before`, undefined for a new one) to `role` (undefined: the role stays) by a

@@ -1,6 +1,7 @@
 import type { Config } from '../config/index.js';
 import { newAudienceId } from '../store/migrations.js';
 import type { Audience, AudienceScope, OperatorRole } from '../store/types.js';
+import { writeAudience } from './audience-scopes.js';
 import { changeAudit, type ManagementContext } from './context.js';
 import { ManagementError, storeCall } from './errors.js';
 
@@ -84,8 +85,9 @@ function makeAdminAudience(ctx: ManagementContext): Promise<Audience> {
       const found = await store.findAudience(url);
       if (found && JSON.stringify(found.scopes) === wanted) return found;
       if (found)
-        return store.updateAudience(
-          url,
+        return writeAudience(
+          store,
+          found,
           { scopes: ADMIN_AUDIENCE_SCOPES },
           changeAudit(ctx, 'audience.updated', found.id, {
             audience: url,

@@ -19,40 +19,34 @@ import {
   validateJwksUri,
   type AuthMethodName,
   type PublicJwks,
-} from '../domain/client-keys.js';
+} from '../domain/client-auth/index.js';
 import {
-  asAuditChanges,
   changeAudit,
-  changedFields,
   checkPrecondition,
-  definedFields,
+  nowOf,
+  patchChanges,
   type ManagementContext,
   type Precondition,
 } from './context.js';
 import { adminAudienceUrl, ensureAdminAudience } from './builtin.js';
 import { requireClientHeld, requireHeld } from './authority.js';
 import { checkGrantScopes } from './grants.js';
+import { addingSecret } from './secret-rules.js';
 import { CLIENT_FIELDS, clientJson } from './views.js';
 import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
 
-/** The fields of a client but its id and grants: undefined leaves one as it is (a change) or default (new). */
-export interface ClientFields {
-  name?: string;
-  description?: string | null;
-  enabled?: boolean;
-  tokenTtl?: number | null;
-  quotaPerMinute?: number | null;
-  quotaPerDay?: number | null;
-  /** Custom claims in every token of the client (null or {} for none). */
-  claims?: Record<string, unknown> | null;
+/**
+ * The fields of a client but its id and grants, as a caller gives them, before their checks: a store's
+ * ClientPatch, but a method and inline keys not yet known to be valid. Undefined leaves one as it is (a change)
+ * or default (new).
+ */
+export interface ClientFields extends Omit<ClientPatch, 'authMethod' | 'jwks'> {
   /** Claims added to the client's (an update only): the CLI's `--claim k=v`. */
   addClaims?: Record<string, unknown>;
   /** RFC 7591 token_endpoint_auth_method (client_secret_basic when a new client leaves it out). */
   authMethod?: string;
   /** private_key_jwt: the public keys inline (a JWK Set), or null. */
   jwks?: unknown;
-  /** private_key_jwt: where the public keys are published, or null. */
-  jwksUri?: string | null;
 }
 
 export interface ClientInput extends ClientFields {
@@ -79,7 +73,7 @@ const quota = (name: string, value: number | null | undefined): number | null =>
   value === undefined ? null : field(name, () => validateQuota(value));
 
 /** Checks the fields given (null clears one), each by its rule; refusals are collected in `checks`. */
-export function checkClientFields(
+function checkClientFields(
   input: ClientFields,
   checks: FieldChecks,
   production: boolean,
@@ -119,8 +113,8 @@ export function checkClientFields(
 }
 
 /**
- * A client's method and keys together (client-keys.ts's rule), the keys imported with jose: the field that
- * breaks the rule is named.
+ * A client's method and keys together (client-auth/method.ts's rule), the keys imported with jose: the field
+ * that breaks the rule is named.
  */
 async function checkAuthKeys(method: AuthMethodName, jwks: PublicJwks | null, jwksUri: string | null) {
   const problem = authMethodProblem(method, jwks, jwksUri);
@@ -294,26 +288,28 @@ export async function updateClient(
   }
   // Read, compare and write in one transaction: the event's `from` is what was replaced, and a change that
   // changes nothing writes nothing (no event, no updated_at, no change for the caches).
-  return storeCall(() =>
-    ctx.store.transaction(async (store) => {
-      const current = await getClient({ ...ctx, store }, id);
-      requireClientHeld(ctx, current);
-      checkPrecondition(condition, clientJson(current), `client ${id}`);
-      // Claims added to those it has (or to those this change sets), checked whole.
-      if (change.addClaims !== undefined) {
-        const base = patch.claims !== undefined ? patch.claims : current.claims;
-        patch.claims = field('claims', () => validateClaims({ ...base, ...change.addClaims }));
-      }
-      const after = { ...current, ...definedFields(patch) };
-      const changed = changedFields(CLIENT_FIELDS, clientJson(current), clientJson(after));
-      if (changed.length === 0) return current;
-      if (patch.authMethod !== undefined || patch.jwks !== undefined || patch.jwksUri !== undefined)
-        await checkAuthKeys(after.authMethod, after.jwks, after.jwksUri);
-      const changes = asAuditChanges(changed);
-      const audit = changeAudit(ctx, 'client.updated', id, { clientId: id, changes });
-      return store.updateClient(id, patch, audit);
-    }),
-  );
+  return changeClient(ctx, id, async (store, current) => {
+    checkPrecondition(condition, clientJson(current), `client ${id}`);
+    // Claims added to those it has (or to those this change sets), checked whole.
+    if (change.addClaims !== undefined) {
+      const base = patch.claims !== undefined ? patch.claims : current.claims;
+      patch.claims = field('claims', () => validateClaims({ ...base, ...change.addClaims }));
+    }
+    const patched = patchChanges(current, patch, clientJson, CLIENT_FIELDS);
+    if (!patched) return current;
+    const { after, changes } = patched;
+    if (patch.authMethod !== undefined || patch.jwks !== undefined || patch.jwksUri !== undefined)
+      await checkAuthKeys(after.authMethod, after.jwks, after.jwksUri);
+    const audit = changeAudit(ctx, 'client.updated', id, { clientId: id, changes });
+    // A client that authenticates by key has no secret that works: its secrets go, for good, in the same
+    // write (a secret that came back with a switch to a secret method later would be one an operator
+    // thought revoked).
+    const secrets =
+      patch.authMethod === 'private_key_jwt' && current.secrets.length > 0
+        ? { delete: current.secrets.map((s) => s.id) }
+        : undefined;
+    return store.updateClient(id, patch, audit, secrets);
+  });
 }
 
 export function listClients(ctx: ManagementContext): Promise<Client[]> {
@@ -344,12 +340,8 @@ export async function rotateSecret(
   });
   return changeClient(ctx, id, async (store, current) => {
     requireSecretClient(current);
-    const client = await store.addClientSecret(
-      id,
-      { id: secretId, digest: digestSecret(secret), expiresAt: null },
-      grace,
-      audit,
-    );
+    const added = { id: secretId, digest: digestSecret(secret), expiresAt: null };
+    const client = await store.changeSecrets(id, addingSecret(current, added, grace, nowOf(ctx)), audit);
     return { client, secret, secretId };
   });
 }
@@ -410,7 +402,7 @@ export async function authorizeChange(ctx: ManagementContext, id: string): Promi
 }
 
 /** The longest text a client search takes. */
-export const MAX_SEARCH_LENGTH = 200;
+const MAX_SEARCH_LENGTH = 200;
 
 /**
  * A page of clients in client_id order: those after `after`, at most `limit`; with `search`, only those whose

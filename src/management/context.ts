@@ -1,7 +1,7 @@
 import type { Config } from '../config/index.js';
 import type { ChangeAudit, ChangeEventType, Store } from '../store/types.js';
 import { ManagementError } from './errors.js';
-import { etagOf, ifMatchAllows } from './views.js';
+import { etagOf, ifMatchAllows } from './etag.js';
 
 /**
  * Whoever calls holds a set of admin scopes (an admin client's token, as its grant holds them now; an operator's
@@ -77,8 +77,24 @@ export const asAuditChanges = (changes: FieldChange[]): Record<string, { from: u
   Object.fromEntries(changes.map(({ field, from, to }) => [field, { from, to }]));
 
 /** A patch's defined fields only (undefined: left as it is). */
-export const definedFields = <T extends object>(patch: T): Partial<T> =>
+const definedFields = <T extends object>(patch: T): Partial<T> =>
   Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined)) as Partial<T>;
+
+/**
+ * The compare of a read-compare-write update: `current` as the patch's defined fields leave it, and the `fields` of
+ * its view that this changes, as the audit event records them; undefined when it changes none, for a change that
+ * changes nothing writes nothing (no event, no updated_at, no change for the caches).
+ */
+export function patchChanges<R extends object, P extends object>(
+  current: R,
+  patch: P,
+  view: (record: R) => object,
+  fields: readonly string[],
+): { after: R & Partial<P>; changes: Record<string, { from: unknown; to: unknown }> } | undefined {
+  const after = { ...current, ...definedFields(patch) };
+  const changed = changedFields(fields, view(current), view(after));
+  return changed.length === 0 ? undefined : { after, changes: asAuditChanges(changed) };
+}
 
 /** A change made only if the resource is still the version the caller read (the admin API's If-Match). */
 export interface Precondition {

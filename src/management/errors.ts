@@ -1,13 +1,13 @@
 import { PasswordWorkBusy } from '../domain/passwords.js';
 import { ValidationError } from '../domain/validate.js';
 import { MasterKeyMismatchError } from '../keys/sealed.js';
-import { StoreError } from '../store/types.js';
+import { StoreError, type StoreResource } from '../store/types.js';
 
 /**
  * The stable codes of every management failure, whatever the face: the CLI maps each to an exit code and
  * prints it under `--json`, the admin API to a problem+json type and status. A code is never renamed.
  */
-export const ERROR_CODES = {
+const ERROR_CODES = {
   invalid_field: 'invalid',
   invalid_file: 'invalid',
   invalid_cursor: 'invalid',
@@ -64,12 +64,12 @@ const NOT_FOUND = {
   operator: 'operator_not_found',
 } as const;
 
-const EXISTS = {
+/** The resources a store conflict can be about: one whose key is taken. */
+const EXISTS: Partial<Record<StoreResource, ErrorCode>> = {
   audience: 'audience_exists',
   client: 'client_exists',
-  secret: 'too_many_secrets',
   operator: 'operator_exists',
-} as const;
+};
 
 /**
  * The management error a failure is, if it is one: the rules' ValidationError, the store's not-found and
@@ -90,8 +90,8 @@ export function asManagementError(error: unknown): ManagementError | undefined {
     );
   if (error instanceof StoreError && error.resource !== undefined) {
     if (error.code === 'not_found') return new ManagementError(NOT_FOUND[error.resource], error.message);
-    if (error.resource !== 'grant' && error.resource !== 'signing_key')
-      return new ManagementError(EXISTS[error.resource], error.message);
+    const exists = EXISTS[error.resource];
+    if (exists !== undefined) return new ManagementError(exists, error.message);
   }
   return undefined;
 }

@@ -5,14 +5,15 @@
  */
 export * as audiences from './audiences.js';
 export * as audit from './audit.js';
+export * as clientGrants from './client-grants.js';
 export * as clients from './clients.js';
-export * as config from './config.js';
+export * as declarative from './declarative/index.js';
 export * as grants from './grants.js';
 export * as keys from './keys.js';
 export * as operators from './operators.js';
 export * as sessions from './sessions.js';
 export * as stats from './stats.js';
 export * as secrets from './secrets.js';
-export type { ManagementContext } from './context.js';
-export { asManagementError, ManagementError, type ErrorCode, type ErrorKind } from './errors.js';
+export type { ManagementContext, Precondition } from './context.js';
+export { asManagementError, ManagementError, type ErrorKind } from './errors.js';
 export * as views from './views.js';

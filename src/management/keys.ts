@@ -97,15 +97,23 @@ export async function rotateKeys(
   return results;
 }
 
+/** What a retirement did: the key retired, the keys of its algorithm afterwards, and which of them signs. */
+export interface Retirement {
+  retired: SigningKey;
+  keys: KeyView[];
+  /** The key that signs for the algorithm now; null when none does yet. */
+  signing: string | null;
+}
+
 /**
  * Stops signing with a key now (it stays published until its last token expires). If it was signing, the
- * scheduled next key takes over now, or else a new one. Returns the keys of its algorithm afterwards.
+ * scheduled next key takes over now, or else a new one.
  */
 export async function retireKey(
   ctx: ManagementContext,
   kid: string,
   options: { warn?: (message: string) => void } = {},
-): Promise<{ retired: SigningKey; keys: KeyView[]; signing: string | null }> {
+): Promise<Retirement> {
   const keys = await storeCall(() => ctx.store.listSigningKeys());
   const key = keys.find((k) => k.kid === kid);
   if (!key) throw new ManagementError('key_not_found', `signing key ${kid} does not exist`);

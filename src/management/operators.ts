@@ -4,12 +4,10 @@ import { emailKey, OPERATOR_ROLES, validateEmail, validateRole } from '../domain
 import { newOperatorId } from '../store/migrations.js';
 import type { Operator, OperatorRole } from '../store/types.js';
 import {
-  asAuditChanges,
   changeAudit,
-  changedFields,
   checkPrecondition,
-  definedFields,
   nowOf,
+  patchChanges,
   type ManagementContext,
   type Precondition,
 } from './context.js';
@@ -25,10 +23,10 @@ import { requireOperatorHeld } from './authority.js';
  */
 
 /** How long an enrollment link works. */
-export const ENROLLMENT_SECONDS = 24 * 3600;
+const ENROLLMENT_SECONDS = 24 * 3600;
 
 /** The console page an enrollment link opens; its token is in the fragment, which browsers never send. */
-export const ENROLL_PATH = '/console/enroll';
+const ENROLL_PATH = '/console/enroll';
 
 /** An operator with their new enrollment link, which exists in clear only in this answer. */
 export interface Enrollment {
@@ -38,8 +36,7 @@ export interface Enrollment {
 }
 
 /** The digest a link's token is kept as: the token itself is never stored. */
-export const enrollmentDigest = (token: string): string =>
-  createHash('sha256').update(token).digest('base64url');
+const enrollmentDigest = (token: string): string => createHash('sha256').update(token).digest('base64url');
 
 function newLink(ctx: ManagementContext): { url: string; digest: string; expiresAt: string } {
   const token = randomBytes(32).toString('base64url');
@@ -111,14 +108,19 @@ export async function updateOperator(
       const before = await getOperator({ ...ctx, store }, idOrEmail);
       requireOperatorHeld(ctx, before, role);
       checkPrecondition(condition, operatorJson(before), `operator ${before.email}`);
-      const wanted = { ...operatorJson(before), ...definedFields({ role, enabled: patch.enabled }) };
-      const changes = changedFields(OPERATOR_FIELDS, operatorJson(before), wanted);
-      if (changes.length === 0) return before;
-      return store.updateOperator(
+      const change = { role: role as OperatorRole | undefined, enabled: patch.enabled };
+      const patched = patchChanges(before, change, operatorJson, OPERATOR_FIELDS);
+      if (!patched) return before;
+      const updated = await store.updateOperator(
         before.id,
-        { role: role as OperatorRole | undefined, enabled: patch.enabled },
-        changeAudit(ctx, 'operator.updated', before.id, { changes: asAuditChanges(changes) }),
+        change,
+        changeAudit(ctx, 'operator.updated', before.id, { changes: patched.changes }),
       );
+      // A disabled operator (or one whose password was reset) is signed out everywhere at once, in the
+      // transaction of the change: sessions are read from the store on every request, so this takes effect on
+      // every instance with the commit.
+      if (patch.enabled === false) await store.endOperatorSessions(before.id);
+      return updated;
     }),
   );
 }
@@ -149,11 +151,13 @@ export async function resetOperator(ctx: ManagementContext, idOrEmail: string): 
     ctx.store.transaction(async (store) => {
       const found = await getOperator({ ...ctx, store }, idOrEmail);
       requireOperatorHeld(ctx, found, undefined);
-      return store.updateOperator(
+      const reset = await store.updateOperator(
         found.id,
         { enrollment: { digest: link.digest, expiresAt: link.expiresAt } },
         changeAudit(ctx, 'operator.reset', found.id, { changes: { email: found.email } }),
       );
+      await store.endOperatorSessions(found.id);
+      return reset;
     }),
   );
   return { operator, url: link.url, expiresAt: link.expiresAt };

@@ -5,6 +5,7 @@ import type { ClientSecret } from '../store/types.js';
 import { changeClient, getClient, requireSecretClient } from './clients.js';
 import { changeAudit, nowOf, type ManagementContext } from './context.js';
 import { field } from './errors.js';
+import { addingSecret } from './secret-rules.js';
 
 /** A client's secrets (never their values), oldest first. */
 export async function listSecrets(ctx: ManagementContext, clientId: string): Promise<ClientSecret[]> {
@@ -30,7 +31,7 @@ export async function addSecret(
 ): Promise<{ secret: ClientSecret; value: string }> {
   const now = nowOf(ctx);
   const expiresAt = field('expires_at', () => {
-    // In seconds: counted from the store's clock, when it makes the secret.
+    // In seconds: counted from when the secret is made (secret-rules.ts).
     if (input.expiresInSeconds !== undefined) return null;
     if (input.expiresAt === undefined) return null;
     const at = Date.parse(input.expiresAt);
@@ -52,15 +53,15 @@ export async function addSecret(
   });
   const client = await changeClient(ctx, clientId, (store, current) => {
     requireSecretClient(current);
-    return store.addClientSecret(
+    const secret = {
+      id,
+      digest: digestSecret(value),
+      expiresAt,
+      ...(input.expiresInSeconds === undefined ? {} : { expiresInSeconds: input.expiresInSeconds }),
+    };
+    return store.changeSecrets(
       clientId,
-      {
-        id,
-        digest: digestSecret(value),
-        expiresAt,
-        ...(input.expiresInSeconds === undefined ? {} : { expiresInSeconds: input.expiresInSeconds }),
-      },
-      input.graceSeconds ?? null,
+      addingSecret(current, secret, input.graceSeconds ?? null, nowOf(ctx)),
       audit,
     );
   });
@@ -77,5 +78,5 @@ export async function revokeSecret(
     clientId,
     changes: { secret_id: secretId },
   });
-  await changeClient(ctx, clientId, (store) => store.revokeClientSecret(clientId, secretId, audit));
+  await changeClient(ctx, clientId, (store) => store.changeSecrets(clientId, { delete: [secretId] }, audit));
 }

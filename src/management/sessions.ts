@@ -27,7 +27,16 @@ export interface SessionPolicy {
     /** Whether this blocked login is the one of its minute and address that the audit trail records. */
     refusalToRecord(address: string): boolean;
   };
+  /**
+   * The clock sessions are timed by when the management context has none: the server's (runtime/faces.ts),
+   * which the console's contexts do not carry. Left out: the wall clock.
+   */
+  now?: () => number;
 }
+
+/** The time of a session operation: the context's clock, else the policy's, else the wall clock. */
+const timeOf = (ctx: ManagementContext, policy: SessionPolicy): number =>
+  ctx.now ? nowOf(ctx) : (policy.now ?? Date.now)();
 
 /** An open session, as login answers it: the cookie's value and the page's anti-CSRF token exist only here. */
 export interface NewSession {
@@ -163,7 +172,7 @@ export async function login(
   }
   // A login that succeeds is no failure: its places go back.
   await attempt.release();
-  const now = nowOf(ctx);
+  const now = timeOf(ctx, policy);
   const token = randomBytes(32).toString('base64url');
   const session: OperatorSession = {
     id: sessionId(token),
@@ -200,7 +209,7 @@ export async function findSession(
   if (!TOKEN.test(token)) return undefined;
   const found = await storeCall(() => ctx.store.findOperatorSession(sessionId(token)));
   if (!found) return undefined;
-  const now = nowOf(ctx);
+  const now = timeOf(ctx, policy);
   const { session, operator } = found;
   if (!operator.enabled || now >= session.expiresAt || now - session.lastSeenAt >= idleLimitMs(policy)) {
     await storeCall(() => ctx.store.deleteOperatorSession(session.id));

@@ -3,7 +3,7 @@ import { nowOf, type ManagementContext } from './context.js';
 import { ManagementError, storeCall } from './errors.js';
 
 /** The most minutes one answer covers: a day. */
-export const MAX_STATS_MINUTES = 1440;
+const MAX_STATS_MINUTES = 1440;
 
 export interface Stats {
   clients: number;

@@ -1,11 +1,14 @@
-import { createHash } from 'node:crypto';
 import type { Audience, AuditEvent, Client, ClientSecret, Grant, Operator } from '../store/types.js';
-import type { KeyView } from './keys.js';
+import type { KeyView, Retirement, RotationResult } from './keys.js';
 
-/**
+/*
  * Records as every face shows them in JSON (snake_case, as OAuth and MANAGEMENT.md name them): the CLI's
- * `--json` and the admin API's answers are the same documents.
+ * `--json` and the admin API's answers are the same documents, made here and nowhere else. A view is made of
+ * records and operation results; no operation's rule is here, and nothing here reads the store.
  */
+
+export { etagOf } from './etag.js';
+
 /** The fields of an audience an operator sets (in audienceJson's names); the others are the store's. */
 export const AUDIENCE_FIELDS = ['name', 'token_ttl', 'signing_alg', 'scopes'] as const;
 /** The fields of a client an operator sets, but its grants and secret (in clientJson's names). */
@@ -75,6 +78,22 @@ export const keyJson = ({ key, status }: KeyView) => ({
   retires_at: key.retiredAt,
 });
 
+/** What `keys rotate` did for one algorithm (the admin API's POST /keys/rotate lists them as its items). */
+export const rotationJson = (r: RotationResult) => ({
+  alg: r.alg,
+  kid: r.kid,
+  activates_at: r.activatesAt,
+  already_scheduled: r.alreadyScheduled,
+  retiring: r.retiring,
+});
+
+/** What `keys retire` did: the key retired, the key that signs now, the keys of its algorithm afterwards. */
+export const retirementJson = (r: Retirement) => ({
+  retired: r.retired.kid,
+  signing: r.signing,
+  keys: r.keys.map(keyJson),
+});
+
 /** The fields of an operator that can be changed (in operatorJson's names). */
 export const OPERATOR_FIELDS = ['role', 'enabled'] as const;
 
@@ -88,6 +107,12 @@ export const operatorJson = (o: Operator) => ({
   last_login_at: o.lastLoginAt,
   created_at: o.createdAt,
   updated_at: o.updatedAt,
+});
+
+/** An operator with the one-time link that enrolls them (operators.addOperator, resetOperator). */
+export const enrollmentJson = (enrollment: { operator: Operator; url: string }) => ({
+  ...operatorJson(enrollment.operator),
+  enrollment_url: enrollment.url,
 });
 
 export const auditEventJson = (e: AuditEvent) => ({
@@ -104,22 +129,3 @@ export const auditEventJson = (e: AuditEvent) => ({
   target: e.target,
   changes: e.changes,
 });
-
-/**
- * A strong entity tag of a resource as the API shows it (RFC 9110 §8.8.3): any change of what a reader sees
- * changes it, and two readers of the same version get the same tag on any instance.
- */
-export const etagOf = (view: object): string =>
-  `"${createHash('sha256').update(JSON.stringify(view)).digest('base64url').slice(0, 27)}"`;
-
-/**
- * Whether an If-Match header allows a change of a resource with this tag (RFC 9110 §13.1.1): `*`, or a list of
- * entity tags one of which is this one by strong comparison (a weak tag never matches).
- */
-export function ifMatchAllows(header: string, etag: string): boolean {
-  if (header.trim() === '*') return true;
-  return header
-    .split(',')
-    .map((t) => t.trim())
-    .some((t) => t === etag);
-}

@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
-import type { AuditEntry } from '../domain/token-service.js';
+import type { AuditEntry } from '../domain/token-types.js';
 import type { Store } from '../store/types.js';
 
 /** Seconds: a warm token answer takes well under a millisecond, a cold one a store round trip. */
@@ -13,7 +13,7 @@ export interface Exposition {
 }
 
 /** The refusal label for an audience that is not registered: request text never becomes a label value. */
-export const UNREGISTERED = '(unregistered)';
+const UNREGISTERED = '(unregistered)';
 
 /** Counts the client cache keeps as plain numbers (no metrics dependency in the store layer). */
 export interface CacheStats {

@@ -9,8 +9,8 @@ import {
   type ClientIdStats,
   type IdHash,
 } from './client-ids.js';
-import type { ClientKeys, KnownAudience, KnownClient } from '../domain/token-service.js';
-import type { Audience, Change, Client, Store } from './types.js';
+import type { ClientKeys, KnownAudience, KnownClient } from '../domain/token-types.js';
+import type { Audience, AudienceStore, Change, ChangeFeed, Client, ClientStore } from './types.js';
 
 export interface DirectoryOptions {
   /** Backstop lifetime of a cached client, in milliseconds; the change feed normally invalidates sooner. */
@@ -44,6 +44,14 @@ export interface DirectoryOptions {
   /** The hash of the client id set (client-ids.ts); a random key of this process's when left out. */
   idHash?: IdHash;
 }
+
+/**
+ * What the directory reads of the store: the change feed, the audiences, and clients (a batch of them on a
+ * cache miss, their ids when the id set is built).
+ */
+export type DirectoryStore = ChangeFeed &
+  Pick<AudienceStore, 'listAudiences'> &
+  Pick<ClientStore, 'findClients' | 'countClients' | 'listClientIds'>;
 
 /**
  * Ids looked up and not found are remembered too, so repeating a wrong id does not reach the store each
@@ -180,7 +188,7 @@ export class Directory {
   readonly stats = { hits: 0, unknownHits: 0, misses: 0, unregistered: 0 };
 
   constructor(
-    private readonly store: Store,
+    private readonly store: DirectoryStore,
     private readonly options: DirectoryOptions,
   ) {
     this.staleWindowMs = options.staleWindowMs ?? Infinity;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { sql, type ColumnDefinitionBuilder, type Kysely } from 'kysely';
+import { sql, type ColumnDefinitionBuilder, type CreateTableBuilder, type Kysely } from 'kysely';
 import type { Migration, MigrationProvider } from 'kysely/migration';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -12,6 +12,14 @@ export function migrations(engine: Engine): Record<string, Migration> {
   // Text compares and sorts by code point on every engine (PostgreSQL would otherwise use the locale's rules).
   const text = (c: ColumnDefinitionBuilder): ColumnDefinitionBuilder =>
     engine === 'postgres' ? c.modifyFront(sql`collate "C"`) : c;
+  /**
+   * A key numbered upwards: bigserial, or on SQLite AUTOINCREMENT, so that a number is never reused, even after
+   * the newest row is pruned.
+   */
+  const serialKey = <T extends string>(table: CreateTableBuilder<T>, column: string) =>
+    engine === 'postgres'
+      ? table.addColumn(column, 'bigserial', (c) => c.primaryKey())
+      : table.addColumn(column, 'integer', (c) => c.primaryKey().autoIncrement());
   return {
     '0001_initial': {
       async up(db: Kysely<unknown>) {
@@ -61,13 +69,7 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .addColumn('retired_at', 'text', text)
           .execute();
 
-        let changes = db.schema.createTable('changes');
-        changes =
-          engine === 'postgres'
-            ? changes.addColumn('seq', 'bigserial', (c) => c.primaryKey())
-            : // AUTOINCREMENT: a sequence number is never reused, even after the newest row is pruned.
-              changes.addColumn('seq', 'integer', (c) => c.primaryKey().autoIncrement());
-        await changes
+        await serialKey(db.schema.createTable('changes'), 'seq')
           .addColumn('entity', 'text', (c) => text(c).notNull())
           .addColumn('key', 'text', (c) => text(c).notNull())
           .addColumn('created_at', 'text', (c) => text(c).notNull())
@@ -76,12 +78,7 @@ export function migrations(engine: Engine): Record<string, Migration> {
     },
     '0002_audit_events': {
       async up(db: Kysely<unknown>) {
-        let table = db.schema.createTable('audit_events');
-        table =
-          engine === 'postgres'
-            ? table.addColumn('id', 'bigserial', (c) => c.primaryKey())
-            : table.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement());
-        await table
+        await serialKey(db.schema.createTable('audit_events'), 'id')
           .addColumn('at', 'text', (c) => text(c).notNull())
           .addColumn('outcome', 'text', (c) => text(c).notNull())
           .addColumn('client_id', 'text', text)
@@ -90,21 +87,13 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .addColumn('reason', 'text', text)
           .addColumn('source', 'text', text)
           .execute();
-        await db.schema.createIndex('audit_events_at_idx').on('audit_events').column('at').execute();
-        await db.schema
-          .createIndex('audit_events_client_idx')
-          .on('audit_events')
-          .columns(['client_id', 'at'])
-          .execute();
+        await auditIndexes(db);
       },
     },
-    '0003_client_quotas': {
-      async up(db: Kysely<unknown>) {
-        // One column per statement: SQLite adds columns one at a time.
-        await db.schema.alterTable('clients').addColumn('quota_per_minute', 'integer').execute();
-        await db.schema.alterTable('clients').addColumn('quota_per_day', 'integer').execute();
-      },
-    },
+    '0003_client_quotas': addColumns([
+      ['clients', 'quota_per_minute', 'integer'],
+      ['clients', 'quota_per_day', 'integer'],
+    ]),
     '0004_compact_audit': {
       // The audit trail's time as milliseconds (an integer where RFC 3339 text took 25 bytes in the row and in
       // both indexes), `type` instead of `outcome` (token.issued, token.refused; token.throttled summaries with
@@ -136,12 +125,7 @@ export function migrations(engine: Engine): Record<string, Migration> {
                     from audit_events`.execute(db);
           await db.schema.dropTable('audit_events').execute();
           await sql`alter table audit_events_new rename to audit_events`.execute(db);
-          await db.schema.createIndex('audit_events_at_idx').on('audit_events').column('at').execute();
-          await db.schema
-            .createIndex('audit_events_client_idx')
-            .on('audit_events')
-            .columns(['client_id', 'at'])
-            .execute();
+          await auditIndexes(db);
         }
         await db.schema
           .createTable('audit_spool_positions')
@@ -151,15 +135,13 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
-    '0005_change_audit': {
-      // Changes made through the management layer are audit events too: who made them, to what, and which
-      // fields changed (JSON), beside the token events.
-      async up(db: Kysely<unknown>) {
-        for (const column of ['actor', 'target', 'changes']) {
-          await db.schema.alterTable('audit_events').addColumn(column, 'text').execute();
-        }
-      },
-    },
+    // Changes made through the management layer are audit events too: who made them, to what, and which fields
+    // changed (JSON), beside the token events.
+    '0005_change_audit': addColumns([
+      ['audit_events', 'actor', 'text'],
+      ['audit_events', 'target', 'text'],
+      ['audit_events', 'changes', 'text'],
+    ]),
     '0006_ids_and_scopes': {
       // An audience gets a stable, server-made id (the admin API's paths use it; its URL may be long) and the
       // scopes it defines (a JSON list of { name, description }); a grant gets the scopes it carries (sorted,
@@ -182,13 +164,11 @@ export function migrations(engine: Engine): Record<string, Migration> {
         await db.schema.createIndex('audiences_id_idx').on('audiences').column('id').unique().execute();
       },
     },
-    '0007_custom_claims': {
-      // Custom claims (INTERFACE.md): a JSON object per client, and per grant (overriding the client's).
-      async up(db: Kysely<unknown>) {
-        await db.schema.alterTable('clients').addColumn('claims', 'text').execute();
-        await db.schema.alterTable('grants').addColumn('claims', 'text').execute();
-      },
-    },
+    // Custom claims (INTERFACE.md): a JSON object per client, and per grant (overriding the client's).
+    '0007_custom_claims': addColumns([
+      ['clients', 'claims', 'text'],
+      ['grants', 'claims', 'text'],
+    ]),
     '0008_client_secrets': {
       // Several secrets per client (INTERFACE.md, "Secrets, with overlap"): each with an id, its digest, when
       // it was made, when it expires (null: never) and when it was last used. A client's single secret becomes
@@ -322,6 +302,29 @@ export function migrations(engine: Engine): Record<string, Migration> {
       },
     },
   };
+}
+
+/**
+ * A migration that only adds columns (none of them collated), one statement each: SQLite adds columns one at a
+ * time.
+ */
+function addColumns(columns: [table: string, column: string, type: 'integer' | 'text'][]): Migration {
+  return {
+    async up(db: Kysely<unknown>) {
+      for (const [table, column, type] of columns)
+        await db.schema.alterTable(table).addColumn(column, type).execute();
+    },
+  };
+}
+
+/** The audit trail's indexes: by time, and by client and time. */
+async function auditIndexes(db: Kysely<unknown>): Promise<void> {
+  await db.schema.createIndex('audit_events_at_idx').on('audit_events').column('at').execute();
+  await db.schema
+    .createIndex('audit_events_client_idx')
+    .on('audit_events')
+    .columns(['client_id', 'at'])
+    .execute();
 }
 
 /** A new client secret's id: `sec_` and 96 random bits, URL-safe (never the secret, nor derived from it). */

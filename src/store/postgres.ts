@@ -1,7 +1,9 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { CHANGE_CHANNEL, KyselyStore } from './kysely-store.js';
+import { CHANGE_CHANNEL } from './kysely/base.js';
+import { openKyselyStore } from './kysely/store.js';
 import type { Database } from './schema.js';
+import type { ChangeFeed, Store } from './types.js';
 
 const RECONNECT_MS = 1000;
 
@@ -23,39 +25,26 @@ function connectionOptions(timeouts: PostgresTimeouts | undefined): pg.ClientCon
     : { connectionTimeoutMillis: timeouts.connectMs, query_timeout: timeouts.queryMs, keepAlive: true };
 }
 
+/** The store on PostgreSQL, shared by every instance; it announces changes with NOTIFY on commit. */
+export type PostgresStore = Store & Required<Pick<ChangeFeed, 'subscribe'>>;
+
 /**
- * The store on PostgreSQL, shared by every instance. Changes are announced with NOTIFY on commit; each
- * instance keeps one connection that LISTENs, and reconnects if it drops (the poll covers the gap).
+ * Listens for the changes committed by any instance: one connection of its own that LISTENs, and reconnects
+ * if it drops (the poll covers the gap).
  */
-export class PostgresStore extends KyselyStore {
-  constructor(
-    private readonly pool: pg.Pool,
-    private readonly connectionString: string,
-    private readonly timeouts: PostgresTimeouts | undefined,
-    now?: () => Date,
-  ) {
-    super(new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), 'postgres', now);
-  }
-
-  /**
-   * A named prepared statement (node-postgres prepares it once per connection): PostgreSQL parses and plans
-   * the client lookup of a cache miss once per connection instead of on every miss, about halving the CPU
-   * that PostgreSQL spends per cold token request.
-   */
-  protected override async runPrepared<R>(name: string, text: string, parameters: unknown[]): Promise<R[]> {
-    const result = await this.pool.query({ name, text, values: parameters });
-    return result.rows as R[];
-  }
-
-  async subscribe(listener: () => void, onError: (error: unknown) => void): Promise<() => Promise<void>> {
+function subscriber(
+  connectionString: string,
+  timeouts: PostgresTimeouts | undefined,
+): NonNullable<ChangeFeed['subscribe']> {
+  return async (listener, onError) => {
     let client: pg.Client | undefined;
     let closed = false;
     let timer: NodeJS.Timeout | undefined;
 
     const connect = async (): Promise<void> => {
       const next = new pg.Client({
-        connectionString: this.connectionString,
-        ...connectionOptions(this.timeouts),
+        connectionString,
+        ...connectionOptions(timeouts),
       });
       next.on('notification', () => listener());
       next.on('error', (error) => {
@@ -108,12 +97,11 @@ export class PostgresStore extends KyselyStore {
         await last.end().catch(() => undefined);
       }
     };
-  }
+  };
 }
 
-// int8 (count, bigserial) arrives as a string; the store converts where it reads one.
 /**
- * Opens a pool on the database. The server and the CLI pass the configured timeouts (runtime.ts openStore);
+ * Opens a pool on the database. The server and the CLI pass the configured timeouts (runtime/store.ts openStore);
  * without them a query or a connection attempt waits as long as PostgreSQL takes (node-postgres' default),
  * which only tools and tests that provision a database do.
  */
@@ -131,5 +119,19 @@ export function openPostgresStore(
   // a listener either would crash the process. The query in flight still fails (and its caller answers 503).
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
-  return new PostgresStore(pool, connectionString, options.timeouts, options.now);
+  const subscribe = subscriber(connectionString, options.timeouts);
+  const store = openKyselyStore(
+    new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }),
+    'postgres',
+    {
+      now: options.now,
+      // A named prepared statement (node-postgres prepares it once per connection): PostgreSQL parses and plans
+      // the client lookup of a cache miss once per connection instead of on every miss, about halving the CPU
+      // that PostgreSQL spends per cold token request.
+      runPrepared: async <R>(name: string, text: string, values: unknown[]) =>
+        (await pool.query({ name, text, values })).rows as R[],
+      subscribe,
+    },
+  );
+  return Object.assign(store, { subscribe });
 }

@@ -36,7 +36,7 @@ export interface OperatorsTable {
 }
 
 /** Console sessions: the digest of the cookie's random id (never the id itself); times in ms since the epoch. */
-export interface OperatorSessionsTable {
+interface OperatorSessionsTable {
   id: string;
   operator_id: string;
   created_at: number | string;
@@ -49,7 +49,7 @@ export interface OperatorSessionsTable {
 }
 
 /** The token endpoint's outcomes per minute (the console's chart), added to with each audit batch. */
-export interface TokenCountsTable {
+interface TokenCountsTable {
   /** The minute's start, ms since the epoch. */
   minute: number | string;
   issued: number | string;
@@ -58,7 +58,7 @@ export interface TokenCountsTable {
 }
 
 /** Client assertion ids already used (private_key_jwt), until the assertion could no longer be valid. */
-export interface AssertionJtisTable {
+interface AssertionJtisTable {
   /** base64url SHA-256 of `<client id> <jti>`: fixed size whatever the jti. */
   id: string;
   /** Milliseconds since the epoch. */
@@ -96,7 +96,7 @@ export interface AuditEventsTable {
 }
 
 /** How far each audit spool segment has been written to the store (see audit/spool.ts). */
-export interface AuditSpoolPositionsTable {
+interface AuditSpoolPositionsTable {
   segment: string;
   position: number;
   /** Milliseconds since the epoch. */
@@ -138,7 +138,7 @@ export interface ClientsTable {
   jwks_uri: string | null;
 }
 
-export interface GrantsTable {
+interface GrantsTable {
   client_id: string;
   audience_url: string;
   /** The scopes the grant carries: sorted, space-delimited ('' for none). */
@@ -162,7 +162,7 @@ export interface SigningKeysTable {
 }
 
 /** The change feed: every write appends a row in the same transaction, so other processes can follow. */
-export interface ChangesTable {
+interface ChangesTable {
   seq: Generated<number>;
   entity: string;
   key: string;

@@ -1,4 +1,4 @@
-import type { Store } from './types.js';
+import type { SecretStore } from './types.js';
 
 const MINUTE_MS = 60_000;
 
@@ -17,7 +17,7 @@ export class SecretUsage {
   private writing: Promise<void> | undefined;
 
   constructor(
-    private readonly store: Pick<Store, 'markSecretsUsed'>,
+    private readonly store: Pick<SecretStore, 'markSecretsUsed'>,
     private readonly options: {
       flushMs?: number;
       now?: () => number;

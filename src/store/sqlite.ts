@@ -12,8 +12,9 @@ import {
   type SqliteDatabase,
   type SqliteStatement,
 } from 'kysely';
-import { KyselyStore } from './kysely-store.js';
+import { openKyselyStore } from './kysely/store.js';
 import type { Database } from './schema.js';
+import type { Store } from './types.js';
 
 /** Prepared statements kept per SQL text; past this many, the cache starts over. */
 const STATEMENT_CACHE = 64;
@@ -129,7 +130,7 @@ export interface SqliteStoreOptions {
 }
 
 /** Opens (creating if needed) the embedded store. The file holds secret digests and sealed keys: mode 0600. */
-export function openSqliteStore(file: string, options: SqliteStoreOptions | (() => Date) = {}): KyselyStore {
+export function openSqliteStore(file: string, options: SqliteStoreOptions | (() => Date) = {}): Store {
   const {
     now,
     backgroundCheckpoints = false,
@@ -165,5 +166,5 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
     close();
   };
   const kysely = new Kysely<Database>({ dialect: new ImmediateSqliteDialect(adapted) });
-  return new KyselyStore(kysely, 'sqlite', now);
+  return openKyselyStore(kysely, 'sqlite', { now });
 }

@@ -1,5 +1,15 @@
 import type { SigningAlg } from '../domain/algorithms.js';
-import type { AuthMethodName, PublicJwks } from '../domain/client-keys.js';
+import type { AuthMethodName, PublicJwks } from '../domain/client-auth/index.js';
+import type {
+  AuditEvent,
+  AuditFilter,
+  AuditRecord,
+  ChangeAudit,
+  SpoolPosition,
+  TokenCount,
+} from './audit-events.js';
+
+export * from './audit-events.js';
 
 /** A permission an audience defines (RFC 6749 §3.3 scope-token syntax). */
 export interface AudienceScope {
@@ -31,6 +41,17 @@ export interface Grant {
   claims: Claims | null;
 }
 
+/** A grant as seen from its audience: which client holds it. */
+interface AudienceGrant extends Grant {
+  clientId: string;
+}
+
+/** New scopes for one client's grant of an audience (see AudienceStore.updateAudience). */
+export interface GrantScopes {
+  clientId: string;
+  scopes: readonly string[];
+}
+
 /** Custom claims: a JSON object (INTERFACE.md, "Custom claims"). */
 export type Claims = Record<string, unknown>;
 
@@ -46,7 +67,23 @@ export interface ClientSecret {
   lastUsedAt: string | null;
 }
 
-export { MAX_LIVE_SECRETS } from '../domain/secrets.js';
+/** A new secret of a client, made by the management layer (management/secret-rules.ts). */
+interface NewSecret {
+  id: string;
+  /** `sha256:<base64url>`. */
+  digest: string;
+  createdAt: string;
+  expiresAt: string | null;
+}
+
+/** What one write of a client's secrets does, in this order: deletes some, expires some, adds one. */
+export interface SecretChange {
+  delete?: readonly string[];
+  /** These secrets expire at `at` instead. */
+  expire?: { ids: readonly string[]; at: string };
+  /** A new secret: it becomes the client's current one (secretDigest; secretRotatedAt is its createdAt). */
+  add?: NewSecret;
+}
 
 export interface Client {
   id: string;
@@ -148,9 +185,13 @@ export interface ClientPatch {
   tokenTtl?: number | null;
   quotaPerMinute?: number | null;
   quotaPerDay?: number | null;
+  /** Custom claims in every token of the client (null or {} for none). */
   claims?: Claims | null;
+  /** RFC 7591 token_endpoint_auth_method. */
   authMethod?: AuthMethodName;
+  /** private_key_jwt: the public keys inline (a JWK Set), or null. */
   jwks?: PublicJwks | null;
+  /** private_key_jwt: where the public keys are published, or null. */
   jwksUri?: string | null;
 }
 
@@ -160,16 +201,21 @@ export interface AudienceStore {
   findAudienceById(id: string): Promise<Audience | undefined>;
   listAudiences(): Promise<Audience[]>;
   /**
-   * Changes the fields given, stamps updated_at, records a change. New scopes take those it no longer defines
-   * from every grant of it, in the same transaction.
+   * Changes the fields given, stamps updated_at, records a change; with `grants`, sets the scopes of those
+   * grants of it in the same write (not_found, resource `grant`, for a client it is not granted to).
    */
-  updateAudience(url: string, patch: AudiencePatch, audit?: ChangeAudit): Promise<Audience>;
+  updateAudience(
+    url: string,
+    patch: AudiencePatch,
+    audit?: ChangeAudit,
+    grants?: readonly GrantScopes[],
+  ): Promise<Audience>;
   /** Removes the audience and every grant of it. */
   removeAudience(url: string, audit?: ChangeAudit): Promise<void>;
 }
 
 export interface ClientStore {
-  /** Creates the client with its grants in one transaction. */
+  /** Creates the client with its grants (and its first secret, if it has one) in one transaction. */
   createClient(client: NewClient, audit?: ChangeAudit): Promise<Client>;
   /** One client with its grants (the CLI's `client show`); the same query as findClients. */
   findClient(id: string): Promise<Client | undefined>;
@@ -190,26 +236,32 @@ export interface ClientStore {
    * The server reads every id this way at start (store/client-ids.ts), so it must stay one narrow query.
    */
   listClientIds(after: string | null, limit: number): Promise<string[]>;
-  setClientSecret(id: string, secretDigest: string, audit?: ChangeAudit): Promise<Client>;
   /**
-   * Adds a secret, made now; the client's other secrets that would outlive now + `othersGraceSeconds` expire
-   * then (0: they stop at once; null: they stay as they are). Secrets expired by now are pruned. Refused
-   * (conflict, resource `secret`) when the client would hold more than MAX_LIVE_SECRETS live ones.
+   * Changes the fields given, stamps updated_at, records a change; with `secrets`, writes that change of its
+   * secrets in the same write (see SecretStore.changeSecrets).
    */
-  addClientSecret(
-    clientId: string,
-    /** It expires at `expiresAt`, or `expiresInSeconds` after it is made (the store's clock), or never. */
-    secret: { id: string; digest: string; expiresAt: string | null; expiresInSeconds?: number },
-    othersGraceSeconds: number | null,
-    audit?: ChangeAudit,
-  ): Promise<Client>;
-  /** Deletes one secret (not_found, resource `secret`, when the client has no such secret). */
-  revokeClientSecret(clientId: string, secretId: string, audit?: ChangeAudit): Promise<Client>;
+  updateClient(id: string, patch: ClientPatch, audit?: ChangeAudit, secrets?: SecretChange): Promise<Client>;
+  /** Deletes the client with its grants and secrets. */
+  deleteClient(id: string, audit?: ChangeAudit): Promise<void>;
+}
+
+/** A client's secrets. The rules (how many, whose expiry) are the management layer's (secret-rules.ts). */
+export interface SecretStore {
+  /**
+   * Writes a change of the client's secrets, stamps its updated_at and records a change of it, in one
+   * transaction; not_found (resource `client`) for no such client, (resource `secret`) for a secret to delete
+   * or expire that it does not have.
+   */
+  changeSecrets(clientId: string, change: SecretChange, audit?: ChangeAudit): Promise<Client>;
   /**
    * Records that these secrets were used at `at` (off the token path, in batches of any size, a statement per
    * thousand); never moves a time back; no change for the feed.
    */
   markSecretsUsed(ids: readonly string[], at: string): Promise<void>;
+}
+
+/** The ids of client assertions (private_key_jwt) in use: the store's side of the replay guard. */
+export interface AssertionJtiStore {
   /**
    * Records a client assertion's id (a digest of client id and jti) as used until `expiresAt` (ms since the
    * epoch): true if it was not in use, false if it is (a replay). One statement, outside any transaction; an
@@ -218,18 +270,6 @@ export interface ClientStore {
   useAssertionJti(id: string, expiresAt: number): Promise<boolean>;
   /** Deletes at most `limit` assertion ids whose time is over (by `now`, ms); returns how many. */
   pruneAssertionJtis(now: number, limit: number): Promise<number>;
-  setClientEnabled(id: string, enabled: boolean, audit?: ChangeAudit): Promise<Client>;
-  setClientQuota(
-    id: string,
-    quota: { perMinute: number | null; perDay: number | null },
-    audit?: ChangeAudit,
-  ): Promise<Client>;
-  deleteClient(id: string, audit?: ChangeAudit): Promise<void>;
-  /**
-   * Changes the fields given (not the secret), stamps updated_at, records a change. A change of method to
-   * private_key_jwt deletes the client's secrets in the same transaction.
-   */
-  updateClient(id: string, patch: ClientPatch, audit?: ChangeAudit): Promise<Client>;
 }
 
 export interface GrantStore {
@@ -244,6 +284,8 @@ export interface GrantStore {
     claims?: Claims | null,
   ): Promise<boolean>;
   removeGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<void>;
+  /** Every grant of an audience, by client id. */
+  listGrantsOf(audienceUrl: string): Promise<AudienceGrant[]>;
 }
 
 /** What one key operation writes: a new key, and new times for existing ones. */
@@ -255,7 +297,6 @@ export interface KeyChange {
 
 export interface KeyStore {
   listSigningKeys(): Promise<SigningKey[]>;
-  insertSigningKey(key: SigningKey): Promise<void>;
   /**
    * Reads the keys and writes what `plan` makes of them, in one transaction serialised with every other
    * writer, so two instances deciding at once (first key, rotation) cannot both act. A plan that returns
@@ -281,144 +322,6 @@ export interface ChangeFeed {
   subscribe?(listener: () => void, onError: (error: unknown) => void): Promise<() => Promise<void>>;
 }
 
-/**
- * What an audit event records. The token endpoint's: `token.issued`, `token.refused`, and `token.throttled`
- * (refusals of a blocked caller or a client over its quota, summed per caller and minute: `count`).
- */
-/** Events of the token endpoint: written through the audit spool (audit/recorder.ts). */
-export const TOKEN_EVENT_TYPES = ['token.issued', 'token.refused', 'token.throttled'] as const;
-/**
- * Refused admin API calls (MANAGEMENT.md): a failed authentication (401, or 429 once its address is blocked) and
- * a refused authorization (403), summed per source address and minute, written through the audit spool.
- */
-export const ADMIN_REFUSAL_TYPES = ['admin.auth_failed', 'admin.forbidden'] as const;
-/** The events the audit spool carries to the store (audit/recorder.ts). */
-export const SPOOLED_EVENT_TYPES = [...TOKEN_EVENT_TYPES, ...ADMIN_REFUSAL_TYPES] as const;
-/** Changes made through the management layer (any face): written in the transaction of the change. */
-export const CHANGE_EVENT_TYPES = [
-  'audience.created',
-  'audience.updated',
-  'audience.deleted',
-  'client.created',
-  'client.updated',
-  'client.secret_rotated',
-  'client.secret_added',
-  'client.secret_revoked',
-  'client.deleted',
-  'grant.created',
-  'grant.updated',
-  'grant.deleted',
-  'key.rotated',
-  'key.retired',
-  'operator.created',
-  'operator.updated',
-  'operator.reset',
-  'operator.enrolled',
-  'operator.deleted',
-] as const;
-/** The console's sessions: written by the management layer as change events are (actor, target, source). */
-export const SESSION_EVENT_TYPES = ['operator.login', 'operator.login_failed', 'operator.logout'] as const;
-export const AUDIT_EVENT_TYPES = [
-  ...TOKEN_EVENT_TYPES,
-  ...ADMIN_REFUSAL_TYPES,
-  ...CHANGE_EVENT_TYPES,
-  ...SESSION_EVENT_TYPES,
-] as const;
-export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
-export type ChangeEventType = (typeof CHANGE_EVENT_TYPES)[number] | (typeof SESSION_EVENT_TYPES)[number];
-export type TokenEventType = (typeof TOKEN_EVENT_TYPES)[number];
-export type AdminRefusalType = (typeof ADMIN_REFUSAL_TYPES)[number];
-export type SpooledEventType = (typeof SPOOLED_EVENT_TYPES)[number];
-
-/**
- * The actors of the audit trail (MANAGEMENT.md): each says what kind it is, `kind:name`. Client ids have no
- * colon, and the kind comes first, so no client id or email can make an event look as if another kind of actor
- * made it; the server itself is `tessera`, without a colon.
- */
-export const SERVER_ACTOR = 'tessera';
-export const actorOf = {
-  client: (clientId: string): string => `client:${clientId}`,
-  operator: (email: string): string => `operator:${email}`,
-  cli: (user: string): string => `cli:${user}`,
-} as const;
-
-/**
- * The audit event of a management change, written by the store in the change's own transaction: there is
- * no change without its event, and no event of a change that did not happen. Never a secret, never a key.
- */
-export interface ChangeAudit {
-  type: ChangeEventType;
-  /**
-   * Who (see actors): `client:<id>`, `operator:<email>`, `cli:<os user>`, or `tessera` (automatic rotation);
-   * null for nobody known (a failed login for an email no operator has).
-   */
-  actor: string | null;
-  /** The address the change came from (the admin API's caller), or null (the CLI). */
-  source: string | null;
-  /** The id of what changed: a client id, an audience URL, a key id, an operator id; null for none (a login
-   * attempt for an email nobody has). */
-  target: string | null;
-  clientId?: string | null;
-  audience?: string | null;
-  /** The fields that changed: `{ field: { from, to } }` for an update, the values of what was created. */
-  changes: Record<string, unknown> | null;
-  /** Why, for an event that is a refusal (a failed login); null or absent otherwise. */
-  reason?: string | null;
-}
-
-/** One audit event as the spool carries it to the store. Never a secret, never a token. */
-export interface AuditRecord {
-  /** Milliseconds since the epoch. */
-  at: number;
-  type: SpooledEventType;
-  clientId: string | null;
-  audience: string | null;
-  jti: string | null;
-  reason: string | null;
-  source: string | null;
-  /** How many requests a summary stands for (`token.throttled`, `admin.*`); null for one request. */
-  count: number | null;
-}
-
-/** One audit event as it is read back: with its id, and its time as RFC 3339 (UTC, milliseconds). */
-export interface AuditEvent extends Omit<AuditRecord, 'at' | 'type'> {
-  id: number;
-  at: string;
-  type: AuditEventType;
-  /** Of a change event (see ChangeAudit); null for a token event. */
-  actor: string | null;
-  target: string | null;
-  changes: Record<string, unknown> | null;
-}
-
-/** Where a query continues: the events that come after this one, newest first (a keyset cursor). */
-export interface AuditCursor {
-  at: string;
-  id: number;
-}
-
-export interface AuditFilter {
-  clientId?: string | undefined;
-  audience?: string | undefined;
-  /** One type, or any of several. */
-  types?: readonly AuditEventType[] | undefined;
-  /** RFC 3339 times: from `since` (inclusive) to `until` (exclusive). */
-  since?: string | undefined;
-  until?: string | undefined;
-  /** Only events after this one in the order of the answer (newest first). */
-  after?: AuditCursor | undefined;
-  limit: number;
-}
-
-/** Audit events per insert statement that the recorder writes by default; stores may prepare that size. */
-export const AUDIT_BATCH = 500;
-
-/** How far one spool segment has been written to the store: its name, and the byte offset just past it. */
-export interface SpoolPosition {
-  segment: string;
-  offset: number;
-}
-
 export interface AuditStore {
   /**
    * Writes the events, and adds them to the per-minute token counts; with a spool position, records it in the
@@ -441,15 +344,6 @@ export interface AuditStore {
   tokenCounts(since: number, until: number): Promise<TokenCount[]>;
   /** Deletes the counts of minutes before the given time. */
   pruneTokenCounts(olderThan: Date): Promise<number>;
-}
-
-/** The token endpoint's outcomes in one minute (the console's chart). */
-export interface TokenCount {
-  /** The minute's start, RFC 3339. */
-  minute: string;
-  issued: number;
-  /** Refused and throttled requests. */
-  refused: number;
 }
 
 export type OperatorRole = 'admin' | 'viewer';
@@ -480,14 +374,10 @@ export interface NewOperator {
 }
 
 /** What may change of an operator; undefined fields stay as they are. */
-export interface OperatorPatch {
+interface OperatorPatch {
   role?: OperatorRole;
-  /** false ends the operator's sessions in the same transaction. */
   enabled?: boolean;
-  /**
-   * A new enrollment link: the password is cleared and the operator's sessions end, in the same transaction
-   * (`tessera operator reset`).
-   */
+  /** A new enrollment link, which replaces the open one; the password is cleared (enrolled again by the link). */
   enrollment?: { digest: string; expiresAt: string };
 }
 
@@ -530,6 +420,10 @@ export interface OperatorStore {
     now: string,
     audit: (operator: Operator) => ChangeAudit,
   ): Promise<Operator | undefined>;
+}
+
+/** The console's sessions, and the events of logins that open none. */
+export interface SessionStore {
   /** Opens a session, stamps the operator's last login, and writes the login's event, in one transaction. */
   createOperatorSession(session: OperatorSession, audit?: ChangeAudit): Promise<void>;
   /** A session and its operator, if the session exists (whatever its times: the caller judges them). */
@@ -538,14 +432,31 @@ export interface OperatorStore {
   touchOperatorSession(id: string, at: number): Promise<void>;
   /** Ends a session; with an audit event (logout) in the same transaction. */
   deleteOperatorSession(id: string, audit?: ChangeAudit): Promise<void>;
+  /** Ends every session of an operator. */
+  endOperatorSessions(operatorId: string): Promise<void>;
   /** Deletes sessions past their end or idle since before `idleBefore`; returns how many. */
   pruneOperatorSessions(now: number, idleBefore: number): Promise<number>;
   /** Writes an event that goes with no change (a failed login). */
   recordEvent(audit: ChangeAudit): Promise<void>;
 }
 
+/**
+ * The whole store: every resource's interface, and what a transaction needs (a bound store offers all of it,
+ * inside one transaction). The management layer takes it; every other caller takes only the interface, or the
+ * methods, it uses (store/directory.ts, audit/recorder.ts, limits/replay.ts, keys/, health).
+ */
 export interface Store
-  extends AudienceStore, ClientStore, GrantStore, KeyStore, ChangeFeed, AuditStore, OperatorStore {
+  extends
+    AudienceStore,
+    ClientStore,
+    SecretStore,
+    GrantStore,
+    KeyStore,
+    ChangeFeed,
+    AuditStore,
+    OperatorStore,
+    SessionStore,
+    AssertionJtiStore {
   readonly engine: 'sqlite' | 'postgres';
   /** Runs pending migrations (all, or up to and including `upTo`); returns the names it ran. */
   migrate(upTo?: string): Promise<string[]>;
@@ -561,7 +472,6 @@ export interface Store
   close(): Promise<void>;
 }
 
-/** A stable `code` that the CLI and HTTP layers switch on. */
 export interface SchemaState {
   applied: string[];
   pending: string[];
@@ -571,6 +481,7 @@ export interface SchemaState {
 /** What a StoreError is about: the management layer names its error after it (client_not_found, ...). */
 export type StoreResource = 'audience' | 'client' | 'grant' | 'signing_key' | 'secret' | 'operator';
 
+/** A refusal of the store, with a stable `code` that the management layer switches on (errors.ts). */
 export class StoreError extends Error {
   override name = 'StoreError';
   constructor(

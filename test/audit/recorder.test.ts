@@ -21,11 +21,12 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuditRecorder, THROTTLE_WINDOW_MS } from '../../src/audit/recorder.js';
 import { Spool } from '../../src/audit/spool.js';
-import type { AuditEntry } from '../../src/domain/token-service.js';
+import type { AuditEntry } from '../../src/domain/token-types.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { AuditRecord, AuditStore, Store } from '../../src/store/types.js';
 import { ROOT } from '../helpers/process.js';
 import { tempDir } from '../helpers/server.js';
+import { sleep } from '../helpers/wait.js';
 
 const T0 = Date.parse('2026-11-01T10:00:00.000Z');
 
@@ -609,8 +610,7 @@ describe('AuditRecorder: retention', () => {
       logger: log.logger,
     });
     r.start();
-    for (let i = 0; i < 2000 && !log.messages().includes('old audit events deleted'); i++)
-      await new Promise((resolve) => setTimeout(resolve, 10));
+    for (let i = 0; i < 2000 && !log.messages().includes('old audit events deleted'); i++) await sleep(10);
     expect(await jtis(store)).toEqual(['recent']);
     // The chart's counts go with the events they counted: only the recent event's minute is left.
     expect(await store.tokenCounts(0, now + 60_000)).toEqual([

@@ -4,9 +4,12 @@ import { loadConfig } from '../../src/config/index.js';
 import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
 import { audiences, clients, grants, secrets, type ManagementContext } from '../../src/management/index.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres.js';
+import { sharedDatabaseEnv, startInstances } from '../helpers/instances.js';
+import { tokenParams } from '../helpers/provision.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { startServe, tesseraEnv, waitFor, type Serve } from '../helpers/process.js';
-import { freePort, postToken } from '../helpers/server.js';
+import type { Serve } from '../helpers/process.js';
+import { postToken } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * Two Tessera processes on one fresh PostgreSQL database, with one issuer and one master key: an admin
@@ -35,15 +38,9 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    env = tesseraEnv({
-      TESSERA_DATABASE_URL: db.url,
-      TESSERA_ISSUER: ISSUER,
-      TESSERA_HOST: '127.0.0.1',
-      TESSERA_LOG_LEVEL: 'warn',
-    });
+    env = sharedDatabaseEnv(db.url, ISSUER);
     // Both start at once on the empty database, with the same issuer and master key (one env).
-    const ports = [await freePort(), await freePort()];
-    instances = await Promise.all(ports.map((port) => startServe({ ...env, TESSERA_PORT: String(port) })));
+    instances = await startInstances(env, 2);
     // Management calls of this process, on the same database the instances share.
     store = openPostgresStore(db.url, { max: 2 });
     ctx = { store, config: loadConfig(env), actor: 'test', holds: EVERY_SCOPE };
@@ -65,12 +62,7 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
       grants: [ADMIN],
       scopes: { [ADMIN]: [...ADMIN_SCOPES] },
     });
-    const answer = await postToken(a.url, {
-      grant_type: 'client_credentials',
-      client_id: client.id,
-      client_secret: secret,
-      audience: ADMIN,
-    });
+    const answer = await postToken(a.url, tokenParams(client.id, secret, ADMIN));
     expect(answer.status).toBe(200);
     expect(answer.body.scope).toBe([...ADMIN_SCOPES].sort().join(' '));
     const token = answer.body.access_token as string;
@@ -141,12 +133,7 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
       grants: [ADMIN],
       scopes: { [ADMIN]: ['keys:read', 'audit:read'] },
     });
-    const answer = await postToken(instances[0]!.url, {
-      grant_type: 'client_credentials',
-      client_id: client.id,
-      client_secret: secret,
-      audience: ADMIN,
-    });
+    const answer = await postToken(instances[0]!.url, tokenParams(client.id, secret, ADMIN));
     expect(answer.status).toBe(200);
     const token = answer.body.access_token as string;
     const status = async (instance: Serve, path: string) => {
@@ -227,12 +214,7 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
     const { client, secret: old } = await clients.createClient(ctx, { name: 'rotating', grants: [API] });
     const rotated = await clients.rotateSecret(ctx, client.id, { graceSeconds: 3600 });
     const ask = (instance: Serve, secret: string) =>
-      postToken(instance.url, {
-        grant_type: 'client_credentials',
-        client_id: client.id,
-        client_secret: secret,
-        audience: API,
-      });
+      postToken(instance.url, tokenParams(client.id, secret, API));
     for (const instance of instances) {
       await waitFor(async () => (await ask(instance, rotated.secret)).status === 200, 1000, 20);
       expect((await ask(instance, old)).status).toBe(200);

@@ -12,25 +12,27 @@
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does). Linux only (/proc).
  */
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { decodeJwt, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JWT_BEARER } from '../../src/domain/assertion.js';
+import { JWT_BEARER } from '../../src/domain/client-auth/index.js';
 import { generateClientId } from '../../src/domain/secrets.js';
 import { AssertionReplay } from '../../src/limits/replay.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
-import { alive, childrenOf, startedWith } from '../helpers/proc.js';
+import { sharedDatabaseEnv, startInstances } from '../helpers/instances.js';
+import { alive, childrenOf, connectionOwner, startedWith } from '../helpers/proc.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { startServe, tesseraEnv, tesseraOk, waitFor, type LogLine, type Serve } from '../helpers/process.js';
+import { startServe, tesseraEnv, tesseraOk, type LogLine, type Serve } from '../helpers/process.js';
 import { openSocket, readResponse, tokenRequest } from '../helpers/raw-http.js';
 import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
 import { freePort, tempDir } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 const ISSUER = 'https://auth.tessera.test';
 const API = 'https://api.example.com';
@@ -101,40 +103,6 @@ interface Answer {
   body: Record<string, unknown>;
   /** The pid holding the server side of the connection (with `owners` to choose from), read before it closed. */
   owner: number | undefined;
-}
-
-/** The inode of the server side of the established IPv4 connection between serverPort and clientPort. */
-function serverSocketInode(serverPort: number, clientPort: number): string | undefined {
-  const hex = (port: number) => ':' + port.toString(16).toUpperCase().padStart(4, '0');
-  for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
-    const fields = line.trim().split(/\s+/);
-    if (fields.length < 10) continue;
-    if (fields[1]!.endsWith(hex(serverPort)) && fields[2]!.endsWith(hex(clientPort)) && fields[3] === '01')
-      return fields[9];
-  }
-  return undefined;
-}
-
-/** Which of `pids` holds the server side of a connection from `clientPort` to `serverPort`. */
-function connectionOwner(serverPort: number, clientPort: number, pids: number[]): number | undefined {
-  const inode = serverSocketInode(serverPort, clientPort);
-  if (inode === undefined) return undefined;
-  for (const pid of pids) {
-    let fds: string[];
-    try {
-      fds = readdirSync(`/proc/${pid}/fd`);
-    } catch {
-      continue;
-    }
-    for (const fd of fds) {
-      try {
-        if (readlinkSync(`/proc/${pid}/fd/${fd}`) === `socket:[${inode}]`) return pid;
-      } catch {
-        // closed meanwhile
-      }
-    }
-  }
-  return undefined;
 }
 
 /**
@@ -280,22 +248,13 @@ describe.each([
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    env = tesseraEnv({
-      TESSERA_DATABASE_URL: db.url,
-      TESSERA_ISSUER: ISSUER,
-      TESSERA_HOST: '127.0.0.1',
-      TESSERA_LOG_LEVEL: 'warn',
+    env = sharedDatabaseEnv(db.url, ISSUER, {
       ...NO_BLOCKING,
       ...(redis ? { TESSERA_REDIS_URL: REDIS_URL, TESSERA_REDIS_PREFIX: prefix } : {}),
     });
     // Each instance with a data directory (its audit spool) of its own, both at once on the empty database.
-    instances = await Promise.all(
-      [0, 1].map(async () => {
-        const dir = tempDir('tessera-replay-');
-        dirs.push(dir);
-        return startServe({ ...env, TESSERA_DATA_DIR: dir, TESSERA_PORT: String(await freePort()) });
-      }),
-    );
+    dirs.push(tempDir('tessera-replay-'), tempDir('tessera-replay-'));
+    instances = await startInstances(env, 2, (i) => ({ TESSERA_DATA_DIR: dirs[i]! }));
     env = { ...env, TESSERA_DATA_DIR: dirs[0] };
     await tesseraOk(env, 'audience', 'add', API);
     store = openPostgresStore(db.url, { max: 2 });

@@ -1,8 +1,10 @@
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sharedDatabaseEnv, startInstances } from '../helpers/instances.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { startServe, tesseraEnv, tesseraOk, waitFor, type Serve } from '../helpers/process.js';
+import { startServe, tesseraOk, type Serve } from '../helpers/process.js';
 import { freePort, postToken } from '../helpers/server.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 /**
  * Three Tessera processes on one fresh PostgreSQL database, as behind a load balancer: they sign with the
@@ -38,16 +40,9 @@ describe('three instances on one PostgreSQL', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    env = tesseraEnv({
-      TESSERA_DATABASE_URL: db.url,
-      TESSERA_ISSUER: ISSUER,
-      TESSERA_HOST: '127.0.0.1',
-      TESSERA_LOG_LEVEL: 'warn',
-      TESSERA_KEY_PUBLISH_AHEAD: String(PUBLISH_AHEAD),
-    });
+    env = sharedDatabaseEnv(db.url, ISSUER, { TESSERA_KEY_PUBLISH_AHEAD: String(PUBLISH_AHEAD) });
     // All three start at once on the empty database: migrations and first keys must not be done twice.
-    const ports = [await freePort(), await freePort(), await freePort()];
-    instances = await Promise.all(ports.map((port) => startServe({ ...env, TESSERA_PORT: String(port) })));
+    instances = await startInstances(env, 3);
     await tesseraOk(env, 'audience', 'add', API);
     await tesseraOk(env, 'audience', 'add', OTHER);
     const created = await tesseraOk(env, 'client', 'create', '--name', 'svc', '--grant', API, '--json');
@@ -162,7 +157,7 @@ describe('three instances on one PostgreSQL', () => {
     expect(cacheControl).toBe(`public, max-age=${PUBLISH_AHEAD / 2}`);
 
     // Once due, every instance signs with the new key (clocks of one machine: within the poll interval).
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, activatesAt - Date.now())));
+    await sleep(Math.max(0, activatesAt - Date.now()));
     expect(
       await everywhere(async (i) => kidOf((await token(i)).body.access_token as string) === next.kid),
     ).toBeLessThan(1000);

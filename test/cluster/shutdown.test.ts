@@ -16,10 +16,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { provisionWithCli } from '../helpers/provision.js';
 import { alive, childrenOf, startedWith } from '../helpers/proc.js';
-import { exitWithin, spawnServe, tessera, tesseraEnv, waitFor, type Serve } from '../helpers/process.js';
+import { exitWithin, spawnServe, tesseraEnv, type Serve } from '../helpers/process.js';
 import { getRequest, openSocket, readResponse, tokenRequest, type RawResponse } from '../helpers/raw-http.js';
 import { freePort } from '../helpers/server.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 // --- processes ---
 
@@ -28,7 +30,6 @@ const AUDIENCE = 'https://api.example.com';
 const DELAY_S = 2;
 const KEEPALIVE_S = 2;
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // --- raw HTTP/1.1 over one TCP connection ---
 
@@ -310,18 +311,9 @@ describe('graceful shutdown: requests in flight at SIGTERM are answered', () => 
       TESSERA_SHUTDOWN_DELAY: String(DELAY_S),
       TESSERA_KEEPALIVE_TIMEOUT: String(KEEPALIVE_S),
     });
-    const added = await tessera(env, 'audience', 'add', AUDIENCE, '--json');
-    expect(added).toMatchObject({ code: 0, stderr: '' });
-    const created = await tessera(env, 'client', 'create', '--name', 'drain', '--grant', AUDIENCE, '--json');
-    expect(created).toMatchObject({ code: 0, stderr: '' });
-    const record = JSON.parse(created.stdout) as { client_id: string; client_secret: string };
-    client = { id: record.client_id, secret: record.client_secret };
-    form = new URLSearchParams({
-      grant_type: 'client_credentials',
-      client_id: client.id,
-      client_secret: client.secret,
-      audience: AUDIENCE,
-    }).toString();
+    const provisioned = await provisionWithCli(env, AUDIENCE, 'drain');
+    client = { id: provisioned.id, secret: provisioned.secret };
+    form = provisioned.form;
   }, 30_000);
 
   afterEach(async () => {

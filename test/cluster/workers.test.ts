@@ -5,80 +5,23 @@
  *
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does). Linux only (/proc).
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { alive, childrenOf, startedWith } from '../helpers/proc.js';
+import { provisionWithCli } from '../helpers/provision.js';
+import { alive, childrenOf, connectionOwner, connectionsHeldBy, startedWith } from '../helpers/proc.js';
 import { exitWithin, spawnServe, tessera, tesseraEnv, type Serve } from '../helpers/process.js';
 import { getRequest, openSocket, readResponse, tokenRequest, type RawResponse } from '../helpers/raw-http.js';
 import { freePort } from '../helpers/server.js';
+import { pollUntil, waitFor } from '../helpers/wait.js';
 
 // --- processes ---
 
 const AUDIENCE = 'https://api.example.com';
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-// --- /proc ---
-
-/** The inode of the server side of the established IPv4 connection between serverPort and clientPort. */
-function serverSocketInode(serverPort: number, clientPort: number): string | undefined {
-  const hex = (port: number) => port.toString(16).toUpperCase().padStart(4, '0');
-  for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
-    const fields = line.trim().split(/\s+/);
-    if (fields.length < 10) continue;
-    const [local, remote, state, inode] = [fields[1]!, fields[2]!, fields[3]!, fields[9]!];
-    if (local.endsWith(':' + hex(serverPort)) && remote.endsWith(':' + hex(clientPort)) && state === '01')
-      return inode;
-  }
-  return undefined;
-}
-
-/** How many established connections to serverPort `pid` holds the server side of. */
-function connectionsHeldBy(pid: number, serverPort: number): number {
-  const hex = ':' + serverPort.toString(16).toUpperCase().padStart(4, '0');
-  const inodes = new Set<string>();
-  for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
-    const fields = line.trim().split(/\s+/);
-    if (fields.length >= 10 && fields[1]!.endsWith(hex) && fields[3] === '01')
-      inodes.add(`socket:[${fields[9]}]`);
-  }
-  let count = 0;
-  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-    try {
-      if (inodes.has(readlinkSync(`/proc/${pid}/fd/${fd}`))) count++;
-    } catch {
-      // closed meanwhile
-    }
-  }
-  return count;
-}
-
-/** Which of `pids` holds the server side of a connection from `clientPort` to `serverPort`. */
-function connectionOwner(serverPort: number, clientPort: number, pids: number[]): number | undefined {
-  const inode = serverSocketInode(serverPort, clientPort);
-  if (inode === undefined) return undefined;
-  const target = `socket:[${inode}]`;
-  for (const pid of pids) {
-    let fds: string[];
-    try {
-      fds = readdirSync(`/proc/${pid}/fd`);
-    } catch {
-      continue;
-    }
-    for (const fd of fds) {
-      try {
-        if (readlinkSync(`/proc/${pid}/fd/${fd}`) === target) return pid;
-      } catch {
-        // closed meanwhile
-      }
-    }
-  }
-  return undefined;
-}
 
 // --- raw HTTP/1.1 over one TCP connection ---
 
@@ -156,15 +99,20 @@ describe('tessera serve --workers 2', () => {
 
   /** Polls until the primary has `count` live children (and `accept` likes them); at most `ms`. */
   async function untilWorkers(count: number, ms: number, accept: (pids: number[]) => boolean = () => true) {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const pids = childrenOf(serve!.pid);
-      pids.forEach((pid) => seen.add(pid));
-      if (pids.length === count && accept(pids)) return pids;
-      if (Date.now() > deadline)
-        throw new Error(`expected ${count} workers within ${ms} ms, have ${JSON.stringify(pids)}`);
-      await sleep(50);
-    }
+    const wanted = (pids: number[]) => pids.length === count && accept(pids);
+    const { value: pids } = await pollUntil(
+      () => {
+        const pids = childrenOf(serve!.pid);
+        pids.forEach((pid) => seen.add(pid));
+        return pids;
+      },
+      wanted,
+      ms,
+      50,
+    );
+    if (!wanted(pids))
+      throw new Error(`expected ${count} workers within ${ms} ms, have ${JSON.stringify(pids)}`);
+    return pids;
   }
 
   beforeAll(async () => {
@@ -180,18 +128,9 @@ describe('tessera serve --workers 2', () => {
       // A stop drains for this long first (readyz 503); test/cluster/shutdown.test.ts covers the drain.
       TESSERA_SHUTDOWN_DELAY: '1',
     });
-    const added = await tessera(env, 'audience', 'add', AUDIENCE, '--json');
-    expect(added).toMatchObject({ code: 0, stderr: '' });
-    const created = await tessera(env, 'client', 'create', '--name', 'load', '--grant', AUDIENCE, '--json');
-    expect(created).toMatchObject({ code: 0, stderr: '' });
-    const record = JSON.parse(created.stdout) as { client_id: string; client_secret: string };
-    client = { id: record.client_id, secret: record.client_secret };
-    form = new URLSearchParams({
-      grant_type: 'client_credentials',
-      client_id: client.id,
-      client_secret: client.secret,
-      audience: AUDIENCE,
-    }).toString();
+    const provisioned = await provisionWithCli(env, AUDIENCE, 'load');
+    client = { id: provisioned.id, secret: provisioned.secret };
+    form = provisioned.form;
 
     spawnedAt = performance.now();
     serve = spawnServe(env, '--workers', '2');
@@ -325,7 +264,8 @@ describe('tessera serve --workers 2', () => {
 
   it('a worker killed under load: at most the requests it held fail, the port keeps answering, a new worker replaces it', async () => {
     const CONCURRENCY = 10;
-    const KILL_AFTER_MS = 1000;
+    /** Answers before the kill: the load is well under way (more than 50 are asserted below). */
+    const ANSWERED_BEFORE_KILL = 500;
     const RUN_AFTER_KILL_MS = 2500;
     const MAX_REQUESTS = 20_000;
     const [victim, survivor] = workers as [number, number];
@@ -363,7 +303,7 @@ describe('tessera serve --workers 2', () => {
     };
     let held = 0;
     const killer = (async () => {
-      await sleep(KILL_AFTER_MS);
+      await waitFor(() => results.length >= ANSWERED_BEFORE_KILL, 7000, 10);
       held = connectionsHeldBy(victim, port);
       killedAt = performance.now();
       process.kill(victim, 'SIGKILL');

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { embeddedIPv4, ipv6Bytes, isPublicAddress } from '../../src/domain/addresses.js';
-import { validateJwksUri } from '../../src/domain/client-keys.js';
+import { validateJwksUri } from '../../src/domain/client-auth/index.js';
 import { ValidationError } from '../../src/domain/validate.js';
 import { thrownBy } from '../helpers/assert.js';
 

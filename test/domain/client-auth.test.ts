@@ -1,13 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { thrownBy } from '../helpers/assert.js';
 import {
-  CLIENT_AUTH_METHODS,
+  AUTH_METHOD_NAMES,
+  clientAuthMethods,
   clientSecretBasic,
   clientSecretPost,
   parseBasicAuthorization,
-} from '../../src/domain/client-auth.js';
+  SECRET_METHODS,
+} from '../../src/domain/client-auth/index.js';
 import { digestBytes, digestSecret, generateSecret } from '../../src/domain/secrets.js';
-import type { KnownClient, TokenParams, TokenRequest } from '../../src/domain/token-service.js';
+import type { KnownClient, TokenParams, TokenRequest } from '../../src/domain/token-types.js';
 import { OAuthError } from '../../src/domain/errors.js';
 
 const b64 = (text: string | Buffer) => Buffer.from(text).toString('base64');
@@ -159,8 +161,17 @@ describe('client authentication methods', () => {
     source: '203.0.113.1',
   });
 
-  it('are the ones discovery lists, in the order a request is examined', () => {
-    expect(CLIENT_AUTH_METHODS.map((m) => m.name)).toEqual(['client_secret_basic', 'client_secret_post']);
+  it('are the ones discovery lists, in the order a request is examined; the secret methods first', () => {
+    expect(SECRET_METHODS.map((m) => m.name)).toEqual(['client_secret_basic', 'client_secret_post']);
+    const all = clientAuthMethods({
+      privateKeyJwt: {
+        issuer: 'https://auth.example.com',
+        tokenEndpoint: 'https://auth.example.com/oauth/token',
+        replay: { use: async () => true },
+        remote: { keysFor: async () => Promise.reject(new Error('none')), refetch: async () => undefined },
+      },
+    });
+    expect(all.map((m) => m.name)).toEqual([...AUTH_METHOD_NAMES]);
   });
 
   it('client_secret_basic: used when there is an Authorization header; proves only the client of that secret', () => {

@@ -1,18 +1,18 @@
 import type { JWTPayload } from 'jose';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { REGISTERED_CLAIMS } from '../helpers/expected.js';
 import { rejection } from '../helpers/assert.js';
 import { retainedBytes } from '../helpers/memory.js';
 import type { SigningAlg } from '../../src/domain/algorithms.js';
 import { OAuthError } from '../../src/domain/errors.js';
 import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
+import { TokenService, type TokenServiceDeps } from '../../src/domain/token-service.js';
 import {
-  TokenService,
   type AuditEntry,
   type KnownAudience,
   type KnownClient,
   type TokenRequest,
-  type TokenServiceDeps,
-} from '../../src/domain/token-service.js';
+} from '../../src/domain/token-types.js';
 
 const NOW = Date.parse('2030-01-02T03:04:05.678Z');
 const IAT = Math.floor(NOW / 1000);
@@ -187,16 +187,7 @@ describe('TokenService: scopes', () => {
       expires_in: 1800,
       scope: 'audit:read orders:read orders:write',
     });
-    expect(Object.keys(t.signed[0]!.payload)).toEqual([
-      'iss',
-      'sub',
-      'aud',
-      'client_id',
-      'iat',
-      'exp',
-      'jti',
-      'scope',
-    ]);
+    expect(Object.keys(t.signed[0]!.payload)).toEqual([...REGISTERED_CLAIMS, 'scope']);
     expect(t.signed[0]!.payload.scope).toBe('audit:read orders:read orders:write');
   });
 

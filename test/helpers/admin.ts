@@ -5,6 +5,7 @@
 import { expect } from 'vitest';
 import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
 import { clients, operators, type ManagementContext } from '../../src/management/index.js';
+import { tokenParams } from './provision.js';
 import { postToken, type TestServer } from './server.js';
 
 export interface AdminAnswer {
@@ -30,12 +31,7 @@ export async function adminTokenOf(
   secret: string,
   scopes: readonly string[],
 ): Promise<string> {
-  const answer = await postToken(t.url, {
-    grant_type: 'client_credentials',
-    client_id: id,
-    client_secret: secret,
-    audience: adminAudienceUrl(t.config),
-  });
+  const answer = await postToken(t.url, tokenParams(id, secret, adminAudienceUrl(t.config)));
   expect(answer.status).toBe(200);
   expect(answer.body.scope).toBe(scopes.length === 0 ? undefined : [...scopes].sort().join(' '));
   return answer.body.access_token as string;

@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { collect, ROOT, TESSERA, tessera, tesseraEnv, type CliResult } from './process.js';
 import { tempDir } from './server.js';
 
@@ -51,12 +51,41 @@ export function workspace(prefix = 'tessera-cli-test-'): Workspace {
   };
 }
 
+/**
+ * A group of tests on one data directory. Groups run side by side (a CLI run is mostly Node starting up);
+ * the tests of a group run in order and build on each other.
+ */
+export function group(name: string, body: (ws: Workspace) => void): void {
+  describe(name, { concurrent: true }, () => {
+    const ws = {} as Workspace; // made when the group runs, not when a filter skips it
+    beforeAll(() => void Object.assign(ws, workspace()));
+    afterAll(() => ws.remove?.());
+    describe('in order', { concurrent: false }, () => body(ws));
+  });
+}
+
 /** The error document of a run with --json: nothing on stdout, exactly one JSON line on stderr. */
 export function jsonError(r: CliResult): unknown {
   expect(r.stdout).toBe('');
   expect(r.stderr.endsWith('\n'), `stderr: ${r.stderr}`).toBe(true);
   expect(r.stderr.trimEnd().split('\n'), `stderr must be one JSON line, got:\n${r.stderr}`).toHaveLength(1);
   return JSON.parse(r.stderr);
+}
+
+/**
+ * Each `[value, message]` of `cases`, given as `tessera <args(value)> --json`, is refused as an invalid field:
+ * exit 2, and the message in the error document. Run all at once.
+ */
+export async function expectFieldRefusals(
+  ws: Workspace,
+  args: (value: string) => string[],
+  cases: readonly (readonly [string, string])[],
+): Promise<void> {
+  const results = await Promise.all(cases.map(([value]) => ws.run(...args(value), '--json')));
+  results.forEach((r, i) => {
+    expect(r.code, cases[i]![0]).toBe(2);
+    expect(jsonError(r)).toEqual({ error: 'invalid_field', message: cases[i]![1] });
+  });
 }
 
 /** A text table: a header line, then a line per row; columns aligned, cells apart by two or more spaces. */

@@ -5,7 +5,7 @@
  */
 import { connect, type Socket } from 'node:net';
 
-export interface LoadResult {
+interface LoadResult {
   /** Answers by status. */
   statuses: Map<number, number>;
   /** The `jti` of every token answered 200. */

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sleep, waitFor } from './wait.js';
 
 /** The project root, and how every test starts the real `tessera` command (built into dist/). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -64,20 +65,6 @@ export async function tesseraOk(env: NodeJS.ProcessEnv, ...args: string[]): Prom
   const result = await tessera(env, ...args);
   if (result.code !== 0) throw new Error(`tessera ${args.join(' ')} exited ${result.code}: ${result.stderr}`);
   return result;
-}
-
-/** Polls `check` every `everyMs` until it returns true or `timeoutMs` passes; returns the time it took. */
-export async function waitFor(
-  check: () => Promise<boolean> | boolean,
-  timeoutMs: number,
-  everyMs = 25,
-): Promise<number> {
-  const started = Date.now();
-  for (;;) {
-    if (await check()) return Date.now() - started;
-    if (Date.now() - started > timeoutMs) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
 }
 
 export interface Exit {
@@ -149,7 +136,7 @@ export function spawnServe(env: NodeJS.ProcessEnv, ...args: string[]): Serve {
         if (Date.now() > deadline) {
           throw new Error(`no ${count} × "${msg}" in ${timeoutMs} ms; logs: ${JSON.stringify(logs)}`);
         }
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        await sleep(20);
       }
     },
     async stop(signal = 'SIGTERM') {

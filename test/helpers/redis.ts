@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { freePort } from './server.js';
+import { sleep } from './wait.js';
 
 /** The machine's Redis; each test run uses its own key prefix and deletes its keys after. */
 export const REDIS_URL = process.env.TESSERA_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -63,7 +64,7 @@ export async function throwawayRedis(): Promise<ThrowawayRedis> {
           stdio: 'ignore',
         },
       );
-      for (let i = 0; i < 100 && !(await ping()); i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 100 && !(await ping()); i++) await sleep(50);
     },
     pause() {
       child?.kill('SIGSTOP');

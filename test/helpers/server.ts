@@ -7,7 +7,8 @@ import { loadConfig, type Config } from '../../src/config/index.js';
 import { digestSecret, generateClientId, generateSecret } from '../../src/domain/secrets.js';
 import { createLogger } from '../../src/logger.js';
 import { startServer, type Server } from '../../src/main.js';
-import type { Client, NewAudience } from '../../src/store/types.js';
+import type { RuntimeOptions } from '../../src/runtime/index.js';
+import type { Client, NewAudience, NewClient } from '../../src/store/types.js';
 
 /** A port that was free a moment ago (the issuer URL must be known before the server listens). */
 export async function freePort(): Promise<number> {
@@ -49,6 +50,8 @@ export async function startTestServer(
   env: Record<string, string> = {},
   /** Receives every log line, when given (set TESSERA_LOG_LEVEL too). */
   log?: (line: string) => void,
+  /** The runtime's clock (see RuntimeOptions and helpers/clock.ts); the wall clock when left out. */
+  options: RuntimeOptions = {},
 ): Promise<TestServer> {
   const dataDir = tempDir();
   const port = await freePort();
@@ -62,7 +65,7 @@ export async function startTestServer(
     ...env,
   });
   const destination = log && { write: (line: string) => log(line) };
-  const server = await startServer(config, createLogger(config, destination));
+  const server = await startServer(config, createLogger(config, destination), options);
   const { store, directory } = server.runtime;
   const sync = () => directory.poll();
   return {
@@ -126,4 +129,53 @@ export async function postToken(
 export function basic(id: string, secret: string): string {
   const enc = (s: string) => encodeURIComponent(s).replace(/%20/g, '+');
   return 'Basic ' + Buffer.from(`${enc(id)}:${enc(secret)}`).toString('base64');
+}
+
+/**
+ * Two servers that share what `env` gives them (Redis), as two instances do, each on a SQLite store of its own:
+ * `audience` registered in both, and one client granted it, with the same id and secret in both (as a shared
+ * PostgreSQL would hold it) and these quotas.
+ */
+export async function startTwoInstances(
+  env: Record<string, string>,
+  audience: string,
+  quotas: Pick<NewClient, 'quotaPerMinute' | 'quotaPerDay'> = {},
+): Promise<{ a: TestServer; b: TestServer; client: TestClient }> {
+  const a = await startTestServer(env);
+  const b = await startTestServer(env);
+  await a.addAudience(audience);
+  await b.addAudience(audience);
+  const client = await a.createClient([audience]);
+  if (Object.keys(quotas).length > 0) {
+    await a.server.runtime.store.updateClient(client.id, quotas);
+    await a.sync();
+  }
+  await b.server.runtime.store.createClient({
+    id: client.id,
+    name: 'same',
+    secretDigest: client.record.secretDigest,
+    tokenTtl: null,
+    ...quotas,
+    audiences: [audience],
+  });
+  await b.sync();
+  return { a, b, client };
+}
+
+/**
+ * The token path's usual cast: audiences `api` and `other` registered, a client granted `api`, and another
+ * granted it but disabled.
+ */
+export async function clientsOfTokenTests(
+  t: TestServer,
+  api: string,
+  other: string,
+): Promise<{ client: TestClient; disabled: TestClient }> {
+  await t.addAudience(api);
+  await t.addAudience(other);
+  const client = await t.createClient([api]);
+  const disabled = await t.createClient([api]);
+  await t.server.runtime.store.updateClient(disabled.id, { enabled: false });
+  await t.sync();
+  return { client, disabled };
 }

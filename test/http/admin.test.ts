@@ -14,8 +14,9 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clients as clientOps } from '../../src/management/index.js';
 import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
-import { exportConfig } from '../../src/management/config.js';
+import { exportConfig } from '../../src/management/declarative/index.js';
 import type { ManagementContext } from '../../src/management/index.js';
+import { tokenParams } from '../helpers/provision.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 type Doc = {
@@ -63,12 +64,7 @@ async function adminToken(scopes: readonly string[] = ADMIN_SCOPES): Promise<{ i
     scopes: { [url]: [...scopes] },
   });
   await t.sync();
-  const answer = await postToken(t.url, {
-    grant_type: 'client_credentials',
-    client_id: client.id,
-    client_secret: secret,
-    audience: url,
-  });
+  const answer = await postToken(t.url, tokenParams(client.id, secret, url));
   expect(answer.status).toBe(200);
   expect(answer.body.scope).toBe([...scopes].sort().join(' '));
   return { id: client.id, token: answer.body.access_token as string };
@@ -192,12 +188,7 @@ describe('authentication (RFC 6750)', () => {
   it('no token, a malformed one, one for another audience: 401 invalid_token, nothing revealed', async () => {
     await t.addAudience(API);
     const other = await t.createClient([API]);
-    const foreign = await postToken(t.url, {
-      grant_type: 'client_credentials',
-      client_id: other.id,
-      client_secret: other.secret,
-      audience: API,
-    });
+    const foreign = await postToken(t.url, tokenParams(other.id, other.secret, API));
     for (const [token, detail] of [
       [undefined, 'an access token is required (Authorization: Bearer)'],
       ['not-a-jwt', 'the access token is not valid for this API'],
@@ -391,12 +382,7 @@ describe('clients and grants', () => {
     });
 
     await t.sync();
-    const issued = await postToken(t.url, {
-      grant_type: 'client_credentials',
-      client_id: 'billing-svc',
-      client_secret: secret,
-      audience: 'https://billing.example.com',
-    });
+    const issued = await postToken(t.url, tokenParams('billing-svc', secret, 'https://billing.example.com'));
     expect(issued.status).toBe(200);
 
     const events = await call(token, 'listAuditEvents', {
@@ -471,12 +457,10 @@ describe('clients and grants', () => {
     const listed = await call(token, 'listGrants', { params: { id: made.body.client_id } });
     expect(listed.body.items).toEqual([{ ...put.body, scopes: ['a:read'] }]);
     await t.sync();
-    const issued = await postToken(t.url, {
-      grant_type: 'client_credentials',
-      client_id: made.body.client_id,
-      client_secret: made.body.client_secret,
-      audience: 'https://claims.example.com',
-    });
+    const issued = await postToken(
+      t.url,
+      tokenParams(made.body.client_id, made.body.client_secret, 'https://claims.example.com'),
+    );
     expect(issued.body.scope).toBe('a:read');
     const { decodeJwt } = await import('jose');
     expect(decodeJwt(issued.body.access_token as string)).toMatchObject({ tenant_id: 'acme', plan: 'gold' });
@@ -896,14 +880,8 @@ describe('failed admin authentications are throttled like failed token requests'
         scopes: { [url]: ['keys:read'] },
       });
       await small.sync();
-      const token = (
-        await postToken(small.url, {
-          grant_type: 'client_credentials',
-          client_id: client.id,
-          client_secret: secret,
-          audience: url,
-        })
-      ).body.access_token as string;
+      const token = (await postToken(small.url, tokenParams(client.id, secret, url))).body
+        .access_token as string;
       const get = (bearer: string) =>
         fetch(`${small.url}/admin/v1/keys`, { headers: { authorization: `Bearer ${bearer}` } });
       const statuses: number[] = [];
@@ -1127,14 +1105,8 @@ describe('private_key_jwt clients over the API', () => {
         scopes: { [url]: ['clients:read', 'clients:write'] },
       });
       await open.sync();
-      const bearer = (
-        await postToken(open.url, {
-          grant_type: 'client_credentials',
-          client_id: client.id,
-          client_secret: secret,
-          audience: url,
-        })
-      ).body.access_token as string;
+      const bearer = (await postToken(open.url, tokenParams(client.id, secret, url))).body
+        .access_token as string;
       const send = async (method: string, path: string, body: unknown, type = 'application/json') => {
         const response = await fetch(`${open.url}/admin/v1${path}`, {
           method,

@@ -1,6 +1,7 @@
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import type { TokenRequest, TokenService } from '../../src/domain/token-service.js';
+import type { TokenService } from '../../src/domain/token-service.js';
+import type { TokenRequest } from '../../src/domain/token-types.js';
 import { registerBodyParsers } from '../../src/http/body.js';
 import { tokenRoutes } from '../../src/http/routes/token.js';
 

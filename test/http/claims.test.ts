@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESERVED_CLAIMS } from '../../src/domain/validate.js';
 import { audiences, clients, grants, ManagementError } from '../../src/management/index.js';
 import type { ManagementContext } from '../../src/management/index.js';
+import { REGISTERED_CLAIMS } from '../helpers/expected.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 const API = 'https://orders.example.com';
@@ -52,13 +53,7 @@ describe('custom claims in tokens', () => {
     const token = await tokenFor(API);
     const payload = decodeJwt(token);
     expect(Object.keys(payload)).toEqual([
-      'iss',
-      'sub',
-      'aud',
-      'client_id',
-      'iat',
-      'exp',
-      'jti',
+      ...REGISTERED_CLAIMS,
       'scope',
       'tenant_id',
       'plan',
@@ -93,15 +88,7 @@ describe('custom claims in tokens', () => {
     await clients.updateClient(ctx, svc.id, { claims: {} });
     expect((await ctx.store.findClient(svc.id))?.claims).toBeNull();
     await t.sync();
-    expect(Object.keys(decodeJwt(await tokenFor(OTHER)))).toEqual([
-      'iss',
-      'sub',
-      'aud',
-      'client_id',
-      'iat',
-      'exp',
-      'jti',
-    ]);
+    expect(Object.keys(decodeJwt(await tokenFor(OTHER)))).toEqual(REGISTERED_CLAIMS);
   });
 });
 

@@ -11,14 +11,16 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { spawnServe, tessera, tesseraEnv, type Serve } from '../helpers/process.js';
+import { allRead } from '../helpers/proc.js';
+import { provisionWithCli } from '../helpers/provision.js';
+import { spawnServe, tesseraEnv, type Serve } from '../helpers/process.js';
 import { getRequest, openSocket, readResponse, tokenRequest, type RawResponse } from '../helpers/raw-http.js';
 import { freePort } from '../helpers/server.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 const AUDIENCE = 'https://api.example.com';
 const CAP_WARNING =
   'connection cap reached: closing the least recently active idle connections to make room for new ones';
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('connections: keep-alive timeout and the connection cap', () => {
   let dataDir: string;
@@ -77,17 +79,7 @@ describe('connections: keep-alive timeout and the connection cap', () => {
   beforeAll(async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), 'tessera-connections-test-'));
     env = tesseraEnv({ TESSERA_DATA_DIR: dataDir, TESSERA_LOG_LEVEL: 'info', TESSERA_HOST: '127.0.0.1' });
-    const added = await tessera(env, 'audience', 'add', AUDIENCE, '--json');
-    expect(added).toMatchObject({ code: 0, stderr: '' });
-    const created = await tessera(env, 'client', 'create', '--name', 'conn', '--grant', AUDIENCE, '--json');
-    expect(created).toMatchObject({ code: 0, stderr: '' });
-    const record = JSON.parse(created.stdout) as { client_id: string; client_secret: string };
-    form = new URLSearchParams({
-      grant_type: 'client_credentials',
-      client_id: record.client_id,
-      client_secret: record.client_secret,
-      audience: AUDIENCE,
-    }).toString();
+    ({ form } = await provisionWithCli(env, AUDIENCE, 'conn'));
   }, 30_000);
 
   afterEach(async () => {
@@ -187,7 +179,9 @@ describe('connections: keep-alive timeout and the connection cap', () => {
       socket.write(request.subarray(0, cut));
       return answer;
     });
-    await sleep(300);
+    // The server has read every half (its requests' headers parsed, each connection has a response under way).
+    const ports = open50.map((socket) => socket.localPort!);
+    await waitFor(() => allRead(s.port, ports), 5000, 10);
     const refused = await open(s.port);
     let received = '';
     refused.on('data', (chunk: Buffer) => (received += chunk.toString()));

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_SCOPES } from '../../src/management/builtin.js';
-import { exportConfig } from '../../src/management/config.js';
+import { exportConfig } from '../../src/management/declarative/index.js';
 import {
   audiences,
   clients,
@@ -22,9 +22,10 @@ import {
 } from '../../src/management/index.js';
 import type { AuditEvent } from '../../src/store/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { ROOT, waitFor } from '../helpers/process.js';
+import { ROOT } from '../helpers/process.js';
 import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
 import { freePort, startTestServer, type TestServer } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 const PASSWORD = 'correct horse battery staple';
 const CSP =

@@ -3,6 +3,7 @@
  * and what other methods and unknown paths get. Exact statuses, headers and bodies.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_SCOPE_NAMES, ASSERTION_SIGNING_ALGS } from '../helpers/expected.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const METADATA_PATHS = [
@@ -24,29 +25,12 @@ function expectedMetadata(audiences: string[]): Record<string, unknown> {
     jwks_uri: t.url + '/.well-known/jwks.json',
     grant_types_supported: ['client_credentials'],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
-    token_endpoint_auth_signing_alg_values_supported: [
-      'ES256',
-      'ES384',
-      'RS256',
-      'PS256',
-      'EdDSA',
-      'Ed25519',
-    ],
+    token_endpoint_auth_signing_alg_values_supported: [...ASSERTION_SIGNING_ALGS],
     response_types_supported: [],
     // The admin API's own audience is registered from the server's first start on.
     audiences_supported: [...audiences, `${t.url}/admin/v1`].sort(),
     // Every audience's scopes: here those of the admin API's audience.
-    scopes_supported: [
-      'audiences:read',
-      'audiences:write',
-      'audit:read',
-      'clients:read',
-      'clients:write',
-      'keys:read',
-      'keys:write',
-      'operators:read',
-      'operators:write',
-    ],
+    scopes_supported: [...ADMIN_SCOPE_NAMES],
   };
 }
 

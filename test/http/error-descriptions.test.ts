@@ -7,8 +7,9 @@
 import { EVERY_SCOPE } from '../../src/management/context.js';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JWT_BEARER } from '../../src/domain/assertion.js';
+import { JWT_BEARER } from '../../src/domain/client-auth/index.js';
 import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
+import { tokenParams } from '../helpers/provision.js';
 import { openSocket, readResponse } from '../helpers/raw-http.js';
 import { basic, postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -427,12 +428,7 @@ describe('503 temporarily_unavailable', () => {
       await down.addAudience(API);
       const c = await down.createClient([API]);
       await down.server.runtime.store.close();
-      const answer = await postToken(down.url, {
-        grant_type: 'client_credentials',
-        client_id: c.id,
-        client_secret: c.secret,
-        audience: API,
-      });
+      const answer = await postToken(down.url, tokenParams(c.id, c.secret, API));
       expectRefusal(
         {
           status: answer.status,

@@ -20,6 +20,7 @@ import {
 import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tokenParams } from '../helpers/provision.js';
 import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
 
 const SANDBOX = 'https://api.sandbox.example.com';
@@ -464,12 +465,7 @@ describe('per-audience algorithms and lifetimes', () => {
   }
 
   it('an audience lifetime of 600 s gives expires_in 600 and exp - iat = 600', async () => {
-    const r = await postToken(issuer, {
-      grant_type: 'client_credentials',
-      client_id: multi.id,
-      client_secret: multi.secret,
-      audience: SHORT,
-    });
+    const r = await postToken(issuer, tokenParams(multi.id, multi.secret, SHORT));
     expect(r.status).toBe(200);
     expect(r.body.expires_in).toBe(600);
     const claims = decodeJwt(r.body.access_token as string);
@@ -526,23 +522,13 @@ describe('a new signing algorithm and warm resource-server caches', () => {
       await fresh.addAudience(a);
       const who = await fresh.createClient([a]);
       const jwks = createRemoteJWKSet(new URL(`${fresh.url}/.well-known/jwks.json`));
-      const first = await postToken(fresh.url, {
-        grant_type: 'client_credentials',
-        client_id: who.id,
-        client_secret: who.secret,
-        audience: a,
-      });
+      const first = await postToken(fresh.url, tokenParams(who.id, who.secret, a));
       await jwtVerify(first.body.access_token as string, jwks, { issuer: fresh.url, audience: a });
 
       // The operator adds an audience with another algorithm; its first token is issued at once.
       await fresh.addAudience(b, { signingAlg: 'RS256' });
       const other = await fresh.createClient([b]);
-      const second = await postToken(fresh.url, {
-        grant_type: 'client_credentials',
-        client_id: other.id,
-        client_secret: other.secret,
-        audience: b,
-      });
+      const second = await postToken(fresh.url, tokenParams(other.id, other.secret, b));
       expect(second.status).toBe(200);
       const { protectedHeader } = await jwtVerify(second.body.access_token as string, jwks, {
         issuer: fresh.url,

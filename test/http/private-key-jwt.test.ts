@@ -23,9 +23,9 @@ import {
 import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JWT_BEARER } from '../../src/domain/assertion.js';
+import { JWT_BEARER, type PublicJwks } from '../../src/domain/client-auth/index.js';
 import { generateClientId } from '../../src/domain/secrets.js';
-import type { PublicJwks } from '../../src/domain/client-keys.js';
+import { ASSERTION_SIGNING_ALGS } from '../helpers/expected.js';
 import { basic, postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 const API = 'https://api.example.com';
@@ -221,14 +221,7 @@ describe('private_key_jwt: real clients, unchanged', () => {
       'client_secret_post',
       'private_key_jwt',
     ]);
-    expect(metadata.token_endpoint_auth_signing_alg_values_supported).toEqual([
-      'ES256',
-      'ES384',
-      'RS256',
-      'PS256',
-      'EdDSA',
-      'Ed25519',
-    ]);
+    expect(metadata.token_endpoint_auth_signing_alg_values_supported).toEqual(ASSERTION_SIGNING_ALGS);
   });
 });
 

@@ -18,7 +18,7 @@ import {
   secrets,
   type ManagementContext,
 } from '../../src/management/index.js';
-import { exportConfig } from '../../src/management/config.js';
+import { exportConfig } from '../../src/management/declarative/index.js';
 import {
   adminCall,
   adminClient,

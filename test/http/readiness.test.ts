@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Change } from '../../src/store/types.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { sleep } from '../helpers/wait.js';
 
 /**
  * /readyz and the change feed: the feed counts as stale only after three poll intervals (at least 10 s, at
@@ -10,8 +11,6 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const READY = { status: 'ready', checks: { store: 'ok', signing_key: 'ok', change_feed: 'ok' } };
 const STALE = { status: 'not_ready', checks: { store: 'ok', signing_key: 'ok', change_feed: 'stale' } };
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function readyz(t: TestServer): Promise<{ status: number; body: unknown }> {
   const response = await fetch(`${t.url}/readyz`);

@@ -14,6 +14,7 @@ import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { audiences, clients, grants, ManagementError } from '../../src/management/index.js';
 import type { ManagementContext } from '../../src/management/index.js';
+import { ADMIN_SCOPE_NAMES } from '../helpers/expected.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 const API = 'https://orders.example.com';
@@ -112,15 +113,7 @@ describe('the token request', () => {
     for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
       const md = (await (await fetch(t.url + path)).json()) as { scopes_supported: string[] };
       expect(md.scopes_supported).toEqual([
-        'audiences:read',
-        'audiences:write',
-        'audit:read',
-        'clients:read',
-        'clients:write',
-        'keys:read',
-        'keys:write',
-        'operators:read',
-        'operators:write',
+        ...ADMIN_SCOPE_NAMES,
         'orders:delete',
         'orders:read',
         'orders:write',

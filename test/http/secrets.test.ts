@@ -6,25 +6,34 @@
 import { EVERY_SCOPE } from '../../src/management/context.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { audiences, clients, secrets, type ManagementContext } from '../../src/management/index.js';
+import { tokenParams } from '../helpers/provision.js';
 import { workspace } from '../helpers/cli.js';
+import { testClock } from '../helpers/clock.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 const API = 'https://api.example.com';
 
 let t: TestServer;
 let ctx: ManagementContext;
+/** The server's clock: a grace period ends when the test moves it on, not after waiting for it. */
+const clock = testClock();
 
 beforeAll(async () => {
-  t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
+  t = await startTestServer({}, undefined, { now: clock.now });
+  ctx = {
+    store: t.server.runtime.store,
+    config: t.config,
+    actor: 'test',
+    holds: EVERY_SCOPE,
+    now: clock.now,
+  };
   await audiences.addAudience(ctx, { url: API });
 });
 afterAll(async () => {
   await t?.close();
 });
 
-const tokenWith = (id: string, secret: string) =>
-  postToken(t.url, { grant_type: 'client_credentials', client_id: id, client_secret: secret, audience: API });
+const tokenWith = (id: string, secret: string) => postToken(t.url, tokenParams(id, secret, API));
 
 describe('secrets with overlap', () => {
   it('rotation with a grace: both work, then the old one stops at its time with no change event', async () => {
@@ -36,7 +45,7 @@ describe('secrets with overlap', () => {
     expect((await tokenWith(client.id, rotated.secret)).status).toBe(200);
     const feed = await ctx.store.latestChange();
     const expiresAt = Date.parse(rotated.client.secrets.find((s) => s.id !== rotated.secretId)!.expiresAt!);
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiresAt - Date.now()) + 50));
+    clock.advance(Math.max(0, expiresAt - clock.now()) + 50);
     const refused = await tokenWith(client.id, old);
     expect(refused.status).toBe(401);
     expect(refused.body).toEqual({
@@ -68,13 +77,13 @@ describe('secrets with overlap', () => {
   it('the last-used time is written off the token path, at most once a minute per secret', async () => {
     const { client, secret } = await clients.createClient(ctx, { name: 'used', grants: [API] });
     await t.sync();
-    const before = Date.now();
+    const before = clock.now();
     expect((await tokenWith(client.id, secret)).status).toBe(200);
     expect((await secrets.listSecrets(ctx, client.id))[0]!.lastUsedAt).toBeNull();
     await t.server.runtime.secretUsage.flush();
     const used = (await secrets.listSecrets(ctx, client.id))[0]!.lastUsedAt!;
     expect(Date.parse(used)).toBeGreaterThanOrEqual(before - 1);
-    expect(Date.parse(used)).toBeLessThanOrEqual(Date.now());
+    expect(Date.parse(used)).toBeLessThanOrEqual(clock.now());
     expect((await tokenWith(client.id, secret)).status).toBe(200);
     await t.server.runtime.secretUsage.flush();
     expect((await secrets.listSecrets(ctx, client.id))[0]!.lastUsedAt).toBe(used);

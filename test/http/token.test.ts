@@ -1,7 +1,16 @@
 import { connect } from 'node:net';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basic, postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import { tokenParams } from '../helpers/provision.js';
+import {
+  basic,
+  clientsOfTokenTests,
+  postToken,
+  startTestServer,
+  type TestClient,
+  type TestServer,
+} from '../helpers/server.js';
+import { sleep } from '../helpers/wait.js';
 
 /**
  * The token endpoint, black-box on a real socket: every row of INTERFACE.md's error table with its exact
@@ -41,12 +50,7 @@ describe('POST /oauth/token', () => {
 
   beforeAll(async () => {
     t = await startTestServer();
-    await t.addAudience(API);
-    await t.addAudience(OTHER);
-    client = await t.createClient([API]);
-    disabled = await t.createClient([API]);
-    await t.server.runtime.store.setClientEnabled(disabled.id, false);
-    await t.sync();
+    ({ client, disabled } = await clientsOfTokenTests(t, API, OTHER));
     form = (extra = {}) => ({
       grant_type: 'client_credentials',
       client_id: client.id,
@@ -503,13 +507,7 @@ async function cachedAndNot(t: TestServer) {
   await t.addAudience(API);
   const cached = await t.createClient([API]);
   const uncached = await t.createClient([API]);
-  const request = (c: TestClient) =>
-    postToken(t.url, {
-      grant_type: 'client_credentials',
-      client_id: c.id,
-      client_secret: c.secret,
-      audience: API,
-    });
+  const request = (c: TestClient) => postToken(t.url, tokenParams(c.id, c.secret, API));
   expect((await request(cached)).status).toBe(200);
   return { cached, uncached, request };
 }
@@ -559,7 +557,7 @@ describe('503 temporarily_unavailable', () => {
       expectError(await request(uncached), 503, unavailable, { 'retry-after': '30' });
       expect((await request(cached)).status).toBe(200);
       // The change feed has not been read for longer than the stale window: the cached client is refused too.
-      await new Promise((resolve) => setTimeout(resolve, 2500));
+      await sleep(2500);
       expectError(await request(cached), 503, unavailable, { 'retry-after': '30' });
     } finally {
       await t.server.app.close();

@@ -300,7 +300,7 @@ describe('Keyring over time', () => {
       activatesAt: new Date(times.activatesAt).toISOString(),
       retiredAt: times.retiredAt === undefined ? null : new Date(times.retiredAt).toISOString(),
     };
-    await store.insertSigningKey(row);
+    await store.changeSigningKeys(() => ({ insert: row }));
     return row;
   }
 
@@ -409,15 +409,16 @@ describe('Keyring over time', () => {
     const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
     const privateJwk = await exportJWK(privateKey);
     const kid = thumbprint(await exportJWK(publicKey));
-    await store.insertSigningKey({
+    const stored = {
       kid,
-      alg: 'ES256',
+      alg: 'ES256' as const,
       publicJwk: JSON.stringify(privateJwk),
       privateJwkSealed: await sealPrivateJwk(privateJwk, master, kid),
       createdAt: new Date(T).toISOString(),
       activatesAt: new Date(T + HOUR).toISOString(),
       retiredAt: null,
-    });
+    };
+    await store.changeSigningKeys(() => ({ insert: stored }));
     await at(T);
     expect(publishedKids()).toContain(kid);
     expect(keyring.jwks()).not.toContain(privateJwk.d!);

@@ -160,7 +160,8 @@ describe('KeyRotator', () => {
     await store.migrate();
     now = T;
     rotated.length = 0;
-    await store.insertSigningKey(await generateSigningKey('ES256', master, T, T));
+    const first = await generateSigningKey('ES256', master, T, T);
+    await store.changeSigningKeys(() => ({ insert: first }));
   });
   afterEach(async () => {
     await store.close();

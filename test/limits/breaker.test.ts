@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROBE_BACKOFF_MS, REDIS_OUTAGE, RedisBreaker, type Timers } from '../../src/limits/breaker.js';
 import { connectRedis, type SharedRedis } from '../../src/limits/redis.js';
 import { IssuanceQuotas } from '../../src/limits/quotas.js';
-import { waitFor } from '../helpers/process.js';
 import { throwawayRedis, type ThrowawayRedis } from '../helpers/redis.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 /**
  * The Redis circuit breaker's states (src/limits/breaker.ts), on a clock the test moves: closed (counts go
@@ -331,7 +331,7 @@ describe('the breaker on a real Redis connection (a private redis-server)', () =
       expect(waits[3]).toBeGreaterThanOrEqual(59);
       expect(shared.breaker.closed).toBe(false);
       // Probes every 50..200 ms, all refused (PING alone would have closed it): still open after a second.
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await sleep(1000);
       expect(shared.breaker.closed).toBe(false);
       expect(await admin.get('breaker-test:quota:minute:oom')).toBe('1');
 

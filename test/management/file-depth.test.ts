@@ -5,7 +5,7 @@
  * per level, never sees it. The CLI's `--claims` follow the claims rule (31 levels of their own).
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { config } from '../../src/management/index.js';
+import { declarative } from '../../src/management/index.js';
 import { jsonError, workspace } from '../helpers/cli.js';
 
 const MESSAGE = 'is an object or list at level 33; a file nests at most 32 levels, itself being level 1';
@@ -20,10 +20,10 @@ function blockFile(levels: number): string {
 
 function refusal(text: string): unknown {
   try {
-    config.parseConfigFile(text, 'tessera.yaml');
+    declarative.parseConfigFile(text, 'tessera.yaml');
   } catch (error) {
-    expect(error).toBeInstanceOf(config.ConfigFileError);
-    const { problems, message } = error as InstanceType<typeof config.ConfigFileError>;
+    expect(error).toBeInstanceOf(declarative.ConfigFileError);
+    const { problems, message } = error as InstanceType<typeof declarative.ConfigFileError>;
     return { problems, message };
   }
   return undefined;
@@ -31,7 +31,7 @@ function refusal(text: string): unknown {
 
 describe('apply files: at most 32 levels', () => {
   it('block YAML: level 32 is read; level 33 is refused at its pointer, line and column', () => {
-    const fits = config.parseConfigFile(blockFile(32), 'tessera.yaml');
+    const fits = declarative.parseConfigFile(blockFile(32), 'tessera.yaml');
     let claims = (fits.data as { clients: { claims: unknown }[] }).clients[0]!.claims;
     let depth = 4;
     while (typeof claims === 'object' && claims !== null && 'a' in claims) {

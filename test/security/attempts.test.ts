@@ -5,15 +5,22 @@ import { decodeJwt, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JW
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDIS_OUTAGE } from '../../src/limits/breaker.js';
 import { loadConfig } from '../../src/config/index.js';
-import { JWT_BEARER } from '../../src/domain/assertion.js';
-import type { PublicJwks } from '../../src/domain/client-keys.js';
+import { JWT_BEARER, type PublicJwks } from '../../src/domain/client-auth/index.js';
 import { digestSecret, generateClientId, generateSecret } from '../../src/domain/secrets.js';
 import { FailedAttempts, sourceKey } from '../../src/limits/attempts.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { provisionClient, type Provisioned } from '../helpers/provision.js';
 import { dropPrefix, REDIS_URL, testPrefix, throwawayRedis } from '../helpers/redis.js';
-import { postToken, startTestServer, tempDir, type TestClient, type TestServer } from '../helpers/server.js';
+import {
+  postToken,
+  startTestServer,
+  startTwoInstances,
+  tempDir,
+  type TestClient,
+  type TestServer,
+} from '../helpers/server.js';
+import { sleep } from '../helpers/wait.js';
 
 /**
  * INTERFACE.md's 429 row: too many failed attempts for a client id or a source address. The thresholds are
@@ -387,7 +394,7 @@ describe('429 at the token endpoint with the limits set (TESSERA_ATTEMPTS_*)', (
     const source = '198.51.100.90';
     for (let i = 0; i < 2; i++) expect((await attempt(t, client, source, 'wrong')).status).toBe(401);
     // The window (1 s) ends: the count starts again.
-    await new Promise((r) => setTimeout(r, 1200));
+    await sleep(1200);
     for (let i = 0; i < 3; i++) expect((await attempt(t, client, source, 'wrong')).status).toBe(401);
     const blocked = await attempt(t, client, source, 'wrong');
     expect({ status: blocked.status, body: blocked.body }).toEqual({ status: 429, body: TOO_MANY });
@@ -418,20 +425,7 @@ describe('shared through Redis by every instance', () => {
       TESSERA_REDIS_URL: REDIS_URL,
       TESSERA_REDIS_PREFIX: prefix,
     };
-    a = await startTestServer(env);
-    b = await startTestServer(env);
-    // Two stores here (SQLite each), so the same client is created in both with the same id and secret.
-    await a.addAudience(API);
-    await b.addAudience(API);
-    client = await a.createClient([API]);
-    await b.server.runtime.store.createClient({
-      id: client.id,
-      name: 'same',
-      secretDigest: client.record.secretDigest,
-      tokenTtl: null,
-      audiences: [API],
-    });
-    await b.sync();
+    ({ a, b, client } = await startTwoInstances(env, API));
   });
   afterAll(async () => {
     await a.close();
@@ -442,11 +436,11 @@ describe('shared through Redis by every instance', () => {
   it('failures at A and at B add up: the tenth, wherever it lands, blocks', async () => {
     for (let i = 0; i < 6; i++) expect((await attempt(a, client, '198.51.100.50', 'wrong')).status).toBe(401);
     for (let i = 0; i < 4; i++) expect((await attempt(b, client, '198.51.100.50', 'wrong')).status).toBe(401);
-    await new Promise((r) => setTimeout(r, 100)); // counting is not on the answer's path
+    await sleep(100); // counting is not on the answer's path
     expect((await attempt(b, client, '198.51.100.50', 'wrong')).status).toBe(429);
     // A learns of the block at its next failure, at the latest.
     expect((await attempt(a, client, '198.51.100.50', 'wrong')).status).toBe(401);
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     expect((await attempt(a, client, '198.51.100.50', 'wrong')).status).toBe(429);
     expect((await attempt(a, client, '198.51.100.50')).status).toBe(200);
   });
@@ -471,13 +465,13 @@ describe('Redis going away and coming back', () => {
       expect((await attempt(t, client, '198.51.100.80')).status).toBe(200);
       for (let i = 0; i < 10; i++)
         expect((await attempt(t, client, '198.51.100.81', 'wrong')).status).toBe(401);
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
       expect((await attempt(t, client, '198.51.100.81', 'wrong')).status).toBe(429);
       expect(lines.some((l) => l.includes(REDIS_OUTAGE.down))).toBe(true);
 
       await redis.start();
       for (let i = 0; i < 60 && !lines.some((l) => l.includes(REDIS_OUTAGE.up)); i++) {
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
       expect(lines.some((l) => l.includes(REDIS_OUTAGE.up))).toBe(true);
       expect((await attempt(t, client, '198.51.100.80')).status).toBe(200);

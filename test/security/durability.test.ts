@@ -21,11 +21,11 @@ import { provisionClient } from '../helpers/provision.js';
 import { tokenRequest } from '../helpers/raw-http.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { childrenOf } from '../helpers/proc.js';
-import { spawnServe, startServe, tesseraEnv, waitFor, type Serve } from '../helpers/process.js';
+import { spawnServe, startServe, tesseraEnv, type Serve } from '../helpers/process.js';
 import { freePort, tempDir } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 const AUDIENCE = 'https://api.example.com';
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let db: TestDatabase;
 const running: Serve[] = [];
@@ -201,7 +201,9 @@ describe(
         process.kill(victim!, 'SIGKILL');
         // The other worker goes on serving; the primary replaces the dead one, which adopts its spool.
         await serve.waitForLog('audit spool files left by a stopped process adopted', 1, 15_000);
-        await sleep(500);
+        // The load goes on being answered after the adoption.
+        const adoptedAt = load.answered();
+        await waitFor(() => load.answered() >= adoptedAt + 500, 10_000, 20);
         const result = await load.stop();
         expect(result.statuses.get(200)).toBeGreaterThan(3000);
         await expectAllStored(store, result.jtis);

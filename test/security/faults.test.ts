@@ -5,16 +5,16 @@
  */
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CHANGE_CHANNEL } from '../../src/store/kysely-store.js';
+import { CHANGE_CHANNEL } from '../../src/store/kysely/base.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { startPgCluster, type PgCluster } from '../helpers/pgcluster.js';
 import { heapUsed } from '../helpers/memory.js';
-import { waitFor, type LogLine as ServeLogLine } from '../helpers/process.js';
+import { type LogLine as ServeLogLine } from '../helpers/process.js';
 import { startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 const X = 'https://api.faults.example.com';
 const STALE_WINDOW_S = 4;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Sample {
   /** When the request was sent. */
@@ -196,7 +196,7 @@ describe('PostgreSQL outage and recovery', () => {
 
     // Background load for A, every 20 ms, bounded in time whatever happens.
     const { samples, stop } = backgroundLoad(t.url, a, 45_000);
-    await sleep(300);
+    await waitFor(() => samples.length >= 5, 5000);
     const heapBefore = heapUsed();
 
     // --- the store goes away ---
@@ -280,7 +280,7 @@ describe('PostgreSQL outage and recovery', () => {
     const other = openPostgresStore(cluster.url, { max: 1 });
     cleanups.push(() => other.close());
     const disabledAt = Date.now();
-    await other.setClientEnabled(a.id, false);
+    await other.updateClient(a.id, { enabled: false });
     let refused: Sample | undefined;
     await waitFor(
       async () => {
@@ -428,7 +428,11 @@ describe('PostgreSQL outage and recovery', () => {
       50,
     );
     const listenBackMs = Date.now() - killedAt;
-    await sleep(300);
+    // Its log lines, for the report below (at most 3 s).
+    await waitFor(
+      () => logs.some((l) => l.time >= killedAt && l.msg === 'the change listener is back'),
+      3000,
+    ).catch(() => undefined);
     expect((await attempt(t.url, a)).status).toBe(200);
     expect((await readyz(t.url)).status).toBe(200);
     const afterKill = logs.filter((l) => l.time >= killedAt).map((l) => l.msg);
@@ -451,7 +455,11 @@ describe('PostgreSQL outage and recovery', () => {
     }
     await cluster.start();
     await waitFor(async () => (await readyz(t.url)).status === 200, 8000, 50);
-    await sleep(300);
+    // The recovery's line (at most 3 s; the checks below say what is missing).
+    await waitFor(
+      () => logs.some((l) => l.time >= stopped && l.msg === 'the store answers again'),
+      3000,
+    ).catch(() => undefined);
 
     const outageLines = logs
       .filter((l) => l.msg === 'the store cannot be reached' || l.msg === 'the store answers again')
@@ -495,7 +503,8 @@ describe('PostgreSQL outage and recovery', () => {
     await cluster.start();
     await waitFor(async () => (await readyz(t.url)).status === 200, 8000, 50);
     await waitFor(() => logs.some((l) => l.msg === LISTENER_BACK), 8000, 50);
-    await sleep(500);
+    // The store's recovery line too (at most 3 s; the checks below say what is missing).
+    await waitFor(() => logs.some((l) => l.msg === STORE_BACK), 3000).catch(() => undefined);
 
     const during = logs.filter((l) => l.time >= stopped && l.time < restartBegan && l.level >= 40);
     const lines = (msg: string) => logs.filter((l) => l.msg === msg);

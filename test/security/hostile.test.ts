@@ -1,6 +1,12 @@
 import { connect } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { basic, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import {
+  basic,
+  clientsOfTokenTests,
+  startTestServer,
+  type TestClient,
+  type TestServer,
+} from '../helpers/server.js';
 
 /**
  * Hostile input at the token endpoint, on a real socket: every answer exact (status, OAuth body, no-store),
@@ -209,12 +215,7 @@ const head = (lines: string[]) => lines.join('\r\n') + '\r\n\r\n';
 beforeAll(async () => {
   t = await startTestServer({ TESSERA_TRUST_PROXY: 'loopback' });
   port = Number(new URL(t.url).port);
-  await t.addAudience(API);
-  await t.addAudience(OTHER);
-  client = await t.createClient([API]);
-  disabled = await t.createClient([API]);
-  await t.server.runtime.store.setClientEnabled(disabled.id, false);
-  await t.sync();
+  ({ client, disabled } = await clientsOfTokenTests(t, API, OTHER));
 });
 afterAll(async () => t?.close());
 

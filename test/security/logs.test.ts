@@ -3,10 +3,12 @@ import { rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { digestSecret, generateSecret } from '../../src/domain/secrets.js';
+import { clients } from '../../src/management/index.js';
+import { EVERY_SCOPE } from '../../src/management/context.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { tessera } from '../helpers/process.js';
 import { basic, freePort, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 /**
  * What Tessera writes to its log, at the most verbose level (trace), over a full flow: tokens in every
@@ -165,11 +167,13 @@ describe('log lines at trace level over a full flow', () => {
     };
     const a = track('A', await t.createClient([X]));
     const b = track('B (disabled)', await t.createClient([X]));
-    await store.setClientEnabled(b.id, false);
+    await store.updateClient(b.id, { enabled: false });
     const c = track('C', await t.createClient([Y]));
-    const rotated = generateSecret();
+    const { secret: rotated } = await clients.rotateSecret(
+      { store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE },
+      c.id,
+    );
     keep('a rotated secret', rotated);
-    await store.setClientSecret(c.id, digestSecret(rotated));
     await store.addGrant(c.id, X);
     await store.removeGrant(c.id, X);
     const d = track('D (deleted)', await t.createClient([X]));
@@ -329,6 +333,9 @@ describe('log lines at trace level over a full flow', () => {
     record('after the 500', await form(good));
 
     // --- a store outage: every PostgreSQL connection of the server is cut, then it comes back ---
+    const loggedSince = (from: number, msg: string) =>
+      lines.slice(from).some((line) => (JSON.parse(line) as { msg?: string }).msg === msg);
+    const cutAt = lines.length;
     const name = new URL(db.url).pathname.slice(1);
     const admin = new pg.Client({ connectionString: new URL('/postgres', db.url).toString() });
     await admin.connect();
@@ -338,13 +345,14 @@ describe('log lines at trace level over a full flow', () => {
     );
     await admin.end();
     terminated = cut.rowCount ?? 0;
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // The server noticed (its change listener was cut) and is back.
+    await waitFor(() => loggedSince(cutAt, 'the change listener is back'), 10_000);
     record('after the outage', await form(good));
 
     // --- the store gone for good: an uncached client is a 503 ---
     await store.close();
     record('503', await form({ ...good, client_id: uncached.id, client_secret: uncached.secret }));
-    await new Promise((resolve) => setTimeout(resolve, 300)); // let the failing feed poll log once
+    await sleep(300); // let the failing feed poll log once
   }, 60_000);
 
   afterAll(async () => {

@@ -503,7 +503,7 @@ describe('token endpoint properties', () => {
     A = await t.createClient([X]);
     B = await t.createClient([X]);
     C = await t.createClient([Y]);
-    await t.server.runtime.store.setClientEnabled(B.id, false);
+    await t.server.runtime.store.updateClient(B.id, { enabled: false });
     await t.sync();
     jwks = createRemoteJWKSet(new URL(`${t.url}/.well-known/jwks.json`));
   });

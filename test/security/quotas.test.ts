@@ -1,17 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tokenParams } from '../helpers/provision.js';
 import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
-import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import {
+  postToken,
+  startTestServer,
+  startTwoInstances,
+  type TestClient,
+  type TestServer,
+} from '../helpers/server.js';
 
 /** Per-client issuance quotas: a client that does not cache its tokens cannot flood the service. */
 
 const API = 'https://api.example.com';
-const ask = (t: TestServer, c: TestClient) =>
-  postToken(t.url, {
-    grant_type: 'client_credentials',
-    client_id: c.id,
-    client_secret: c.secret,
-    audience: API,
-  });
+const ask = (t: TestServer, c: TestClient) => postToken(t.url, tokenParams(c.id, c.secret, API));
 
 describe('issuance quotas', () => {
   let t: TestServer;
@@ -23,7 +24,7 @@ describe('issuance quotas', () => {
 
   it('a client with 3 tokens a minute gets 3, then 429 with Retry-After; others are not affected', async () => {
     const limited = await t.createClient([API]);
-    await t.server.runtime.store.setClientQuota(limited.id, { perMinute: 3, perDay: null });
+    await t.server.runtime.store.updateClient(limited.id, { quotaPerMinute: 3, quotaPerDay: null });
     await t.sync();
     const free = await t.createClient([API]);
     for (let i = 0; i < 3; i++) expect((await ask(t, limited)).status).toBe(200);
@@ -44,14 +45,14 @@ describe('issuance quotas', () => {
 
   it('a per-day quota, and removing a quota lifts it within a second', async () => {
     const daily = await t.createClient([API]);
-    await t.server.runtime.store.setClientQuota(daily.id, { perMinute: null, perDay: 2 });
+    await t.server.runtime.store.updateClient(daily.id, { quotaPerMinute: null, quotaPerDay: 2 });
     await t.sync();
     expect((await ask(t, daily)).status).toBe(200);
     expect((await ask(t, daily)).status).toBe(200);
     const refused = await ask(t, daily);
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(86_000);
-    await t.server.runtime.store.setClientQuota(daily.id, { perMinute: null, perDay: null });
+    await t.server.runtime.store.updateClient(daily.id, { quotaPerMinute: null, quotaPerDay: null });
     await t.sync();
     expect((await ask(t, daily)).status).toBe(200);
   });
@@ -64,23 +65,7 @@ describe('issuance quotas across instances (Redis)', () => {
   let client: TestClient;
   beforeAll(async () => {
     const env = { TESSERA_REDIS_URL: REDIS_URL, TESSERA_REDIS_PREFIX: prefix };
-    a = await startTestServer(env);
-    b = await startTestServer(env);
-    await a.addAudience(API);
-    await b.addAudience(API);
-    client = await a.createClient([API]);
-    await a.server.runtime.store.setClientQuota(client.id, { perMinute: 4, perDay: null });
-    await a.sync();
-    // Two SQLite stores here: the same client in both, as PostgreSQL would share it.
-    await b.server.runtime.store.createClient({
-      id: client.id,
-      name: 'same',
-      secretDigest: client.record.secretDigest,
-      tokenTtl: null,
-      quotaPerMinute: 4,
-      audiences: [API],
-    });
-    await b.sync();
+    ({ a, b, client } = await startTwoInstances(env, API, { quotaPerMinute: 4, quotaPerDay: null }));
   });
   afterAll(async () => {
     await a.close();

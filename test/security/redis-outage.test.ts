@@ -1,9 +1,10 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDIS_OUTAGE } from '../../src/limits/breaker.js';
-import { waitFor, type LogLine } from '../helpers/process.js';
+import { type LogLine } from '../helpers/process.js';
 import { testPrefix, throwawayRedis, type ThrowawayRedis } from '../helpers/redis.js';
 import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 /**
  * Issue 10, part 4: a Redis that hangs or fails. One real Tessera on a private redis-server (never the
@@ -67,7 +68,7 @@ const logged = (msg: string, from: number) => lines.slice(from).filter((line) =>
 
 async function quotaClient(perMinute: number, perDay: number): Promise<TestClient> {
   const client = await t.createClient([API]);
-  await t.server.runtime.store.setClientQuota(client.id, { perMinute, perDay });
+  await t.server.runtime.store.updateClient(client.id, { quotaPerMinute: perMinute, quotaPerDay: perDay });
   await t.sync();
   return client;
 }
@@ -166,8 +167,8 @@ describe('a Redis that hangs (SIGSTOP)', () => {
     try {
       for (let i = 0; i < 10; i++) expect((await ask(client, '198.51.100.20', 'wrong')).status).toBe(401);
       // Counting is off the answer's path: the counts that were waiting on the frozen Redis are released to
-      // memory when the first one times out (100 ms); 500 ms leaves room for a busy machine.
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // memory when the first one times out (100 ms), which opens the breaker and logs the outage.
+      await waitFor(() => logged(REDIS_OUTAGE.down, from).length > 0, 5000, 10);
       const blocked = await ask(client, '198.51.100.20', 'wrong');
       expect({ status: blocked.status, body: blocked.body }).toEqual({ status: 429, body: TOO_MANY });
       expect(blocked.headers.get('retry-after')).toBe('300');
@@ -204,7 +205,7 @@ describe('a Redis that refuses (killed, then restarted)', () => {
     expect(retryAfter).toBeGreaterThanOrEqual(55);
     expect(retryAfter).toBeLessThanOrEqual(60);
     // Reconnection attempts fail every 200 ms..2 s meanwhile; still one line.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await sleep(1500);
     expect(logged(REDIS_OUTAGE.down, from).length).toBe(1);
 
     await redis.start(); // empty: nothing is saved

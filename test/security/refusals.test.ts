@@ -18,6 +18,7 @@ import { provisionClient, tokenForm } from '../helpers/provision.js';
 import { tokenRequest } from '../helpers/raw-http.js';
 import { startServe, tesseraEnv, type Serve } from '../helpers/process.js';
 import { freePort, tempDir } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 const AUDIENCE = 'https://api.example.com';
 const ATTACKER = '203.0.113.50';
@@ -72,7 +73,10 @@ async function setUp() {
     };
   };
   const scrape = async () => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return { port, serve, store, good: { id, secret }, form, post, scrape };
+  /** Until the audit writer has caught up: no event waits in memory or on the spool. */
+  const auditWritten = () =>
+    waitFor(async () => metric(await scrape(), 'tessera_audit_events_queued') === 0, 10_000, 50);
+  return { port, serve, store, good: { id, secret }, form, post, scrape, auditWritten };
 }
 
 const storeOperations = (text: string) => metric(text, 'tessera_store_operation_duration_seconds_count');
@@ -93,7 +97,7 @@ describe('a blocked source spraying client ids', { timeout: 90_000 }, () => {
       error: 'invalid_request',
       error_description: 'too many failed attempts; try again later',
     });
-    await new Promise((resolve) => setTimeout(resolve, 1500)); // the audit writer catches up
+    await t.auditWritten();
     const rowsBefore = (await t.store.queryAuditEvents({ limit: 100_000 })).length;
     const before = await t.scrape();
     const opsBefore = storeOperations(before);
@@ -124,7 +128,7 @@ describe('a blocked source spraying client ids', { timeout: 90_000 }, () => {
     expect(good.length).toBeGreaterThan(0);
     expect(new Set(good)).toEqual(new Set([200]));
 
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await t.auditWritten();
     const after = await t.scrape();
     const opsAfter = storeOperations(after);
     // The change feed's polls (2 a second) and the good client's audit writes are all there is.

@@ -12,8 +12,9 @@ import { openSqliteStore } from '../../src/store/sqlite.js';
 import { keepAliveLoad } from '../helpers/load.js';
 import { provisionClient } from '../helpers/provision.js';
 import { tokenRequest } from '../helpers/raw-http.js';
-import { startServe, tesseraEnv, waitFor, type Serve } from '../helpers/process.js';
+import { startServe, tesseraEnv, type Serve } from '../helpers/process.js';
 import { freePort, tempDir } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 const AUDIENCE = 'https://api.example.com';
 const DAY = 86_400_000;

@@ -10,6 +10,7 @@ import {
   type TestClient,
   type TestServer,
 } from '../helpers/server.js';
+import { sleep } from '../helpers/wait.js';
 
 /**
  * Whose address the failed-attempt limits count (README, "Failed attempts"; src/limits/attempts.ts): the
@@ -88,7 +89,7 @@ describe.each([
       expect(summary(await guess(t, `198.51.100.${i}`)), `failure ${i + 1}`).toEqual(refused);
     }
     // Counting is not on the answer's path: the block may land a moment after the last failure's answer.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     expect(summary(await guess(t, '203.0.113.1'))).toEqual(blocked);
     expect(summary(await guess(t))).toEqual(blocked);
     expect(summary(await own(t, client, '203.0.113.2', 'wrong'))).toEqual(blocked);
@@ -116,7 +117,7 @@ describe.each([['loopback'], ['127.0.0.1'], ['127.0.0.0/8, ::1']])(
       for (let i = 0; i < PER_SOURCE.failures; i++) {
         expect(summary(await guess(t, '198.51.100.7')), `failure ${i + 1}`).toEqual(refused);
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
       expect(summary(await guess(t, '198.51.100.7'))).toEqual(blocked);
       expect(summary(await own(t, client, '198.51.100.7', 'wrong'))).toEqual(blocked);
       expect((await own(t, client, '198.51.100.7')).status).toBe(200);
@@ -130,7 +131,7 @@ describe.each([['loopback'], ['127.0.0.1'], ['127.0.0.0/8, ::1']])(
       for (let i = 0; i < PER_SOURCE.failures; i++) {
         expect(summary(await guess(t, `10.9.${i}.1, 198.51.100.20`)), `failure ${i + 1}`).toEqual(refused);
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
       expect(summary(await guess(t, '192.0.2.99, 198.51.100.20'))).toEqual(blocked);
       expect(summary(await guess(t, '198.51.100.20'))).toEqual(blocked);
       expect(summary(await guess(t, '198.51.100.20, 198.51.100.21'))).toEqual(refused);

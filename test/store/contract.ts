@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SEARCHED_CLIENTS } from '../helpers/expected.js';
 import { rejection } from '../helpers/assert.js';
+import { stillClock, type TestClock } from '../helpers/clock.js';
 import {
   AUDIT_BATCH,
   StoreError,
@@ -9,6 +11,7 @@ import {
   type AuditRecord,
   type Change,
   type ChangeAudit,
+  type KeyChange,
   type NewClient,
   type NewOperator,
   type Operator,
@@ -37,18 +40,6 @@ const changeEventAt = (at: string, a: ChangeAudit) => ({
 });
 
 export type OpenStore = (now?: () => Date) => Promise<Store>;
-
-/** A clock that stands still until moved. */
-export class TestClock {
-  constructor(private time: number = Date.parse('2030-01-02T03:04:05.006Z')) {}
-  readonly now = (): Date => new Date(this.time);
-  iso(): string {
-    return new Date(this.time).toISOString();
-  }
-  advance(ms: number): void {
-    this.time += ms;
-  }
-}
 
 const A = 'https://api.a.example.com';
 const B = 'https://api.b.example.com';
@@ -118,8 +109,8 @@ export function storeContract(name: string, open: OpenStore): void {
     let store: Store;
 
     beforeEach(async () => {
-      clock = new TestClock();
-      store = await open(clock.now);
+      clock = stillClock();
+      store = await open(clock.date);
       await store.migrate();
     });
 
@@ -129,7 +120,7 @@ export function storeContract(name: string, open: OpenStore): void {
 
     describe('migrate, ping', () => {
       it('runs every migration once on a fresh database, and nothing the second time', async () => {
-        const fresh = await open(clock.now);
+        const fresh = await open(clock.date);
         try {
           expect(await fresh.migrate()).toEqual([
             '0001_initial',
@@ -152,7 +143,7 @@ export function storeContract(name: string, open: OpenStore): void {
       });
 
       it('0011 gives the actors of earlier events their kind: client:<id>, and none for an anonymous login', async () => {
-        const fresh = await open(clock.now);
+        const fresh = await open(clock.date);
         try {
           await fresh.migrate('0010_console');
           const written: [string, string | null, ChangeAudit['type']][] = [
@@ -535,18 +526,25 @@ export function storeContract(name: string, open: OpenStore): void {
         const secretClient = await store.createClient(newClient('sc'));
         expect(secretClient).toMatchObject({ authMethod: 'client_secret_basic', jwks: null, jwksUri: null });
         expect(secretClient.secrets).toHaveLength(1);
-        // A switch to keys: the secrets go in the same change.
+        // A change of method and keys with a change of the secrets (a switch to keys): one write, one change.
         const switched = await expectChanges(
           store,
-          () => store.updateClient('sc', { authMethod: 'private_key_jwt', jwks }),
+          () =>
+            store.updateClient('sc', { authMethod: 'private_key_jwt', jwks }, undefined, {
+              delete: secretClient.secrets.map((s) => s.id),
+            }),
           [['client', 'sc']],
         );
         expect(switched).toMatchObject({ authMethod: 'private_key_jwt', jwks, secrets: [] });
         expect((await store.findClient('sc'))!.secrets).toEqual([]);
+        // Without one, the secrets stay: what goes with a switch is the management layer's rule.
+        const other = await store.createClient(newClient('sc2'));
+        const kept = await store.updateClient('sc2', { authMethod: 'private_key_jwt', jwks });
+        expect(kept).toMatchObject({ authMethod: 'private_key_jwt', secrets: other.secrets });
       });
 
       it('useAssertionJti: a new id is taken, the same one again is a replay until its time is over', async () => {
-        const now = clock.now().getTime();
+        const now = clock.now();
         expect(await store.useAssertionJti('jti-a', now + 60_000)).toBe(true);
         expect(await store.useAssertionJti('jti-a', now + 60_000)).toBe(false);
         expect(await store.useAssertionJti('jti-b', now + 1_000)).toBe(true);
@@ -564,11 +562,13 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.useAssertionJti('jti-a', now + 90_000)).toBe(true);
       });
 
-      it('setClientSecret replaces the digest and stamps updated_at and secret_rotated_at', async () => {
+      it('changeSecrets adds a secret: the current digest, updated_at and secret_rotated_at follow it', async () => {
         const created = await store.createClient(newClient('svc', [A]));
+        const [first] = created.secrets;
         clock.advance(60_000);
         const at = clock.iso();
-        const updated = await expectChanges(store, () => store.setClientSecret('svc', DIGEST_2), [
+        const second = { id: 'sec_second', digest: DIGEST_2, createdAt: at, expiresAt: null };
+        const updated = await expectChanges(store, () => store.changeSecrets('svc', { add: second }), [
           ['client', 'svc'],
         ]);
         const expected = {
@@ -576,52 +576,125 @@ export function storeContract(name: string, open: OpenStore): void {
           secretDigest: DIGEST_2,
           updatedAt: at,
           secretRotatedAt: at,
-          // The new secret alone: the old one stopped at once.
-          secrets: [
-            {
-              id: expect.stringMatching(/^sec_/),
-              digest: DIGEST_2,
-              createdAt: at,
-              expiresAt: null,
-              lastUsedAt: null,
-            },
-          ],
+          // The store adds and keeps: the first one stays as it was (the rules are the management layer's).
+          secrets: [first, { ...second, lastUsedAt: null }],
         };
         expect(updated).toEqual(expected);
         expect(await store.findClient('svc')).toEqual(expected);
+        // A secret made earlier than the write's own time keeps its time: secret_rotated_at is the secret's.
+        clock.advance(1000);
+        const third = {
+          id: 'sec_third',
+          digest: DIGEST_1,
+          createdAt: at,
+          expiresAt: '2031-01-01T00:00:00.000Z',
+        };
+        expect(await store.changeSecrets('svc', { add: third })).toMatchObject({
+          secretDigest: DIGEST_1,
+          secretRotatedAt: at,
+          updatedAt: clock.iso(),
+        });
       });
 
-      it('setClientEnabled toggles the flag and stamps updated_at only', async () => {
+      it('changeSecrets deletes, expires and adds in one write, with its audit event; the digest stays without an add', async () => {
+        const created = await store.createClient(newClient('svc', [A]));
+        const at = clock.iso();
+        const add = (id: string) => ({ id, digest: DIGEST_2, createdAt: at, expiresAt: null });
+        await store.changeSecrets('svc', { add: add('sec_b') });
+        await store.changeSecrets('svc', { add: add('sec_c') });
+        clock.advance(1000);
+        const audit: ChangeAudit = {
+          type: 'client.secret_rotated',
+          actor: 'cli:test',
+          source: null,
+          target: 'svc',
+          changes: { secret_id: 'sec_d' },
+        };
+        const until = '2030-02-01T00:00:00.000Z';
+        const changed = await expectChanges(
+          store,
+          () =>
+            store.changeSecrets(
+              'svc',
+              { delete: [created.secrets[0]!.id], expire: { ids: ['sec_b'], at: until }, add: add('sec_d') },
+              audit,
+            ),
+          [['client', 'svc']],
+        );
+        expect(changed.secrets.map((s) => [s.id, s.expiresAt])).toEqual([
+          ['sec_b', until],
+          ['sec_c', null],
+          ['sec_d', null],
+        ]);
+        const [event] = await store.queryAuditEvents({ limit: 1 });
+        expect(event).toEqual({ id: expect.any(Number), ...changeEventAt(clock.iso(), audit) });
+        // Without a new secret, the client's current digest and rotation time stay; updated_at moves.
+        clock.advance(1000);
+        const revoked = await store.changeSecrets('svc', { delete: ['sec_d'] });
+        expect(revoked).toMatchObject({
+          secretDigest: DIGEST_2,
+          secretRotatedAt: at,
+          updatedAt: clock.iso(),
+        });
+        expect(revoked.secrets.map((s) => s.id)).toEqual(['sec_b', 'sec_c']);
+        expect(await store.findClient('svc')).toEqual(revoked);
+      });
+
+      it('changeSecrets refuses a secret the client does not have (not_found, secret) and writes nothing', async () => {
+        await store.createClient(newClient('svc', [A]));
+        await store.createClient(newClient('other', [A]));
+        const before = await store.findClient('svc');
+        const theirs = (await store.findClient('other'))!.secrets[0]!.id;
+        const add = { id: 'sec_new', digest: DIGEST_2, createdAt: clock.iso(), expiresAt: null };
+        for (const change of [
+          { delete: ['sec_nothing'], add },
+          { delete: [theirs] },
+          { expire: { ids: ['sec_nothing'], at: clock.iso() } },
+        ]) {
+          const missing = change.delete?.[0] ?? 'sec_nothing';
+          const error = await expectNoChange(store, () => store.changeSecrets('svc', change));
+          expect(error).toMatchObject({
+            code: 'not_found',
+            resource: 'secret',
+            message: `client svc has no secret ${missing}`,
+          });
+        }
+        expect(await store.findClient('svc')).toEqual(before);
+        expect((await store.findClient('other'))!.secrets).toHaveLength(1);
+      });
+
+      it('updateClient enabled toggles the flag and stamps updated_at only', async () => {
         const created = await store.createClient(newClient('svc', [A, B]));
         clock.advance(60_000);
         const disabledAt = clock.iso();
-        const disabled = await expectChanges(store, () => store.setClientEnabled('svc', false), [
+        const disabled = await expectChanges(store, () => store.updateClient('svc', { enabled: false }), [
           ['client', 'svc'],
         ]);
         expect(disabled).toEqual({ ...created, enabled: false, updatedAt: disabledAt });
         expect(await store.findClient('svc')).toEqual(disabled);
         clock.advance(60_000);
         const enabledAt = clock.iso();
-        const enabled = await store.setClientEnabled('svc', true);
+        const enabled = await store.updateClient('svc', { enabled: true });
         expect(enabled).toEqual({ ...created, enabled: true, updatedAt: enabledAt });
         expect((await store.listClients())[0]).toEqual(enabled);
       });
 
-      it('setClientQuota sets and clears the per-minute and per-day quotas', async () => {
+      it('updateClient sets and clears the per-minute and per-day quotas', async () => {
         await store.createClient({ ...newClient('q', [A]), quotaPerMinute: 5 });
         expect(await store.findClient('q')).toMatchObject({ quotaPerMinute: 5, quotaPerDay: null });
-        const updated = await store.setClientQuota('q', { perMinute: null, perDay: 1000 });
+        const updated = await store.updateClient('q', { quotaPerMinute: null, quotaPerDay: 1000 });
         expect(updated).toMatchObject({ quotaPerMinute: null, quotaPerDay: 1000 });
         expect(await store.findClient('q')).toEqual(updated);
       });
 
       it('refuses to update an unknown client (not_found)', async () => {
-        expect((await expectNoChange(store, () => store.setClientSecret('nobody', DIGEST_2))).code).toBe(
-          'not_found',
-        );
-        expect((await expectNoChange(store, () => store.setClientEnabled('nobody', false))).code).toBe(
-          'not_found',
-        );
+        const secret = { id: 'sec_x', digest: DIGEST_2, createdAt: clock.iso(), expiresAt: null };
+        expect(
+          await expectNoChange(store, () => store.changeSecrets('nobody', { add: secret })),
+        ).toMatchObject({ code: 'not_found', resource: 'client' });
+        expect(
+          (await expectNoChange(store, () => store.updateClient('nobody', { enabled: false }))).code,
+        ).toBe('not_found');
         expect(await store.countClients()).toBe(0);
       });
 
@@ -759,14 +832,8 @@ export function storeContract(name: string, open: OpenStore): void {
 
       it('listClientsPage with `search`: a substring of the id or the name, any ASCII case, %, _ and \\ literally, with `after` and `limit`', async () => {
         // [id, name]: created out of id order.
-        const made: [string, string][] = [
-          ['svc-zeta', 'Monthly BILLS'],
-          ['Billing-1', 'billing'],
-          ['pay_ment', 'Payments'],
-          ['svc-pct', '100% uptime'],
-          ['svc-snake', 'snake_case'],
-          ['svc-three', 'three cats'],
-          ['svc-slash', 'C:\\tools'],
+        const made: (readonly [string, string])[] = [
+          ...SEARCHED_CLIENTS,
           ['svc-0', 'zero'],
           ['svc-a', 'Alpha'],
         ];
@@ -1005,6 +1072,60 @@ export function storeContract(name: string, open: OpenStore): void {
         ]);
       });
 
+      it('listGrantsOf: every grant of an audience, by client id; updateAudience sets their scopes in its write', async () => {
+        const scopes = [
+          { name: 'read', description: null },
+          { name: 'write', description: null },
+        ];
+        await store.updateAudience(B, { scopes });
+        await store.putGrant('svc', B, ['read', 'write'], undefined, { tier: 'gold' });
+        await store.createClient(newClient('bare', [B]));
+        await store.createClient(newClient('reader', [A, B], { scopes: { [B]: ['read'], [A]: ['x'] } }));
+        expect(await store.listGrantsOf(B)).toEqual([
+          { clientId: 'bare', audience: B, scopes: [], claims: null },
+          { clientId: 'reader', audience: B, scopes: ['read'], claims: null },
+          { clientId: 'svc', audience: B, scopes: ['read', 'write'], claims: { tier: 'gold' } },
+        ]);
+        expect(await store.listGrantsOf(C)).toEqual([]);
+        // The audience's change and its grants' new scopes: one write, one change of the audience.
+        clock.advance(1000);
+        const updated = await expectChanges(
+          store,
+          () =>
+            store.updateAudience(B, { scopes: [scopes[0]!] }, undefined, [
+              { clientId: 'svc', scopes: ['read'] },
+              { clientId: 'bare', scopes: ['write', 'read'] },
+            ]),
+          [['audience', B]],
+        );
+        expect(updated).toMatchObject({ scopes: [scopes[0]], updatedAt: clock.iso() });
+        expect(await store.listGrantsOf(B)).toEqual([
+          { clientId: 'bare', audience: B, scopes: ['read', 'write'], claims: null },
+          { clientId: 'reader', audience: B, scopes: ['read'], claims: null },
+          { clientId: 'svc', audience: B, scopes: ['read'], claims: { tier: 'gold' } },
+        ]);
+        // The other audience's grant is untouched; without `grants` the grants stay as they are (the rule
+        // that a grant holds only its audience's scopes is the management layer's).
+        expect((await store.findClient('reader'))!.grants[0]).toEqual({
+          audience: A,
+          scopes: ['x'],
+          claims: null,
+        });
+        await store.updateAudience(B, { scopes: [] });
+        expect((await store.listGrantsOf(B)).map((g) => g.scopes)).toEqual([
+          ['read', 'write'],
+          ['read'],
+          ['read'],
+        ]);
+        // A grant it does not have: not_found, nothing written.
+        const before = await store.findAudience(B);
+        const error = await expectNoChange(store, () =>
+          store.updateAudience(B, { name: 'x' }, undefined, [{ clientId: 'nobody', scopes: [] }]),
+        );
+        expect(error).toMatchObject({ code: 'not_found', resource: 'grant' });
+        expect(await store.findAudience(B)).toEqual(before);
+      });
+
       it('putGrant refuses an unknown client or audience (not_found) and writes nothing', async () => {
         const before = await store.findClient('svc');
         const audit = (audience: string) => ({
@@ -1206,23 +1327,83 @@ export function storeContract(name: string, open: OpenStore): void {
           activatesAt: '2030-01-01T00:00:00.000Z',
           retiredAt: '2030-01-04T00:00:00.000Z',
         });
-        await expectChanges(store, () => store.insertSigningKey(newer), [['key', 'kid-new']]);
-        await expectChanges(store, () => store.insertSigningKey(older), [['key', 'kid-old']]);
+        // A change of the keys is recorded as one of them all: followers reload every key.
+        await expectChanges(store, () => store.changeSigningKeys(() => ({ insert: newer })), [['key', '*']]);
+        await expectChanges(store, () => store.changeSigningKeys(() => ({ insert: older })), [['key', '*']]);
         expect(await store.listSigningKeys()).toEqual([older, newer]);
       });
 
       it('orders keys created at the same time by kid', async () => {
-        await store.insertSigningKey(signingKey('b'));
-        await store.insertSigningKey(signingKey('a'));
+        await store.changeSigningKeys(() => ({ insert: signingKey('b') }));
+        await store.changeSigningKeys(() => ({ insert: signingKey('a') }));
         expect((await store.listSigningKeys()).map((k) => k.kid)).toEqual(['a', 'b']);
       });
 
       it('refuses a second key with the same kid, and records no change', async () => {
-        await store.insertSigningKey(signingKey('same'));
+        await store.changeSigningKeys(() => ({ insert: signingKey('same') }));
         const before = await store.latestChange();
-        await expect(store.insertSigningKey(signingKey('same', { alg: 'PS256' }))).rejects.toThrow();
+        await expect(
+          store.changeSigningKeys(() => ({ insert: signingKey('same', { alg: 'PS256' }) })),
+        ).rejects.toThrow();
         expect(await store.latestChange()).toBe(before);
         expect(await store.listSigningKeys()).toEqual([signingKey('same')]);
+      });
+      it('changeSigningKeys: the plan reads the keys; its times are set, in one write with its event', async () => {
+        await store.changeSigningKeys(() => ({ insert: signingKey('k1') }));
+        const seen: string[][] = [];
+        const audit = (change: KeyChange): ChangeAudit => ({
+          type: 'key.rotated',
+          actor: 'tessera',
+          source: null,
+          target: change.insert?.kid ?? null,
+          changes: null,
+        });
+        const k2 = signingKey('k2', { activatesAt: '2030-01-05T00:00:00.000Z' });
+        const change = { insert: k2, update: [{ kid: 'k1', retiredAt: '2030-01-06T00:00:00.000Z' }] };
+        const written = await expectChanges(
+          store,
+          () =>
+            store.changeSigningKeys((keys) => {
+              seen.push(keys.map((k) => k.kid));
+              return change;
+            }, audit),
+          [['key', '*']],
+        );
+        expect(written).toEqual(change);
+        expect(seen).toEqual([['k1']]);
+        expect(await store.listSigningKeys()).toEqual([
+          signingKey('k1', { retiredAt: '2030-01-06T00:00:00.000Z' }),
+          k2,
+        ]);
+        expect((await store.queryAuditEvents({ limit: 10 })).map((e) => [e.type, e.target])).toEqual([
+          ['key.rotated', 'k2'],
+        ]);
+        // retiredAt null cancels a retirement; activatesAt moves.
+        await store.changeSigningKeys(() => ({
+          update: [
+            { kid: 'k1', retiredAt: null },
+            { kid: 'k2', activatesAt: '2030-01-07T00:00:00.000Z' },
+          ],
+        }));
+        expect(await store.listSigningKeys()).toEqual([
+          signingKey('k1'),
+          { ...k2, activatesAt: '2030-01-07T00:00:00.000Z' },
+        ]);
+        // A plan that makes nothing writes nothing, not even a change.
+        const before = await store.latestChange();
+        expect(await store.changeSigningKeys(() => undefined, audit)).toBeUndefined();
+        expect(await store.changeSigningKeys(() => ({ update: [] }), audit)).toBeUndefined();
+        expect(await store.latestChange()).toBe(before);
+        // An update of a key that does not exist: not_found, and the whole plan is undone.
+        const error = await expectNoChange(store, () =>
+          store.changeSigningKeys(
+            () => ({ insert: signingKey('k3'), update: [{ kid: 'nope', retiredAt: null }] }),
+            audit,
+          ),
+        );
+        expect(error).toMatchObject({ code: 'not_found', resource: 'signing_key' });
+        expect((await store.listSigningKeys()).map((k) => k.kid)).toEqual(['k1', 'k2']);
+        expect(await store.queryAuditEvents({ limit: 10 })).toHaveLength(1);
       });
     });
 
@@ -1233,10 +1414,12 @@ export function storeContract(name: string, open: OpenStore): void {
         await store.createClient(newClient('svc', [A]));
         await store.addGrant('svc', B);
         await store.addGrant('svc', B); // already there: not a write
-        await store.setClientSecret('svc', DIGEST_2);
-        await store.setClientEnabled('svc', false);
+        await store.changeSecrets('svc', {
+          add: { id: 'sec_2', digest: DIGEST_2, createdAt: clock.iso(), expiresAt: null },
+        });
+        await store.updateClient('svc', { enabled: false });
         await store.removeGrant('svc', A);
-        await store.insertSigningKey(signingKey('k1'));
+        await store.changeSigningKeys(() => ({ insert: signingKey('k1') }));
         await store.removeAudience(B);
         await store.deleteClient('svc');
 
@@ -1249,7 +1432,7 @@ export function storeContract(name: string, open: OpenStore): void {
           ['client', 'svc'],
           ['client', 'svc'],
           ['grant', `svc ${A}`],
-          ['key', 'k1'],
+          ['key', '*'],
           ['audience', B],
           ['client', 'svc'],
         ]);
@@ -1288,7 +1471,7 @@ export function storeContract(name: string, open: OpenStore): void {
         await store.addAudience({ url: A, name: null, tokenTtl: null, signingAlg: null });
         clock.advance(60_000);
         await store.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null });
-        const cutoff = clock.now();
+        const cutoff = clock.date();
         clock.advance(60_000);
         await store.addAudience({ url: C, name: null, tokenTtl: null, signingAlg: null });
         const all = await store.changesSince(0, 100);
@@ -1309,7 +1492,7 @@ export function storeContract(name: string, open: OpenStore): void {
         await store.addAudience({ url: B, name: null, tokenTtl: null, signingAlg: null });
         const last = await store.latestChange();
         clock.advance(1000);
-        expect(await store.pruneChanges(clock.now())).toBe(2);
+        expect(await store.pruneChanges(clock.date())).toBe(2);
         expect(await store.changesSince(0, 100)).toEqual([]);
         await store.addAudience({ url: C, name: null, tokenTtl: null, signingAlg: null });
         const [next] = await store.changesSince(0, 100);
@@ -1624,40 +1807,42 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await sessionIds('s1')).toEqual(['s1']);
       });
 
-      it('updateOperator enabled:false ends that operator’s sessions (only theirs), in the same transaction', async () => {
+      it('updateOperator enabled:false disables the operator, with its event; endOperatorSessions ends only theirs', async () => {
         await store.addOperator(newOperator('op_1', 'ops@example.com'));
         await store.addOperator(newOperator('op_2', 'other@example.com'));
         await store.createOperatorSession(session('s1', 'op_1'));
         await store.createOperatorSession(session('s2', 'op_1'));
         await store.createOperatorSession(session('s3', 'op_2'));
-        // Rolled back with the transaction: the operator enabled, the sessions there, no event.
         const disabled = audit('operator.updated', 'op_1', {
           changes: { enabled: { from: true, to: false } },
         });
-        await expect(
-          store.transaction(async (tx) => {
-            await tx.updateOperator('op_1', { enabled: false }, disabled);
-            expect(await tx.findOperatorSession('s1')).toBeUndefined();
-            throw new Error('changed my mind');
-          }),
-        ).rejects.toThrow('changed my mind');
-        expect((await store.findOperator('op_1'))?.enabled).toBe(true);
-        expect(await sessionIds('s1', 's2', 's3')).toEqual(['s1', 's2', 's3']);
-        expect(await events()).toEqual([]);
-
         clock.advance(1000);
         const updated = await store.updateOperator('op_1', { enabled: false }, disabled);
         expect(updated).toEqual(
           added('op_1', 'ops@example.com', { enabled: false, lastLoginAt: T, updatedAt: clock.iso() }),
         );
-        expect(await sessionIds('s1', 's2', 's3')).toEqual(['s3']);
         expect(await events()).toEqual([changeEventAt(clock.iso(), disabled)]);
-        // Enabled again: the sessions that ended stay ended.
-        expect((await store.updateOperator('op_1', { enabled: true })).enabled).toBe(true);
+        // The store stores: ending the sessions of a disabled operator is the management layer's rule.
+        expect(await sessionIds('s1', 's2', 's3')).toEqual(['s1', 's2', 's3']);
+        // Rolled back with a transaction: the sessions are there.
+        await expect(
+          store.transaction(async (tx) => {
+            await tx.endOperatorSessions('op_1');
+            expect(await tx.findOperatorSession('s1')).toBeUndefined();
+            throw new Error('changed my mind');
+          }),
+        ).rejects.toThrow('changed my mind');
+        expect(await sessionIds('s1', 's2', 's3')).toEqual(['s1', 's2', 's3']);
+        await store.endOperatorSessions('op_1');
         expect(await sessionIds('s1', 's2', 's3')).toEqual(['s3']);
+        // No operator, or none of theirs: nothing to end, no error.
+        await store.endOperatorSessions('op_1');
+        await store.endOperatorSessions('op_nobody');
+        expect(await sessionIds('s1', 's2', 's3')).toEqual(['s3']);
+        expect(await events()).toHaveLength(1);
       });
 
-      it('updateOperator with a new enrollment: the password cleared, the old link closed, the sessions ended', async () => {
+      it('updateOperator with a new enrollment: the password cleared, the old link closed, the sessions kept', async () => {
         await store.addOperator(newOperator('op_1', 'ops@example.com'));
         await store.addOperator(newOperator('op_2', 'other@example.com'));
         const hash = 'scrypt$hash-of-a-password';
@@ -1680,7 +1865,8 @@ export function storeContract(name: string, open: OpenStore): void {
         });
         expect(await store.findOperatorByEnrollment('enroll-op_1')).toBeUndefined();
         expect(await store.findOperatorByEnrollment('enroll-op_1-again')).toEqual(expected);
-        expect(await sessionIds('s1', 's2')).toEqual(['s2']);
+        // Ending the sessions of an operator reset is the management layer's rule (endOperatorSessions).
+        expect(await sessionIds('s1', 's2')).toEqual(['s1', 's2']);
         expect((await events())[0]).toEqual(changeEventAt(clock.iso(), reset));
         // The new link works, once; the old one never again.
         expect(
@@ -2241,6 +2427,15 @@ export function storeContract(name: string, open: OpenStore): void {
     });
   });
 }
+
+/** The two audit events each engine's test writes before migration 0004, in the schema of 0003. */
+export const EVENTS_BEFORE_0004 = {
+  columns: ['id', 'at', 'outcome', 'client_id', 'audience', 'jti', 'reason', 'source'],
+  rows: [
+    [7, '2026-11-01T10:00:00.123Z', 'issued', 'c1', 'https://api.example.com', 'j1', null, '10.0.0.1'],
+    [9, '2026-11-01T10:00:01.999Z', 'refused', null, null, null, 'invalid_client: unknown client', null],
+  ],
+} as const;
 
 /**
  * After migration 0004 on a store that held two events written before it (ids 7 and 9, RFC 3339 times,

@@ -4,9 +4,10 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DatabaseSync } from 'node:sqlite';
 import { digestBytes, digestSecret, generateClientId } from '../../src/domain/secrets.js';
-import type { KnownClient } from '../../src/domain/token-service.js';
+import type { KnownClient } from '../../src/domain/token-types.js';
 import { OAuthError } from '../../src/domain/errors.js';
 import { rejection } from '../helpers/assert.js';
+import { sleep } from '../helpers/wait.js';
 import { Directory, toKnownClient, type DirectoryOptions } from '../../src/store/directory.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Audience, SigningKey, Store } from '../../src/store/types.js';
@@ -420,7 +421,7 @@ describe('Directory', () => {
       await startDirectory({ ttlMs: 40 });
       await lookup('svc');
       expect((await lookup('svc')).hit).toBe(true);
-      await new Promise((r) => setTimeout(r, 80));
+      await sleep(80);
       spy.reset();
       expect((await lookup('svc')).hit).toBe(false);
       expect(spy.calls).toEqual(['findClients']);
@@ -437,10 +438,10 @@ describe('Directory', () => {
       await lookup('svc');
       spy.reset();
       expect(directory.peekClient('svc')?.id).toBe('svc');
-      await new Promise((r) => setTimeout(r, 80)); // past the TTL: a lookup would ask the store again
+      await sleep(80); // past the TTL: a lookup would ask the store again
       expect(directory.peekClient('svc')?.id).toBe('svc');
       expect(spy.calls).toEqual([]);
-      await cli.setClientEnabled('svc', false);
+      await cli.updateClient('svc', { enabled: false });
       await directory.poll();
       expect(directory.peekClient('svc')).toBeUndefined();
     });
@@ -449,7 +450,7 @@ describe('Directory', () => {
       await createClient('svc', [A]);
       await startDirectory({ staleWindowMs: 50 });
       await lookup('svc');
-      await new Promise((r) => setTimeout(r, 80));
+      await sleep(80);
       expect(directory.peekClient('svc')).toBeUndefined();
     });
   });
@@ -479,7 +480,7 @@ describe('Directory', () => {
     }
 
     it('keeps serving the cached entry until poll() reads the change', async () => {
-      await cli.setClientEnabled('svc', false);
+      await cli.updateClient('svc', { enabled: false });
       const before = await lookup('svc');
       expect(before.hit).toBe(true);
       expect(before.client?.enabled).toBe(true);
@@ -487,20 +488,27 @@ describe('Directory', () => {
     });
 
     it('client disabled', async () => {
-      await cli.setClientEnabled('svc', false);
+      await cli.updateClient('svc', { enabled: false });
       expect((await pollAndReload())?.enabled).toBe(false);
     });
 
     it('client enabled again', async () => {
-      await cli.setClientEnabled('svc', false);
+      await cli.updateClient('svc', { enabled: false });
       await directory.poll();
       await lookup('svc');
-      await cli.setClientEnabled('svc', true);
+      await cli.updateClient('svc', { enabled: true });
       expect((await pollAndReload())?.enabled).toBe(true);
     });
 
     it('secret rotated', async () => {
-      await cli.setClientSecret('svc', digestSecret(SECRET_2));
+      const old = (await cli.findClient('svc'))!.secrets.map((s) => s.id);
+      const add = {
+        id: 'sec_2',
+        digest: digestSecret(SECRET_2),
+        createdAt: new Date().toISOString(),
+        expiresAt: null,
+      };
+      await cli.changeSecrets('svc', { delete: old, add });
       // The old secret stops at once (no grace): only the new one is left.
       expect((await pollAndReload())?.secrets.map((s) => s.digest)).toEqual([
         digestBytes(digestSecret(SECRET_2)),
@@ -542,7 +550,7 @@ describe('Directory', () => {
         await cli.addGrant('noisy', A);
         await cli.removeGrant('noisy', A);
       }
-      await cli.setClientEnabled('svc', false);
+      await cli.updateClient('svc', { enabled: false });
       expect((await pollAndReload())?.enabled).toBe(false);
     });
 
@@ -730,7 +738,7 @@ describe('Directory', () => {
       const inFlight = directory.findClient('svc');
       await gate.read.promise; // the store has answered: enabled
 
-      await cli.setClientEnabled('svc', false);
+      await cli.updateClient('svc', { enabled: false });
       await directory.poll();
       gate.release.resolve();
       expect((await inFlight)?.enabled).toBe(true); // the request that started before the change
@@ -748,7 +756,7 @@ describe('Directory', () => {
       const inFlight = directory.findClient('svc');
       await gate.read.promise; // the store has answered: enabled
 
-      await cli.setClientEnabled('svc', false);
+      await cli.updateClient('svc', { enabled: false });
       await directory.poll(); // the directory now knows svc is disabled...
       const later = directory.findClient('svc'); // ... so this lookup must not join the stale one
       gate.release.resolve();
@@ -764,7 +772,7 @@ describe('Directory', () => {
       const first = directory.poll();
       await gate.read.promise; // the first poll has read the feed: nothing new
 
-      await cli.setClientEnabled('svc', false);
+      await cli.updateClient('svc', { enabled: false });
       const second = directory.poll(); // e.g. `sync()` after a write, while the timer's poll runs
       gate.release.resolve();
       await Promise.all([first, second]);
@@ -789,14 +797,14 @@ describe('Directory', () => {
       await directory.poll();
       expect(onKeysChanged).not.toHaveBeenCalled();
 
-      await cli.insertSigningKey(key('k1'));
-      await cli.insertSigningKey(key('k2'));
+      await cli.changeSigningKeys(() => ({ insert: key('k1') }));
+      await cli.changeSigningKeys(() => ({ insert: key('k2') }));
       await directory.poll();
       expect(onKeysChanged).toHaveBeenCalledTimes(1);
       await directory.poll();
       expect(onKeysChanged).toHaveBeenCalledTimes(1);
 
-      await cli.insertSigningKey(key('k3'));
+      await cli.changeSigningKeys(() => ({ insert: key('k3') }));
       await directory.poll();
       expect(onKeysChanged).toHaveBeenCalledTimes(2);
     });
@@ -805,7 +813,7 @@ describe('Directory', () => {
       await createClient('svc', [A]);
       await startDirectory();
       await lookup('svc');
-      await cli.setClientEnabled('svc', false);
+      await cli.updateClient('svc', { enabled: false });
 
       const boom = new Error('store unreachable');
       spy.fail('changesSince', boom);
@@ -824,7 +832,7 @@ describe('Directory', () => {
       await startDirectory({ ttlMs: 60_000, now: () => new Date(now) });
       const boom = new Error('reload failed');
       onKeysChanged.mockRejectedValueOnce(boom);
-      await cli.insertSigningKey(key('k1'));
+      await cli.changeSigningKeys(() => ({ insert: key('k1') }));
       await expect(directory.poll()).resolves.toBeUndefined();
       expect(onError.mock.calls).toEqual([[boom, 'change feed']]);
       // The feed moved on: later changes are applied, and the key change is not read again and again.
@@ -877,7 +885,7 @@ describe('Directory', () => {
       await createClient('svc', [A]);
       await startDirectory({ pollMs: 20 });
       await lookup('svc');
-      await cli.setClientEnabled('svc', false);
+      await cli.updateClient('svc', { enabled: false });
       await vi.waitFor(
         () => {
           const found = directory.findClient('svc');
@@ -887,7 +895,7 @@ describe('Directory', () => {
       );
       await directory.stop();
       spy.reset();
-      await new Promise((r) => setTimeout(r, 80));
+      await sleep(80);
       expect(spy.calls.filter((c) => c === 'changesSince')).toEqual([]);
     });
 
@@ -911,15 +919,17 @@ describe('Directory', () => {
 
     it('starts from the current end of the feed, not from its beginning', async () => {
       await createClient('svc', [A]);
-      await cli.insertSigningKey({
-        kid: 'old',
-        alg: 'ES256',
-        publicJwk: '{}',
-        privateJwkSealed: 'sealed',
-        createdAt: '2030-01-01T00:00:00.000Z',
-        activatesAt: '2030-01-01T00:00:00.000Z',
-        retiredAt: null,
-      });
+      await cli.changeSigningKeys(() => ({
+        insert: {
+          kid: 'old',
+          alg: 'ES256',
+          publicJwk: '{}',
+          privateJwkSealed: 'sealed',
+          createdAt: '2030-01-01T00:00:00.000Z',
+          activatesAt: '2030-01-01T00:00:00.000Z',
+          retiredAt: null,
+        },
+      }));
       await startDirectory();
       await directory.poll();
       expect(onKeysChanged).not.toHaveBeenCalled();

@@ -2,13 +2,13 @@ import { createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
-import { openStore } from '../../src/runtime.js';
+import { openStore } from '../../src/runtime/store.js';
 import { rejection } from '../helpers/assert.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 /**
  * TESSERA_PG_QUERY_TIMEOUT and TESSERA_PG_CONNECT_TIMEOUT reach the store that the server and the CLI open
- * (runtime.ts openStore): a PostgreSQL that hangs fails within them, like one that refuses.
+ * (runtime/store.ts openStore): a PostgreSQL that hangs fails within them, like one that refuses.
  */
 
 let db: TestDatabase;

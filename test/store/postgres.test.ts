@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import type { Store } from '../../src/store/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { expectCompactAuditConverted, storeContract } from './contract.js';
+import { sleep } from '../helpers/wait.js';
+import { EVENTS_BEFORE_0004, expectCompactAuditConverted, storeContract } from './contract.js';
 
 /** The same contract as SQLite, on the machine's real PostgreSQL: a fresh database per run, dropped after. */
 let db: TestDatabase;
@@ -35,28 +36,9 @@ describe('migration 0004 (the compact audit trail)', () => {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
-      const insert =
-        'insert into audit_events (id, at, outcome, client_id, audience, jti, reason, source) values ($1, $2, $3, $4, $5, $6, $7, $8)';
-      await client.query(insert, [
-        7,
-        '2026-11-01T10:00:00.123Z',
-        'issued',
-        'c1',
-        'https://api.example.com',
-        'j1',
-        null,
-        '10.0.0.1',
-      ]);
-      await client.query(insert, [
-        9,
-        '2026-11-01T10:00:01.999Z',
-        'refused',
-        null,
-        null,
-        null,
-        'invalid_client: unknown client',
-        null,
-      ]);
+      const { columns, rows } = EVENTS_BEFORE_0004;
+      const insert = `insert into audit_events (${columns.join(', ')}) values (${columns.map((_, i) => `$${i + 1}`).join(', ')})`;
+      for (const row of rows) await client.query(insert, [...row]);
       await client.query(`select setval('audit_events_id_seq', 9)`);
     } finally {
       await client.end();
@@ -85,8 +67,7 @@ describe('PostgreSQL change notifications', () => {
       tokenTtl: null,
       signingAlg: null,
     });
-    while (notified === afterSubscribe && Date.now() - started < 1000)
-      await new Promise((r) => setTimeout(r, 10));
+    while (notified === afterSubscribe && Date.now() - started < 1000) await sleep(10);
     expect(notified).toBeGreaterThan(afterSubscribe);
     expect(await reader.changesSince(0, 10)).toEqual([
       { seq: 1, entity: 'audience', key: 'https://api.example.com' },
@@ -107,7 +88,7 @@ describe('PostgreSQL change notifications', () => {
     const reading = (async () => {
       for (let i = 0; i < 40; i++) {
         seen.push((await store.changesSince(0, 1000)).map((c) => c.seq));
-        await new Promise((r) => setTimeout(r, 2));
+        await sleep(2);
       }
     })();
     await Promise.all([...writes, reading]);

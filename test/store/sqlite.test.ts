@@ -7,10 +7,12 @@ import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import {
   expectAudienceIdsAssigned,
+  EVENTS_BEFORE_0004,
   expectCompactAuditConverted,
   ROWS_BEFORE_0006,
   storeContract,
 } from './contract.js';
+import { sleep } from '../helpers/wait.js';
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -38,29 +40,11 @@ describe('migration 0004 (the compact audit trail)', () => {
         '0003_client_quotas',
       ]);
       const db = new DatabaseSync(file);
+      const { columns, rows } = EVENTS_BEFORE_0004;
       const insert = db.prepare(
-        'insert into audit_events (id, at, outcome, client_id, audience, jti, reason, source) values (?, ?, ?, ?, ?, ?, ?, ?)',
+        `insert into audit_events (${columns.join(', ')}) values (${columns.map(() => '?').join(', ')})`,
       );
-      insert.run(
-        7,
-        '2026-11-01T10:00:00.123Z',
-        'issued',
-        'c1',
-        'https://api.example.com',
-        'j1',
-        null,
-        '10.0.0.1',
-      );
-      insert.run(
-        9,
-        '2026-11-01T10:00:01.999Z',
-        'refused',
-        null,
-        null,
-        null,
-        'invalid_client: unknown client',
-        null,
-      );
+      for (const row of rows) insert.run(...row);
       db.close();
       await expectCompactAuditConverted(store);
     } finally {
@@ -174,8 +158,7 @@ describe('openSqliteStore', () => {
       }
       expect(right).toBe(before); // nothing copied inside the writes...
       const started = Date.now();
-      while (statSync(file).size < before + 2_000_000 && Date.now() - started < 8000)
-        await new Promise((resolve) => setTimeout(resolve, 50));
+      while (statSync(file).size < before + 2_000_000 && Date.now() - started < 8000) await sleep(50);
       expect(statSync(file).size).toBeGreaterThan(before + 2_000_000); // ...the checkpointer did it
       expect((await store.queryAuditEvents({ limit: 100_000 })).length).toBe(40_000);
     }
@@ -234,7 +217,7 @@ describe('openSqliteStore', () => {
     ]);
     expect((await server.findClient('svc'))?.audiences).toEqual(['https://api.example.com']);
 
-    await server.setClientEnabled('svc', false);
+    await server.updateClient('svc', { enabled: false });
     const back = await cli.changesSince(seen[1]!.seq, 100);
     expect(back.map((c) => [c.entity, c.key])).toEqual([['client', 'svc']]);
     expect((await cli.findClient('svc'))?.enabled).toBe(false);

@@ -1,25 +1,11 @@
 import { useLocation, useRoute } from 'preact-iso';
 import { useState } from 'preact/hooks';
 import { api, seg, type ApiError, type Audience, type Page } from '../api';
-import { useSession } from '../app';
-import {
-  ALGS,
-  Done,
-  ErrorMessage,
-  formatSeconds,
-  Loaded,
-  Loading,
-  numberOrNull,
-  PageTitle,
-  ReadOnly,
-  SelectField,
-  TableBox,
-  TextField,
-  Time,
-  useAction,
-  useConfirm,
-  useLoad,
-} from '../components';
+import { useSession } from '../session';
+import { ALGS, DeletePanel, formatSeconds, PageTitle, ReadOnly, TableBox, Time } from '../components';
+import { ChangeForm, Done, ErrorMessage, numberOrNull, SelectField, TextField } from '../forms';
+import { Loaded, Loading, useAction, useLoad } from '../load';
+import { useResource } from '../resource';
 
 /** Every audience (there are few), a page of 500 at a time. */
 export async function allAudiences(): Promise<Audience[]> {
@@ -173,11 +159,11 @@ export function AudiencesPage() {
   const { route } = useLocation();
   const list = useLoad(allAudiences);
   const [draft, setDraft] = useState(draftOf());
-  const { run, error, busy } = useAction();
+  const add = useAction();
 
   const create = async (event: Event) => {
     event.preventDefault();
-    const created = await run(() =>
+    const created = await add.run(() =>
       api.post<Audience>('/audiences', { identifier: draft.identifier, ...bodyOf(draft) }),
     );
     if (created) route(`/console/audiences/${seg(created.body.id)}?created=1`);
@@ -214,18 +200,14 @@ export function AudiencesPage() {
       <section class="panel" aria-labelledby="aud-new">
         <h2 id="aud-new">New audience</h2>
         {can('audiences:write') ? (
-          <form onSubmit={create} noValidate>
-            <AudienceForm draft={draft} setDraft={setDraft} error={error} isNew />
-            <ErrorMessage
-              error={error}
-              fields={['identifier', 'name', 'token_ttl', 'signing_alg', 'scopes']}
-            />
-            <div class="actions">
-              <button type="submit" class="primary" disabled={busy}>
-                Create audience
-              </button>
-            </div>
-          </form>
+          <ChangeForm
+            onSubmit={create}
+            action={add}
+            fields={['identifier', 'name', 'token_ttl', 'signing_alg', 'scopes']}
+            submit="Create audience"
+          >
+            <AudienceForm draft={draft} setDraft={setDraft} error={add.error} isNew />
+          </ChangeForm>
         ) : (
           <ReadOnly what="audiences" />
         )}
@@ -236,55 +218,31 @@ export function AudiencesPage() {
 
 export function AudiencePage() {
   const { params, query } = useRoute();
-  const { route } = useLocation();
   const { can } = useSession();
   const id = params.id!;
-  const [draft, setDraft] = useState<AudienceDraft>();
-  const [saved, setSaved] = useState(false);
-  const loaded = useLoad(async () => {
-    const answer = await api.get<Audience>(`/audiences/${seg(id)}`);
-    setDraft(draftOf(answer.body));
-    return answer;
-  }, [id]);
-  const save = useAction();
-  const remove = useAction();
-  const { dialog, ask } = useConfirm();
-
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    if (!draft || !loaded.data) return;
-    setSaved(false);
-    const done = await save.run(() =>
-      api.patch<Audience>(`/audiences/${seg(id)}`, bodyOf(draft), loaded.data!.etag),
-    );
-    if (done) {
-      setSaved(true);
-      await loaded.reload();
-    }
-  };
-
-  const destroy = async () => {
-    const audience = loaded.data?.body;
-    if (!audience) return;
-    const yes = await ask({
-      title: 'Delete this audience?',
-      body: (
-        <p>
-          <strong>{audience.identifier}</strong> and every grant of it go. Clients can no longer get tokens
-          for it.
-        </p>
-      ),
-      confirm: 'Delete audience',
-    });
-    if (!yes) return;
-    const done = await remove.run(() => api.delete(`/audiences/${seg(id)}`, loaded.data!.etag));
-    if (done !== undefined) route('/console/audiences');
-  };
+  const { loaded, draft, setDraft, saved, save, submit, remove, destroy, dialog } = useResource<
+    Audience,
+    AudienceDraft
+  >(`/audiences/${seg(id)}`, draftOf);
 
   if (loaded.error) return <ErrorMessage error={loaded.error} />;
   if (!loaded.data || !draft) return <Loading what="the audience" />;
   const audience = loaded.data.body;
   const writable = can('audiences:write');
+  const confirmDelete = () =>
+    destroy(
+      {
+        title: 'Delete this audience?',
+        body: (
+          <p>
+            <strong>{audience.identifier}</strong> and every grant of it go. Clients can no longer get tokens
+            for it.
+          </p>
+        ),
+        confirm: 'Delete audience',
+      },
+      '/console/audiences',
+    );
   return (
     <>
       <PageTitle title={audience.name ?? audience.identifier}>
@@ -295,16 +253,15 @@ export function AudiencePage() {
       <section class="panel" aria-labelledby="aud-edit">
         <h2 id="aud-edit">Settings and scopes</h2>
         {writable ? (
-          <form onSubmit={submit} noValidate>
+          <ChangeForm
+            onSubmit={submit(bodyOf)}
+            action={save}
+            fields={['name', 'token_ttl', 'signing_alg', 'scopes']}
+            done={saved && <Done>Saved.</Done>}
+            submit="Save changes"
+          >
             <AudienceForm draft={draft} setDraft={setDraft} error={save.error} isNew={false} />
-            <ErrorMessage error={save.error} fields={['name', 'token_ttl', 'signing_alg', 'scopes']} />
-            {saved && <Done>Saved.</Done>}
-            <div class="actions">
-              <button type="submit" class="primary" disabled={save.busy}>
-                Save changes
-              </button>
-            </div>
-          </form>
+          </ChangeForm>
         ) : (
           <>
             <ReadOnly what="audiences" />
@@ -322,14 +279,9 @@ export function AudiencePage() {
         )}
       </section>
       {writable && (
-        <section class="panel" aria-labelledby="aud-delete">
-          <h2 id="aud-delete">Delete</h2>
+        <DeletePanel id="aud-delete" action={remove} onDelete={confirmDelete} label="Delete audience…">
           <p>Deleting an audience removes every grant of it.</p>
-          <ErrorMessage error={remove.error} />
-          <button type="button" class="danger" onClick={destroy} disabled={remove.busy}>
-            Delete audience…
-          </button>
-        </section>
+        </DeletePanel>
       )}
       {dialog}
     </>

@@ -1,7 +1,9 @@
 import { useLocation } from 'preact-iso';
 import { useState } from 'preact/hooks';
 import { api, query, request, type AuditEvent, type Page } from '../api';
-import { Loaded, PageTitle, SelectField, TableBox, TextField, Time, useLoad } from '../components';
+import { PageTitle, TableBox, Time } from '../components';
+import { SelectField, TextField } from '../forms';
+import { Loaded, useLoad } from '../load';
 
 const FILTERS = ['type', 'outcome', 'client_id', 'audience', 'since', 'until'] as const;
 type Filters = Partial<Record<(typeof FILTERS)[number], string>>;

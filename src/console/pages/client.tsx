@@ -1,63 +1,56 @@
-import { useLocation, useRoute } from 'preact-iso';
+import { useRoute } from 'preact-iso';
 import { useState } from 'preact/hooks';
 import { api, seg, type Client, type Grant, type Page, type Secret } from '../api';
-import { useSession } from '../app';
+import { useSession } from '../session';
 import {
-  Done,
-  ErrorMessage,
-  fieldError,
+  DeletePanel,
   formatSeconds,
-  jsonOrNull,
-  jsonText,
-  Loaded,
-  Loading,
   OnceValue,
   PageTitle,
   ReadOnly,
-  SelectField,
   TableBox,
-  TextField,
   Time,
-  useAction,
-  useConfirm,
-  useLoad,
+  type Ask,
 } from '../components';
+import {
+  ChangeForm,
+  Done,
+  ErrorMessage,
+  fieldError,
+  jsonOrNull,
+  jsonText,
+  SelectField,
+  TextField,
+  ToolbarForm,
+} from '../forms';
+import { Loaded, Loading, useAction, useLoad } from '../load';
+import { useResource } from '../resource';
 import { allAudiences } from './audiences';
 import { clientBody, clientDraft, ClientFields, CLIENT_FIELDS, type ClientDraft } from './clients';
 
 /** One client: its settings, status, secrets, grants; deletion after a confirmation. */
 export function ClientPage() {
   const { params } = useRoute();
-  const { route } = useLocation();
   const { can } = useSession();
   const id = params.id!;
   const writable = can('clients:write');
-  const [draft, setDraft] = useState<ClientDraft>();
-  const client = useLoad(async () => {
-    const answer = await api.get<Client>(`/clients/${seg(id)}`);
-    setDraft(clientDraft(answer.body));
-    return answer;
-  }, [id]);
-  const save = useAction();
+  const {
+    loaded: client,
+    draft,
+    setDraft,
+    saved,
+    save,
+    submit,
+    remove,
+    destroy,
+    ask,
+    dialog,
+  } = useResource<Client, ClientDraft>(`/clients/${seg(id)}`, clientDraft);
   const toggle = useAction();
-  const remove = useAction();
-  const [saved, setSaved] = useState(false);
-  const { dialog, ask } = useConfirm();
 
   if (client.error) return <ErrorMessage error={client.error} />;
   if (!client.data || !draft) return <Loading what="the client" />;
   const c = client.data.body;
-  const etag = client.data.etag;
-
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setSaved(false);
-    const done = await save.run(() => api.patch<Client>(`/clients/${seg(id)}`, clientBody(draft), etag));
-    if (done) {
-      setSaved(true);
-      await client.reload();
-    }
-  };
 
   const setEnabled = async (enabled: boolean) => {
     if (!enabled) {
@@ -78,21 +71,20 @@ export function ClientPage() {
     if (done) await client.reload();
   };
 
-  const destroy = async () => {
-    const yes = await ask({
-      title: 'Delete this client?',
-      body: (
-        <p>
-          <strong>{c.name}</strong> (<code>{c.client_id}</code>), its secrets and grants are deleted. This
-          cannot be undone.
-        </p>
-      ),
-      confirm: 'Delete client',
-    });
-    if (!yes) return;
-    const done = await remove.run(() => api.delete(`/clients/${seg(id)}`, etag));
-    if (done !== undefined) route('/console/clients');
-  };
+  const confirmDelete = () =>
+    destroy(
+      {
+        title: 'Delete this client?',
+        body: (
+          <p>
+            <strong>{c.name}</strong> (<code>{c.client_id}</code>), its secrets and grants are deleted. This
+            cannot be undone.
+          </p>
+        ),
+        confirm: 'Delete client',
+      },
+      '/console/clients',
+    );
 
   return (
     <>
@@ -129,20 +121,19 @@ export function ClientPage() {
       <section class="panel" aria-labelledby="cl-settings">
         <h2 id="cl-settings">Settings</h2>
         {writable ? (
-          <form onSubmit={submit} noValidate>
+          <ChangeForm
+            onSubmit={submit(clientBody)}
+            action={save}
+            fields={CLIENT_FIELDS}
+            done={saved && <Done>Saved.</Done>}
+            submit="Save changes"
+          >
             <ClientFields draft={draft} setDraft={setDraft} error={save.error} />
             {draft.token_endpoint_auth_method === 'private_key_jwt' &&
               c.token_endpoint_auth_method !== 'private_key_jwt' && (
                 <p class="notice">Switching to private_key_jwt deletes the client's secrets.</p>
               )}
-            <ErrorMessage error={save.error} fields={CLIENT_FIELDS} />
-            {saved && <Done>Saved.</Done>}
-            <div class="actions">
-              <button type="submit" class="primary" disabled={save.busy}>
-                Save changes
-              </button>
-            </div>
-          </form>
+          </ChangeForm>
         ) : (
           <>
             <ReadOnly what="clients" />
@@ -164,20 +155,12 @@ export function ClientPage() {
         )}
       </section>
       {writable && (
-        <section class="panel" aria-labelledby="cl-delete">
-          <h2 id="cl-delete">Delete</h2>
-          <ErrorMessage error={remove.error} />
-          <button type="button" class="danger" onClick={destroy} disabled={remove.busy}>
-            Delete client…
-          </button>
-        </section>
+        <DeletePanel id="cl-delete" action={remove} onDelete={confirmDelete} label="Delete client…" />
       )}
       {dialog}
     </>
   );
 }
-
-type Ask = ReturnType<typeof useConfirm>['ask'];
 
 /** A client's secrets: list (never the values), add one with a grace period for the others, revoke one. */
 interface SectionProps {
@@ -269,23 +252,22 @@ function Secrets({ clientId, writable, ask, changed }: SectionProps) {
         />
       )}
       {writable && (
-        <form onSubmit={submit} noValidate>
-          <h3>Add a secret</h3>
-          <div class="toolbar">
-            <TextField
-              label="Grace period for the other secrets"
-              name="grace"
-              hint="How long the current secrets keep working: 0 (stop at once), 90s, 15m, 24h, 7d"
-              error={add.error}
-              value={grace}
-              onValue={setGrace}
-            />
-            <button type="submit" class="primary" disabled={add.busy}>
-              Add secret
-            </button>
-          </div>
-          <ErrorMessage error={add.error} fields={['grace']} />
-        </form>
+        <ToolbarForm
+          onSubmit={submit}
+          action={add}
+          fields={['grace']}
+          intro={<h3>Add a secret</h3>}
+          submit="Add secret"
+        >
+          <TextField
+            label="Grace period for the other secrets"
+            name="grace"
+            hint="How long the current secrets keep working: 0 (stop at once), 90s, 15m, 24h, 7d"
+            error={add.error}
+            value={grace}
+            onValue={setGrace}
+          />
+        </ToolbarForm>
       )}
     </section>
   );
@@ -407,7 +389,14 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
       </Loaded>
       <ErrorMessage error={removal.error} />
       {writable ? (
-        <form id="grant-form" onSubmit={submit} noValidate>
+        <ChangeForm
+          id="grant-form"
+          onSubmit={submit}
+          action={put}
+          fields={['audience_id', 'scopes', 'claims']}
+          done={done && <Done>{done}</Done>}
+          submit="Save grant"
+        >
           <h3>Grant an audience, or change a grant</h3>
           <SelectField
             label="Audience"
@@ -459,14 +448,7 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
             value={claims}
             onValue={setClaims}
           />
-          <ErrorMessage error={put.error} fields={['audience_id', 'scopes', 'claims']} />
-          {done && <Done>{done}</Done>}
-          <div class="actions">
-            <button type="submit" class="primary" disabled={put.busy}>
-              Save grant
-            </button>
-          </div>
-        </form>
+        </ChangeForm>
       ) : (
         <ReadOnly what="grants" />
       )}

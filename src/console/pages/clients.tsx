@@ -1,25 +1,12 @@
 import { useLocation } from 'preact-iso';
 import { useState } from 'preact/hooks';
 import { api, query, seg, type ApiError, type Client, type Page } from '../api';
-import { useSession } from '../app';
-import {
-  Done,
-  ErrorMessage,
-  jsonOrNull,
-  jsonText,
-  Loaded,
-  numberOrNull,
-  OnceValue,
-  PageTitle,
-  ReadOnly,
-  SelectField,
-  TableBox,
-  TextField,
-  useAction,
-  useLoad,
-} from '../components';
+import { useSession } from '../session';
+import { OnceValue, PageTitle, ReadOnly, TableBox } from '../components';
+import { ChangeForm, Done, jsonOrNull, jsonText, numberOrNull, SelectField, TextField } from '../forms';
+import { Loaded, useAction, useLoad } from '../load';
 
-export const AUTH_METHODS: { value: Client['token_endpoint_auth_method']; label: string }[] = [
+const AUTH_METHODS: { value: Client['token_endpoint_auth_method']; label: string }[] = [
   { value: 'client_secret_basic', label: 'Secret (client_secret_basic or _post)' },
   { value: 'client_secret_post', label: 'Secret, sent in the body (client_secret_post)' },
   { value: 'private_key_jwt', label: 'Signed assertion (private_key_jwt)' },
@@ -234,7 +221,7 @@ export function ClientsPage() {
   const [draft, setDraft] = useState(clientDraft());
   const [clientId, setClientId] = useState('');
   const [created, setCreated] = useState<Client>();
-  const { run, error, busy } = useAction();
+  const add = useAction();
 
   const find = (event: Event) => {
     event.preventDefault();
@@ -244,7 +231,7 @@ export function ClientsPage() {
   const create = async (event: Event) => {
     event.preventDefault();
     setCreated(undefined);
-    const answer = await run(() =>
+    const answer = await add.run(() =>
       api.post<Client>('/clients', {
         ...clientBody(draft),
         ...(clientId.trim() ? { client_id: clientId.trim() } : {}),
@@ -343,20 +330,14 @@ export function ClientsPage() {
           </>
         )}
         {can('clients:write') ? (
-          <form onSubmit={create} noValidate>
+          <ChangeForm onSubmit={create} action={add} fields={CLIENT_FIELDS} submit="Create client">
             <ClientFields
               draft={draft}
               setDraft={setDraft}
-              error={error}
+              error={add.error}
               id={{ value: clientId, set: setClientId }}
             />
-            <ErrorMessage error={error} fields={CLIENT_FIELDS} />
-            <div class="actions">
-              <button type="submit" class="primary" disabled={busy}>
-                Create client
-              </button>
-            </div>
-          </form>
+          </ChangeForm>
         ) : (
           <ReadOnly what="clients" />
         )}

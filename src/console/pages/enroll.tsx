@@ -1,17 +1,10 @@
 import { useLocation } from 'preact-iso';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, request } from '../api';
-import { BASE } from '../app';
-import {
-  asApiError,
-  ErrorMessage,
-  fieldError,
-  formatTime,
-  Loading,
-  PageTitle,
-  TextField,
-  useAction,
-} from '../components';
+import { BASE } from '../session';
+import { formatTime, PageTitle } from '../components';
+import { ChangeForm, ErrorMessage, fieldError, TextField } from '../forms';
+import { asApiError, Loading, useAction } from '../load';
 
 /** The token of an enrollment link: in the fragment, which the browser never sends to any server. */
 function tokenOf(hash: string): string {
@@ -68,7 +61,12 @@ export function EnrollPage() {
         For <strong>{who.email}</strong> ({who.role}). This link works once, until{' '}
         {formatTime(who.expires_at)}.
       </PageTitle>
-      <form onSubmit={submit} noValidate>
+      <ChangeForm
+        onSubmit={submit}
+        action={{ error, busy }}
+        fields={['password', 'again']}
+        submit="Set password"
+      >
         <input type="email" name="email" autocomplete="username" value={who.email} hidden readOnly />
         <TextField
           label="New password"
@@ -91,13 +89,7 @@ export function EnrollPage() {
           value={again}
           onValue={setAgain}
         />
-        <ErrorMessage error={error} fields={['password', 'again']} />
-        <div class="actions">
-          <button type="submit" class="primary" disabled={busy}>
-            Set password
-          </button>
-        </div>
-      </form>
+      </ChangeForm>
     </div>
   );
 }

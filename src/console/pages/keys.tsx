@@ -1,21 +1,9 @@
 import { useState } from 'preact/hooks';
 import { api, seg, type Key, type Page } from '../api';
-import { useSession } from '../app';
-import {
-  ALGS,
-  Done,
-  ErrorMessage,
-  formatTime,
-  Loaded,
-  PageTitle,
-  ReadOnly,
-  SelectField,
-  TableBox,
-  Time,
-  useAction,
-  useConfirm,
-  useLoad,
-} from '../components';
+import { useSession } from '../session';
+import { ALGS, formatTime, PageTitle, ReadOnly, TableBox, Time, useConfirm } from '../components';
+import { Done, ErrorMessage, SelectField, ToolbarForm } from '../forms';
+import { Loaded, useAction, useLoad } from '../load';
 import { KeyTimeline } from '../timeline';
 
 interface Rotation {
@@ -145,43 +133,46 @@ export function KeysPage() {
       <section class="panel" aria-labelledby="keys-rotate">
         <h2 id="keys-rotate">Rotate</h2>
         {writable ? (
-          <form onSubmit={submit} noValidate>
-            <p>
-              A new key is made and published now; it signs once the publish-ahead time has passed, and the
-              current key retires then.
-            </p>
-            <div class="toolbar">
-              <SelectField
-                label="Algorithm"
-                name="alg"
-                error={rotate.error}
-                value={alg}
-                onValue={setAlg}
-                options={[
-                  { value: '', label: 'Every algorithm' },
-                  ...ALGS.map((a) => ({ value: a, label: a })),
-                ]}
-              />
-              <button type="submit" class="primary" disabled={rotate.busy}>
-                Rotate keys
-              </button>
-            </div>
-            <ErrorMessage error={rotate.error} fields={['alg']} />
-            {rotated && (
-              <div class="notice success" role="status">
-                <ul>
-                  {rotated.map((r) => (
-                    <li key={r.alg}>
-                      {r.alg}:{' '}
-                      {r.kid
-                        ? `${r.already_scheduled ? 'already scheduled' : 'new key'} ${r.kid}, signs from ${formatTime(r.activates_at)}`
-                        : 'nothing to do'}
-                    </li>
-                  ))}
-                </ul>
-              </div>
-            )}
-          </form>
+          <ToolbarForm
+            onSubmit={submit}
+            action={rotate}
+            fields={['alg']}
+            intro={
+              <p>
+                A new key is made and published now; it signs once the publish-ahead time has passed, and the
+                current key retires then.
+              </p>
+            }
+            done={
+              rotated && (
+                <div class="notice success" role="status">
+                  <ul>
+                    {rotated.map((r) => (
+                      <li key={r.alg}>
+                        {r.alg}:{' '}
+                        {r.kid
+                          ? `${r.already_scheduled ? 'already scheduled' : 'new key'} ${r.kid}, signs from ${formatTime(r.activates_at)}`
+                          : 'nothing to do'}
+                      </li>
+                    ))}
+                  </ul>
+                </div>
+              )
+            }
+            submit="Rotate keys"
+          >
+            <SelectField
+              label="Algorithm"
+              name="alg"
+              error={rotate.error}
+              value={alg}
+              onValue={setAlg}
+              options={[
+                { value: '', label: 'Every algorithm' },
+                ...ALGS.map((a) => ({ value: a, label: a })),
+              ]}
+            />
+          </ToolbarForm>
         ) : (
           <ReadOnly what="keys" />
         )}

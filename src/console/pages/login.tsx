@@ -1,8 +1,10 @@
 import { useLocation } from 'preact-iso';
 import { useState } from 'preact/hooks';
 import { request, type Session } from '../api';
-import { safeNext } from '../app';
-import { Done, ErrorMessage, PageTitle, TextField, useAction } from '../components';
+import { safeNext } from '../session';
+import { PageTitle } from '../components';
+import { ChangeForm, Done, TextField } from '../forms';
+import { useAction } from '../load';
 
 /** Email and password; a wrong email and a wrong password get the same answer. */
 export function LoginPage({ onSignedIn }: { onSignedIn: (session: Session) => void }) {
@@ -30,7 +32,12 @@ export function LoginPage({ onSignedIn }: { onSignedIn: (session: Session) => vo
       {query.ended && <p class="notice">Your session has ended. Log in again to go on.</p>}
       {query.signed_out && <Done>You are logged out.</Done>}
       {query.enrolled && <Done>Your password is set. Log in with it.</Done>}
-      <form onSubmit={submit} noValidate>
+      <ChangeForm
+        onSubmit={submit}
+        action={{ error, busy }}
+        fields={['email', 'password']}
+        submit={busy ? 'Logging in…' : 'Log in'}
+      >
         <TextField
           label="Email"
           name="email"
@@ -51,13 +58,7 @@ export function LoginPage({ onSignedIn }: { onSignedIn: (session: Session) => vo
           value={password}
           onValue={setPassword}
         />
-        <ErrorMessage error={error} fields={['email', 'password']} />
-        <div class="actions">
-          <button type="submit" class="primary" disabled={busy}>
-            {busy ? 'Logging in…' : 'Log in'}
-          </button>
-        </div>
-      </form>
+      </ChangeForm>
       <p class="hint">
         No password yet? Use the enrollment link an admin gave you (<code>tessera operator add</code> or{' '}
         <code>tessera operator reset</code> makes one).

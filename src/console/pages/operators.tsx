@@ -1,19 +1,9 @@
 import { useState } from 'preact/hooks';
 import { api, seg, type Operator, type Page } from '../api';
-import { useSession } from '../app';
-import {
-  ErrorMessage,
-  Loaded,
-  OnceValue,
-  PageTitle,
-  SelectField,
-  TableBox,
-  TextField,
-  Time,
-  useAction,
-  useConfirm,
-  useLoad,
-} from '../components';
+import { useSession } from '../session';
+import { OnceValue, PageTitle, TableBox, Time, useConfirm } from '../components';
+import { ErrorMessage, SelectField, TextField, ToolbarForm } from '../forms';
+import { Loaded, useAction, useLoad } from '../load';
 
 /** The console's operators (admins only): add with a one-time link, change role, disable, reset, remove. */
 export function OperatorsPage() {
@@ -200,33 +190,27 @@ export function OperatorsPage() {
       {writable && (
         <section class="panel" aria-labelledby="op-new">
           <h2 id="op-new">Add an operator</h2>
-          <form onSubmit={submit} noValidate>
-            <div class="toolbar">
-              <TextField
-                label="Email"
-                name="email"
-                type="email"
-                error={add.error}
-                value={email}
-                onValue={setEmail}
-              />
-              <SelectField
-                label="Role"
-                name="role"
-                error={add.error}
-                value={role}
-                onValue={(r) => setRole(r as 'admin' | 'viewer')}
-                options={[
-                  { value: 'viewer', label: 'viewer' },
-                  { value: 'admin', label: 'admin' },
-                ]}
-              />
-              <button type="submit" class="primary" disabled={add.busy}>
-                Add operator
-              </button>
-            </div>
-            <ErrorMessage error={add.error} fields={['email', 'role']} />
-          </form>
+          <ToolbarForm onSubmit={submit} action={add} fields={['email', 'role']} submit="Add operator">
+            <TextField
+              label="Email"
+              name="email"
+              type="email"
+              error={add.error}
+              value={email}
+              onValue={setEmail}
+            />
+            <SelectField
+              label="Role"
+              name="role"
+              error={add.error}
+              value={role}
+              onValue={(r) => setRole(r as 'admin' | 'viewer')}
+              options={[
+                { value: 'viewer', label: 'viewer' },
+                { value: 'admin', label: 'admin' },
+              ]}
+            />
+          </ToolbarForm>
         </section>
       )}
       {dialog}

@@ -1,7 +1,8 @@
 import { useEffect } from 'preact/hooks';
 import { api, type Key, type Page, type Stats } from '../api';
 import { TokenChart } from '../chart';
-import { Loaded, PageTitle, useLoad } from '../components';
+import { PageTitle } from '../components';
+import { Loaded, useLoad } from '../load';
 import { KeyTimeline } from '../timeline';
 
 /** The chart is refreshed this often, as a background request (it does not keep the session alive). */

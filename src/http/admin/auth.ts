@@ -1,12 +1,12 @@
 import type { FastifyRequest } from 'fastify';
 import { createLocalJWKSet, decodeJwt, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
 import { SIGNING_ALGS } from '../../domain/algorithms.js';
-import type { AttemptLimiter, KnownClient } from '../../domain/token-service.js';
+import type { AttemptLimiter, KnownClient } from '../../domain/token-types.js';
 import type { PublicJwk } from '../../keys/keyring.js';
 import type { AdminScope } from '../../management/builtin.js';
 import { isPossibleClientId } from '../../domain/validate.js';
 import { actorOf } from '../../store/types.js';
-import { insufficientScope, problem, ProblemError } from './problem.js';
+import { insufficientScope, problem, ProblemError } from '../problem.js';
 
 /** The caller of an admin request, once its token (or console session) is accepted. */
 export interface AdminCaller {

@@ -1,28 +1,30 @@
 import swagger from '@fastify/swagger';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Ajv, type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { Config } from '../../config/index.js';
-import type { ManagementContext } from '../../management/index.js';
 import type { Store } from '../../store/types.js';
 import type { AdminRefusal } from '../../audit/recorder.js';
 import { AdminAuth, presentedClientId, requireScope, type AdminAuthDeps, type AdminCaller } from './auth.js';
 import type { AdminGuard } from './route.js';
-import { depthLimited } from './json-body.js';
+import type { AdminRouteContext } from './route-context.js';
+import { depthLimited } from '../json-body.js';
 import { Cursors } from './paging.js';
-import { SessionCookie } from '../console/session.js';
-import { asProblem, problem, sendProblem, type ProblemError } from './problem.js';
+import { SessionCookie } from '../session-cookie.js';
+import { answerWithProblems, type ProblemError } from '../problem.js';
 import { audienceRoutes } from './routes-audiences.js';
+import { auditRoutes } from './routes-audit.js';
 import { clientRoutes } from './routes-clients.js';
-import { keyAndAuditRoutes } from './routes-keys.js';
+import { keyRoutes } from './routes-keys.js';
 import { operatorRoutes } from './routes-operators.js';
 import { secretRoutes } from './routes-secrets.js';
+import { statsRoutes } from './routes-stats.js';
 import type { AdminScope } from '../../management/builtin.js';
 
-export const ADMIN_PREFIX = '/admin/v1';
+const ADMIN_PREFIX = '/admin/v1';
 
 /** Admin request bodies are small documents; a few hundred KiB leaves room for key sets, and no more. */
-export const ADMIN_BODY_LIMIT = 256 * 1024;
+const ADMIN_BODY_LIMIT = 256 * 1024;
 
 export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience' | 'issuer'> {
   config: Config;
@@ -31,14 +33,6 @@ export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience' | 'issuer'>
   cursorKey: Uint8Array;
   /** Told of every refused call (401, 429, 403): the audit trail sums them per address and minute. */
   refused?: (refusal: AdminRefusal) => void;
-}
-
-/** What every route handler gets: the caller, and the management context of its request. */
-export interface AdminRouteContext {
-  cursors: Cursors;
-  config: Config;
-  /** The management context of a request (its caller is the actor, its address the source). */
-  context(request: FastifyRequest): ManagementContext;
 }
 
 declare module 'fastify' {
@@ -143,22 +137,6 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
         if (guard !== undefined) await guard(request, context.context(request));
       });
 
-      admin.setErrorHandler((error, request, reply: FastifyReply) => {
-        const answer = asProblem(error);
-        if (answer) {
-          audit(request, answer);
-          return sendProblem(reply, answer);
-        }
-        request.log.error({ err: error }, 'unexpected error in the admin API');
-        return sendProblem(reply, problem(500, 'server_error', 'the server could not complete the request'));
-      });
-      admin.setNotFoundHandler((request, reply) =>
-        sendProblem(
-          reply,
-          problem(404, 'not_found', `no such resource: ${request.method} ${request.url.split('?')[0]}`),
-        ),
-      );
-
       /** A refused call, for the audit trail: summed per address and minute, never a write per request. */
       const audit = (request: FastifyRequest, answer: ProblemError): void => {
         const { status, detail } = answer.problem;
@@ -171,6 +149,7 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
           source: request.ip,
         });
       };
+      answerWithProblems(admin, 'the admin API', audit);
 
       const context: AdminRouteContext = {
         cursors,
@@ -186,8 +165,10 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
       audienceRoutes(admin, context);
       clientRoutes(admin, context);
       secretRoutes(admin, context);
-      keyAndAuditRoutes(admin, context);
+      keyRoutes(admin, context);
+      auditRoutes(admin, context);
       operatorRoutes(admin, context);
+      statsRoutes(admin, context);
 
       // Needs no token (config without a scope); no-store like every admin answer.
       admin.get('/openapi.json', { schema: { hide: true }, config: {} }, async () => admin.swagger());

@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { problem } from './problem.js';
+import { problem } from '../problem.js';
 
 /**
  * Opaque list cursors (`next`, `?after=`): the position after the last item of a page (a keyset, so pages
@@ -44,7 +44,7 @@ export class Cursors {
 export const isString = (v: unknown): v is string => typeof v === 'string';
 
 /** A page of `items` (sorted by `keyOf`) after `after`: at most `limit`, and the cursor of the next if any. */
-export function pageOf<T, K extends string>(
+function pageOf<T, K extends string>(
   sorted: readonly T[],
   keyOf: (item: T) => K,
   after: K | undefined,
@@ -54,4 +54,51 @@ export function pageOf<T, K extends string>(
   const items = start < 0 ? [] : sorted.slice(start, start + limit);
   const more = start >= 0 && start + limit < sorted.length;
   return { items, last: more ? keyOf(items[items.length - 1]!) : undefined };
+}
+
+/** A list's query: at most `limit` items (50 when it is left out) after the cursor `after`. */
+interface ListQuery {
+  limit?: number;
+  after?: string;
+}
+
+/**
+ * A page of a list read whole (there are few of them: audiences, operators, signing keys, a client's grants),
+ * sorted by `keyOf`. The cursor is read first, so a cursor of another list is a 400 whatever the list holds.
+ */
+export async function pageOfList<T, V>(
+  cursors: Cursors,
+  list: string,
+  query: ListQuery,
+  load: () => Promise<readonly T[]>,
+  keyOf: (item: T) => string,
+  view: (item: T) => V,
+): Promise<{ items: V[]; next: string | null }> {
+  const { limit = 50, after } = query;
+  const from = after === undefined ? undefined : cursors.read(list, after, isString);
+  const page = pageOf(await load(), keyOf, from, limit);
+  return {
+    items: page.items.map(view),
+    next: page.last === undefined ? null : cursors.issue(list, page.last),
+  };
+}
+
+/**
+ * A page of a list the store pages (clients, the audit trail): `fetched` is one item longer than `limit` when
+ * there is a next page, whose cursor is the position of this page's last item.
+ */
+export function pageOfFetched<T, V>(
+  cursors: Cursors,
+  list: string,
+  fetched: readonly T[],
+  limit: number,
+  positionOf: (last: T) => unknown,
+  view: (item: T) => V,
+): { items: V[]; next: string | null } {
+  const items = fetched.slice(0, limit);
+  const last = items[items.length - 1];
+  return {
+    items: items.map(view),
+    next: fetched.length > limit && last !== undefined ? cursors.issue(list, positionOf(last)) : null,
+  };
 }

@@ -1,10 +1,10 @@
 import type { FastifyContextConfig, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
-import type { ManagementContext } from '../../management/index.js';
-import type { TSchema } from 'typebox';
+import { views, type ManagementContext, type Precondition } from '../../management/index.js';
+import type { Static, TSchema } from 'typebox';
 import { parseDuration } from '../../domain/validate.js';
 import type { AdminScope } from '../../management/builtin.js';
-import { etagOf } from '../../management/views.js';
-import { ProblemSchema } from './schemas.js';
+import type { AdminRouteContext } from './route-context.js';
+import { ProblemSchema, type IdParam } from './schemas.js';
 
 const GUARDED =
   ', and every admin scope that its target holds or would hold (no caller gives what it does not hold: ' +
@@ -67,7 +67,7 @@ export function adminRoute(spec: {
 
 /** A single resource's answer: the document, with its ETag. */
 export function sendResource(reply: FastifyReply, view: object, status = 200): FastifyReply {
-  return reply.code(status).header('etag', etagOf(view)).send(view);
+  return reply.code(status).header('etag', views.etagOf(view)).send(view);
 }
 
 /** A duration field of a request (seconds, or `90s`, `15m`, `24h`, `7d`) in seconds; null stays null. */
@@ -81,3 +81,44 @@ export const ifMatch = (headers: Record<string, string | string[] | undefined>):
   const value = headers['if-match'];
   return value === undefined ? {} : { ifMatch: Array.isArray(value) ? value.join(', ') : value };
 };
+
+/** The `{id}` of a request's path. */
+const idOf = (request: FastifyRequest): string => (request.params as Static<typeof IdParam>).id;
+
+type Handler = (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>;
+
+/** GET …/{id}: the resource `read` finds, as its document with its ETag. */
+export const readById =
+  <R>(
+    ctx: AdminRouteContext,
+    read: (mc: ManagementContext, id: string) => Promise<R>,
+    view: (resource: R) => object,
+  ): Handler =>
+  async (request, reply) =>
+    sendResource(reply, view(await read(ctx.context(request), idOf(request))));
+
+/** PATCH …/{id}: the change `update` makes of the body, on the request's If-Match; the document with its ETag. */
+export const updateById =
+  <B, R>(
+    ctx: AdminRouteContext,
+    update: (mc: ManagementContext, id: string, body: B, condition: Precondition) => Promise<R>,
+    view: (resource: R) => object,
+  ): Handler =>
+  async (request, reply) => {
+    const mc = ctx.context(request);
+    return sendResource(
+      reply,
+      view(await update(mc, idOf(request), request.body as B, ifMatch(request.headers))),
+    );
+  };
+
+/** DELETE …/{id}: `remove`, on the request's If-Match; 204. */
+export const deleteById =
+  (
+    ctx: AdminRouteContext,
+    remove: (mc: ManagementContext, id: string, condition: Precondition) => Promise<unknown>,
+  ): Handler =>
+  async (request, reply) => {
+    await remove(ctx.context(request), idOf(request), ifMatch(request.headers));
+    return reply.code(204).send();
+  };

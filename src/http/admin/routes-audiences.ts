@@ -2,9 +2,9 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
 import { audiences, views } from '../../management/index.js';
-import type { AdminRouteContext } from './index.js';
-import { isString, pageOf } from './paging.js';
-import { ifMatch, adminRoute, seconds, sendResource } from './route.js';
+import type { AdminRouteContext } from './route-context.js';
+import { pageOfList } from './paging.js';
+import { adminRoute, deleteById, readById, seconds, sendResource, updateById } from './route.js';
 import * as S from './schemas.js';
 
 const tags = ['audiences'];
@@ -22,18 +22,18 @@ export function audienceRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       querystring: S.ListQuery,
       ok: { 200: S.Page(S.Audience) },
     }),
-    async (request) => {
-      const { limit = 50, after } = request.query as Static<typeof S.ListQuery>;
-      const from = after === undefined ? undefined : ctx.cursors.read('audiences', after, isString);
-      const all = (await audiences.listAudiences(ctx.context(request))).sort((a, b) =>
-        a.id < b.id ? -1 : a.id > b.id ? 1 : 0,
-      );
-      const page = pageOf(all, (a) => a.id, from, limit);
-      return {
-        items: page.items.map(views.audienceJson),
-        next: page.last === undefined ? null : ctx.cursors.issue('audiences', page.last),
-      };
-    },
+    (request) =>
+      pageOfList(
+        ctx.cursors,
+        'audiences',
+        request.query as Static<typeof S.ListQuery>,
+        async () =>
+          (await audiences.listAudiences(ctx.context(request))).sort((a, b) =>
+            a.id < b.id ? -1 : a.id > b.id ? 1 : 0,
+          ),
+        (a) => a.id,
+        views.audienceJson,
+      ),
   );
   api.post(
     '/audiences',
@@ -68,13 +68,7 @@ export function audienceRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       params: S.IdParam,
       ok: { 200: S.Audience },
     }),
-    async (request, reply) => {
-      const { id } = request.params as Static<typeof S.IdParam>;
-      return sendResource(
-        reply,
-        views.audienceJson(await audiences.getAudienceById(ctx.context(request), id)),
-      );
-    },
+    readById(ctx, audiences.getAudienceById, views.audienceJson),
   );
   api.patch(
     '/audiences/:id',
@@ -87,24 +81,24 @@ export function audienceRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       body: S.AudiencePatch,
       ok: { 200: S.Audience },
     }),
-    async (request, reply) => {
-      const { id } = request.params as Static<typeof S.IdParam>;
-      const body = request.body as Static<typeof S.AudiencePatch>;
-      const mc = ctx.context(request);
-      const current = await audiences.getAudienceById(mc, id);
-      const updated = await audiences.updateAudience(
-        mc,
-        current.url,
-        {
-          name: body.name,
-          tokenTtl: seconds(body.token_ttl),
-          signingAlg: body.signing_alg,
-          scopes: body.scopes,
-        },
-        ifMatch(request.headers),
-      );
-      return sendResource(reply, views.audienceJson(updated));
-    },
+    updateById(
+      ctx,
+      async (mc, id, body: Static<typeof S.AudiencePatch>, condition) => {
+        const current = await audiences.getAudienceById(mc, id);
+        return audiences.updateAudience(
+          mc,
+          current.url,
+          {
+            name: body.name,
+            tokenTtl: seconds(body.token_ttl),
+            signingAlg: body.signing_alg,
+            scopes: body.scopes,
+          },
+          condition,
+        );
+      },
+      views.audienceJson,
+    ),
   );
   api.delete(
     '/audiences/:id',
@@ -116,12 +110,9 @@ export function audienceRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       params: S.IdParam,
       ok: { 204: null },
     }),
-    async (request, reply) => {
-      const { id } = request.params as Static<typeof S.IdParam>;
-      const mc = ctx.context(request);
+    deleteById(ctx, async (mc, id, condition) => {
       const current = await audiences.getAudienceById(mc, id);
-      await audiences.removeAudience(mc, current.url, ifMatch(request.headers));
-      return reply.code(204).send();
-    },
+      await audiences.removeAudience(mc, current.url, condition);
+    }),
   );
 }

@@ -1,10 +1,19 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Static } from 'typebox';
-import { audiences, clients, grants, views } from '../../management/index.js';
-import type { AdminRouteContext } from './index.js';
-import { isString, pageOf } from './paging.js';
-import { ifMatch, adminRoute, seconds, sendResource, type AdminGuard } from './route.js';
+import { audiences, clientGrants, clients, grants, views } from '../../management/index.js';
+import type { AdminRouteContext } from './route-context.js';
+import { isString, pageOfFetched, pageOfList } from './paging.js';
+import {
+  adminRoute,
+  deleteById,
+  ifMatch,
+  readById,
+  seconds,
+  sendResource,
+  updateById,
+  type AdminGuard,
+} from './route.js';
 import * as S from './schemas.js';
 
 const tags = ['clients'];
@@ -12,6 +21,17 @@ const tags = ['clients'];
 /** Any change of a client needs every admin scope it holds (MANAGEMENT.md), decided before its body is read. */
 export const clientGuard: AdminGuard = (request, mc) =>
   clients.authorizeChange(mc, (request.params as Static<typeof S.IdParam>).id);
+
+/**
+ * A change of a grant needs every admin scope it gives (MANAGEMENT.md), decided before its body is validated:
+ * `scopesOf` reads them from the request (a withdrawal gives none).
+ */
+const grantGuard =
+  (scopesOf: (request: FastifyRequest) => unknown): AdminGuard =>
+  async (request, mc) => {
+    const { id, audience_id } = request.params as Static<typeof S.GrantParams>;
+    await grants.authorizeGrant(mc, id, audience_id, scopesOf(request));
+  };
 
 /** A client's fields as the API names them (POST and PATCH alike), as the management layer takes them. */
 const clientFields = (body: Static<typeof S.ClientPatch>): clients.ClientFields => ({
@@ -51,11 +71,7 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       const list = search === undefined ? 'clients' : `clients ${search}`;
       const from = after === undefined ? null : ctx.cursors.read(list, after, isString);
       const page = await clients.listClientsPage(ctx.context(request), from, limit + 1, search);
-      const items = page.slice(0, limit);
-      return {
-        items: items.map(views.clientJson),
-        next: page.length > limit ? ctx.cursors.issue(list, items[items.length - 1]!.id) : null,
-      };
+      return pageOfFetched(ctx.cursors, list, page, limit, (c) => c.id, views.clientJson);
     },
   );
   api.post(
@@ -91,10 +107,7 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       params: S.IdParam,
       ok: { 200: S.Client },
     }),
-    async (request, reply) => {
-      const { id } = request.params as Static<typeof S.IdParam>;
-      return sendResource(reply, views.clientJson(await clients.getClient(ctx.context(request), id)));
-    },
+    readById(ctx, clients.getClient, views.clientJson),
   );
   api.patch(
     '/clients/:id',
@@ -108,17 +121,12 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       body: S.ClientPatch,
       ok: { 200: S.Client },
     }),
-    async (request, reply) => {
-      const { id } = request.params as Static<typeof S.IdParam>;
-      const body = request.body as Static<typeof S.ClientPatch>;
-      const updated = await clients.updateClient(
-        ctx.context(request),
-        id,
-        clientFields(body),
-        ifMatch(request.headers),
-      );
-      return sendResource(reply, views.clientJson(updated));
-    },
+    updateById(
+      ctx,
+      (mc, id, body: Static<typeof S.ClientPatch>, condition) =>
+        clients.updateClient(mc, id, clientFields(body), condition),
+      views.clientJson,
+    ),
   );
   api.delete(
     '/clients/:id',
@@ -131,11 +139,7 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       params: S.IdParam,
       ok: { 204: null },
     }),
-    async (request, reply) => {
-      const { id } = request.params as Static<typeof S.IdParam>;
-      await clients.deleteClient(ctx.context(request), id, ifMatch(request.headers));
-      return reply.code(204).send();
-    },
+    deleteById(ctx, clients.deleteClient),
   );
 
   // --- grants ---
@@ -153,22 +157,14 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
     }),
     async (request) => {
       const { id } = request.params as Static<typeof S.IdParam>;
-      const { limit = 50, after } = request.query as Static<typeof S.ListQuery>;
-      const from = after === undefined ? undefined : ctx.cursors.read(`grants ${id}`, after, isString);
-      const mc = ctx.context(request);
-      const client = await clients.getClient(mc, id);
-      const byUrl = new Map((await audiences.listAudiences(mc)).map((a) => [a.url, a]));
-      const all = client.grants
-        .flatMap((g) => {
-          const audience = byUrl.get(g.audience);
-          return audience ? [views.grantJson(id, audience, g)] : [];
-        })
-        .sort((a, b) => (a.audience_id < b.audience_id ? -1 : a.audience_id > b.audience_id ? 1 : 0));
-      const page = pageOf(all, (g) => g.audience_id, from, limit);
-      return {
-        items: page.items,
-        next: page.last === undefined ? null : ctx.cursors.issue(`grants ${id}`, page.last),
-      };
+      return pageOfList(
+        ctx.cursors,
+        `grants ${id}`,
+        request.query as Static<typeof S.ListQuery>,
+        () => clientGrants.listGrants(ctx.context(request), id),
+        (g) => g.audience.id,
+        (g) => views.grantJson(g.clientId, g.audience, g.grant),
+      );
     },
   );
   api.put(
@@ -178,11 +174,7 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       summary: 'Grant a client an audience with these scopes (creates or replaces the grant)',
       tags,
       scope: 'clients:write',
-      guard: async (request, mc) => {
-        const { id, audience_id } = request.params as Static<typeof S.GrantParams>;
-        const body = request.body as { scopes?: unknown } | null | undefined;
-        await grants.authorizeGrant(mc, id, audience_id, body?.scopes);
-      },
+      guard: grantGuard((request) => (request.body as { scopes?: unknown } | null | undefined)?.scopes),
       params: S.GrantParams,
       body: S.GrantBody,
       ok: { 200: S.Grant, 201: S.Grant },
@@ -211,10 +203,7 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       summary: 'Withdraw an audience from a client',
       tags,
       scope: 'clients:write',
-      guard: async (request, mc) => {
-        const { id, audience_id } = request.params as Static<typeof S.GrantParams>;
-        await grants.authorizeGrant(mc, id, audience_id, []);
-      },
+      guard: grantGuard(() => []),
       params: S.GrantParams,
       ok: { 204: null },
     }),

@@ -2,21 +2,14 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
 import type { SigningAlg } from '../../domain/algorithms.js';
-import { audit, keys, views } from '../../management/index.js';
-import type { AuditEventType } from '../../store/types.js';
-import type { AdminRouteContext } from './index.js';
-import { pageOf } from './paging.js';
+import { keys, views } from '../../management/index.js';
+import type { AdminRouteContext } from './route-context.js';
+import { pageOfList } from './paging.js';
 import { adminRoute } from './route.js';
 import * as S from './schemas.js';
 
-const isAuditPosition = (v: unknown): v is { at: string; id: number } =>
-  typeof v === 'object' &&
-  v !== null &&
-  typeof (v as { at?: unknown }).at === 'string' &&
-  Number.isSafeInteger((v as { id?: unknown }).id);
-
-/** Keys: GET /keys · POST /keys/rotate · POST /keys/{kid}/retire; the audit trail: GET /audit-events. */
-export function keyAndAuditRoutes(app: FastifyInstance, ctx: AdminRouteContext): void {
+/** Signing keys: GET /keys · POST /keys/rotate · POST /keys/{kid}/retire. */
+export function keyRoutes(app: FastifyInstance, ctx: AdminRouteContext): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   const warn = (message: string) => app.log.warn(message);
 
@@ -30,24 +23,19 @@ export function keyAndAuditRoutes(app: FastifyInstance, ctx: AdminRouteContext):
       querystring: S.ListQuery,
       ok: { 200: S.Page(S.Key) },
     }),
-    async (request) => {
-      const { limit = 50, after } = request.query as Static<typeof S.ListQuery>;
-      const from =
-        after === undefined
-          ? undefined
-          : ctx.cursors.read('keys', after, (v): v is string => typeof v === 'string');
-      const all = (await keys.listKeys(ctx.context(request))).map(views.keyJson);
+    (request) => {
       const keyOf = (k: ReturnType<typeof views.keyJson>) => `${k.created_at} ${k.kid}`;
-      const page = pageOf(
-        all.sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : 1)),
+      return pageOfList(
+        ctx.cursors,
+        'keys',
+        request.query as Static<typeof S.ListQuery>,
+        async () =>
+          (await keys.listKeys(ctx.context(request)))
+            .map(views.keyJson)
+            .sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : 1)),
         keyOf,
-        from,
-        limit,
+        (k) => k,
       );
-      return {
-        items: page.items,
-        next: page.last === undefined ? null : ctx.cursors.issue('keys', page.last),
-      };
     },
   );
   api.post(
@@ -67,15 +55,7 @@ export function keyAndAuditRoutes(app: FastifyInstance, ctx: AdminRouteContext):
         alg: body.alg as SigningAlg | undefined,
         warn,
       });
-      return {
-        items: results.map((r) => ({
-          alg: r.alg,
-          kid: r.kid,
-          activates_at: r.activatesAt,
-          already_scheduled: r.alreadyScheduled,
-          retiring: r.retiring,
-        })),
-      };
+      return { items: results.map(views.rotationJson) };
     },
   );
   api.post(
@@ -90,42 +70,7 @@ export function keyAndAuditRoutes(app: FastifyInstance, ctx: AdminRouteContext):
     }),
     async (request) => {
       const { kid } = request.params as Static<typeof S.KidParam>;
-      const result = await keys.retireKey(ctx.context(request), kid, { warn });
-      return { retired: result.retired.kid, signing: result.signing, keys: result.keys.map(views.keyJson) };
-    },
-  );
-
-  api.get(
-    '/audit-events',
-    adminRoute({
-      operationId: 'listAuditEvents',
-      summary: 'The audit trail, newest first: token events and changes',
-      tags: ['audit'],
-      scope: 'audit:read',
-      querystring: S.AuditQuery,
-      ok: { 200: S.Page(S.AuditEvent) },
-    }),
-    async (request) => {
-      const q = request.query as Static<typeof S.AuditQuery>;
-      const limit = q.limit ?? 50;
-      const after = q.after === undefined ? undefined : ctx.cursors.read('audit', q.after, isAuditPosition);
-      const page: Awaited<ReturnType<typeof audit.queryAudit>> = [];
-      const query = {
-        clientId: q.client_id,
-        audience: q.audience,
-        outcome: q.outcome,
-        types: q.type === undefined ? undefined : [q.type as AuditEventType],
-        since: q.since,
-        until: q.until,
-      };
-      for await (const events of audit.exportAudit(ctx.context(request), query, limit + 1, after))
-        page.push(...events);
-      const items = page.slice(0, limit);
-      const last = items[items.length - 1];
-      return {
-        items: items.map(views.auditEventJson),
-        next: page.length > limit && last ? ctx.cursors.issue('audit', { at: last.at, id: last.id }) : null,
-      };
+      return views.retirementJson(await keys.retireKey(ctx.context(request), kid, { warn }));
     },
   );
 }

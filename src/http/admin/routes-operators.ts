@@ -1,10 +1,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
-import { operators, stats, views } from '../../management/index.js';
-import type { AdminRouteContext } from './index.js';
-import { isString, pageOf } from './paging.js';
-import { adminRoute, ifMatch, sendResource, type AdminGuard } from './route.js';
+import { operators, views } from '../../management/index.js';
+import type { AdminRouteContext } from './route-context.js';
+import { pageOfList } from './paging.js';
+import { adminRoute, deleteById, readById, updateById, type AdminGuard } from './route.js';
 import * as S from './schemas.js';
 
 const tags = ['operators'];
@@ -20,17 +20,10 @@ const operatorGuard: AdminGuard = (request, mc) =>
     (request.body as { role?: unknown } | null | undefined)?.role,
   );
 
-/**
- * Console operators: GET, POST /operators · GET, PATCH, DELETE /operators/{id} · POST /operators/{id}/reset;
- * and the overview's figures: GET /stats.
- */
+/** Console operators: GET, POST /operators · GET, PATCH, DELETE /operators/{id} · POST /operators/{id}/reset. */
 export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   const location = (id: string) => `${ctx.config.issuer}/admin/v1/operators/${encodeURIComponent(id)}`;
-  const withLink = (enrollment: operators.Enrollment) => ({
-    ...views.operatorJson(enrollment.operator),
-    enrollment_url: enrollment.url,
-  });
 
   api.get(
     '/operators',
@@ -42,16 +35,15 @@ export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       querystring: S.ListQuery,
       ok: { 200: S.Page(S.Operator) },
     }),
-    async (request) => {
-      const { limit = 50, after } = request.query as Static<typeof S.ListQuery>;
-      const from = after === undefined ? undefined : ctx.cursors.read('operators', after, isString);
-      const all = await operators.listOperators(ctx.context(request));
-      const page = pageOf(all, (o) => o.email, from, limit);
-      return {
-        items: page.items.map(views.operatorJson),
-        next: page.last === undefined ? null : ctx.cursors.issue('operators', page.last),
-      };
-    },
+    (request) =>
+      pageOfList(
+        ctx.cursors,
+        'operators',
+        request.query as Static<typeof S.ListQuery>,
+        () => operators.listOperators(ctx.context(request)),
+        (o) => o.email,
+        views.operatorJson,
+      ),
   );
   api.post(
     '/operators',
@@ -70,7 +62,7 @@ export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       const added = await operators.addOperator(ctx.context(request), body);
       const view = views.operatorJson(added.operator);
       reply.header('location', location(added.operator.id)).header('etag', views.etagOf(view));
-      return reply.code(201).send(withLink(added));
+      return reply.code(201).send(views.enrollmentJson(added));
     },
   );
   api.get(
@@ -83,10 +75,7 @@ export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       params: S.IdParam,
       ok: { 200: S.Operator },
     }),
-    async (request, reply) => {
-      const { id } = request.params as Static<typeof S.IdParam>;
-      return sendResource(reply, views.operatorJson(await operators.getOperator(ctx.context(request), id)));
-    },
+    readById(ctx, operators.getOperator, views.operatorJson),
   );
   api.patch(
     '/operators/:id',
@@ -100,17 +89,7 @@ export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       body: S.OperatorPatch,
       ok: { 200: S.Operator },
     }),
-    async (request, reply) => {
-      const { id } = request.params as Static<typeof S.IdParam>;
-      const body = request.body as Static<typeof S.OperatorPatch>;
-      const updated = await operators.updateOperator(
-        ctx.context(request),
-        id,
-        body,
-        ifMatch(request.headers),
-      );
-      return sendResource(reply, views.operatorJson(updated));
-    },
+    updateById(ctx, operators.updateOperator, views.operatorJson),
   );
   api.delete(
     '/operators/:id',
@@ -123,11 +102,7 @@ export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       params: S.IdParam,
       ok: { 204: null },
     }),
-    async (request, reply) => {
-      const { id } = request.params as Static<typeof S.IdParam>;
-      await operators.removeOperator(ctx.context(request), id, ifMatch(request.headers));
-      return reply.code(204).send();
-    },
+    deleteById(ctx, operators.removeOperator),
   );
   api.post(
     '/operators/:id/reset',
@@ -143,24 +118,7 @@ export function operatorRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
     }),
     async (request) => {
       const { id } = request.params as Static<typeof S.IdParam>;
-      return withLink(await operators.resetOperator(ctx.context(request), id));
-    },
-  );
-
-  api.get(
-    '/stats',
-    adminRoute({
-      operationId: 'getStats',
-      summary:
-        'How many clients and audiences there are, and tokens issued and refused per minute (the last hour by default)',
-      tags: ['audit'],
-      scope: 'audit:read',
-      querystring: S.StatsQuery,
-      ok: { 200: S.Stats },
-    }),
-    async (request) => {
-      const { minutes = 60 } = request.query as Static<typeof S.StatsQuery>;
-      return stats.overview(ctx.context(request), minutes);
+      return views.enrollmentJson(await operators.resetOperator(ctx.context(request), id));
     },
   );
 }

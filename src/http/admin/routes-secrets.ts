@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
 import { secrets, views } from '../../management/index.js';
-import type { AdminRouteContext } from './index.js';
+import type { AdminRouteContext } from './route-context.js';
 import { adminRoute, seconds } from './route.js';
 import * as S from './schemas.js';
 import { clientGuard } from './routes-clients.js';

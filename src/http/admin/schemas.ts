@@ -5,7 +5,7 @@
  */
 import { Type, type TSchema } from 'typebox';
 import { SIGNING_ALGS } from '../../domain/algorithms.js';
-import { AUTH_METHOD_NAMES, MAX_CLIENT_KEYS } from '../../domain/client-keys.js';
+import { AUTH_METHOD_NAMES, MAX_CLIENT_KEYS } from '../../domain/client-auth/index.js';
 import { OPERATOR_ROLES } from '../../domain/validate.js';
 import { AUDIT_EVENT_TYPES } from '../../store/types.js';
 
@@ -18,14 +18,14 @@ const Claims = Type.Record(Type.String(), Type.Unknown(), {
 const Time = Type.String({ format: 'date-time', description: 'RFC 3339, UTC' });
 
 /** A duration: whole seconds, or a number and a unit (`90s`, `15m`, `24h`, `7d`). */
-export const Duration = Type.Union([
+const Duration = Type.Union([
   Type.Integer({ minimum: 0 }),
   Type.String({ pattern: '^[0-9]{1,9}[smhd]$', description: 'a number and a unit: s, m, h or d' }),
 ]);
 
 // --- resources as answered ---
 
-export const Scope = Type.Object(
+const Scope = Type.Object(
   { name: Type.String(), description: Nullable(Type.String()) },
   { additionalProperties: false },
 );
@@ -151,7 +151,7 @@ export const Key = Type.Object(
   { additionalProperties: false },
 );
 
-export const Rotation = Type.Object(
+const Rotation = Type.Object(
   {
     alg: Alg,
     kid: Nullable(Type.String({ description: 'the key scheduled to sign next' })),

@@ -20,7 +20,7 @@ export interface Asset {
 }
 
 /** dist/console, from src/http/console (tests) and from dist/http/console (the package) alike. */
-export const CONSOLE_DIST = fileURLToPath(new URL('../../../dist/console/', import.meta.url));
+const CONSOLE_DIST = fileURLToPath(new URL('../../../dist/console/', import.meta.url));
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',

@@ -4,18 +4,18 @@ import { Type, type Static } from 'typebox';
 import { ROLE_SCOPES } from '../../management/builtin.js';
 import { operators, sessions, views } from '../../management/index.js';
 import type { Operator } from '../../store/types.js';
-import { depthLimited } from '../admin/json-body.js';
-import { asProblem, CONSOLE_CHALLENGE, problem, sendProblem } from '../admin/problem.js';
+import { depthLimited } from '../json-body.js';
+import { answerWithProblems, asProblem, CONSOLE_CHALLENGE, noSuchResource, problem } from '../problem.js';
 import { encodingFor, type Asset } from './assets.js';
 import type { ConsoleSessions } from './session.js';
 
-export const CONSOLE_PREFIX = '/console';
+const CONSOLE_PREFIX = '/console';
 
 /**
  * The console's policy: its own files only (no CDN, nothing inline: script-src 'self' refuses inline scripts
  * and style-src 'self' style attributes), its own API only, never framed.
  */
-export const CONSOLE_CSP = [
+const CONSOLE_CSP = [
   "default-src 'self'",
   "script-src 'self'",
   "style-src 'self'",
@@ -82,7 +82,7 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   void app.register(
     async (scope) => {
       const api = scope.withTypeProvider<TypeBoxTypeProvider>();
-      // The admin API's rule for every JSON body: at most 32 levels (MANAGEMENT.md).
+      // The rule for every JSON body, as in the admin API: at most 32 levels (MANAGEMENT.md).
       const json = depthLimited(scope.getDefaultJsonParser('error', 'error'));
       scope.removeAllContentTypeParsers();
       scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, json);
@@ -94,18 +94,7 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
         reply.header('cross-origin-resource-policy', 'same-origin');
         return payload;
       });
-      scope.setErrorHandler((error, request, reply) => {
-        const answer = asProblem(error);
-        if (answer) return sendProblem(reply, answer);
-        request.log.error({ err: error }, 'unexpected error in the console');
-        return sendProblem(reply, problem(500, 'server_error', 'the server could not complete the request'));
-      });
-      scope.setNotFoundHandler((request, reply) =>
-        sendProblem(
-          reply,
-          problem(404, 'not_found', `no such resource: ${request.method} ${request.url.split('?')[0]}`),
-        ),
-      );
+      answerWithProblems(scope, 'the console');
 
       // --- the session API ---
 
@@ -172,8 +161,7 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
 
       const page = async (request: FastifyRequest, reply: FastifyReply) => {
         const rest = ((request.params as { '*'?: string })['*'] ?? '').replace(/\/+$/, '');
-        if (rest === 'api' || rest.startsWith('api/'))
-          throw problem(404, 'not_found', `no such resource: ${request.method} ${request.url.split('?')[0]}`);
+        if (rest === 'api' || rest.startsWith('api/')) throw noSuchResource(request);
         // A file at the top of the build (an icon) is served as it is.
         const file = assets?.get(rest);
         if (file && rest !== 'index.html') return sendAsset(request, reply, file);

@@ -3,15 +3,16 @@ import type { Config } from '../../config/index.js';
 import { sessions, type ManagementContext } from '../../management/index.js';
 import type { SessionPolicy } from '../../management/sessions.js';
 import type { Operator, Store } from '../../store/types.js';
-import { problem } from '../admin/problem.js';
+import { problem } from '../problem.js';
+import { SessionCookie } from '../session-cookie.js';
 
 /** The header a console page sends its session's anti-CSRF token in, on every request that changes something. */
-export const CSRF_HEADER = 'x-csrf-token';
+const CSRF_HEADER = 'x-csrf-token';
 /**
  * The header a console page sends on requests it makes by itself (the overview's refresh): they do not count
  * as activity, so a page left open still lets its session end after the idle timeout.
  */
-export const BACKGROUND_HEADER = 'x-tessera-background';
+const BACKGROUND_HEADER = 'x-tessera-background';
 
 const NO_SCOPES: ReadonlySet<string> = new Set();
 
@@ -27,45 +28,6 @@ export interface SessionCaller {
   token: string;
   /** The session's absolute end, ms since the epoch. */
   expiresAt: number;
-}
-
-/**
- * The console's session cookie (MANAGEMENT.md, "Sessions"): `__Host-` prefixed and Secure when the issuer is
- * https; browsers refuse that prefix on plain http, so a local http issuer uses a plain name. Always HttpOnly,
- * SameSite=Strict, Path=/.
- */
-export class SessionCookie {
-  readonly name: string;
-  private readonly secure: boolean;
-
-  constructor(issuer: string) {
-    this.secure = issuer.startsWith('https://');
-    this.name = this.secure ? '__Host-tessera_session' : 'tessera_session';
-  }
-
-  /** The cookie's value in a request, if it has one (the first, if a client sent several). */
-  read(header: string | undefined): string | undefined {
-    if (header === undefined) return undefined;
-    for (const part of header.split(';')) {
-      const at = part.indexOf('=');
-      if (at > 0 && part.slice(0, at).trim() === this.name) return part.slice(at + 1).trim();
-    }
-    return undefined;
-  }
-
-  /** The Set-Cookie of a new session, which the browser keeps until the session's absolute end. */
-  set(value: string, maxAgeSeconds: number): string {
-    return this.attributes(`${this.name}=${value}; Max-Age=${maxAgeSeconds}`);
-  }
-
-  /** The Set-Cookie that removes it (logout). */
-  clear(): string {
-    return this.attributes(`${this.name}=; Max-Age=0`);
-  }
-
-  private attributes(cookie: string): string {
-    return `${cookie}; Path=/; HttpOnly; SameSite=Strict${this.secure ? '; Secure' : ''}`;
-  }
 }
 
 export interface ConsoleSessionsDeps {

@@ -2,17 +2,17 @@ import type { FastifyInstance } from 'fastify';
 import type { Keyring } from '../../keys/keyring.js';
 import type { Directory } from '../../store/directory.js';
 import { methodNotAllowed } from '../errors.js';
-import { ASSERTION_ALGS, AUTH_METHOD_NAMES } from '../../domain/client-keys.js';
+import { ASSERTION_ALGS, AUTH_METHOD_NAMES } from '../../domain/client-auth/index.js';
 
 export const TOKEN_PATH = '/oauth/token';
-export const JWKS_PATH = '/.well-known/jwks.json';
+const JWKS_PATH = '/.well-known/jwks.json';
 const METADATA_MAX_AGE = 60;
 
 /**
  * RFC 8414 §2 authorization server metadata, with the `audiences_supported` extension; `scopes_supported` is
  * every audience's scopes, sorted, each once.
  */
-export function metadata(
+function metadata(
   issuer: string,
   audiences: readonly string[],
   scopes: readonly string[] = [],

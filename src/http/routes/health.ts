@@ -11,7 +11,7 @@ import type { Store } from '../../store/types.js';
  */
 export function healthRoutes(
   app: FastifyInstance,
-  store: Store,
+  store: Pick<Store, 'ping'>,
   keyring: Keyring,
   directory: Directory,
   defaultAlg: SigningAlg,

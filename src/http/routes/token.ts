@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { TokenResponse, TokenService } from '../../domain/token-service.js';
+import type { TokenService } from '../../domain/token-service.js';
+import type { TokenResponse } from '../../domain/token-types.js';
 import { tokenParams } from '../body.js';
 import { methodNotAllowed, NO_STORE } from '../errors.js';
 
@@ -10,7 +11,7 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  * serialization is base64url and dots only, and the other members are fixed text and an integer. The scope,
  * when the token has one, is escaped as any string.
  */
-export function tokenJson(response: TokenResponse): string {
+function tokenJson(response: TokenResponse): string {
   const scope = response.scope === undefined ? '' : `,"scope":${JSON.stringify(response.scope)}`;
   return `{"access_token":"${response.access_token}","token_type":"${response.token_type}","expires_in":${response.expires_in}${scope}}`;
 }

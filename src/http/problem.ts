@@ -1,9 +1,13 @@
-import type { FastifyError, FastifyReply } from 'fastify';
-import { OAuthError } from '../../domain/errors.js';
-import type { ManagementError } from '../../management/index.js';
-import { asManagementError, type ErrorKind } from '../../management/index.js';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { OAuthError } from '../domain/errors.js';
+import { asManagementError, type ErrorKind, type ManagementError } from '../management/index.js';
 
-/** RFC 9457 problem details, as every admin API error is answered. */
+/*
+ * How the admin API and the console's session API answer errors: RFC 9457 problem details, one document shape
+ * and one set of codes for both faces (the token endpoint answers OAuth errors instead, see errors.ts).
+ */
+
+/** RFC 9457 problem details, as every admin API and console API error is answered. */
 export interface Problem {
   type: string;
   title: string;
@@ -24,7 +28,7 @@ export const insufficientScope = (scopes: readonly string[]): string =>
   `Bearer error="insufficient_scope", scope="${scopes.join(' ')}"`;
 
 /** Stable problem type URIs: `urn:tessera:problem:<code>`, the same codes the CLI prints under --json. */
-export const problemType = (code: string): string => `urn:tessera:problem:${code}`;
+const problemType = (code: string): string => `urn:tessera:problem:${code}`;
 
 const STATUS: Record<ErrorKind, number> = {
   invalid: 400,
@@ -53,7 +57,7 @@ const TITLES: Record<number, string> = {
   503: 'Service Unavailable',
 };
 
-/** An error the admin API answers as it is: its status, its problem, and headers (WWW-Authenticate, ...). */
+/** An error answered as it is: its status, its problem, and headers (WWW-Authenticate, ...). */
 export class ProblemError extends Error {
   constructor(
     readonly problem: Problem,
@@ -76,7 +80,7 @@ export function problem(
   );
 }
 
-export function sendProblem(reply: FastifyReply, error: ProblemError): FastifyReply {
+function sendProblem(reply: FastifyReply, error: ProblemError): FastifyReply {
   return reply
     .code(error.problem.status)
     .headers(error.headers)
@@ -102,7 +106,7 @@ function ajvDetail(e: { keyword?: string; message?: string; params?: Record<stri
   return e.message ?? 'is not valid';
 }
 
-/** Any error of an admin request, as the problem it is answered with; undefined for an unexpected one. */
+/** Any error of a request, as the problem it is answered with; undefined for an unexpected one. */
 export function asProblem(error: unknown): ProblemError | undefined {
   if (error instanceof ProblemError) return error;
   // The store cannot answer a client lookup (the token path's 503, with its Retry-After).
@@ -154,4 +158,30 @@ function fromManagement(error: ManagementError): ProblemError {
   // does not hold).
   if (error.kind === 'forbidden') headers['www-authenticate'] = insufficientScope(error.scopes ?? []);
   return problem(status, error.code, error.message, errors ? { errors } : {}, headers);
+}
+
+/** The 404 of a path no route of the face serves. */
+export const noSuchResource = (request: FastifyRequest): ProblemError =>
+  problem(404, 'not_found', `no such resource: ${request.method} ${request.url.split('?')[0]}`);
+
+/**
+ * Answers every error of a face's scope as a problem, and a path it does not serve as a 404: known errors as
+ * asProblem makes them (each told to `answered` first, if given), anything else logged as unexpected in
+ * `face` and answered as a generic server_error, never a stack.
+ */
+export function answerWithProblems(
+  scope: FastifyInstance,
+  face: string,
+  answered?: (request: FastifyRequest, answer: ProblemError) => void,
+): void {
+  scope.setErrorHandler((error, request, reply: FastifyReply) => {
+    const answer = asProblem(error);
+    if (answer) {
+      answered?.(request, answer);
+      return sendProblem(reply, answer);
+    }
+    request.log.error({ err: error }, `unexpected error in ${face}`);
+    return sendProblem(reply, problem(500, 'server_error', 'the server could not complete the request'));
+  });
+  scope.setNotFoundHandler((request, reply) => sendProblem(reply, noSuchResource(request)));
 }

@@ -1,5 +1,5 @@
 import { CST, LineCounter, Parser } from 'yaml';
-import { pointerSegment } from '../domain/json-depth.js';
+import { pointerSegment } from '../../domain/json-depth.js';
 
 /** A collection past the depth limit in a file's text: its JSON pointer, and its line and column (from 1). */
 export interface DeepPlace {

@@ -1,17 +1,13 @@
 import { isIP } from 'node:net';
 import { importJWK, type JWK } from 'jose';
-import { isPublicAddress } from './addresses.js';
-import { checkNesting, ValidationError } from './validate.js';
+import { isPublicAddress } from '../addresses.js';
+import { checkNesting, ValidationError } from '../validate.js';
 
-/**
- * How a client authenticates at the token endpoint, by RFC 7591's names (INTERFACE.md, "Client
- * authentication"). A client with secrets may use either secret method, whichever it is registered with;
- * a private_key_jwt client has no secret that works.
+/*
+ * A private_key_jwt client's public keys as it registers them: the shape of a JWK Set, the assertion
+ * algorithms each key can verify, and where a set may be published (jwks_uri). Checked when a client is
+ * written (management) and when a published set is fetched (keys/jwks-fetcher.ts).
  */
-export const AUTH_METHOD_NAMES = ['client_secret_basic', 'client_secret_post', 'private_key_jwt'] as const;
-export type AuthMethodName = (typeof AUTH_METHOD_NAMES)[number];
-
-export const usesSecrets = (method: AuthMethodName): boolean => method !== 'private_key_jwt';
 
 /**
  * The algorithms a client assertion may be signed with (INTERFACE.md): never `none`, never HMAC. `Ed25519`
@@ -28,7 +24,7 @@ export interface PublicJwks {
 /** At most this many keys in a client's set: a rotation needs two or three. */
 export const MAX_CLIENT_KEYS = 10;
 /** A JWK Set registered inline, as JSON, at most this many bytes. */
-export const MAX_JWKS_BYTES = 16 * 1024;
+const MAX_JWKS_BYTES = 16 * 1024;
 /** The smallest RSA modulus accepted (RFC 7518 §3.3, §3.5). */
 const MIN_RSA_BITS = 2048;
 
@@ -42,12 +38,6 @@ export function algsForKey(jwk: JWK): AssertionAlg[] {
   if (jwk.kty === 'EC' && jwk.crv === 'P-384') return ['ES384'];
   if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') return ['EdDSA', 'Ed25519'];
   return [];
-}
-
-export function validateAuthMethod(value: string): AuthMethodName {
-  if (!(AUTH_METHOD_NAMES as readonly string[]).includes(value))
-    throw new ValidationError(`token_endpoint_auth_method must be one of ${AUTH_METHOD_NAMES.join(', ')}`);
-  return value as AuthMethodName;
 }
 
 /**
@@ -146,24 +136,4 @@ export function validateJwksUri(raw: string, production: boolean, allowPrivate: 
       `jwks_uri's host ${url.hostname} is not a public address (loopback, private, link-local, unique-local or reserved)`,
     );
   return raw;
-}
-
-/**
- * The rule of a client's method and keys: private_key_jwt has exactly one of jwks and jwks_uri; a secret
- * method has neither. Returns the message of the first rule broken, or undefined.
- */
-export function authMethodProblem(
-  method: AuthMethodName,
-  jwks: PublicJwks | null,
-  jwksUri: string | null,
-): string | undefined {
-  if (method === 'private_key_jwt') {
-    if (jwks === null && jwksUri === null)
-      return 'a private_key_jwt client needs its public keys: jwks or jwks_uri';
-    if (jwks !== null && jwksUri !== null) return 'give jwks or jwks_uri, not both';
-    return undefined;
-  }
-  if (jwks !== null || jwksUri !== null)
-    return `jwks and jwks_uri are for private_key_jwt; this client uses ${method}`;
-  return undefined;
 }

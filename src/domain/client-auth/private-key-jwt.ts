@@ -7,17 +7,17 @@ import {
   type JWTVerifyGetKey,
   type ProtectedHeaderParameters,
 } from 'jose';
-import type { ClientAuthMethod, PresentedCredentials } from './client-auth.js';
-import { ASSERTION_ALGS } from './client-keys.js';
-import { invalidClient, invalidRequest } from './errors.js';
-import type { KnownClient, TokenRequest } from './token-service.js';
+import { invalidClient, invalidRequest } from '../errors.js';
+import { present, type KnownClient, type TokenRequest } from '../token-types.js';
+import { ASSERTION_ALGS } from './jwks.js';
+import type { ClientAuthMethod, PresentedCredentials } from './method.js';
 
 /** RFC 7523 §2.2: the one client assertion type. */
 export const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 /** Clock skew allowed on every time of an assertion (INTERFACE.md). */
-export const ASSERTION_SKEW_SECONDS = 60;
+const ASSERTION_SKEW_SECONDS = 60;
 /** An assertion may live at most this long: after its iat, or after now when it has none (authlib: 60 min). */
-export const MAX_ASSERTION_LIFETIME_SECONDS = 3600;
+const MAX_ASSERTION_LIFETIME_SECONDS = 3600;
 /** A jti longer than this is refused (it is stored as a digest; this only bounds the work). */
 const MAX_JTI_LENGTH = 512;
 
@@ -172,7 +172,16 @@ class AssertionCredentials implements PresentedCredentials {
 
 type CryptoKeyLike = Parameters<typeof jwtVerify>[1] & object;
 
-const present = (value: string | undefined): string | undefined => (value === '' ? undefined : value);
+/** The iss of a client assertion, for the audit trail only (undefined if it does not decode). */
+export function assertionIssuer(assertion: string | undefined): string | undefined {
+  if (assertion === undefined || assertion === '') return undefined;
+  try {
+    const iss = decodeJwt(assertion).iss;
+    return typeof iss === 'string' ? iss : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * private_key_jwt (RFC 7523 §2.2, OpenID Connect Core §9): `client_assertion_type` and `client_assertion`,

@@ -1,9 +1,9 @@
 import type { FastifyBodyParser } from 'fastify';
-import { MAX_JSON_DEPTH, tooDeepAt } from '../../domain/json-depth.js';
+import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import { problem, type ProblemError } from './problem.js';
 
 /** A body nested past MAX_JSON_DEPTH: 400, the first value too deep named by its pointer (MANAGEMENT.md). */
-export const tooDeepBody = (pointer: string): ProblemError =>
+const tooDeepBody = (pointer: string): ProblemError =>
   problem(400, 'invalid_body', `the request body nests deeper than ${MAX_JSON_DEPTH} levels`, {
     errors: [
       {

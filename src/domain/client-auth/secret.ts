@@ -1,6 +1,7 @@
-import { invalidClient, invalidRequest } from './errors.js';
-import { digestOf, digestsEqual, DUMMY_DIGEST, MAX_LIVE_SECRETS } from './secrets.js';
-import type { KnownClient, TokenRequest } from './token-service.js';
+import { invalidClient, invalidRequest } from '../errors.js';
+import { digestOf, digestsEqual, DUMMY_DIGEST, MAX_LIVE_SECRETS } from '../secrets.js';
+import { present, type KnownClient } from '../token-types.js';
+import type { ClientAuthMethod, PresentedCredentials } from './method.js';
 
 export interface BasicCredentials {
   clientId: string;
@@ -42,40 +43,13 @@ export function parseBasicAuthorization(header: string | undefined): BasicCreden
   return { clientId, clientSecret };
 }
 
-/** Empty values count as missing (RFC 6749 §3.2). */
-const present = (value: string | undefined): string | undefined => (value === '' ? undefined : value);
-
-/** What a request presented to authenticate as a client, by one method. */
-export interface PresentedCredentials {
-  clientId: string;
-  /**
-   * Whether the credential proves `client` (undefined: no such client) at `now` (ms). For a secret, the same
-   * work either way, so that an unknown client and a wrong secret cannot be told apart by time. A promise
-   * only for a method that must wait (an assertion: its keys, its replay check).
-   */
-  proves(client: KnownClient | undefined, now: number): boolean | Promise<boolean>;
-  /** After a successful proof: the id of the secret that matched, if the method uses secrets. */
-  readonly usedSecret?: string | undefined;
-  /** After a failed proof of a known client: why, for the audit trail (never the credential itself). */
-  readonly failure?: string | undefined;
-}
-
-/**
- * One way of authenticating a client at the token endpoint (RFC 6749 §2.3). The token service asks every
- * method whether the request uses it; exactly one may. A new method (private_key_jwt) is one more of these.
- */
-export interface ClientAuthMethod {
-  /** The name of RFC 8414's token_endpoint_auth_methods_supported. */
-  readonly name: string;
-  /** Whether the request uses this method, by a look at what it carries (nothing is parsed yet). */
-  presentedIn(request: TokenRequest): boolean;
-  /**
-   * The credentials, parsed. Throws invalid_client for credentials that are malformed (a failed
-   * authentication: counted against the caller), invalid_request for a request that is malformed otherwise.
-   */
-  parse(request: TokenRequest): PresentedCredentials;
-  /** Checks the rest of the request against the method, once it is the only one used (invalid_request). */
-  check?(request: TokenRequest, credentials: PresentedCredentials): void;
+/** The client id of a Basic header, for the audit trail only (undefined if it does not parse). */
+export function basicClientId(header: string | undefined): string | undefined {
+  try {
+    return parseBasicAuthorization(header)?.clientId;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Slots compared for every request: a client's live secrets, padded with a digest no secret has. */
@@ -140,6 +114,3 @@ export const clientSecretPost: ClientAuthMethod = {
     return new SecretCredentials(clientId, request.params.client_secret!);
   },
 };
-
-/** The methods the token endpoint accepts, in the order a request is examined. */
-export const CLIENT_AUTH_METHODS: readonly ClientAuthMethod[] = [clientSecretBasic, clientSecretPost];

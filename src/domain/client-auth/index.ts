@@ -1,0 +1,70 @@
+import type { TokenRequest } from '../token-types.js';
+import type { ClientAuthMethod } from './method.js';
+import { assertionIssuer, privateKeyJwt, type PrivateKeyJwtOptions } from './private-key-jwt.js';
+import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js';
+
+/*
+ * Client authentication at the token endpoint (RFC 6749 §2.3): one module per method, each a ClientAuthMethod
+ * (method.ts), and the list below, in the order the token service examines a request. The token service
+ * asks every method whether the request uses it, refuses a request that uses two, and lets the one used
+ * prove the client; what a method knows of a client it reads from KnownClient (token-types.ts), which the
+ * directory fills from the store.
+ *
+ * A method with parameters of its own is added here, and the token service does not change: its name in
+ * AUTH_METHOD_NAMES (method.ts: a client can then be registered with it, and the admin API's schema and
+ * discovery list it); a module exporting its ClientAuthMethod, given what it needs at run time as options,
+ * as private_key_jwt is; its place in clientAuthMethods; and, if the id it claims is not client_id, how to
+ * read that id in claimedClientId (for the audit trail of a refusal).
+ *
+ * Federated credentials are client assertions too (the same two parameters, RFC 7523), signed by an issuer
+ * the client trusts rather than by the client's own key: a request cannot tell them from private_key_jwt,
+ * the client's registration does. They plug in as one more kind of ClientKeys (a trusted issuer and the
+ * subject it vouches for) that private-key-jwt.ts's proof checks the assertion against.
+ *
+ * DPoP (RFC 9449) is not client authentication: it proves possession of a key alongside whichever method
+ * authenticated the client, so it will be a step of the token service after authentication, reading a header
+ * that TokenRequest will carry, not an entry of this list.
+ */
+
+export {
+  AUTH_METHOD_NAMES,
+  authMethodProblem,
+  usesSecrets,
+  validateAuthMethod,
+  type AuthMethodName,
+  type ClientAuthMethod,
+  type PresentedCredentials,
+} from './method.js';
+export { clientSecretBasic, clientSecretPost, parseBasicAuthorization } from './secret.js';
+export {
+  JWT_BEARER,
+  type PrivateKeyJwtOptions,
+  type RemoteKeys,
+  type ReplayGuard,
+} from './private-key-jwt.js';
+export {
+  algsForKey,
+  ASSERTION_ALGS,
+  checkJwksKeys,
+  MAX_CLIENT_KEYS,
+  validateJwks,
+  validateJwksUri,
+  type PublicJwks,
+} from './jwks.js';
+
+/** The secret methods: what a token service that is given no list uses (they need nothing at run time). */
+export const SECRET_METHODS: readonly ClientAuthMethod[] = [clientSecretBasic, clientSecretPost];
+
+/** Every method the token endpoint accepts, in the order a request is examined; discovery lists the same. */
+export function clientAuthMethods(options: { privateKeyJwt: PrivateKeyJwtOptions }): ClientAuthMethod[] {
+  return [...SECRET_METHODS, privateKeyJwt(options.privateKeyJwt)];
+}
+
+/**
+ * The client id a request claims, whichever method it uses, for the audit trail of a refusal only (nothing
+ * here is verified): client_id, else the id of a Basic header, else the iss of a client assertion.
+ */
+export const claimedClientId = (request: TokenRequest): string | undefined =>
+  request.params.client_id ??
+  basicClientId(request.authorization) ??
+  assertionIssuer(request.params.client_assertion);

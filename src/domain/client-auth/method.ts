@@ -1,0 +1,72 @@
+import type { KnownClient, TokenRequest } from '../token-types.js';
+import { ValidationError } from '../validate.js';
+import type { PublicJwks } from './jwks.js';
+
+/**
+ * How a client authenticates at the token endpoint, by RFC 7591's names (INTERFACE.md, "Client
+ * authentication"). A client with secrets may use either secret method, whichever it is registered with;
+ * a private_key_jwt client has no secret that works.
+ */
+export const AUTH_METHOD_NAMES = ['client_secret_basic', 'client_secret_post', 'private_key_jwt'] as const;
+export type AuthMethodName = (typeof AUTH_METHOD_NAMES)[number];
+
+export const usesSecrets = (method: AuthMethodName): boolean => method !== 'private_key_jwt';
+
+export function validateAuthMethod(value: string): AuthMethodName {
+  if (!(AUTH_METHOD_NAMES as readonly string[]).includes(value))
+    throw new ValidationError(`token_endpoint_auth_method must be one of ${AUTH_METHOD_NAMES.join(', ')}`);
+  return value as AuthMethodName;
+}
+
+/**
+ * The rule of a client's method and keys: private_key_jwt has exactly one of jwks and jwks_uri; a secret
+ * method has neither. Returns the message of the first rule broken, or undefined.
+ */
+export function authMethodProblem(
+  method: AuthMethodName,
+  jwks: PublicJwks | null,
+  jwksUri: string | null,
+): string | undefined {
+  if (method === 'private_key_jwt') {
+    if (jwks === null && jwksUri === null)
+      return 'a private_key_jwt client needs its public keys: jwks or jwks_uri';
+    if (jwks !== null && jwksUri !== null) return 'give jwks or jwks_uri, not both';
+    return undefined;
+  }
+  if (jwks !== null || jwksUri !== null)
+    return `jwks and jwks_uri are for private_key_jwt; this client uses ${method}`;
+  return undefined;
+}
+
+/** What a request presented to authenticate as a client, by one method. */
+export interface PresentedCredentials {
+  clientId: string;
+  /**
+   * Whether the credential proves `client` (undefined: no such client) at `now` (ms). For a secret, the same
+   * work either way, so that an unknown client and a wrong secret cannot be told apart by time. A promise
+   * only for a method that must wait (an assertion: its keys, its replay check).
+   */
+  proves(client: KnownClient | undefined, now: number): boolean | Promise<boolean>;
+  /** After a successful proof: the id of the secret that matched, if the method uses secrets. */
+  readonly usedSecret?: string | undefined;
+  /** After a failed proof of a known client: why, for the audit trail (never the credential itself). */
+  readonly failure?: string | undefined;
+}
+
+/**
+ * One way of authenticating a client at the token endpoint (RFC 6749 §2.3). The token service asks every
+ * method whether the request uses it; exactly one may (index.ts lists them).
+ */
+export interface ClientAuthMethod {
+  /** The name of RFC 8414's token_endpoint_auth_methods_supported: one a client can be registered with. */
+  readonly name: AuthMethodName;
+  /** Whether the request uses this method, by a look at what it carries (nothing is parsed yet). */
+  presentedIn(request: TokenRequest): boolean;
+  /**
+   * The credentials, parsed. Throws invalid_client for credentials that are malformed (a failed
+   * authentication: counted against the caller), invalid_request for a request that is malformed otherwise.
+   */
+  parse(request: TokenRequest): PresentedCredentials;
+  /** Checks the rest of the request against the method, once it is the only one used (invalid_request). */
+  check?(request: TokenRequest, credentials: PresentedCredentials): void;
+}

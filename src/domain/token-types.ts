@@ -1,0 +1,122 @@
+import type { JWTVerifyGetKey } from 'jose';
+import type { SigningAlg } from './algorithms.js';
+
+/*
+ * The token path's vocabulary: the request as it arrives, what the path knows of clients and audiences, the
+ * limiters it asks, and what it answers and tells the audit trail. The token service, the client
+ * authentication methods, the directory that caches clients and the limits all speak it; none of them is
+ * imported for its types alone.
+ */
+
+/** The token request parameters Tessera reads (RFC 6749 §4.4.2, RFC 8707 §2); others are ignored. */
+export const TOKEN_PARAMS = [
+  'grant_type',
+  'client_id',
+  'client_secret',
+  'audience',
+  'resource',
+  'scope',
+  'client_assertion_type',
+  'client_assertion',
+] as const;
+export type TokenParam = (typeof TOKEN_PARAMS)[number];
+export type TokenParams = Partial<Record<TokenParam, string>>;
+
+/** Empty values count as missing (RFC 6749 §3.2: "Parameters sent without a value MUST be treated as if omitted"). */
+export const present = (value: string | undefined): string | undefined => (value === '' ? undefined : value);
+
+export interface TokenRequest {
+  params: TokenParams;
+  /** The Authorization header, if any (client_secret_basic). */
+  authorization?: string | undefined;
+  /** The caller's address, for the failed-attempt limits. */
+  source: string;
+}
+
+/** Tokens per minute and per day a client may get; null is no limit. */
+export interface Quota {
+  perMinute: number | null;
+  perDay: number | null;
+}
+
+/** Issuance quotas (see limits/quotas.ts). */
+export interface QuotaLimiter {
+  /** Counts one token; resolves with the seconds to wait if that is over a quota, else 0. */
+  take(clientId: string, quota: Quota): Promise<number>;
+}
+
+/** Failed authentications, counted per client id + source and per source (see limits/attempts.ts). */
+export interface AttemptLimiter {
+  /** Seconds the caller must still wait, or 0; answered from memory. */
+  blockedFor(clientId: string | undefined, source: string): number;
+  /** Counts a failure; the caller does not wait for it. */
+  failed(clientId: string | undefined, source: string): Promise<void>;
+}
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  /** The token's scopes, when it carries any (RFC 6749 §5.1). */
+  scope?: string;
+}
+
+interface KnownSecret {
+  id: string;
+  digest: Buffer;
+  expiresAt: number;
+}
+
+/** A client's grant of an audience as the token path needs it: computed once, when the client is cached. */
+export interface KnownGrant {
+  scopes: ReadonlySet<string>;
+  /** Every granted scope, sorted and space-delimited (a request without `scope` gets them); undefined: none. */
+  scope: string | undefined;
+  /**
+   * The custom claims of this client for this audience (the grant's over the client's), serialised once as
+   * the inside of a JSON object; undefined: none.
+   */
+  claims?: string | undefined;
+}
+
+/** A client as the token path sees it: what authentication and the grant check need, nothing more. */
+export interface KnownClient {
+  id: string;
+  enabled: boolean;
+  /** Its secrets: the raw 32-byte SHA-256 of each, and when it expires (ms since the epoch; Infinity: never). */
+  secrets: readonly KnownSecret[];
+  /** By audience URL. */
+  grants: ReadonlyMap<string, KnownGrant>;
+  tokenTtl: number | null;
+  quota: Quota;
+  /** For a private_key_jwt client: where its public keys are (it has no secret that works); else undefined. */
+  keys?: ClientKeys | undefined;
+}
+
+/** A private_key_jwt client's public keys: a JWK Set resolver made once from its inline set, or its URL. */
+export type ClientKeys = { readonly inline: JWTVerifyGetKey } | { readonly uri: string };
+
+export interface KnownAudience {
+  url: string;
+  tokenTtl: number | null;
+  signingAlg: SigningAlg | null;
+}
+
+/** The events of the token endpoint in the audit trail, written through the audit spool (audit/recorder.ts). */
+export const TOKEN_EVENT_TYPES = ['token.issued', 'token.refused', 'token.throttled'] as const;
+type TokenEventType = (typeof TOKEN_EVENT_TYPES)[number];
+
+/**
+ * What the audit trail learns of one token request. Never a secret, never a token. A `token.throttled` entry
+ * (a 429: a blocked caller, a client over its quota) is summed by the recorder, not stored one by one.
+ */
+export interface AuditEntry {
+  /** Milliseconds since the epoch. */
+  at: number;
+  type: TokenEventType;
+  clientId: string | null;
+  audience: string | null;
+  jti: string | null;
+  reason: string | null;
+  source: string | null;
+}

@@ -1,0 +1,146 @@
+/**
+ * Applying a plan: each step through the management operation a face would call, on a store bound to one
+ * transaction, so that the plan is applied whole or not at all.
+ */
+import type { PublicJwks } from '../../domain/client-auth/index.js';
+import { addAudience, removeAudience, updateAudience } from '../audiences.js';
+import { adminAudienceUrl, ensureAdminAudience } from '../builtin.js';
+import { createClient, deleteClient, updateClient } from '../clients.js';
+import type { FieldChange, ManagementContext } from '../context.js';
+import { ManagementError, storeCall } from '../errors.js';
+import { putGrant, removeGrant } from '../grants.js';
+import type { ScopeEntry } from './file.js';
+import type { Plan, PlanStep } from './plan.js';
+
+/** A new client's secret, shown once. */
+export interface CreatedSecret {
+  client_id: string;
+  client_secret: string;
+}
+
+type StepOf<T extends PlanStep['type']> = Extract<PlanStep, { type: T }>;
+type NewGrant = Extract<StepOf<'grant'>, { action: 'create' }>;
+
+/** A plan's values (the file's names) as an audience operation takes them; a field left out stays as it is. */
+const audienceFields = (values: Record<string, unknown>) => ({
+  ...('name' in values ? { name: values.name as string | null } : {}),
+  ...('token_ttl' in values ? { tokenTtl: values.token_ttl as number | null } : {}),
+  ...('signing_alg' in values ? { signingAlg: values.signing_alg as string | null } : {}),
+  ...('scopes' in values ? { scopes: (values.scopes as ScopeEntry[] | null) ?? [] } : {}),
+});
+
+/** A plan's values (the file's names) as a client operation takes them; a field left out stays as it is. */
+const clientFields = (values: Record<string, unknown>) => ({
+  ...('name' in values ? { name: values.name as string } : {}),
+  ...('description' in values ? { description: values.description as string | null } : {}),
+  ...('enabled' in values ? { enabled: values.enabled as boolean } : {}),
+  ...('token_ttl' in values ? { tokenTtl: values.token_ttl as number | null } : {}),
+  ...('quota_per_minute' in values ? { quotaPerMinute: values.quota_per_minute as number | null } : {}),
+  ...('quota_per_day' in values ? { quotaPerDay: values.quota_per_day as number | null } : {}),
+  ...('claims' in values ? { claims: values.claims as Record<string, unknown> | null } : {}),
+  ...('token_endpoint_auth_method' in values
+    ? { authMethod: (values.token_endpoint_auth_method as string | null) ?? 'client_secret_basic' }
+    : {}),
+  ...('jwks' in values ? { jwks: values.jwks as PublicJwks | null } : {}),
+  ...('jwks_uri' in values ? { jwksUri: values.jwks_uri as string | null } : {}),
+});
+
+/** The values a change sets: `{ field: to }`. */
+const changed = (changes: FieldChange[]): Record<string, unknown> =>
+  Object.fromEntries(changes.map((c) => [c.field, c.to]));
+
+/** A plan being applied in a transaction (`ctx` is bound to it); a new client's grants are made with it. */
+class Applying {
+  readonly secrets: CreatedSecret[] = [];
+
+  constructor(
+    private readonly ctx: ManagementContext,
+    private readonly grantsOfNew: ReadonlyMap<string, NewGrant[]>,
+  ) {}
+
+  async audience(step: StepOf<'audience'>): Promise<void> {
+    if (step.action === 'create')
+      await addAudience(this.ctx, { url: step.identifier, ...audienceFields(step.values) });
+    else if (step.action === 'update')
+      await updateAudience(this.ctx, step.identifier, audienceFields(changed(step.changes)));
+    else await removeAudience(this.ctx, step.identifier);
+  }
+
+  async client(step: StepOf<'client'>): Promise<void> {
+    if (step.action === 'create') await this.createClient(step);
+    else if (step.action === 'update')
+      await updateClient(this.ctx, step.client_id, clientFields(changed(step.changes)));
+    else await deleteClient(this.ctx, step.client_id);
+  }
+
+  async grant(step: StepOf<'grant'>): Promise<void> {
+    if (step.action === 'create') {
+      // A new client's grants are made with it.
+      if (!this.grantsOfNew.has(step.client_id))
+        await putGrant(this.ctx, step.client_id, await this.audienceOf(step.audience), {
+          scopes: step.scopes,
+          claims: step.claims ?? null,
+        });
+    } else if (step.action === 'update') {
+      const to = changed(step.changes);
+      await putGrant(this.ctx, step.client_id, await this.audienceOf(step.audience), {
+        ...('scopes' in to ? { scopes: String(to.scopes).split(' ').filter(Boolean) } : {}),
+        ...('claims' in to ? { claims: to.claims as Record<string, unknown> | null } : {}),
+      });
+    } else await removeGrant(this.ctx, step.client_id, step.audience);
+  }
+
+  /** A new client with its grants; its secret kept to be shown once (a private_key_jwt client has none). */
+  private async createClient(step: Extract<StepOf<'client'>, { action: 'create' }>): Promise<void> {
+    const grants = this.grantsOfNew.get(step.client_id) ?? [];
+    const { secret } = await createClient(this.ctx, {
+      id: step.client_id,
+      ...clientFields(step.values),
+      name: step.values.name,
+      grants: grants.map((g) => g.audience),
+      scopes: Object.fromEntries(grants.map((g) => [g.audience, g.scopes])),
+      grantClaims: Object.fromEntries(grants.flatMap((g) => (g.claims ? [[g.audience, g.claims]] : []))),
+    });
+    if (secret !== undefined) this.secrets.push({ client_id: step.client_id, client_secret: secret });
+  }
+
+  private async audienceOf(url: string) {
+    const found = await this.ctx.store.findAudience(url);
+    if (!found) throw new ManagementError('audience_not_found', `audience ${url} is not registered`);
+    return found;
+  }
+}
+
+/** The grants of the clients a plan creates, by client: they are created with their client, in one operation. */
+function grantsOfNewClients(plan: Plan): Map<string, NewGrant[]> {
+  const grants = new Map<string, NewGrant[]>();
+  for (const s of plan.steps) if (s.type === 'client' && s.action === 'create') grants.set(s.client_id, []);
+  for (const s of plan.steps)
+    if (s.type === 'grant' && s.action === 'create') grants.get(s.client_id)?.push(s);
+  return grants;
+}
+
+/**
+ * Applies a plan through the management operations, on a store bound to one transaction: every step or none.
+ * A client created gets a secret, returned here once.
+ */
+export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<CreatedSecret[]> {
+  if (plan.steps.length === 0) return [];
+  const grantsOfNew = grantsOfNewClients(plan);
+  const builtIn = adminAudienceUrl(ctx.config);
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      const tx: ManagementContext = { ...ctx, store };
+      // A file may grant the admin audience on a store whose server has not made it yet.
+      if (plan.steps.some((s) => s.type === 'grant' && s.action !== 'delete' && s.audience === builtIn))
+        await ensureAdminAudience(tx);
+      const applying = new Applying(tx, grantsOfNew);
+      for (const step of plan.steps) {
+        if (step.type === 'audience') await applying.audience(step);
+        else if (step.type === 'client') await applying.client(step);
+        else await applying.grant(step);
+      }
+      return applying.secrets;
+    }),
+  );
+}

@@ -1,0 +1,322 @@
+/**
+ * A file checked whole before anything is planned: its shape by the schema, each entry by the rules of the
+ * management operations (their check functions, not copies), and the cross-references of its grants against
+ * the file and the store. Every problem is collected and placed (a JSON pointer, a line and column), then the
+ * file is refused with all of them at once.
+ */
+import { validateClaims } from '../../domain/validate.js';
+import { authMethodProblem, checkJwksKeys, type PublicJwks } from '../../domain/client-auth/index.js';
+import type { Audience } from '../../store/types.js';
+import { checkNewAudience, type AudienceInput } from '../audiences.js';
+import { ADMIN_AUDIENCE_SCOPES } from '../builtin.js';
+import { checkNewClient, type ClientInput } from '../clients.js';
+import type { ManagementContext } from '../context.js';
+import { field, FieldChecks, ManagementError } from '../errors.js';
+import { checkGrantAudience, checkGrantScopes } from '../grants.js';
+import {
+  audienceOfEntry,
+  byCodeUnit,
+  ConfigFileError,
+  pointerOf,
+  scopeEntries,
+  type AudienceEntry,
+  type ClientEntry,
+  type FileProblem,
+  type GrantEntry,
+  type ParsedFile,
+} from './file.js';
+import { shapeProblems } from './schema.js';
+
+/** A client the file asks for, in the rules' normal form, with its grants sorted by audience. */
+export type WantedClient = ClientEntry & { grants: GrantEntry[] };
+
+/** What a checked file asks for: its audiences by identifier, its clients by client_id. */
+interface Wanted {
+  audiences: Map<string, AudienceEntry>;
+  clients: Map<string, WantedClient>;
+}
+
+/** What the checks of a file need to know of the store. */
+interface Known {
+  /** The built-in admin audience's identifier: grantable whether or not the server has made it yet. */
+  builtIn: string;
+  /** The stored audiences but the built-in one, by identifier. */
+  audiences: ReadonlyMap<string, Audience>;
+  /** With --prune a grant of an audience the file does not have is refused (the audience would go). */
+  prune: boolean;
+}
+
+/**
+ * The problems of a file, each placed; a place the schema refused (or a place inside it) gets no other
+ * problem, its value being of the wrong shape for the rules.
+ */
+class Problems {
+  private readonly list: FileProblem[];
+  private readonly refusedShapes: ReadonlySet<string>;
+
+  constructor(private readonly file: ParsedFile) {
+    this.list = shapeProblems(file);
+    this.refusedShapes = new Set(this.list.map((p) => p.pointer));
+  }
+
+  add(pointer: string, message: string): void {
+    for (const refused of this.refusedShapes)
+      if (refused === pointer || refused.startsWith(`${pointer}/`)) return;
+    this.list.push({ pointer, ...this.file.locate(pointer), message });
+  }
+
+  /** Management refusals, placed at the file's fields (the rules use the file's and the API's names). */
+  addRules(base: string, checks: FieldChecks): void {
+    for (const error of checks.errors) this.add(`${base}/${error.field ?? ''}`, error.message);
+  }
+
+  /** Runs a rule; a refusal is added at `pointer`, and undefined returned. */
+  check<T>(pointer: string, run: () => T): { value: T } | undefined {
+    try {
+      return { value: run() };
+    } catch (error) {
+      if (!(error instanceof ManagementError)) throw error;
+      this.add(pointer, error.message);
+      return undefined;
+    }
+  }
+
+  /** Refuses the file with every problem, in the order of the text, if it has any. */
+  throwIfAny(): void {
+    if (this.list.length === 0) return;
+    const order = (p: FileProblem) => (p.line ?? 0) * 1e6 + (p.column ?? 0);
+    throw new ConfigFileError(
+      this.file.name,
+      this.list.sort((a, b) => order(a) - order(b)),
+    );
+  }
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+const listOf = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+/** A value of the type the schema asks, else undefined (its error is the schema's). */
+const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+const int = (v: unknown) => (v === null ? null : Number.isInteger(v) ? (v as number) : undefined);
+const nstr = (v: unknown) => (v === null ? null : str(v));
+
+/** An audience's entry as the rules take it, each value only if it is of the type the schema asks. */
+const audienceInput = (url: string, raw: Record<string, unknown>): AudienceInput => ({
+  url,
+  name: nstr(raw.name),
+  tokenTtl: int(raw.token_ttl),
+  signingAlg: nstr(raw.signing_alg),
+  scopes: Array.isArray(raw.scopes)
+    ? (raw.scopes as unknown[]).flatMap((s) =>
+        isObject(s) && typeof s.name === 'string'
+          ? [{ name: s.name, description: nstr(s.description) ?? null }]
+          : [],
+      )
+    : undefined,
+});
+
+/** A client's entry as the rules take it, each value only if it is of the type the schema asks. */
+const clientInput = (id: string, name: string, raw: Record<string, unknown>): ClientInput => ({
+  id,
+  name,
+  enabled: typeof raw.enabled === 'boolean' ? raw.enabled : undefined,
+  tokenTtl: int(raw.token_ttl),
+  quotaPerMinute: int(raw.quota_per_minute),
+  quotaPerDay: int(raw.quota_per_day),
+  description: nstr(raw.description),
+  claims: raw.claims === null ? null : isObject(raw.claims) ? raw.claims : undefined,
+  authMethod: str(raw.token_endpoint_auth_method),
+  jwks: raw.jwks === null ? null : isObject(raw.jwks) ? raw.jwks : undefined,
+  jwksUri: nstr(raw.jwks_uri),
+});
+
+type CheckedClient = ReturnType<typeof checkNewClient>;
+
+/** A checked client as the plan compares it with the store's (clientEntry's form), its grants sorted. */
+const wantedClient = (checked: CheckedClient, grants: GrantEntry[]): WantedClient => ({
+  client_id: checked.id,
+  name: checked.name,
+  description: checked.description,
+  claims: checked.claims ?? null,
+  enabled: checked.enabled,
+  token_ttl: checked.tokenTtl,
+  quota_per_minute: checked.quotaPerMinute,
+  quota_per_day: checked.quotaPerDay,
+  // The default as the export leaves it out, so that an exported file plans no change.
+  ...(checked.authMethod === 'client_secret_basic' ? {} : { token_endpoint_auth_method: checked.authMethod }),
+  jwks: checked.jwks,
+  jwks_uri: checked.jwksUri,
+  grants: grants.sort((a, b) => byCodeUnit(a.audience, b.audience)),
+});
+
+/** A file being checked: what it asks for so far, and its problems. */
+class FileCheck {
+  readonly problems: Problems;
+  readonly audiences = new Map<string, AudienceEntry>();
+  readonly clients = new Map<string, WantedClient>();
+  /** Every audience identifier the file names, even one whose other fields are refused. */
+  private readonly named = new Set<string>();
+  /** Where each audience and client was first written, for the message that refuses a second one. */
+  private readonly audienceAt = new Map<string, string>();
+  private readonly clientAt = new Map<string, string>();
+  /** Inline key sets to import (with jose, asynchronously) once every client is read. */
+  private readonly keySets: { pointer: string; jwks: PublicJwks }[] = [];
+
+  constructor(
+    private readonly ctx: ManagementContext,
+    private readonly file: ParsedFile,
+    private readonly known: Known,
+  ) {
+    this.problems = new Problems(file);
+  }
+
+  /** Where an entry first stood: `line 3`. */
+  private firstAt(base: string, key: string): string {
+    const at = this.file.locate(`${base}/${key}`);
+    return at ? `line ${at.line}` : base;
+  }
+
+  /** An audience, by the rules of a new one (the normalised values are what the store would hold). */
+  readAudience(raw: unknown, i: number): void {
+    if (!isObject(raw)) return;
+    const base = pointerOf('audiences', i);
+    const checks = new FieldChecks();
+    const identifier = str(raw.identifier);
+    if (identifier === undefined) return;
+    const checked = checkNewAudience(audienceInput(identifier, raw), checks);
+    this.problems.addRules(base, checks);
+    const { builtIn } = this.known;
+    if (checked.url === builtIn) {
+      this.problems.add(`${base}/identifier`, `audience ${builtIn} is Tessera's admin API: it is built in`);
+      return;
+    }
+    // Named in the file, even if another of its fields is refused: its grants are not errors too.
+    if (!checks.errors.some((e) => e.field === 'identifier')) this.named.add(checked.url);
+    if (checks.errors.length > 0) return;
+    const first = this.audienceAt.get(checked.url);
+    if (first !== undefined) {
+      this.problems.add(`${base}/identifier`, `audience ${checked.url} is already in the file (${first})`);
+      return;
+    }
+    this.audienceAt.set(checked.url, this.firstAt(base, 'identifier'));
+    this.audiences.set(checked.url, {
+      identifier: checked.url,
+      name: checked.name,
+      token_ttl: checked.tokenTtl,
+      signing_alg: checked.signingAlg,
+      scopes: scopeEntries(checked.scopes ?? []),
+    });
+  }
+
+  /** A client by the rules of a new one, and its grants (read even when the client is refused). */
+  readClient(raw: unknown, i: number): void {
+    if (!isObject(raw)) return;
+    const base = pointerOf('clients', i);
+    const checks = new FieldChecks();
+    const id = str(raw.client_id);
+    const name = str(raw.name);
+    if (id === undefined || name === undefined) return;
+    const { production, jwksAllowPrivate } = this.ctx.config;
+    const checked = checkNewClient(clientInput(id, name, raw), checks, production, jwksAllowPrivate);
+    this.problems.addRules(base, checks);
+    if (checks.errors.length === 0) this.checkAuthMethod(base, checked);
+    const grants: GrantEntry[] = [];
+    listOf(raw.grants).forEach((grant, j) => this.readGrant(grant, `${base}/grants/${j}`, grants));
+    if (checks.errors.length > 0) return;
+    const first = this.clientAt.get(checked.id);
+    if (first !== undefined) {
+      this.problems.add(`${base}/client_id`, `client ${checked.id} is already in the file (${first})`);
+      return;
+    }
+    this.clientAt.set(checked.id, this.firstAt(base, 'client_id'));
+    this.clients.set(checked.id, wantedClient(checked, grants));
+  }
+
+  /**
+   * A client's method and keys together (domain/client-auth/method.ts's rule); an inline key set is kept to be imported
+   * once every client is read.
+   */
+  private checkAuthMethod(base: string, client: CheckedClient): void {
+    const problem = authMethodProblem(client.authMethod, client.jwks, client.jwksUri);
+    if (problem !== undefined)
+      this.problems.add(`${base}/${client.jwks !== null ? 'jwks' : 'token_endpoint_auth_method'}`, problem);
+    else if (client.jwks !== null) this.keySets.push({ pointer: `${base}/jwks`, jwks: client.jwks });
+  }
+
+  /** A grant at `base`: its audience (in the file, or registered), its scopes (the audience's), its claims. */
+  private readGrant(grant: unknown, base: string, grants: GrantEntry[]): void {
+    const audience = isObject(grant) ? str(grant.audience) : undefined;
+    if (!isObject(grant) || audience === undefined) return;
+    const pointer = `${base}/audience`;
+    const checkedUrl = this.problems.check(pointer, () => checkGrantAudience(audience));
+    if (checkedUrl === undefined) return;
+    const url = checkedUrl.value;
+    if (grants.some((g) => g.audience === url))
+      return this.problems.add(pointer, `audience ${url} is granted twice`);
+    if (!this.named.has(url) && url !== this.known.builtIn) {
+      if (!this.known.audiences.has(url))
+        return this.problems.add(pointer, `audience ${url} is neither in the file nor registered`);
+      if (this.known.prune)
+        return this.problems.add(pointer, `audience ${url} is not in the file, so --prune would delete it`);
+    }
+    const asked = listOf(grant.scopes);
+    // Each scope by the grants' rule, so that a refusal names the scope's own place in the file.
+    let refusedScope = false;
+    asked.forEach((scope, k) => {
+      if (typeof scope !== 'string') return;
+      const checked = this.problems.check(`${base}/scopes/${k}`, () =>
+        checkGrantScopes(this.scopesOf(url), [scope]),
+      );
+      if (checked === undefined) refusedScope = true;
+    });
+    if (refusedScope) return;
+    const scopes = checkGrantScopes(
+      this.scopesOf(url),
+      asked.filter((s): s is string => typeof s === 'string'),
+    );
+    let claims: Record<string, unknown> | null = null;
+    if (isObject(grant.claims)) {
+      const checked = this.problems.check(`${base}/claims`, () =>
+        field('claims', () => validateClaims(grant.claims)),
+      );
+      if (checked === undefined) return;
+      claims = checked.value;
+    }
+    grants.push({ audience: url, scopes, ...(claims === null ? {} : { claims }) });
+  }
+
+  /** The scopes an audience defines, for the grants' scopes: the file's where it has it, else the store's. */
+  private scopesOf(url: string): Audience {
+    if (url === this.known.builtIn)
+      return { ...audienceOfEntry({ identifier: url }), scopes: ADMIN_AUDIENCE_SCOPES };
+    const inFile = this.audiences.get(url);
+    if (inFile) return audienceOfEntry(inFile);
+    return this.known.audiences.get(url) ?? audienceOfEntry({ identifier: url });
+  }
+
+  /** The inline key sets, imported with jose: a key it cannot use is refused at its client's `jwks`. */
+  async checkKeySets(): Promise<void> {
+    for (const { pointer, jwks } of this.keySets) {
+      try {
+        await checkJwksKeys(jwks);
+      } catch (error) {
+        this.problems.add(pointer, (error as Error).message);
+      }
+    }
+  }
+}
+
+/**
+ * Checks a file whole (schema, rules, cross-references against what the store has) and returns what it asks
+ * for. Throws ConfigFileError with every problem.
+ */
+export async function checkFile(ctx: ManagementContext, file: ParsedFile, known: Known): Promise<Wanted> {
+  const check = new FileCheck(ctx, file, known);
+  const data = isObject(file.data) ? file.data : {};
+  // Audiences first: the grants of the clients refer to them.
+  listOf(data.audiences).forEach((raw, i) => check.readAudience(raw, i));
+  listOf(data.clients).forEach((raw, i) => check.readClient(raw, i));
+  await check.checkKeySets();
+  check.problems.throwIfAny();
+  return { audiences: check.audiences, clients: check.clients };
+}

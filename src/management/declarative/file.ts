@@ -1,0 +1,191 @@
+/**
+ * The file of `tessera apply` and `tessera export` (MANAGEMENT.md): its entries, and reading one. A file is read
+ * as YAML (and so JSON, which YAML 1.2 reads alike), keeping where each value stands in the text, so that every
+ * problem found later names its line and column.
+ */
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import { MAX_JSON_DEPTH, pointerSegment, tooDeepAt } from '../../domain/json-depth.js';
+import type { AuthMethodName, PublicJwks } from '../../domain/client-auth/index.js';
+import type { Audience, AudienceScope } from '../../store/types.js';
+import { ManagementError } from '../errors.js';
+import { deepPlaceInText } from './file-depth.js';
+
+/** A grant of an audience to a client, with the audience's scopes it carries (none when left out). */
+export interface GrantEntry {
+  audience: string;
+  scopes?: string[];
+  /** Custom claims for this audience's tokens, over the client's. */
+  claims?: Record<string, unknown> | null;
+}
+
+/** A scope an audience defines; a description only when it has one. */
+export interface ScopeEntry {
+  name: string;
+  description?: string | null;
+}
+
+/** An audience, known by its identifier (the URL). A field left out or null is the server default. */
+export interface AudienceEntry {
+  identifier: string;
+  name?: string | null;
+  token_ttl?: number | null;
+  signing_alg?: string | null;
+  /** The scopes it defines, sorted by name; none when left out. */
+  scopes?: ScopeEntry[];
+}
+
+/** A client, known by its client_id; never its secret. A field left out or null is the default. */
+export interface ClientEntry {
+  client_id: string;
+  name: string;
+  description?: string | null;
+  /** True when left out. */
+  enabled?: boolean;
+  token_ttl?: number | null;
+  quota_per_minute?: number | null;
+  quota_per_day?: number | null;
+  /** Custom claims in every token of the client. */
+  claims?: Record<string, unknown> | null;
+  /** client_secret_basic when left out; private_key_jwt with jwks or jwks_uri. */
+  token_endpoint_auth_method?: AuthMethodName;
+  /** private_key_jwt: the client's public keys (a JWK Set). */
+  jwks?: PublicJwks | null;
+  /** private_key_jwt: where the client publishes its public keys. */
+  jwks_uri?: string | null;
+  /** Every audience the client is granted; none when left out. */
+  grants?: GrantEntry[];
+}
+
+export interface ConfigFile {
+  $schema?: string;
+  audiences?: AudienceEntry[];
+  clients?: ClientEntry[];
+}
+
+/** Scopes as a file has them: sorted, a description only where there is one, and no list when empty. */
+export const scopeEntries = (scopes: readonly AudienceScope[]): ScopeEntry[] | undefined =>
+  scopes.length === 0
+    ? undefined
+    : scopes.map((s) =>
+        s.description === null ? { name: s.name } : { name: s.name, description: s.description },
+      );
+
+/**
+ * An audience entry as the store's record, for what takes one (the rules of a grant's scopes, the entry a new
+ * audience exports as); it has no id or dates yet.
+ */
+export const audienceOfEntry = (entry: AudienceEntry): Audience => ({
+  id: '',
+  url: entry.identifier,
+  name: entry.name ?? null,
+  tokenTtl: entry.token_ttl ?? null,
+  signingAlg: (entry.signing_alg ?? null) as Audience['signingAlg'],
+  scopes: (entry.scopes ?? []).map((s) => ({ name: s.name, description: s.description ?? null })),
+  createdAt: '',
+  updatedAt: '',
+});
+
+/** The order of a file's lists (audiences, clients, grants): by UTF-16 code unit, as the store compares. */
+export const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** One thing wrong with a file, and where: a JSON pointer, and its line and column (from 1) when known. */
+export interface FileProblem {
+  pointer: string;
+  line?: number;
+  column?: number;
+  message: string;
+}
+
+/** A file refused as a whole, with every problem found. */
+export class ConfigFileError extends ManagementError {
+  constructor(
+    readonly file: string,
+    readonly problems: FileProblem[],
+  ) {
+    const where = (p: FileProblem) =>
+      p.line === undefined ? `${file}` : `${file}:${p.line}:${p.column ?? 1}`;
+    super(
+      'invalid_file',
+      `${file}: ${problems.length} ${problems.length === 1 ? 'error' : 'errors'}, nothing was changed\n` +
+        problems.map((p) => `  ${where(p)}: ${p.pointer ? `${p.pointer}: ` : ''}${p.message}`).join('\n'),
+    );
+  }
+}
+
+/** A file as read: its data, and where in its text a JSON pointer is. */
+export interface ParsedFile {
+  name: string;
+  data: unknown;
+  locate(pointer: string, key?: boolean): { line: number; column: number } | undefined;
+}
+
+const segments = (pointer: string): string[] =>
+  pointer === ''
+    ? []
+    : pointer
+        .slice(1)
+        .split('/')
+        .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+
+/** The JSON pointer of a place in a file: `pointerOf('clients', 0)` is `/clients/0`. */
+export const pointerOf = (...path: (string | number)[]): string =>
+  path.map((s) => `/${pointerSegment(s)}`).join('');
+
+/** A file's place nested too deep (MANAGEMENT.md: 32 levels, as a JSON body). */
+const TOO_DEEP = `is an object or list at level ${MAX_JSON_DEPTH + 1}; a file nests at most ${MAX_JSON_DEPTH} levels, itself being level 1`;
+
+/** Where a JSON pointer is in a parsed document: its value's place, or with `key` its key's. */
+function locator(doc: Document, lineCounter: LineCounter): ParsedFile['locate'] {
+  const position = (node: Node | null | undefined) => {
+    const offset = node?.range?.[0];
+    if (offset === undefined) return undefined;
+    const { line, col } = lineCounter.linePos(offset);
+    return { line, column: col };
+  };
+  return (pointer, key = false) => {
+    let node: unknown = doc.contents;
+    let found = node as Node | null;
+    const path = segments(pointer);
+    for (const [i, segment] of path.entries()) {
+      if (isMap(node)) {
+        const pair = node.items.find((p) => (isScalar(p.key) ? String(p.key.value) : p.key) === segment);
+        if (!pair) break;
+        if (key && i === path.length - 1) return position(pair.key as Node);
+        node = pair.value;
+      } else if (isSeq(node)) {
+        node = node.items[Number(segment)];
+      } else break;
+      if (node === undefined || node === null) break;
+      found = node as Node;
+    }
+    return position(found) ?? { line: 1, column: 1 };
+  };
+}
+
+/**
+ * Parses YAML (and so JSON, which YAML 1.2 reads alike) keeping positions. Syntax errors (and duplicate keys)
+ * refuse the file at once, each with its line and column.
+ */
+export function parseConfigFile(text: string, name: string): ParsedFile {
+  // A file nests at most 32 levels, as every JSON body does (MANAGEMENT.md). On the text first: the composer
+  // (parseDocument) recurses per level, and what reads the data after it (JSON.stringify) too.
+  const deep = deepPlaceInText(text, MAX_JSON_DEPTH);
+  if (deep) throw new ConfigFileError(name, [{ ...deep, message: TOO_DEEP }]);
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    throw new ConfigFileError(
+      name,
+      doc.errors.map((e) => {
+        const { line, col } = lineCounter.linePos(e.pos[0]);
+        return { pointer: '', line, column: col, message: e.message };
+      }),
+    );
+  }
+  const file: ParsedFile = { name, data: doc.toJS(), locate: locator(doc, lineCounter) };
+  // An alias nests its anchor's value where it stands, deeper than the text shows.
+  const pointer = tooDeepAt(file.data, MAX_JSON_DEPTH);
+  if (pointer !== undefined)
+    throw new ConfigFileError(name, [{ pointer, ...file.locate(pointer), message: TOO_DEEP }]);
+  return file;
+}

@@ -1,0 +1,44 @@
+/** The plan in words, as `tessera apply` prints it before applying it. */
+import type { ScopeEntry } from './file.js';
+import type { Plan, PlanStep } from './plan.js';
+
+/** A value as a plan line shows it: scopes by name, strings and objects as JSON, the rest as they are. */
+const show = (value: unknown): string =>
+  Array.isArray(value)
+    ? (value as ScopeEntry[]).map((s) => s.name).join(' ')
+    : typeof value === 'string' || (typeof value === 'object' && value !== null)
+      ? JSON.stringify(value)
+      : String(value);
+
+/** A new resource's values: ` (name "x", token_ttl 60)`, the fields left out or null not shown. */
+const values = (v: Record<string, unknown>): string => {
+  const shown = Object.entries(v).filter(([, x]) => x !== undefined && x !== null);
+  return shown.length ? ` (${shown.map(([k, x]) => `${k} ${show(x)}`).join(', ')})` : '';
+};
+
+function grantLines(s: Extract<PlanStep, { type: 'grant' }>): string[] {
+  const grant = `grant ${s.client_id} → ${s.audience}`;
+  if (s.action === 'create')
+    return [`+ ${grant}${s.scopes.length ? ` (scopes ${show(s.scopes.join(' '))})` : ''}`];
+  if (s.action === 'delete') return [`- ${grant}`];
+  return s.changes.map((c) => `~ ${grant}: ${c.field} ${show(c.from)} → ${show(c.to)}`);
+}
+
+function resourceLines(s: Exclude<PlanStep, { type: 'grant' }>): string[] {
+  const id = s.type === 'audience' ? s.identifier : s.client_id;
+  if (s.action === 'create') return [`+ ${s.type} ${id}${values(s.values)}`];
+  if (s.action === 'delete')
+    return [`- ${s.type} ${id}${s.type === 'client' ? ' (with its grants)' : ' (with every grant of it)'}`];
+  return s.changes.map((c) => `~ ${s.type} ${id}: ${c.field} ${show(c.from)} → ${show(c.to)}`);
+}
+
+/** The plan, one line per change: `+ audience URL (...)`, `~ client ID: field from → to`, `- grant ID → URL`. */
+export function planLines(plan: Plan): string[] {
+  return plan.steps.flatMap((s) => (s.type === 'grant' ? grantLines(s) : resourceLines(s)));
+}
+
+/** How many resources a plan creates, updates and deletes. */
+export function planSummary(plan: Plan): { create: number; update: number; delete: number } {
+  const count = (action: string) => plan.steps.filter((s) => s.action === action).length;
+  return { create: count('create'), update: count('update'), delete: count('delete') };
+}

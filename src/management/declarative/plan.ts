@@ -1,0 +1,192 @@
+/**
+ * The plan of `tessera apply`: what makes the store match a checked file, step by step and field by field.
+ * The store is read (audiences, clients with their grants), the file checked against it (check.ts), then each
+ * resource compared with what the file asks for. Planning writes nothing.
+ */
+import type { Audience, Client } from '../../store/types.js';
+import { adminAudienceUrl } from '../builtin.js';
+import { changedFields, type FieldChange, type ManagementContext } from '../context.js';
+import { storeCall } from '../errors.js';
+import { AUDIENCE_FIELDS, CLIENT_FIELDS } from '../views.js';
+import { checkFile, type WantedClient } from './check.js';
+import { audienceEntry, clientEntry } from './export.js';
+import {
+  audienceOfEntry,
+  byCodeUnit,
+  type AudienceEntry,
+  type ClientEntry,
+  type GrantEntry,
+  type ParsedFile,
+} from './file.js';
+
+/** One step of a plan, in the file's names; applyPlan runs it through the management operations. */
+export type PlanStep =
+  | { action: 'create'; type: 'audience'; identifier: string; values: Omit<AudienceEntry, 'identifier'> }
+  | { action: 'update'; type: 'audience'; identifier: string; changes: FieldChange[] }
+  | { action: 'delete'; type: 'audience'; identifier: string }
+  | {
+      action: 'create';
+      type: 'client';
+      client_id: string;
+      values: Omit<ClientEntry, 'client_id' | 'grants'>;
+    }
+  | { action: 'update'; type: 'client'; client_id: string; changes: FieldChange[] }
+  | { action: 'delete'; type: 'client'; client_id: string }
+  | {
+      action: 'create';
+      type: 'grant';
+      client_id: string;
+      audience: string;
+      scopes: string[];
+      claims?: Record<string, unknown>;
+    }
+  | { action: 'update'; type: 'grant'; client_id: string; audience: string; changes: FieldChange[] }
+  | { action: 'delete'; type: 'grant'; client_id: string; audience: string };
+
+/** What the store has and the file does not, kept because --prune was not given. */
+interface Kept {
+  audiences: number;
+  clients: number;
+  grants: number;
+}
+
+export interface Plan {
+  file: string;
+  prune: boolean;
+  steps: PlanStep[];
+  kept: Kept;
+}
+
+const sortedKeys = (map: ReadonlyMap<string, unknown>): string[] => [...map.keys()].sort(byCodeUnit);
+
+/** The audiences the file creates or changes, by identifier. */
+function audienceSteps(
+  wanted: ReadonlyMap<string, AudienceEntry>,
+  stored: ReadonlyMap<string, Audience>,
+): PlanStep[] {
+  const steps: PlanStep[] = [];
+  for (const url of sortedKeys(wanted)) {
+    const want = wanted.get(url)!;
+    const have = stored.get(url);
+    if (!have) {
+      // As the export would write it: no null field, no empty list.
+      const { identifier: _, ...values } = audienceEntry(audienceOfEntry(want));
+      steps.push({ action: 'create', type: 'audience', identifier: url, values });
+      continue;
+    }
+    const changes = changedFields(AUDIENCE_FIELDS, audienceEntry(have), want);
+    if (changes.length > 0) steps.push({ action: 'update', type: 'audience', identifier: url, changes });
+  }
+  return steps;
+}
+
+const createGrant = (clientId: string, g: GrantEntry): PlanStep => ({
+  action: 'create',
+  type: 'grant',
+  client_id: clientId,
+  audience: g.audience,
+  scopes: g.scopes ?? [],
+  ...(g.claims ? { claims: g.claims } : {}),
+});
+
+/** The grants of a stored client that the file creates, changes, or (with --prune) deletes. */
+function grantSteps(have: Client, grants: readonly GrantEntry[], prune: boolean, kept: Kept): PlanStep[] {
+  const steps: PlanStep[] = [];
+  const granted = new Map(have.grants.map((g) => [g.audience, g]));
+  for (const g of grants) {
+    const current = granted.get(g.audience);
+    if (current === undefined) {
+      steps.push(createGrant(have.id, g));
+      continue;
+    }
+    // Scopes as one string (`a b`), as a token has them; claims as objects.
+    const changes = changedFields(
+      ['scopes', 'claims'],
+      { scopes: current.scopes.join(' '), claims: current.claims },
+      { scopes: (g.scopes ?? []).join(' '), claims: g.claims ?? null },
+    );
+    if (changes.length > 0)
+      steps.push({ action: 'update', type: 'grant', client_id: have.id, audience: g.audience, changes });
+  }
+  const wanted = new Set(grants.map((g) => g.audience));
+  for (const audience of [...have.audiences].sort(byCodeUnit)) {
+    if (wanted.has(audience)) continue;
+    if (prune) steps.push({ action: 'delete', type: 'grant', client_id: have.id, audience });
+    else kept.grants++;
+  }
+  return steps;
+}
+
+/** The steps of one client the file has: created with its grants, or its changes and its grants'. */
+function clientSteps(wanted: WantedClient, have: Client | undefined, prune: boolean, kept: Kept): PlanStep[] {
+  const { grants, client_id: id, ...want } = wanted;
+  if (!have) {
+    const values = Object.fromEntries(Object.entries(want).filter(([, v]) => v !== null)) as Omit<
+      ClientEntry,
+      'client_id' | 'grants'
+    >;
+    return [
+      { action: 'create', type: 'client', client_id: id, values },
+      ...grants.map((g) => createGrant(id, g)),
+    ];
+  }
+  const steps: PlanStep[] = [];
+  const changes = changedFields(CLIENT_FIELDS, clientEntry(have), want);
+  if (changes.length > 0) steps.push({ action: 'update', type: 'client', client_id: id, changes });
+  return [...steps, ...grantSteps(have, grants, prune, kept)];
+}
+
+/** What the store has and the file does not: deleted with --prune (clients, then audiences), else kept. */
+function leftOutSteps(
+  wanted: { audiences: ReadonlyMap<string, unknown>; clients: ReadonlyMap<string, unknown> },
+  stored: { audiences: ReadonlyMap<string, Audience>; clients: readonly Client[] },
+  prune: boolean,
+  kept: Kept,
+): PlanStep[] {
+  const steps: PlanStep[] = [];
+  for (const client of [...stored.clients].sort((a, b) => byCodeUnit(a.id, b.id))) {
+    if (wanted.clients.has(client.id)) continue;
+    if (prune) steps.push({ action: 'delete', type: 'client', client_id: client.id });
+    else kept.clients++;
+  }
+  for (const url of sortedKeys(stored.audiences)) {
+    if (wanted.audiences.has(url)) continue;
+    if (prune) steps.push({ action: 'delete', type: 'audience', identifier: url });
+    else kept.audiences++;
+  }
+  return steps;
+}
+
+/**
+ * Checks a file whole (schema, rules, cross-references against the store) and computes what applying it
+ * changes, field by field. Throws ConfigFileError with every problem; reads the store, writes nothing.
+ */
+export async function planApply(
+  ctx: ManagementContext,
+  file: ParsedFile,
+  options: { prune?: boolean } = {},
+): Promise<Plan> {
+  const prune = options.prune ?? false;
+  const [audiences, clients] = await storeCall(() =>
+    Promise.all([ctx.store.listAudiences(), ctx.store.listClients()]),
+  );
+  const builtIn = adminAudienceUrl(ctx.config);
+  // The built-in audience is known even where the server has not started yet, and it is never pruned.
+  const stored = {
+    audiences: new Map(audiences.filter((a) => a.url !== builtIn).map((a) => [a.url, a])),
+    clients,
+  };
+  const wanted = await checkFile(ctx, file, { builtIn, audiences: stored.audiences, prune });
+
+  // The differences, in a stable order: audiences, then clients (each with its grants), then deletions.
+  const kept: Kept = { audiences: 0, clients: 0, grants: 0 };
+  const byId = new Map(clients.map((c) => [c.id, c]));
+  const steps = [
+    ...audienceSteps(wanted.audiences, stored.audiences),
+    ...sortedKeys(wanted.clients).flatMap((id) =>
+      clientSteps(wanted.clients.get(id)!, byId.get(id), prune, kept),
+    ),
+    ...leftOutSteps(wanted, stored, prune, kept),
+  ];
+  return { file: file.name, prune, steps, kept };
+}

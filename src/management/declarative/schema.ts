@@ -1,0 +1,142 @@
+/**
+ * The JSON Schema of the file (`tessera export --schema`), and the file's shape checked by it. The rules
+ * (lengths, ranges, URL forms) are the management layer's, checked after it (see check.ts).
+ */
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import { SIGNING_ALGS } from '../../domain/algorithms.js';
+import { AUTH_METHOD_NAMES } from '../../domain/client-auth/index.js';
+import { pointerSegment } from '../../domain/json-depth.js';
+import type { FileProblem, ParsedFile } from './file.js';
+
+const nullable = (schema: Record<string, unknown>) => ({ anyOf: [schema, { type: 'null' }] });
+
+const AUDIENCE = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['identifier'],
+  properties: {
+    identifier: { type: 'string', description: 'the audience URL (RFC 8707), matched exactly' },
+    name: nullable({ type: 'string' }),
+    token_ttl: nullable({ type: 'integer', description: 'token lifetime in seconds' }),
+    signing_alg: nullable({ enum: [...SIGNING_ALGS] }),
+    scopes: {
+      type: 'array',
+      description: 'the permissions this audience defines (RFC 6749 §3.3 scope tokens)',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name'],
+        properties: { name: { type: 'string' }, description: nullable({ type: 'string' }) },
+      },
+    },
+  },
+};
+
+const CLIENT = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['client_id', 'name'],
+  properties: {
+    client_id: { type: 'string' },
+    name: { type: 'string' },
+    description: nullable({ type: 'string' }),
+    enabled: { type: 'boolean', default: true },
+    token_ttl: nullable({ type: 'integer', description: 'token lifetime in seconds' }),
+    quota_per_minute: nullable({ type: 'integer', description: 'tokens a minute; null: no limit' }),
+    quota_per_day: nullable({ type: 'integer', description: 'tokens a day; null: no limit' }),
+    claims: nullable({ type: 'object', description: 'custom claims in every token of the client' }),
+    token_endpoint_auth_method: {
+      enum: [...AUTH_METHOD_NAMES],
+      default: 'client_secret_basic',
+      description: 'how the client authenticates (RFC 7591); private_key_jwt needs jwks or jwks_uri',
+    },
+    jwks: nullable({
+      type: 'object',
+      required: ['keys'],
+      properties: { keys: { type: 'array', items: { type: 'object' }, minItems: 1 } },
+      description: 'private_key_jwt: the public keys, a JWK Set (RFC 7517)',
+    }),
+    jwks_uri: nullable({ type: 'string', description: 'private_key_jwt: where the public keys are' }),
+    grants: { type: 'array', items: { $ref: '#/$defs/grant' } },
+  },
+};
+
+const GRANT = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['audience'],
+  properties: {
+    audience: { type: 'string', description: 'the identifier of an audience' },
+    scopes: {
+      type: 'array',
+      items: { type: 'string' },
+      description: "scopes the grant carries, each one the audience's; none when left out",
+    },
+    claims: nullable({
+      type: 'object',
+      description: "custom claims for this audience, over the client's",
+    }),
+  },
+};
+
+/**
+ * The JSON Schema (draft 2020-12) of the file: its shape. The rules (lengths, ranges, URL forms) are the
+ * management layer's, checked after it, so that a value is refused with the same words by every face.
+ */
+export function configSchema(): Record<string, unknown> {
+  return {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    $id: 'urn:tessera:config:1',
+    title: 'Tessera configuration (tessera apply / tessera export)',
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      $schema: { type: 'string', description: 'where an editor finds this schema' },
+      audiences: {
+        type: 'array',
+        description: 'audiences, each known by its identifier',
+        items: { $ref: '#/$defs/audience' },
+      },
+      clients: {
+        type: 'array',
+        description: 'clients, each known by its client_id, with every grant it has',
+        items: { $ref: '#/$defs/client' },
+      },
+    },
+    $defs: structuredClone({ audience: AUDIENCE, client: CLIENT, grant: GRANT }),
+  };
+}
+
+let validator: ValidateFunction | undefined;
+function validateShape(data: unknown): ErrorObject[] {
+  validator ??= new Ajv2020({ allErrors: true, strict: true }).compile(configSchema());
+  return validator(data) ? [] : [...(validator.errors ?? [])];
+}
+
+/** The message of a schema error, in words; unknown fields are named. */
+function shapeProblem(e: ErrorObject, file: ParsedFile): FileProblem {
+  let pointer = e.instancePath;
+  let message = e.message ?? 'is not valid';
+  let key = false;
+  if (e.keyword === 'additionalProperties') {
+    const property = (e.params as { additionalProperty: string }).additionalProperty;
+    pointer = `${pointer}/${pointerSegment(property)}`;
+    message = `unknown field "${property}"`;
+    key = true;
+  } else if (e.keyword === 'required') {
+    message = `missing required field "${(e.params as { missingProperty: string }).missingProperty}"`;
+  } else if (e.keyword === 'enum') {
+    message = `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
+  }
+  return { pointer, ...file.locate(pointer, key), message };
+}
+
+/** What the schema finds wrong with a file's shape, one problem per place (anyOf reports each branch). */
+export function shapeProblems(file: ParsedFile): FileProblem[] {
+  const problems = new Map<string, FileProblem>();
+  for (const error of validateShape(file.data)) {
+    const problem = shapeProblem(error, file);
+    if (!problems.has(problem.pointer)) problems.set(problem.pointer, problem);
+  }
+  return [...problems.values()];
+}

@@ -1,0 +1,143 @@
+/**
+ * The runtime: every part of the server opened and wired, in the order the start needs, and closed again in
+ * reverse (closers.ts) whether it is closed after serving or its start fails part-way. The parts are opened in
+ * parts.ts, the faces' dependencies made in faces.ts, the store opened in store.ts (the CLI opens it too).
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../config/index.js';
+import { SIGNING_ALGS } from '../domain/algorithms.js';
+import type { TokenService } from '../domain/token-service.js';
+import type { AuditRecorder } from '../audit/recorder.js';
+import type { Keyring } from '../keys/keyring.js';
+import { resolveMasterKey } from '../keys/master-key.js';
+import { ensureAdminAudience } from '../management/builtin.js';
+import { EVERY_SCOPE } from '../management/context.js';
+import type { SessionPolicy } from '../management/sessions.js';
+import { Metrics } from '../metrics/metrics.js';
+import type { Outage } from '../outage.js';
+import type { Directory } from '../store/directory.js';
+import type { SecretUsage } from '../store/secret-usage.js';
+import { SERVER_ACTOR, type Store } from '../store/types.js';
+import { Closers } from './closers.js';
+import { appDeps, sessionPolicy, type AppDepsButShutdown } from './faces.js';
+import {
+  openAudit,
+  openDirectory,
+  openKeyring,
+  openLimits,
+  openRedis,
+  openReplay,
+  openRotator,
+  openSecretUsage,
+  openServerStore,
+  openTokenService,
+  type Opening,
+} from './parts.js';
+
+export interface Runtime {
+  store: Store;
+  /** When client secrets were last used: noted by the token path, written in batches. */
+  secretUsage: SecretUsage;
+  /** The console's sessions: their timeouts, the anti-CSRF tokens' key, the failed-login limits, the clock. */
+  sessionPolicy: SessionPolicy;
+  audit: AuditRecorder;
+  keyring: Keyring;
+  directory: Directory;
+  tokens: TokenService;
+  /** Undefined when TESSERA_METRICS=false. */
+  metrics: Metrics | undefined;
+  /** The store's outage as the log tells it; whatever sees the store fail (e.g. /readyz) reports to it. */
+  storeOutage: Outage;
+  /** Everything the app needs (the token path's, the admin API's and the console's) but its shutdown state. */
+  app: AppDepsButShutdown;
+  /** Closes every part, the last opened first. */
+  close(): Promise<void>;
+}
+
+export interface RuntimeOptions {
+  /**
+   * What time it is, in ms since the epoch, for every part that reasons about time (see Opening in parts.ts);
+   * the wall clock when left out. Tests give one to move time instead of waiting for it.
+   */
+  now?: () => number;
+}
+
+/**
+ * Everything the server needs, wired: store → keys → cached directory → token service. The start's order
+ * matters: the admin API's audience is made before the directory loads the audiences; the change feed takes
+ * its position before the keys are read (a key change in between is replayed, not lost); the audit trail
+ * starts with the feed. Whatever fails closes what was opened before it (a wrong master key is found when the
+ * keys are loaded, after the feed and the audit trail have started).
+ */
+export async function openRuntime(
+  config: Config,
+  logger: Logger,
+  options: RuntimeOptions = {},
+): Promise<Runtime> {
+  const master = resolveMasterKey(config, (message) => logger.warn(message));
+  const opening: Opening = {
+    config,
+    logger,
+    now: options.now ?? Date.now,
+    metrics: config.metrics ? new Metrics() : undefined,
+    closers: new Closers(),
+  };
+  const { now, metrics, closers } = opening;
+  try {
+    // Opened in the reverse of the order they close in: the writers (replay, usage, rotator) stop first,
+    // then the audit trail writes what it holds, then Redis, the change feed, and the store last.
+    const store = await openServerStore(opening);
+    const keyring = openKeyring(opening, store, master);
+    const { directory, storeOutage } = openDirectory(opening, store, keyring);
+    const redis = openRedis(opening);
+    const limits = openLimits(opening, redis);
+    const audit = openAudit(opening, store);
+    const rotator = openRotator(opening, store, master);
+
+    // The admin API's audience, with its scopes, before the directory loads the audiences.
+    await ensureAdminAudience({ store, config, actor: SERVER_ACTOR, holds: EVERY_SCOPE, now });
+    // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
+    await directory.start();
+    audit.start();
+    // A key for every algorithm from the first start on: an audience switched to RS256 later must not sign
+    // with a key that resource servers, holding a JWKS fetched a moment ago, have never seen.
+    await keyring.load(SIGNING_ALGS);
+    rotator?.start();
+    void rotator?.check();
+    metrics?.watchCache(() => directory.stats);
+    metrics?.watchAudit(() => audit);
+
+    const usage = openSecretUsage(opening, store);
+    const replay = openReplay(opening, store, redis);
+    const tokens = openTokenService(opening, { directory, keyring, usage, replay, limits, audit });
+    const policy = sessionPolicy(opening, master, limits.logins);
+    const app = appDeps(opening, {
+      store,
+      master,
+      keyring,
+      directory,
+      tokens,
+      attempts: limits.attempts,
+      audit,
+      storeOutage,
+      sessionPolicy: policy,
+    });
+    return {
+      store,
+      secretUsage: usage,
+      sessionPolicy: policy,
+      audit,
+      keyring,
+      directory,
+      tokens,
+      metrics,
+      storeOutage,
+      app,
+      close: () => closers.close(),
+    };
+  } catch (error) {
+    // Each closer runs whatever the others do; the start's error is the answer.
+    await closers.close().catch(() => undefined);
+    throw error;
+  }
+}

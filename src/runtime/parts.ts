@@ -1,0 +1,263 @@
+/**
+ * The server's parts, each opened by a function of its own that returns what it opened and pushes its closer
+ * (see closers.ts). None of them starts anything that reads the store on its own but where said: openRuntime
+ * (index.ts) starts them, in the order the start needs.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { jwksMaxAge, type Config } from '../config/index.js';
+import type { SigningAlg } from '../domain/algorithms.js';
+import { clientAuthMethods } from '../domain/client-auth/index.js';
+import { TokenService } from '../domain/token-service.js';
+import { MAX_TOKEN_TTL } from '../domain/validate.js';
+import { AuditRecorder } from '../audit/recorder.js';
+import { TOKEN_PATH } from '../http/routes/discovery.js';
+import { JwksFetcher } from '../keys/jwks-fetcher.js';
+import { Keyring } from '../keys/keyring.js';
+import type { MasterKey } from '../keys/master-key.js';
+import { KeyRotator } from '../keys/rotator.js';
+import { FailedAttempts } from '../limits/attempts.js';
+import { LoginAttempts } from '../limits/logins.js';
+import { IssuanceQuotas } from '../limits/quotas.js';
+import { connectRedis, type SharedRedis } from '../limits/redis.js';
+import { AssertionReplay } from '../limits/replay.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { Outage } from '../outage.js';
+import { Directory } from '../store/directory.js';
+import { SecretUsage } from '../store/secret-usage.js';
+import type { Store } from '../store/types.js';
+import type { Closers } from './closers.js';
+import { openStore } from './store.js';
+
+/** What every part is opened with: the settings, the log, the clock, and the closers it pushes onto. */
+export interface Opening {
+  config: Config;
+  logger: Logger;
+  /**
+   * What time it is for everything that reasons about time (tokens, keys, secrets, sessions, limits, the
+   * audit trail, caches): the wall clock, or the one a test gives. Durations of real events (an outage, a
+   * breaker's backoff, a connection's idleness) are timed by the wall clock whatever this is.
+   */
+  now: () => number;
+  /** Undefined when TESSERA_METRICS=false. */
+  metrics: Metrics | undefined;
+  closers: Closers;
+}
+
+/** The store, migrated, timed by the metrics when there are any. Closed last: everything else uses it. */
+export async function openServerStore({ config, now, metrics, closers }: Opening): Promise<Store> {
+  const opened = await openStore(config, { server: true, now });
+  const store = metrics ? metrics.timedStore(opened) : opened;
+  closers.push(() => store.close());
+  return store;
+}
+
+/** The signing keys; they are loaded once the change feed has its position (see openRuntime). */
+export function openKeyring({ config, logger, now }: Opening, store: Store, master: MasterKey): Keyring {
+  return new Keyring(store, master, {
+    maxTokenTtl: MAX_TOKEN_TTL,
+    jwksMaxAge: jwksMaxAge(config),
+    onError: (error) => logger.error({ err: error }, 'signing key unavailable'),
+    retryAfter: config.retryAfter,
+    now,
+  });
+}
+
+/**
+ * The cached directory of clients and audiences, following the change feed (started by openRuntime), and the
+ * store's outage as the log tells it: store errors while the store is down would come twice a second from the
+ * feed alone.
+ */
+export function openDirectory(
+  { config, logger, now, closers }: Opening,
+  store: Store,
+  keyring: Keyring,
+): { directory: Directory; storeOutage: Outage } {
+  const storeOutage = new Outage(logger, {
+    down: 'the store cannot be reached',
+    up: 'the store answers again',
+  });
+  // The LISTEN connection retries every second while PostgreSQL is away.
+  const listener = new Outage(logger, {
+    down: 'lost the change listener; reconnecting, and polling meanwhile',
+    up: 'the change listener is back',
+  });
+  const directory = new Directory(store, {
+    onRecovered: () => storeOutage.recovered(),
+    onListening: () => listener.recovered(),
+    ttlMs: config.cacheTtl * 1000,
+    max: config.cacheMax,
+    pollMs: config.changePollMs,
+    staleWindowMs: config.staleWindow * 1000,
+    retryAfter: config.retryAfter,
+    onError: (error, during) =>
+      during === 'change listener' ? listener.failed(error) : storeOutage.failed(error, { during }),
+    onKeysChanged: () => keyring.reload(),
+    now: () => new Date(now()),
+  });
+  closers.push(() => directory.stop());
+  return { directory, storeOutage };
+}
+
+/** Redis, when TESSERA_REDIS_URL is set: the limits shared by every instance. */
+export function openRedis({ config, logger, metrics, closers }: Opening): SharedRedis | undefined {
+  if (config.redisUrl === undefined) return undefined;
+  const redis = connectRedis(config.redisUrl, {
+    logger,
+    keyPrefix: config.redisPrefix,
+    timeoutMs: config.redisTimeoutMs,
+  });
+  closers.push(() => redis.close());
+  metrics?.watchRedis(() => redis.breaker.closed);
+  return redis;
+}
+
+/** The limits: failed client authentications, issuance quotas, failed console logins. */
+export function openLimits({ config, now }: Opening, redis: SharedRedis | undefined) {
+  return {
+    attempts: new FailedAttempts({
+      redis,
+      keyPrefix: config.redisPrefix,
+      perClientAndSource: config.attemptsPerClient,
+      perSource: config.attemptsPerSource,
+      now,
+    }),
+    // Counted by rate-limiter-flexible, on its own clock.
+    quotas: new IssuanceQuotas({ redis, keyPrefix: config.redisPrefix }),
+    logins: new LoginAttempts({
+      redis,
+      keyPrefix: config.redisPrefix,
+      perOperator: config.attemptsLogin,
+      perSource: config.attemptsLoginSource,
+      now,
+    }),
+  };
+}
+
+/**
+ * The audit trail (started by openRuntime). Its close writes what it holds to the store, or leaves it in the
+ * spool for the next start; its lock is released.
+ */
+export function openAudit({ config, logger, now, closers }: Opening, store: Store): AuditRecorder {
+  const audit = new AuditRecorder(store, {
+    spoolDir: config.auditSpoolDir,
+    spoolMaxBytes: config.auditSpoolMax,
+    retentionSeconds: config.auditRetention,
+    logger,
+    now,
+  });
+  closers.push(() => audit.close());
+  return audit;
+}
+
+/** Automatic key rotation, when TESSERA_KEY_ROTATION_INTERVAL is set (started by openRuntime). */
+export function openRotator(
+  { config, logger, now, closers }: Opening,
+  store: Store,
+  master: MasterKey,
+): KeyRotator | undefined {
+  if (config.keyRotationInterval <= 0) return undefined;
+  const rotator = new KeyRotator(store, master, {
+    intervalMs: config.keyRotationInterval * 1000,
+    publishAheadMs: config.keyPublishAhead * 1000,
+    maxTokenTtlMs: MAX_TOKEN_TTL * 1000,
+    onRotated: (alg, kid, activatesAt) =>
+      logger.info({ alg, kid, activatesAt }, 'signing key rotation scheduled'),
+    onError: (error) => logger.error({ err: error }, 'automatic key rotation failed'),
+    now,
+  });
+  closers.push(() => rotator.stop());
+  return rotator;
+}
+
+/** When client secrets were last used: noted by the token path, written in batches. Started. */
+export function openSecretUsage({ logger, now, closers }: Opening, store: Store): SecretUsage {
+  const usage = new SecretUsage(store, {
+    onError: (error) => logger.warn({ err: error }, 'could not record when client secrets were last used'),
+    now,
+  });
+  usage.start();
+  closers.push(() => usage.stop());
+  return usage;
+}
+
+/** The client assertion ids in use (private_key_jwt replay), expired ones deleted now and then. Started. */
+export function openReplay(
+  { config, logger, now, closers }: Opening,
+  store: Store,
+  redis: SharedRedis | undefined,
+): AssertionReplay {
+  const replay = new AssertionReplay(store, {
+    redis,
+    keyPrefix: config.redisPrefix,
+    onError: (error) => logger.warn({ err: error }, 'could not delete expired client assertion ids'),
+    now,
+  });
+  replay.start();
+  closers.push(() => replay.stop());
+  return replay;
+}
+
+/**
+ * Token ids: 128 random bits each, cut from a buffer refilled 1 024 ids at a time, so the token path makes
+ * one call into the CSPRNG per thousand tokens instead of one per token.
+ */
+function jtiSource(): () => string {
+  const SIZE = 16;
+  let pool = Buffer.alloc(0);
+  let offset = 0;
+  return () => {
+    if (offset + SIZE > pool.length) {
+      pool = randomBytes(SIZE * 1024);
+      offset = 0;
+    }
+    const id = pool.toString('base64url', offset, offset + SIZE);
+    offset += SIZE;
+    return id;
+  };
+}
+
+/** The token path: client authentication by each method, the directory, the keys, the limits, the audit. */
+export function openTokenService(
+  { config, now, metrics }: Opening,
+  parts: {
+    directory: Directory;
+    keyring: Keyring;
+    usage: SecretUsage;
+    replay: AssertionReplay;
+    limits: Pick<ReturnType<typeof openLimits>, 'attempts' | 'quotas'>;
+    audit: AuditRecorder;
+  },
+): TokenService {
+  const { directory, keyring, usage, replay, limits, audit } = parts;
+  const registered = (url: string): boolean => directory.findAudience(url) !== undefined;
+  const remote = new JwksFetcher({
+    allowPrivate: config.jwksAllowPrivate,
+    production: config.production,
+    now,
+  });
+  return new TokenService({
+    methods: clientAuthMethods({
+      privateKeyJwt: { issuer: config.issuer, tokenEndpoint: config.issuer + TOKEN_PATH, replay, remote },
+    }),
+    secretUsed: (id) => usage.used(id),
+    findClient: (id) => directory.findClient(id),
+    peekClient: (id) => directory.peekClient(id),
+    registered: (id) => directory.registered(id),
+    findAudience: (url) => directory.findAudience(url),
+    sign: (payload, alg: SigningAlg, claims) => keyring.sign(payload, alg, claims),
+    now,
+    newJti: jtiSource(),
+    attempts: limits.attempts,
+    quotas: limits.quotas,
+    audit: metrics
+      ? (event) => {
+          audit.record(event);
+          metrics.tokenOutcome(event, registered);
+        }
+      : (event) => audit.record(event),
+    issuer: config.issuer,
+    defaultTtl: config.tokenTtl,
+    defaultAlg: config.signingAlg,
+  });
+}

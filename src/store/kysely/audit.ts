@@ -1,0 +1,209 @@
+import { CompiledQuery, type Kysely } from 'kysely';
+import type { Database } from '../schema.js';
+import { AUDIT_BATCH, type AuditRecord, type AuditStore } from '../types.js';
+import { compileOnce, type StoreBase } from './base.js';
+import { toAuditEvent } from './rows.js';
+
+/**
+ * A batch of token events as the console's chart counts them: per minute (its start, ms), issued and refused
+ * requests (a token.throttled summary stands for `count` refusals).
+ */
+function countsByMinute(events: readonly AuditRecord[]): Map<number, [number, number]> {
+  const byMinute = new Map<number, [number, number]>();
+  for (const e of events) {
+    // The chart counts the token endpoint's answers only, not the admin API's refusals.
+    if (!e.type.startsWith('token.')) continue;
+    const minute = e.at - (e.at % 60_000);
+    let counts = byMinute.get(minute);
+    if (counts === undefined) byMinute.set(minute, (counts = [0, 0]));
+    if (e.type === 'token.issued') counts[0] += 1;
+    else counts[1] += e.count ?? 1;
+  }
+  return byMinute;
+}
+
+/** Adds `minutes` rows of (minute, issued, refused) to the token counts. */
+function addCounts(db: Kysely<Database>, minutes: number) {
+  return db
+    .insertInto('token_counts')
+    .values(Array.from({ length: minutes }, () => ({ minute: 0, issued: 0, refused: 0 })))
+    .onConflict((oc) =>
+      oc.column('minute').doUpdateSet((eb) => ({
+        issued: eb('token_counts.issued', '+', eb.ref('excluded.issued')),
+        refused: eb('token_counts.refused', '+', eb.ref('excluded.refused')),
+      })),
+    );
+}
+
+/** Sets a spool segment's position (segment, position, updated_at). */
+function setPosition(db: Kysely<Database>) {
+  return db
+    .insertInto('audit_spool_positions')
+    .values({ segment: '', position: 0, updated_at: 0 })
+    .onConflict((oc) =>
+      oc.column('segment').doUpdateSet((eb) => ({
+        position: eb.ref('excluded.position'),
+        updated_at: eb.ref('excluded.updated_at'),
+      })),
+    );
+}
+
+/** An audit event's columns, in the order appendAuditEvents binds its parameters. */
+const EVENT_ROW = {
+  at: 0,
+  type: '',
+  client_id: null,
+  audience: null,
+  jti: null,
+  reason: null,
+  source: null,
+  count: null,
+};
+const PER_EVENT = Object.keys(EVENT_ROW).length;
+
+export function auditStore(base: StoreBase): AuditStore {
+  /**
+   * The text of an insert of `rows` audit events, compiled by Kysely once per shape and kept: the recorder
+   * writes full batches of the same size, and building a thousand-row query each time cost more than SQLite's
+   * insert. With `minutes` (PostgreSQL), the same statement adds to that many minutes' token counts, and with
+   * `withPosition` upserts the spool position too.
+   */
+  const auditSql = (rows: number, minutes: number, withPosition: boolean): string =>
+    base.statements.shape(`${rows} ${minutes} ${withPosition}`, () => {
+      const insert = (db: Kysely<Database>) =>
+        db.insertInto('audit_events').values(Array.from({ length: rows }, () => EVENT_ROW));
+      const parameters = rows * PER_EVENT + minutes * 3;
+      // No minutes: a batch of the admin API's refusals only, which the token counts leave out.
+      if (minutes === 0 && !withPosition) return compileOnce(insert(base.db), parameters);
+      const written = base.db.with('written', (db) => insert(db as Kysely<Database>));
+      const counted =
+        minutes === 0 ? written : written.with('counted', (db) => addCounts(db as Kysely<Database>, minutes));
+      return withPosition
+        ? compileOnce(setPosition(counted as unknown as Kysely<Database>), parameters + 3)
+        : compileOnce(addCounts(written as unknown as Kysely<Database>, minutes), parameters);
+    });
+
+  return {
+    async appendAuditEvents(events, position) {
+      if (events.length === 0) return;
+      const parameters: unknown[] = [];
+      for (const e of events)
+        parameters.push(e.at, e.type, e.clientId, e.audience, e.jti, e.reason, e.source, e.count);
+      const counts: unknown[] = [];
+      for (const [minute, [issued, refused]] of countsByMinute(events)) counts.push(minute, issued, refused);
+      const minutes = counts.length / 3;
+      const at = position === undefined ? [] : [position.segment, position.offset, base.now().getTime()];
+      if (base.engine === 'postgres') {
+        // One statement: the rows, the minutes' counts and the segment's new position commit together (a
+        // data-modifying CTE). Only full batches of one or two minutes (the recorder's usual statement under
+        // load) are prepared, so that connections do not keep a plan for every shape.
+        const text = auditSql(events.length, minutes, position !== undefined);
+        const values = [...parameters, ...counts, ...at];
+        if (events.length === AUDIT_BATCH && minutes <= 2)
+          await base.runQuery(
+            `tessera_audit_${position === undefined ? 'insert' : 'insert_at'}_${minutes}`,
+            text,
+            values,
+          );
+        else await base.conn.executeQuery(CompiledQuery.raw(text, values));
+        return;
+      }
+      // SQLite has no data-modifying CTE: the statements in one transaction (all run in this process, at once).
+      await base.write(async (tx) => {
+        await tx.executeQuery(CompiledQuery.raw(auditSql(events.length, 0, false), parameters));
+        if (minutes > 0)
+          await tx.executeQuery(
+            CompiledQuery.raw(
+              base.statements.shape(`counts ${minutes}`, () =>
+                compileOnce(addCounts(base.db, minutes), minutes * 3),
+              ),
+              counts,
+            ),
+          );
+        if (position !== undefined)
+          await tx.executeQuery(
+            CompiledQuery.raw(
+              base.statements.get('spool position', () => compileOnce(setPosition(base.db), 3)),
+              at,
+            ),
+          );
+      });
+    },
+
+    async spoolPosition(segment) {
+      const row = await base.conn
+        .selectFrom('audit_spool_positions')
+        .select('position')
+        .where('segment', '=', segment)
+        .executeTakeFirst();
+      return row === undefined ? 0 : Number(row.position);
+    },
+
+    async forgetSpoolSegments(segments) {
+      if (segments.length === 0) return;
+      await base.conn.deleteFrom('audit_spool_positions').where('segment', 'in', segments).execute();
+    },
+
+    async queryAuditEvents(filter) {
+      let query = base.conn.selectFrom('audit_events').selectAll();
+      if (filter.clientId !== undefined) query = query.where('client_id', '=', filter.clientId);
+      if (filter.audience !== undefined) query = query.where('audience', '=', filter.audience);
+      if (filter.types !== undefined) {
+        const types = filter.types;
+        query = types.length === 1 ? query.where('type', '=', types[0]!) : query.where('type', 'in', types);
+      }
+      if (filter.since !== undefined) query = query.where('at', '>=', Date.parse(filter.since));
+      if (filter.until !== undefined) query = query.where('at', '<', Date.parse(filter.until));
+      if (filter.after !== undefined) {
+        // Keyset paging (newest first): strictly before the cursor's (at, id). `at <=` lets the index bound it.
+        const at = Date.parse(filter.after.at);
+        const id = filter.after.id;
+        query = query.where('at', '<=', at).where((eb) => eb.or([eb('at', '<', at), eb('id', '<', id)]));
+      }
+      const rows = await query.orderBy('at', 'desc').orderBy('id', 'desc').limit(filter.limit).execute();
+      return rows.map(toAuditEvent);
+    },
+
+    /**
+     * One small batch, oldest first: the recorder calls it again (yielding in between) until it deletes fewer
+     * than it asked for, so that neither engine holds a long lock and a SQLite server never stalls.
+     */
+    async pruneAuditEvents(olderThan, limit) {
+      const result = await base.conn
+        .deleteFrom('audit_events')
+        .where('id', 'in', (eb) =>
+          eb
+            .selectFrom('audit_events')
+            .select('id')
+            .where('at', '<', olderThan.getTime())
+            .orderBy('at')
+            .limit(limit),
+        )
+        .executeTakeFirst();
+      return Number(result.numDeletedRows);
+    },
+
+    async tokenCounts(since, until) {
+      const rows = await base.conn
+        .selectFrom('token_counts')
+        .selectAll()
+        .where('minute', '>=', since)
+        .where('minute', '<', until)
+        .orderBy('minute')
+        .execute();
+      return rows.map((r) => ({
+        minute: new Date(Number(r.minute)).toISOString(),
+        issued: Number(r.issued),
+        refused: Number(r.refused),
+      }));
+    },
+
+    async pruneTokenCounts(olderThan) {
+      const result = await base.conn
+        .deleteFrom('token_counts')
+        .where('minute', '<', olderThan.getTime())
+        .executeTakeFirst();
+      return Number(result.numDeletedRows);
+    },
+  };
+}

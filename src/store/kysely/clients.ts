@@ -1,0 +1,291 @@
+import { sql, type InferResult, type Kysely, type Selectable } from 'kysely';
+import { digestSecret, generateSecret } from '../../domain/secrets.js';
+import { newSecretId, type Engine } from '../migrations.js';
+import type { ClientsTable, Database } from '../schema.js';
+import { StoreError, type Client, type ClientSecret, type ClientStore, type Grant } from '../types.js';
+import { requireAudiences } from './audiences.js';
+import { compileOnce, mustTouch, notFound, type StoreBase } from './base.js';
+import {
+  byClient,
+  claimsOf,
+  claimsText,
+  columnsOf,
+  scopeList,
+  scopeText,
+  toClient,
+  toGrant,
+  toSecret,
+} from './rows.js';
+import { secretColumns, writeSecrets } from './secrets.js';
+
+/**
+ * Several clients with their grants and secrets in one statement: a row per client × grant × secret (a client
+ * has a few of each), ordered by client, grant, secret; `ids` is the one parameter (see findClients).
+ */
+function clientsByIds(db: Kysely<Database>, engine: Engine, ids: unknown) {
+  return db
+    .selectFrom('clients')
+    .leftJoin('grants', 'grants.client_id', 'clients.id')
+    .leftJoin('client_secrets', 'client_secrets.client_id', 'clients.id')
+    .selectAll('clients')
+    .select(['grants.audience_url', 'grants.scopes as grant_scopes', 'grants.claims as grant_claims'])
+    .select([
+      'client_secrets.id as secret_id',
+      'client_secrets.digest as secret_digest_',
+      'client_secrets.created_at as secret_created_at',
+      'client_secrets.expires_at as secret_expires_at',
+      'client_secrets.last_used_at as secret_last_used_at',
+    ])
+    .where(
+      engine === 'postgres'
+        ? sql<boolean>`clients.id = any(${ids}::text[])`
+        : sql<boolean>`clients.id in (select value from json_each(${ids}))`,
+    )
+    .orderBy('clients.id')
+    .orderBy('grants.audience_url')
+    .orderBy('client_secrets.id');
+}
+
+/** One row of clientsByIds: a client with one of its grants and one of its secrets (or nulls for none). */
+type ClientRow = InferResult<ReturnType<typeof clientsByIds>>[number];
+
+/** The clients of clientsByIds' rows, which arrive ordered by client, then grant, then secret. */
+function clientsOfRows(rows: ClientRow[]): Client[] {
+  const clients: Client[] = [];
+  for (let i = 0; i < rows.length;) {
+    const {
+      audience_url: _grant,
+      grant_scopes: _scopes,
+      grant_claims: _claims,
+      secret_id: _secret,
+      secret_digest_: _digest,
+      secret_created_at: _created,
+      secret_expires_at: _expires,
+      secret_last_used_at: _used,
+      ...row
+    } = rows[i]!;
+    const grants: Grant[] = [];
+    const secrets: ClientSecret[] = [];
+    // Each grant and secret comes once per secret and grant of its client: each is kept once.
+    for (; i < rows.length && rows[i]!.id === row.id; i++) {
+      const r = rows[i]!;
+      if (r.audience_url !== null && grants[grants.length - 1]?.audience !== r.audience_url)
+        grants.push({
+          audience: r.audience_url,
+          scopes: scopeList(r.grant_scopes ?? ''),
+          claims: claimsOf(r.grant_claims),
+        });
+      if (r.secret_id !== null && !secrets.some((s) => s.id === r.secret_id))
+        secrets.push({
+          id: r.secret_id,
+          digest: r.secret_digest_!,
+          createdAt: r.secret_created_at!,
+          expiresAt: r.secret_expires_at,
+          lastUsedAt: r.secret_last_used_at,
+        });
+    }
+    clients.push(toClient(row, grants, secrets));
+  }
+  return clients;
+}
+
+/** Refuses (not_found, client) unless the client exists. */
+export async function requireClient(db: Kysely<Database>, id: string): Promise<void> {
+  const row = await db.selectFrom('clients').select('id').where('id', '=', id).executeTakeFirst();
+  if (!row) throw new StoreError('not_found', notFound.client(id), 'client');
+}
+
+/** A client with its grants and secrets, read on a transaction that just wrote it. */
+async function readClient(db: Kysely<Database>, id: string): Promise<Client> {
+  const row = await db.selectFrom('clients').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  const grants = await db
+    .selectFrom('grants')
+    .select(['audience_url', 'scopes', 'claims'])
+    .where('client_id', '=', id)
+    .orderBy('audience_url')
+    .execute();
+  const secrets = await db.selectFrom('client_secrets').selectAll().where('client_id', '=', id).execute();
+  return toClient(row, grants.map(toGrant), secrets.map(toSecret));
+}
+
+/**
+ * Client rows with their grants and secrets: those of `ids`, or every one (read at the same time as the rows)
+ * when `ids` is undefined.
+ */
+async function withGrantsAndSecrets(
+  db: Kysely<Database>,
+  clientRows: Promise<Selectable<ClientsTable>[]>,
+  ids?: string[],
+): Promise<Client[]> {
+  let grants = db
+    .selectFrom('grants')
+    .select(['client_id', 'audience_url', 'scopes', 'claims'])
+    .orderBy('audience_url');
+  let secrets = db.selectFrom('client_secrets').selectAll();
+  if (ids !== undefined) {
+    grants = grants.where('client_id', 'in', ids);
+    secrets = secrets.where('client_id', 'in', ids);
+  }
+  const [rows, grantRows, secretRows] = await Promise.all([clientRows, grants.execute(), secrets.execute()]);
+  const grantsOf = byClient(grantRows, toGrant);
+  const secretsOf = byClient(secretRows, toSecret);
+  return rows.map((row) => toClient(row, grantsOf.get(row.id) ?? [], secretsOf.get(row.id) ?? []));
+}
+
+export function clientStore(base: StoreBase): ClientStore {
+  const compileFindClients = () => compileOnce(clientsByIds(base.db, base.engine, ''), 1);
+  const findClients: ClientStore['findClients'] = async (ids) => {
+    if (ids.length === 0) return [];
+    // One statement whatever the number of ids: they travel as one parameter (a text[] on PostgreSQL, a JSON
+    // array on SQLite), so the statement is compiled and prepared once.
+    const text = base.statements.get('findClients', compileFindClients);
+    const parameter = base.engine === 'postgres' ? [...ids] : JSON.stringify(ids);
+    return clientsOfRows(await base.runQuery<ClientRow>('tessera_find_clients', text, [parameter]));
+  };
+
+  return {
+    createClient: (client, audit) =>
+      base.create(
+        'client',
+        `client ${client.id} already exists`,
+        (tx) => tx.selectFrom('clients').select('id').where('id', '=', client.id).executeTakeFirst(),
+        async (tx) => {
+          const audiences = [...new Set(client.audiences)].sort();
+          await requireAudiences(tx, audiences);
+          const at = base.stamp();
+          const row = {
+            id: client.id,
+            name: client.name,
+            description: client.description ?? null,
+            // Read by servers of versions before 0008 only; a client without secrets gets a digest of nothing
+            // anyone has.
+            secret_digest: client.secretDigest ?? digestSecret(generateSecret()),
+            enabled: client.enabled === false ? 0 : 1,
+            token_ttl: client.tokenTtl,
+            created_at: at,
+            updated_at: at,
+            secret_rotated_at: at,
+            quota_per_minute: client.quotaPerMinute ?? null,
+            quota_per_day: client.quotaPerDay ?? null,
+            claims: claimsText(client.claims),
+            token_endpoint_auth_method: client.authMethod ?? 'client_secret_basic',
+            jwks: client.jwks == null ? null : JSON.stringify(client.jwks),
+            jwks_uri: client.jwksUri ?? null,
+          };
+          await tx.insertInto('clients').values(row).execute();
+          const grants: Grant[] = audiences.map((audience) => ({
+            audience,
+            scopes: scopeList(scopeText(client.scopes?.[audience] ?? [])),
+            claims: client.grantClaims?.[audience] ?? null,
+          }));
+          if (grants.length > 0)
+            await tx
+              .insertInto('grants')
+              .values(
+                grants.map((g) => ({
+                  client_id: client.id,
+                  audience_url: g.audience,
+                  scopes: g.scopes.join(' '),
+                  claims: claimsText(g.claims),
+                  created_at: at,
+                })),
+              )
+              .execute();
+          const secrets: ClientSecret[] = [];
+          if (client.secretDigest !== null) {
+            const secret = { id: newSecretId(), digest: client.secretDigest, createdAt: at, expiresAt: null };
+            await writeSecrets(tx, client.id, { add: secret });
+            secrets.push({ ...secret, lastUsedAt: null });
+          }
+          await base.record(tx, 'client', client.id, audit);
+          return toClient(row, grants, secrets);
+        },
+      ),
+
+    /**
+     * One round trip whether the client exists or not (the client row joined with its grants), so that a
+     * cache miss for an unknown id and for a known one cost the same (INTERFACE.md: no timing difference).
+     */
+    findClient: async (id) => (await findClients([id]))[0],
+
+    findClients,
+
+    listClients: () =>
+      withGrantsAndSecrets(
+        base.conn,
+        base.conn.selectFrom('clients').selectAll().orderBy('created_at').orderBy('id').execute(),
+      ),
+
+    async listClientsPage(after, limit, search) {
+      let query = base.conn.selectFrom('clients').selectAll().orderBy('id').limit(limit);
+      if (after !== null) query = query.where('id', '>', after);
+      if (search !== undefined && search !== '') {
+        // A substring of the id or the name, whatever the case of ASCII letters (lower() on both engines; LIKE
+        // alone is case-sensitive on PostgreSQL). The text is matched literally: %, _ and \ are escaped.
+        const pattern = `%${search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+        query = query.where(
+          sql<boolean>`(lower(id) like ${pattern} escape '\\' or lower(name) like ${pattern} escape '\\')`,
+        );
+      }
+      const rows = await query.execute();
+      if (rows.length === 0) return [];
+      return withGrantsAndSecrets(
+        base.conn,
+        Promise.resolve(rows),
+        rows.map((r) => r.id),
+      );
+    },
+
+    async countClients() {
+      const row = await base.conn
+        .selectFrom('clients')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .executeTakeFirstOrThrow();
+      return Number(row.n);
+    },
+
+    async listClientIds(after, limit) {
+      // The primary key's index alone answers it, on both engines (PostgreSQL's ids are collated "C").
+      let query = base.conn.selectFrom('clients').select('id').orderBy('id').limit(limit);
+      if (after !== null) query = query.where('id', '>', after);
+      return (await query.execute()).map((row) => row.id);
+    },
+
+    updateClient: (id, patch, audit, secrets = {}) =>
+      base.write(async (tx) => {
+        const values = columnsOf<typeof patch, Selectable<ClientsTable>>(patch, {
+          name: (name) => ({ name }),
+          description: (description) => ({ description }),
+          enabled: (enabled) => ({ enabled: enabled ? 1 : 0 }),
+          tokenTtl: (ttl) => ({ token_ttl: ttl }),
+          quotaPerMinute: (quota) => ({ quota_per_minute: quota }),
+          quotaPerDay: (quota) => ({ quota_per_day: quota }),
+          claims: (claims) => ({ claims: claimsText(claims) }),
+          authMethod: (method) => ({ token_endpoint_auth_method: method }),
+          jwks: (jwks) => ({ jwks: jwks === null ? null : JSON.stringify(jwks) }),
+          jwksUri: (uri) => ({ jwks_uri: uri }),
+        });
+        const result = await tx
+          .updateTable('clients')
+          .set({ ...values, ...secretColumns(secrets), updated_at: base.stamp() })
+          .where('id', '=', id)
+          .executeTakeFirst();
+        mustTouch(result, 'client', notFound.client(id));
+        await writeSecrets(tx, id, secrets);
+        await base.record(tx, 'client', id, audit);
+        return readClient(tx, id);
+      }),
+
+    async deleteClient(id, audit) {
+      await base.write(async (tx) => {
+        await tx.deleteFrom('grants').where('client_id', '=', id).execute();
+        mustTouch(
+          await tx.deleteFrom('clients').where('id', '=', id).executeTakeFirst(),
+          'client',
+          notFound.client(id),
+        );
+        await base.record(tx, 'client', id, audit);
+      });
+    },
+  };
+}
