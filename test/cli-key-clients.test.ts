@@ -124,11 +124,12 @@ describe('tessera client with private_key_jwt', () => {
         '  - client_id: broken',
         '    name: Broken',
         '    token_endpoint_auth_method: private_key_jwt',
+        '    jwks_uri: ftp://keys.example.com/jwks.json',
         '',
       ].join('\n'),
     );
     const refused = await ws.run('apply', '-f', broken);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain('a private_key_jwt client needs its public keys: jwks or jwks_uri');
+    expect(refused.stderr).toContain('jwks_uri must be an http or https URL');
   }, 60_000);
 });

@@ -136,6 +136,8 @@ export interface ClientsTable {
   jwks: string | null;
   /** Where the public keys for private_key_jwt are published, or null. */
   jwks_uri: string | null;
+  /** Its federated credentials: a JSON list, or null for none (migration 0012). */
+  federated_credentials: string | null;
 }
 
 interface GrantsTable {

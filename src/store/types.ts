@@ -1,5 +1,5 @@
 import type { SigningAlg } from '../domain/algorithms.js';
-import type { AuthMethodName, PublicJwks } from '../domain/client-auth/index.js';
+import type { AuthMethodName, FederatedCredential, PublicJwks } from '../domain/client-auth/index.js';
 import type {
   AuditEvent,
   AuditFilter,
@@ -115,6 +115,8 @@ export interface Client {
   jwks: PublicJwks | null;
   /** Where its public keys for private_key_jwt are published; null when none. */
   jwksUri: string | null;
+  /** The platforms' tokens it accepts in place of a secret or key (workload identity federation); [] for none. */
+  federatedCredentials: FederatedCredential[];
 }
 
 export interface SigningKey {
@@ -156,6 +158,8 @@ export interface NewClient {
   authMethod?: AuthMethodName;
   jwks?: PublicJwks | null;
   jwksUri?: string | null;
+  /** Its federated credentials (a private_key_jwt client without jwks or jwks_uri); none when left out. */
+  federatedCredentials?: FederatedCredential[];
   tokenTtl: number | null;
   quotaPerMinute?: number | null;
   quotaPerDay?: number | null;
@@ -193,6 +197,8 @@ export interface ClientPatch {
   jwks?: PublicJwks | null;
   /** private_key_jwt: where the public keys are published, or null. */
   jwksUri?: string | null;
+  /** Workload identity federation: the whole list of the client's federated credentials. */
+  federatedCredentials?: FederatedCredential[];
 }
 
 export interface AudienceStore {

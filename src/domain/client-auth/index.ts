@@ -43,6 +43,20 @@ export {
   type ReplayGuard,
 } from './private-key-jwt.js';
 export {
+  DEFAULT_MAX_LIFETIME,
+  MAX_FEDERATED_CREDENTIALS,
+  newFederatedCredentialId,
+  validateCredentialName,
+  validateFederatedAudience,
+  validateIssuer,
+  validateIssuerKeys,
+  validateMaxLifetime,
+  validateRequiredClaims,
+  validateSubject,
+  type ClaimValue,
+  type FederatedCredential,
+} from './federation-rules.js';
+export {
   algsForKey,
   ASSERTION_ALGS,
   checkJwksKeys,

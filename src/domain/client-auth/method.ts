@@ -19,8 +19,9 @@ export function validateAuthMethod(value: string): AuthMethodName {
 }
 
 /**
- * The rule of a client's method and keys: private_key_jwt has exactly one of jwks and jwks_uri; a secret
- * method has neither. Returns the message of the first rule broken, or undefined.
+ * The rule of a client's method and keys: private_key_jwt has at most one of jwks and jwks_uri (neither: a
+ * client that authenticates with federated credentials, or has no credential yet and gets no token); a
+ * secret method has neither. Returns the message of the first rule broken, or undefined.
  */
 export function authMethodProblem(
   method: AuthMethodName,
@@ -28,8 +29,6 @@ export function authMethodProblem(
   jwksUri: string | null,
 ): string | undefined {
   if (method === 'private_key_jwt') {
-    if (jwks === null && jwksUri === null)
-      return 'a private_key_jwt client needs its public keys: jwks or jwks_uri';
     if (jwks !== null && jwksUri !== null) return 'give jwks or jwks_uri, not both';
     return undefined;
   }

@@ -1,4 +1,5 @@
 import { sql, type InferResult, type Kysely, type Selectable } from 'kysely';
+import type { FederatedCredential } from '../../domain/client-auth/index.js';
 import { digestSecret, generateSecret } from '../../domain/secrets.js';
 import { newSecretId, type Engine } from '../migrations.js';
 import type { ClientsTable, Database } from '../schema.js';
@@ -171,6 +172,7 @@ export function clientStore(base: StoreBase): ClientStore {
             token_endpoint_auth_method: client.authMethod ?? 'client_secret_basic',
             jwks: client.jwks == null ? null : JSON.stringify(client.jwks),
             jwks_uri: client.jwksUri ?? null,
+            federated_credentials: federatedText(client.federatedCredentials ?? []),
           };
           await tx.insertInto('clients').values(row).execute();
           const grants: Grant[] = audiences.map((audience) => ({
@@ -264,6 +266,7 @@ export function clientStore(base: StoreBase): ClientStore {
           authMethod: (method) => ({ token_endpoint_auth_method: method }),
           jwks: (jwks) => ({ jwks: jwks === null ? null : JSON.stringify(jwks) }),
           jwksUri: (uri) => ({ jwks_uri: uri }),
+          federatedCredentials: (list) => ({ federated_credentials: federatedText(list) }),
         });
         const result = await tx
           .updateTable('clients')
@@ -289,3 +292,7 @@ export function clientStore(base: StoreBase): ClientStore {
     },
   };
 }
+
+/** A client's federated credentials as stored: a JSON list, or null for none. */
+const federatedText = (list: FederatedCredential[]): string | null =>
+  list.length === 0 ? null : JSON.stringify(list);

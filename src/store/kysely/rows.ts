@@ -1,6 +1,6 @@
 import type { Selectable } from 'kysely';
 import type { SigningAlg } from '../../domain/algorithms.js';
-import type { AuthMethodName, PublicJwks } from '../../domain/client-auth/index.js';
+import type { AuthMethodName, FederatedCredential, PublicJwks } from '../../domain/client-auth/index.js';
 import type {
   AudiencesTable,
   AuditEventsTable,
@@ -92,6 +92,10 @@ export const toClient = (
   authMethod: row.token_endpoint_auth_method as AuthMethodName,
   jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as PublicJwks),
   jwksUri: row.jwks_uri,
+  federatedCredentials:
+    row.federated_credentials === null
+      ? []
+      : (JSON.parse(row.federated_credentials) as FederatedCredential[]),
 });
 
 /** Rows of several clients, grouped by client id (each group in the rows' order). */
