@@ -1,6 +1,6 @@
 import type { Audience, Grant } from '../store/types.js';
 import { getAudience, listAudiences } from './audiences.js';
-import { getClient } from './clients.js';
+import { getClient } from './client-access.js';
 import type { ManagementContext } from './context.js';
 import { ManagementError } from './errors.js';
 import { grantOf } from './grants.js';

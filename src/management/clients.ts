@@ -18,6 +18,7 @@ import {
   validateJwks,
   validateJwksUri,
   type AuthMethodName,
+  type FederatedCredential,
   type PublicJwks,
 } from '../domain/client-auth/index.js';
 import {
@@ -30,9 +31,13 @@ import {
 } from './context.js';
 import { adminAudienceUrl, ensureAdminAudience } from './builtin.js';
 import { requireClientHeld, requireHeld } from './authority.js';
+import { changeClient, getClient, requireSecretClient } from './client-access.js';
+
+export { getClient } from './client-access.js';
 import { checkGrantScopes } from './grants.js';
 import { addingSecret } from './secret-rules.js';
-import { CLIENT_FIELDS, clientJson } from './views.js';
+import { CLIENT_FIELDS, clientJson, federatedCredentialJson } from './views.js';
+import { checkNewCredentials, type FederatedCredentialInput } from './federation.js';
 import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
 
 /**
@@ -40,7 +45,7 @@ import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
  * ClientPatch, but a method and inline keys not yet known to be valid. Undefined leaves one as it is (a change)
  * or default (new).
  */
-export interface ClientFields extends Omit<ClientPatch, 'authMethod' | 'jwks'> {
+export interface ClientFields extends Omit<ClientPatch, 'authMethod' | 'jwks' | 'federatedCredentials'> {
   /** Claims added to the client's (an update only): the CLI's `--claim k=v`. */
   addClaims?: Record<string, unknown>;
   /** RFC 7591 token_endpoint_auth_method (client_secret_basic when a new client leaves it out). */
@@ -61,6 +66,8 @@ export interface ClientInput extends ClientFields {
   grantClaims?: Record<string, Record<string, unknown>>;
   /** An admin client: granted the admin API with these of its scopes (ADMIN_SCOPES for all). */
   adminScopes?: readonly string[];
+  /** Workload identity federation: its federated credentials (a private_key_jwt client without jwks or jwks_uri). */
+  federatedCredentials?: readonly FederatedCredentialInput[];
 }
 
 /** A client and its secret, which exists in clear only in this answer (none for a private_key_jwt client). */
@@ -139,6 +146,48 @@ async function checkAuthKeys(method: AuthMethodName, jwks: PublicJwks | null, jw
   }
 }
 
+/**
+ * The federated credentials of a new client, checked (their fields are named `federated_credentials/<i>/…`):
+ * only a private_key_jwt client without jwks or jwks_uri has any.
+ */
+async function newClientCredentials(
+  ctx: ManagementContext,
+  client: { authMethod: AuthMethodName; jwks: PublicJwks | null; jwksUri: string | null },
+  inputs: readonly FederatedCredentialInput[] | undefined,
+): Promise<FederatedCredential[]> {
+  if (inputs === undefined || inputs.length === 0) return [];
+  if (client.authMethod !== 'private_key_jwt' || client.jwks !== null || client.jwksUri !== null)
+    throw new ManagementError(
+      'invalid_field',
+      'federated credentials are for a private_key_jwt client without jwks or jwks_uri',
+      'federated_credentials',
+    );
+  return checkNewCredentials(ctx, inputs, 'federated_credentials');
+}
+
+/**
+ * Refuses (client_uses_federation) keys or a secret method for a client that has federated credentials: it
+ * authenticates with them only (remove them first).
+ */
+function requireNoFederation(
+  current: Client,
+  after: { authMethod: AuthMethodName; jwks: PublicJwks | null; jwksUri: string | null },
+): void {
+  if (current.federatedCredentials.length === 0) return;
+  const what = usesSecrets(after.authMethod)
+    ? `the method ${after.authMethod}`
+    : after.jwks !== null
+      ? 'jwks'
+      : after.jwksUri !== null
+        ? 'jwks_uri'
+        : undefined;
+  if (what !== undefined)
+    throw new ManagementError(
+      'client_uses_federation',
+      `client ${current.id} authenticates with federated credentials: it cannot have ${what} (remove its federated credentials first)`,
+    );
+}
+
 /** A new client as the rules make it, but its secret; refusals are collected in `checks`. */
 export function checkNewClient(
   input: ClientInput,
@@ -199,6 +248,7 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
   const client = checkNewClient(input, checks, ctx.config.production, ctx.config.jwksAllowPrivate);
   checks.throwFirst();
   await checkAuthKeys(client.authMethod, client.jwks, client.jwksUri);
+  const federated = await newClientCredentials(ctx, client, input.federatedCredentials);
   // A private_key_jwt client has no secret at all.
   const secret = usesSecrets(client.authMethod) ? generateSecret() : undefined;
   return storeCall(() =>
@@ -245,6 +295,7 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
           token_endpoint_auth_method: client.authMethod,
           jwks: client.jwks,
           jwks_uri: client.jwksUri,
+          ...(federated.length > 0 ? { federated_credentials: federated.map(federatedCredentialJson) } : {}),
           grants: client.audiences.map((audience) => ({
             audience,
             scopes: scopes[audience] ?? [],
@@ -258,6 +309,7 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
             ...client,
             scopes,
             grantClaims,
+            federatedCredentials: federated,
             secretDigest: secret === undefined ? null : digestSecret(secret),
           },
           audit,
@@ -298,8 +350,10 @@ export async function updateClient(
     const patched = patchChanges(current, patch, clientJson, CLIENT_FIELDS);
     if (!patched) return current;
     const { after, changes } = patched;
-    if (patch.authMethod !== undefined || patch.jwks !== undefined || patch.jwksUri !== undefined)
+    if (patch.authMethod !== undefined || patch.jwks !== undefined || patch.jwksUri !== undefined) {
       await checkAuthKeys(after.authMethod, after.jwks, after.jwksUri);
+      requireNoFederation(current, after);
+    }
     const audit = changeAudit(ctx, 'client.updated', id, { clientId: id, changes });
     // A client that authenticates by key has no secret that works: its secrets go, for good, in the same
     // write (a secret that came back with a switch to a secret method later would be one an operator
@@ -314,12 +368,6 @@ export async function updateClient(
 
 export function listClients(ctx: ManagementContext): Promise<Client[]> {
   return storeCall(() => ctx.store.listClients());
-}
-
-export async function getClient(ctx: ManagementContext, id: string): Promise<Client> {
-  const found = await storeCall(() => ctx.store.findClient(id));
-  if (!found) throw new ManagementError('client_not_found', `client ${id} does not exist`);
-  return found;
 }
 
 /**
@@ -373,25 +421,6 @@ export async function deleteClient(
 }
 
 /**
- * Runs a change of an existing client in one transaction: the client is read, the caller must hold every admin
- * scope it holds (authority.ts), then `change` writes. On PostgreSQL every writing transaction takes the change
- * feed's lock first, so no grant can come in between the check and the write.
- */
-export function changeClient<T>(
-  ctx: ManagementContext,
-  id: string,
-  change: (store: Store, client: Client) => Promise<T>,
-): Promise<T> {
-  return storeCall(() =>
-    ctx.store.transaction(async (store) => {
-      const client = await getClient({ ...ctx, store }, id);
-      requireClientHeld(ctx, client);
-      return change(store, client);
-    }),
-  );
-}
-
-/**
  * Refuses a change of a client whose admin scopes the caller does not all hold, before the request's body is
  * read (the admin API asks first: a refused change is a 403 even when its body is also invalid). A client that
  * does not exist is left to the operation, which says so.
@@ -432,13 +461,4 @@ export async function searchClients(ctx: ManagementContext, search: string): Pro
     if (page.length < 1000) return found;
     after = page[page.length - 1]!.id;
   }
-}
-
-/** Refuses (client_uses_keys) a secret for a client that authenticates with private_key_jwt. */
-export function requireSecretClient(client: Client): void {
-  if (!usesSecrets(client.authMethod))
-    throw new ManagementError(
-      'client_uses_keys',
-      `client ${client.id} authenticates with private_key_jwt: it has no secrets (change token_endpoint_auth_method first)`,
-    );
 }

@@ -16,12 +16,17 @@ const ERROR_CODES = {
   grant_not_found: 'not_found',
   key_not_found: 'not_found',
   secret_not_found: 'not_found',
+  federated_credential_not_found: 'not_found',
   operator_not_found: 'not_found',
   audience_exists: 'conflict',
   client_exists: 'conflict',
   audience_builtin: 'conflict',
   too_many_secrets: 'conflict',
   client_uses_keys: 'conflict',
+  client_uses_secrets: 'conflict',
+  client_uses_federation: 'conflict',
+  too_many_federated_credentials: 'conflict',
+  federated_credential_exists: 'conflict',
   operator_exists: 'conflict',
   enrollment_invalid: 'invalid',
   invalid_login: 'unauthenticated',
@@ -122,9 +127,12 @@ export async function storeCall<T>(run: () => Promise<T>): Promise<T> {
 export class FieldChecks {
   readonly errors: ManagementError[] = [];
 
+  /** `prefix`: put before every field's name (`federated_credentials/0/` for a list's first item). */
+  constructor(private readonly prefix = '') {}
+
   run<T>(name: string, check: () => T): T {
     try {
-      return field(name, check);
+      return field(this.prefix + name, check);
     } catch (error) {
       if (!(error instanceof ManagementError)) throw error;
       this.errors.push(error);

@@ -7,6 +7,7 @@ export * as audiences from './audiences.js';
 export * as audit from './audit.js';
 export * as clientGrants from './client-grants.js';
 export * as clients from './clients.js';
+export * as federation from './federation.js';
 export * as declarative from './declarative/index.js';
 export * as grants from './grants.js';
 export * as keys from './keys.js';

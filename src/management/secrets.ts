@@ -2,7 +2,7 @@ import { digestSecret, generateSecret } from '../domain/secrets.js';
 import { ValidationError } from '../domain/validate.js';
 import { newSecretId } from '../store/migrations.js';
 import type { ClientSecret } from '../store/types.js';
-import { changeClient, getClient, requireSecretClient } from './clients.js';
+import { changeClient, getClient, requireSecretClient } from './client-access.js';
 import { changeAudit, nowOf, type ManagementContext } from './context.js';
 import { field } from './errors.js';
 import { addingSecret } from './secret-rules.js';

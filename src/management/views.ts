@@ -1,4 +1,5 @@
 import type { Audience, AuditEvent, Client, ClientSecret, Grant, Operator } from '../store/types.js';
+import type { FederatedCredential } from '../domain/client-auth/index.js';
 import type { KeyView, Retirement, RotationResult } from './keys.js';
 
 /*
@@ -52,6 +53,34 @@ export const clientJson = (c: Client) => ({
   created_at: c.createdAt,
   updated_at: c.updatedAt,
   secret_rotated_at: c.secretRotatedAt,
+});
+
+/** The fields of a federated credential that can be changed (in federatedCredentialJson's names). */
+export const FEDERATED_FIELDS = [
+  'name',
+  'issuer',
+  'jwks',
+  'jwks_uri',
+  'subject',
+  'audience',
+  'claims',
+  'max_lifetime',
+  'once',
+] as const;
+
+export const federatedCredentialJson = (f: FederatedCredential) => ({
+  id: f.id,
+  name: f.name,
+  issuer: f.issuer,
+  jwks: f.jwks,
+  jwks_uri: f.jwksUri,
+  subject: f.subject,
+  audience: f.audience,
+  claims: f.claims,
+  max_lifetime: f.maxLifetime,
+  once: f.once,
+  created_at: f.createdAt,
+  updated_at: f.updatedAt,
 });
 
 export const grantJson = (clientId: string, audience: Pick<Audience, 'id' | 'url'>, grant: Grant) => ({

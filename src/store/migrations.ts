@@ -301,6 +301,9 @@ export function migrations(engine: Engine): Record<string, Migration> {
         );
       },
     },
+    // Workload identity federation: a client's federated credentials, a JSON list read with the client (the token
+    // path finds them in the directory's cache, as it finds jwks).
+    '0012_federated_credentials': addColumns([['clients', 'federated_credentials', 'text']]),
   };
 }
 

@@ -44,6 +44,7 @@ export {
 } from './private-key-jwt.js';
 export {
   DEFAULT_MAX_LIFETIME,
+  discoveryUrl,
   MAX_FEDERATED_CREDENTIALS,
   newFederatedCredentialId,
   validateCredentialName,
