@@ -27,6 +27,7 @@ import {
   type AdminCredentials,
 } from '../helpers/admin.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { pollUntil } from '../helpers/wait.js';
 import { sqlitePath } from '../../src/config/index.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 
@@ -587,6 +588,14 @@ describe('the audit trail of the admin API', () => {
     try {
       const caller = await adminClient(own, ownCtx, ['clients:read']);
       const changesBefore = await own.server.runtime.store.latestChange();
+      // The caller's token.issued reaches the store through the spool within a second: wait for it, so that what
+      // follows is compared with a trail that nothing else is still on its way to.
+      const issued = await pollUntil(
+        () => own.server.runtime.store.queryAuditEvents({ limit: 1000, types: ['token.issued'] }),
+        (events) => events.some((e) => e.clientId === caller.id),
+        5000,
+      );
+      expect(issued.value.filter((e) => e.clientId === caller.id)).toHaveLength(1);
       const written = await own.server.runtime.store.queryAuditEvents({ limit: 1000 });
       // Four bad tokens: none, not a JWT, a token for another audience, a forged signature.
       const bad: (AdminCredentials | undefined)[] = [
