@@ -43,11 +43,12 @@ import {
   insertSqlite,
   postgresAnswers,
   provision,
+  provisionFederatedClient,
   provisionKeyClient,
   provisionScoped,
   tesseraEnv,
 } from './lib/stores.js';
-import { assertionMaker } from './lib/assertions.js';
+import { assertionMaker, platformToken } from './lib/assertions.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const AUDIENCE = 'https://api.bench.example';
@@ -60,6 +61,7 @@ const SCENARIOS = [
   'tessera-sqlite-no-metrics',
   'tessera-sqlite-scoped',
   'tessera-sqlite-pkjwt',
+  'tessera-sqlite-federated',
   'tessera-sqlite-cold',
   'tessera-workers2',
   'tessera-pg',
@@ -377,6 +379,35 @@ async function main() {
     store.assertions.clientId = store.client.clientId;
     return store;
   }
+  /**
+   * Like sqliteStore, with a client that authenticates with a federated credential (a Kubernetes cluster's
+   * key, inline) and the one platform token every request carries.
+   */
+  async function federatedSqliteStore() {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const trust = {
+      issuer: 'https://kubernetes.default.svc.cluster.local',
+      subject: 'system:serviceaccount:bench:bench',
+      audience: 'https://tessera.bench.example',
+    };
+    const { jwks, token } = platformToken(trust);
+    const store = { engine: 'sqlite', dataDir };
+    store.client = await provisionFederatedClient(ROOT, tesseraEnv(storeSettings(store)), AUDIENCE, dataDir, {
+      ...trust,
+      jwks,
+    });
+    store.body = Buffer.from(
+      form({
+        grant_type: 'client_credentials',
+        client_id: store.client.clientId,
+        client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+        client_assertion: token,
+        audience: AUDIENCE,
+      }),
+    );
+    return store;
+  }
   async function postgresStore() {
     if (!pgUp) throw new Error(`PostgreSQL does not answer at ${settings.pgAdminUrl}`);
     const db = await createPostgresDatabase(settings.pgAdminUrl);
@@ -462,6 +493,8 @@ async function main() {
       store.assertions.tokenEndpoint = `${url}/oauth/token`;
       target.assertions = store.assertions;
     }
+    // A body of the store's own (the federated scenario's platform token), sent as it is every time.
+    if (store.body) target.body = store.body;
     return { server, target, readyUrl: `${url}/readyz` };
   }
 
@@ -581,6 +614,16 @@ async function main() {
         'check, one INSERT; Redis when configured); against tessera-sqlite, what an assertion costs over a secret',
       start: async (port) =>
         startTessera({ id: 'tessera-sqlite-pkjwt', store: await keyClientSqliteStore(), port }),
+    },
+    'tessera-sqlite-federated': {
+      label: 'Tessera, SQLite, federated credential',
+      note: () =>
+        'federated: the client authenticates with a Kubernetes projected service-account token (RS256, the ' +
+        "cluster's key registered inline), the same token on every request as a pod reuses it: the server checks " +
+        'its claims against the credential and verifies its signature with jose; no replay check (the credential ' +
+        'is not once), so no write; against tessera-sqlite-pkjwt, what a platform token costs over an assertion',
+      start: async (port) =>
+        startTessera({ id: 'tessera-sqlite-federated', store: await federatedSqliteStore(), port }),
     },
     'tessera-sqlite-cold': coldScenario('tessera-sqlite-cold', 'Tessera, SQLite, cold cache', sqliteStore),
     'tessera-workers2': {

@@ -1,4 +1,4 @@
-import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+import { generateKeyPairSync, randomBytes, randomUUID, sign } from 'node:crypto';
 import { Buffer } from 'node:buffer';
 import { URLSearchParams } from 'node:url';
 
@@ -44,4 +44,34 @@ export function assertionMaker() {
       );
     },
   };
+}
+
+/**
+ * The platform token of the federated scenario (workload identity federation): a Kubernetes projected
+ * service-account token, RS256 as the API server signs it, living an hour, made once and sent with every
+ * request, as a pod sends the token of its projected volume until the kubelet renews it (the credential is not
+ * `once`: no replay check). The cluster's public key is registered inline, as a private cluster does.
+ */
+export function platformToken({ issuer, subject, audience }) {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const kid = 'bench-cluster';
+  const jwk = { ...publicKey.export({ format: 'jwk' }), kid, alg: 'RS256', use: 'sig' };
+  const b64 = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const iat = Math.floor(Date.now() / 1000);
+  const input = `${b64({ alg: 'RS256', kid })}.${b64({
+    aud: [audience],
+    exp: iat + 3600,
+    iat,
+    iss: issuer,
+    jti: randomUUID(),
+    'kubernetes.io': {
+      namespace: 'bench',
+      pod: { name: 'bench-0', uid: randomUUID() },
+      serviceaccount: { name: 'bench', uid: randomUUID() },
+    },
+    nbf: iat,
+    sub: subject,
+  })}`;
+  const signature = sign('sha256', Buffer.from(input), privateKey).toString('base64url');
+  return { jwks: { keys: [jwk] }, token: `${input}.${signature}` };
 }

@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 // Built by `npm run bench` before it starts: the same ids, secrets and digests as Tessera's own.
 import { digestSecret, generateClientId, generateSecret } from '../../dist/domain/secrets.js';
+import { DEFAULT_MAX_LIFETIME, newFederatedCredentialId } from '../../dist/domain/client-auth/index.js';
+import { openSqliteStore } from '../../dist/store/sqlite.js';
 
 /** The environment of every Tessera process: none of the caller's TESSERA_* settings, only ours. */
 export function tesseraEnv(settings) {
@@ -83,6 +85,51 @@ export async function provisionKeyClient(root, env, audience, jwks) {
     '--jwks',
     JSON.stringify(jwks),
   ]);
+  return { clientId: client.client_id };
+}
+
+/**
+ * Like provision, with a client that authenticates with one federated credential (issuer, subject, audience,
+ * the issuer's keys inline `jwks`): a private_key_jwt client with neither jwks nor jwks_uri, made by the CLI,
+ * its credential written to the SQLite store in `dataDir` before the server starts (the CLI of federated
+ * credentials is another face over the same write).
+ */
+export async function provisionFederatedClient(root, env, audience, dataDir, trust) {
+  await tesseraCli(root, env, ['audience', 'add', audience, '--name', 'Benchmark API']);
+  const client = await tesseraCli(root, env, [
+    'client',
+    'create',
+    '--name',
+    'bench-federated',
+    '--grant',
+    audience,
+    '--auth-method',
+    'private_key_jwt',
+  ]);
+  const store = openSqliteStore(join(dataDir, 'tessera.db'));
+  try {
+    const at = new Date().toISOString();
+    await store.updateClient(client.client_id, {
+      federatedCredentials: [
+        {
+          id: newFederatedCredentialId(),
+          name: 'bench cluster',
+          issuer: trust.issuer,
+          jwks: trust.jwks,
+          jwksUri: null,
+          subject: trust.subject,
+          audience: trust.audience,
+          claims: {},
+          maxLifetime: DEFAULT_MAX_LIFETIME,
+          once: false,
+          createdAt: at,
+          updatedAt: at,
+        },
+      ],
+    });
+  } finally {
+    await store.close();
+  }
   return { clientId: client.client_id };
 }
 

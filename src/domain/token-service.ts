@@ -82,6 +82,8 @@ export interface IssuedToken {
   clientId: string;
   audience: string;
   jti: string;
+  /** What the audit trail says of how the client authenticated, if its method said anything (a federated credential). */
+  note?: string | undefined;
 }
 
 /**
@@ -122,7 +124,7 @@ export class TokenService {
         clientId: issued.clientId,
         audience: issued.audience,
         jti: issued.jti,
-        reason: null,
+        reason: issued.note ?? null,
         source: request.source,
       });
       return issued;
@@ -201,6 +203,7 @@ export class TokenService {
       clientId: client.id,
       audience: audience.url,
       jti,
+      note: credentials.note,
     };
   }
 

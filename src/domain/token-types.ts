@@ -89,12 +89,58 @@ export interface KnownClient {
   grants: ReadonlyMap<string, KnownGrant>;
   tokenTtl: number | null;
   quota: Quota;
-  /** For a private_key_jwt client: where its public keys are (it has no secret that works); else undefined. */
+  /**
+   * For a private_key_jwt client: where its public keys are, or the issuers it trusts instead (federated
+   * credentials); it has no secret that works. Undefined for a client of a secret method.
+   */
   keys?: ClientKeys | undefined;
 }
 
-/** A private_key_jwt client's public keys: a JWK Set resolver made once from its inline set, or its URL. */
-export type ClientKeys = { readonly inline: JWTVerifyGetKey } | { readonly uri: string };
+/**
+ * Where public keys are published, to be fetched (keys/jwks-fetcher.ts): a private_key_jwt client's
+ * jwks_uri; or a trusted issuer's (`issuer` set), at its jwks_uri, or found by discovery when `uri` is null.
+ * An issuer's keys are cached apart from every other issuer's and client's, even at the same URL.
+ */
+export type KeyPlace =
+  | { readonly uri: string; readonly issuer?: undefined }
+  | { readonly issuer: string; readonly uri: string | null };
+
+/** A JWK Set resolver made once from an inline set (jose's createLocalJWKSet), when the client is cached. */
+interface InlineKeys {
+  readonly inline: JWTVerifyGetKey;
+}
+
+/**
+ * A private_key_jwt client's public keys (inline, or at its jwks_uri); or, for a client with neither, the
+ * federated credentials it authenticates with (none yet: it gets no token).
+ */
+export type ClientKeys =
+  InlineKeys | { readonly uri: string } | { readonly federated: readonly KnownFederatedCredential[] };
+
+/**
+ * One federated credential as the token path checks it (INTERFACE.md, "Workload identity federation"): made
+ * once, when the directory caches the client.
+ */
+export interface KnownFederatedCredential {
+  /** `fed_…`. */
+  readonly id: string;
+  /** The exact `iss`. */
+  readonly issuer: string;
+  /** The issuer's keys: inline, or where they are fetched (`issuer` is this credential's). */
+  readonly keys: InlineKeys | { readonly issuer: string; readonly uri: string | null };
+  /** The exact `sub`. */
+  readonly subject: string;
+  /** The `aud`, or one of its values. */
+  readonly audience: string;
+  /** Further top-level claims, each to be strictly equal to its value. */
+  readonly claims: readonly (readonly [name: string, value: string | number | boolean])[];
+  /** Seconds. */
+  readonly maxLifetime: number;
+  /** The jti is required and single-use. */
+  readonly once: boolean;
+  /** What the audit trail says of a token issued by it: the credential and the platform's subject. */
+  readonly note: string;
+}
 
 export interface KnownAudience {
   url: string;

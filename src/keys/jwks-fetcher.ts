@@ -5,14 +5,21 @@ import { isIP, type LookupFunction } from 'node:net';
 import { createLocalJWKSet, type JWK, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { isPublicAddress } from '../domain/addresses.js';
-import { algsForKey, MAX_CLIENT_KEYS, type RemoteKeys } from '../domain/client-auth/index.js';
+import { algsForKey, discoveryUrl, MAX_CLIENT_KEYS, type RemoteKeys } from '../domain/client-auth/index.js';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
+import type { KeyPlace } from '../domain/token-types.js';
 
 /**
- * The keys that private_key_jwt clients publish at their jwks_uri (INTERFACE.md, "Client authentication"):
- * fetched with a 2 s timeout and a 64 KiB cap, cached for the answer's max-age clamped to 5 minutes–24 hours,
- * refetched at most once a minute when an assertion names a kid the set lacks, and kept (stale) when a
- * refetch fails. One fetch at a time per URL, whatever the number of requests waiting for it.
+ * Public keys published at a URL (INTERFACE.md, "Client authentication" and "Workload identity federation"):
+ * a private_key_jwt client's jwks_uri; a federated credential's issuer's jwks_uri, or the jwks_uri of the
+ * issuer's OpenID Provider metadata (`<issuer>/.well-known/openid-configuration`, whose `issuer` must be that
+ * issuer) when the credential names none. Each place is fetched with a 2 s timeout and a 64 KiB cap (the
+ * metadata too), cached for the key set's max-age clamped to 5 minutes–24 hours, refetched at most once a
+ * minute when an assertion names a kid the set lacks, and kept (stale) when a refetch fails. One fetch at a
+ * time per place, whatever the number of requests waiting for it.
+ *
+ * An issuer's keys are cached under the issuer and where they are (its jwks_uri, or discovery), apart from
+ * any other issuer's and any client's, even at the same URL: an issuer's keys never verify another's tokens.
  *
  * Our own fetch rather than jose's createRemoteJWKSet, for the guard in front of it: every address the host
  * resolves to is checked in the connection's own DNS lookup (so a name that resolves to a private address at
@@ -30,6 +37,8 @@ export interface JwksFetcherOptions {
   maxTtlMs?: number;
   refetchMs?: number;
   now?: () => number;
+  /** Each time an issuer's keys are fetched (its metadata and key set), and whether that gave keys. */
+  onIssuerFetch?: (issuer: string, ok: boolean) => void;
 }
 
 const JWKS_FETCH_TIMEOUT_MS = 2000;
@@ -37,20 +46,31 @@ const JWKS_MAX_BYTES = 64 * 1024;
 const MIN_TTL_MS = 5 * 60_000;
 const MAX_TTL_MS = 24 * 3600_000;
 const REFETCH_MS = 60_000;
-/** URLs whose keys are kept: far more than the clients of one deployment publish. */
+const JWKS_ACCEPT = 'application/jwk-set+json, application/json';
+/** Places whose keys are kept: far more than the clients and issuers of one deployment publish. */
 const MAX_URLS = 10_000;
 
 interface Entry {
   keys: JWTVerifyGetKey | undefined;
   /** Until when the keys are fresh (ms). */
   freshUntil: number;
-  /** When a fetch last began (ms): a URL that failed is not fetched again within refetchMs. */
+  /** When a fetch last began (ms): a place that failed is not fetched again within refetchMs. */
   fetchedAt: number;
   /** When an unknown kid last made a refetch (ms): at most one within refetchMs. */
   refetchedAt: number;
   /** Why the last fetch failed, while there are no keys. */
   error: string | undefined;
   inflight: Promise<void> | undefined;
+}
+
+/** A place's cache key: a client's URL as it is; an issuer's, the issuer and its URL (none: discovery). */
+const placeKey = (place: KeyPlace): string =>
+  place.issuer === undefined ? place.uri : `${place.issuer}\u0000${place.uri ?? ''}`;
+
+/** A fetched answer: its JSON and the max-age it may be kept for. */
+interface Fetched {
+  body: unknown;
+  maxAgeMs: number | undefined;
 }
 
 class FetchRefused extends Error {}
@@ -120,33 +140,35 @@ export class JwksFetcher implements RemoteKeys {
     this.lookup = guardedLookup(options.allowPrivate);
   }
 
-  async keysFor(uri: string): Promise<JWTVerifyGetKey> {
-    let entry = this.entries.get(uri);
+  async keysFor(place: KeyPlace): Promise<JWTVerifyGetKey> {
+    const key = placeKey(place);
+    let entry = this.entries.get(key);
     if (entry?.keys !== undefined && entry.freshUntil > this.now()) return entry.keys;
     if (entry?.inflight !== undefined) await entry.inflight;
-    // Expired keys are fetched again (stale ones serve while that fails); a URL that failed is retried at
+    // Expired keys are fetched again (stale ones serve while that fails); a place that failed is retried at
     // most once a minute, so an unreachable one costs one fetch a minute, not one a request.
     else if (entry === undefined || this.now() - entry.fetchedAt >= this.refetchMs)
-      entry = await this.fetchOnce(uri);
-    entry = this.entries.get(uri) ?? entry;
+      entry = await this.fetchOnce(key, place);
+    entry = this.entries.get(key) ?? entry;
     if (entry?.keys !== undefined) return entry.keys;
     throw new Error(entry?.error ?? 'no keys');
   }
 
-  async refetch(uri: string): Promise<JWTVerifyGetKey | undefined> {
-    const entry = this.entries.get(uri);
+  async refetch(place: KeyPlace): Promise<JWTVerifyGetKey | undefined> {
+    const key = placeKey(place);
+    const entry = this.entries.get(key);
     if (entry === undefined) return undefined;
     // Counted apart from the fetches of expired keys: a key rotated just after a fetch is found at once.
     if (this.now() - entry.refetchedAt < this.refetchMs) return undefined;
     entry.refetchedAt = this.now();
-    const before = entry?.keys;
-    const after = (await this.fetchOnce(uri)).keys;
+    const before = entry.keys;
+    const after = (await this.fetchOnce(key, place)).keys;
     return after !== before ? after : undefined;
   }
 
-  /** Fetches the URL unless a fetch is under way (then waits for it); the entry after it. */
-  private async fetchOnce(uri: string): Promise<Entry> {
-    let entry = this.entries.get(uri);
+  /** Fetches the place unless a fetch is under way (then waits for it); the entry after it. */
+  private async fetchOnce(key: string, place: KeyPlace): Promise<Entry> {
+    let entry = this.entries.get(key);
     if (entry === undefined) {
       entry = {
         keys: undefined,
@@ -156,21 +178,24 @@ export class JwksFetcher implements RemoteKeys {
         error: undefined,
         inflight: undefined,
       };
-      this.entries.set(uri, entry);
+      this.entries.set(key, entry);
     }
     const current = entry;
     current.inflight ??= (async () => {
       current.fetchedAt = this.now();
+      const issuer = place.issuer;
       try {
-        const { body, maxAgeMs } = await this.fetch(uri);
+        const { body, maxAgeMs } = await this.fetchKeySet(place);
         current.keys = createLocalJWKSet({ keys: usableKeys(body) });
         current.error = undefined;
         const ttl = Math.min(this.maxTtlMs, Math.max(this.minTtlMs, maxAgeMs ?? 0));
         current.freshUntil = this.now() + ttl;
+        if (issuer !== undefined) this.options.onIssuerFetch?.(issuer, true);
       } catch (error) {
         current.error = (error as Error).message;
         // Stale keys keep serving until the next try, a minute on.
         if (current.keys !== undefined) current.freshUntil = this.now() + this.refetchMs;
+        if (issuer !== undefined) this.options.onIssuerFetch?.(issuer, false);
       } finally {
         current.inflight = undefined;
       }
@@ -179,8 +204,34 @@ export class JwksFetcher implements RemoteKeys {
     return current;
   }
 
+  /**
+   * The key set of a place: at its URL; for an issuer without one, at the jwks_uri of its OpenID Provider
+   * metadata (OpenID Connect Discovery §4), fetched each time the keys are, behind the same guard.
+   */
+  private async fetchKeySet(place: KeyPlace): Promise<Fetched> {
+    const issuer = place.issuer;
+    if (issuer === undefined || place.uri !== null) return this.fetch(place.uri!, JWKS_ACCEPT);
+    let metadata: Fetched;
+    try {
+      metadata = await this.fetch(discoveryUrl(issuer), 'application/json');
+    } catch (error) {
+      throw new Error(`discovery: ${(error as Error).message}`, { cause: error });
+    }
+    const body = metadata.body as { issuer?: unknown; jwks_uri?: unknown } | null;
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      throw new Error('discovery: the answer is not a JSON object');
+    // OpenID Connect Discovery §4.3: the metadata's issuer is exactly the one it was fetched for.
+    if (body.issuer !== issuer)
+      throw new Error(
+        `discovery: the metadata's issuer is ${typeof body.issuer === 'string' ? JSON.stringify(body.issuer.slice(0, 200)) : 'missing'}, not this issuer`,
+      );
+    if (typeof body.jwks_uri !== 'string' || body.jwks_uri === '')
+      throw new Error('discovery: the metadata has no jwks_uri');
+    return this.fetch(body.jwks_uri, JWKS_ACCEPT);
+  }
+
   /** One GET, guarded: scheme, address, time, size; a 200 with JSON, or an Error saying what went wrong. */
-  private fetch(uri: string): Promise<{ body: unknown; maxAgeMs: number | undefined }> {
+  private fetch(uri: string, accept: string): Promise<Fetched> {
     let url: URL;
     try {
       url = new URL(uri);
@@ -198,7 +249,7 @@ export class JwksFetcher implements RemoteKeys {
     const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
     return new Promise((resolve, reject) => {
       let done = false;
-      const finish = (error: Error | undefined, value?: { body: unknown; maxAgeMs: number | undefined }) => {
+      const finish = (error: Error | undefined, value?: Fetched) => {
         if (done) return;
         done = true;
         clearTimeout(timer);
@@ -211,7 +262,7 @@ export class JwksFetcher implements RemoteKeys {
         url,
         {
           method: 'GET',
-          headers: { accept: 'application/jwk-set+json, application/json' },
+          headers: { accept },
           lookup: this.lookup,
           agent: false,
         },

@@ -33,13 +33,16 @@ export class AssertionReplay implements ReplayGuard {
     },
   ) {}
 
-  /** A fixed-size key whatever the jti: base64url SHA-256 of client id and jti. */
-  static idOf(clientId: string, jti: string): string {
-    return createHash('sha256').update(clientId).update('\0').update(jti).digest('base64url');
+  /**
+   * A fixed-size key whatever the jti: base64url SHA-256 of scope and jti. The scope is a client id for a
+   * client's own assertions, `<client id> <issuer>` for a federated credential's tokens (domain/client-auth).
+   */
+  static idOf(scope: string, jti: string): string {
+    return createHash('sha256').update(scope).update('\0').update(jti).digest('base64url');
   }
 
-  async use(clientId: string, jti: string, until: number): Promise<boolean> {
-    const id = AssertionReplay.idOf(clientId, jti);
+  async use(scope: string, jti: string, until: number): Promise<boolean> {
+    const id = AssertionReplay.idOf(scope, jti);
     const now = (this.options.now ?? Date.now)();
     const ttl = Math.max(1, until - now);
     const redis = this.options.redis;

@@ -15,6 +15,13 @@ export interface Exposition {
 /** The refusal label for an audience that is not registered: request text never becomes a label value. */
 const UNREGISTERED = '(unregistered)';
 
+/**
+ * Issuers labelled one by one, at most: they are only those a federated credential names (the token path
+ * fetches no other), and past this many the rest share one label value.
+ */
+const MAX_ISSUER_LABELS = 1000;
+const OTHER_ISSUERS = '(other)';
+
 /** Counts the client cache keeps as plain numbers (no metrics dependency in the store layer). */
 export interface CacheStats {
   /** A known client answered from memory. */
@@ -121,6 +128,9 @@ export class Metrics {
     { labels: { reason: string; audience: string }; count: number }
   >();
 
+  /** Fetches of issuers' keys, by issuer: how many, how many failed. */
+  private readonly issuerFetches = new Map<string, { fetches: number; failures: number }>();
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
@@ -149,6 +159,42 @@ export class Metrics {
       },
     });
     this.registry.registerMetric(this.storeDuration as unknown as Metric);
+    const issuerFetches = this.issuerFetches;
+    new Counter({
+      name: 'tessera_issuer_key_fetches_total',
+      help: "Fetches of a federated credential's issuer's keys (its key set, after its OpenID metadata when found by discovery), by issuer.",
+      labelNames: ['issuer'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [issuer, { fetches }] of issuerFetches) this.inc({ issuer }, fetches);
+      },
+    });
+    new Counter({
+      name: 'tessera_issuer_key_fetch_failures_total',
+      help: "Fetches of a federated credential's issuer's keys that gave none (unreachable, refused, not a key set), by issuer.",
+      labelNames: ['issuer'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [issuer, { failures }] of issuerFetches) this.inc({ issuer }, failures);
+      },
+    });
+  }
+
+  /** One fetch of an issuer's keys (keys/jwks-fetcher.ts) and whether it gave keys. */
+  issuerKeyFetch(issuer: string, ok: boolean): void {
+    let counts = this.issuerFetches.get(issuer);
+    if (counts === undefined) {
+      const label = this.issuerFetches.size < MAX_ISSUER_LABELS ? issuer : OTHER_ISSUERS;
+      counts = this.issuerFetches.get(label);
+      if (counts === undefined) {
+        counts = { fetches: 0, failures: 0 };
+        this.issuerFetches.set(label, counts);
+      }
+    }
+    counts.fetches++;
+    if (!ok) counts.failures++;
   }
 
   /** Client cache lookups, read at scrape time from the directory's plain counters. */

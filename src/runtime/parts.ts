@@ -231,10 +231,12 @@ export function openTokenService(
 ): TokenService {
   const { directory, keyring, usage, replay, limits, audit } = parts;
   const registered = (url: string): boolean => directory.findAudience(url) !== undefined;
+  // Clients' jwks_uri and federated credentials' issuers: one fetcher, each place cached apart.
   const remote = new JwksFetcher({
     allowPrivate: config.jwksAllowPrivate,
     production: config.production,
     now,
+    onIssuerFetch: metrics && ((issuer, ok) => metrics.issuerKeyFetch(issuer, ok)),
   });
   return new TokenService({
     methods: clientAuthMethods({

@@ -9,7 +9,13 @@ import {
   type ClientIdStats,
   type IdHash,
 } from './client-ids.js';
-import type { ClientKeys, KnownAudience, KnownClient } from '../domain/token-types.js';
+import type { FederatedCredential } from '../domain/client-auth/index.js';
+import type {
+  ClientKeys,
+  KnownAudience,
+  KnownClient,
+  KnownFederatedCredential,
+} from '../domain/token-types.js';
 import type { Audience, AudienceStore, Change, ChangeFeed, Client, ClientStore } from './types.js';
 
 export interface DirectoryOptions {
@@ -128,13 +134,35 @@ export function toKnownClient(client: Client): KnownClient {
 /**
  * A private_key_jwt client's keys as the token path uses them: an inline set becomes jose's resolver once,
  * when the client is cached (it imports each key on first use and keeps it); a URL is fetched by the runtime's
- * JwksFetcher. A client of a secret method has none.
+ * JwksFetcher. A client with neither authenticates with its federated credentials (none yet: no token). A
+ * client of a secret method has none.
  */
 function keysOf(client: Client): ClientKeys | undefined {
   if (client.authMethod !== 'private_key_jwt') return undefined;
   if (client.jwks !== null) return { inline: createLocalJWKSet(client.jwks) };
-  // A client with neither (which the management layer refuses) has a URL no fetch can succeed with.
-  return { uri: client.jwksUri ?? '' };
+  if (client.jwksUri !== null) return { uri: client.jwksUri };
+  return { federated: client.federatedCredentials.map(knownCredential) };
+}
+
+/**
+ * A federated credential as the token path checks it, made once per caching of its client: an inline set as
+ * jose's resolver, the required claims as a list, the audit trail's note of a token it issues.
+ */
+function knownCredential(credential: FederatedCredential): KnownFederatedCredential {
+  return {
+    id: credential.id,
+    issuer: credential.issuer,
+    keys:
+      credential.jwks !== null
+        ? { inline: createLocalJWKSet(credential.jwks) }
+        : { issuer: credential.issuer, uri: credential.jwksUri },
+    subject: credential.subject,
+    audience: credential.audience,
+    claims: Object.entries(credential.claims),
+    maxLifetime: credential.maxLifetime,
+    once: credential.once,
+    note: `federated ${credential.id} sub ${credential.subject}`,
+  };
 }
 
 /**

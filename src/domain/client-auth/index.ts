@@ -1,6 +1,7 @@
 import type { TokenRequest } from '../token-types.js';
 import type { ClientAuthMethod } from './method.js';
-import { assertionIssuer, privateKeyJwt, type PrivateKeyJwtOptions } from './private-key-jwt.js';
+import { assertionIssuer } from './assertion.js';
+import { privateKeyJwt, type PrivateKeyJwtOptions } from './private-key-jwt.js';
 import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js';
 
 /*
@@ -18,8 +19,10 @@ import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js'
  *
  * Federated credentials are client assertions too (the same two parameters, RFC 7523), signed by an issuer
  * the client trusts rather than by the client's own key: a request cannot tell them from private_key_jwt,
- * the client's registration does. They plug in as one more kind of ClientKeys (a trusted issuer and the
- * subject it vouches for) that private-key-jwt.ts's proof checks the assertion against.
+ * the client's registration does. They are one more kind of ClientKeys (token-types.ts: the issuers the client
+ * trusts, each with the subject it vouches for); private_key_jwt's method reads the request, and its proof
+ * hands a client that has them to federated.ts. What both proofs share (the assertion's algorithms, the
+ * signature check, keys fetched at a URL with a refetch on an unknown kid, the replay guard) is assertion.ts.
  *
  * DPoP (RFC 9449) is not client authentication: it proves possession of a key alongside whichever method
  * authenticated the client, so it will be a step of the token service after authentication, reading a header
@@ -36,12 +39,8 @@ export {
   type PresentedCredentials,
 } from './method.js';
 export { clientSecretBasic, clientSecretPost, parseBasicAuthorization } from './secret.js';
-export {
-  JWT_BEARER,
-  type PrivateKeyJwtOptions,
-  type RemoteKeys,
-  type ReplayGuard,
-} from './private-key-jwt.js';
+export { JWT_BEARER, type RemoteKeys, type ReplayGuard } from './assertion.js';
+export type { PrivateKeyJwtOptions } from './private-key-jwt.js';
 export {
   DEFAULT_MAX_LIFETIME,
   discoveryUrl,

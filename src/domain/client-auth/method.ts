@@ -50,6 +50,11 @@ export interface PresentedCredentials {
   readonly usedSecret?: string | undefined;
   /** After a failed proof of a known client: why, for the audit trail (never the credential itself). */
   readonly failure?: string | undefined;
+  /**
+   * After a successful proof, if the method has something to say of it: the audit trail's reason of the issued
+   * token (a federated credential names itself and the platform's subject).
+   */
+  readonly note?: string | undefined;
 }
 
 /**

@@ -2,45 +2,37 @@ import {
   decodeJwt,
   decodeProtectedHeader,
   errors,
-  jwtVerify,
   type JWTPayload,
   type JWTVerifyGetKey,
   type ProtectedHeaderParameters,
 } from 'jose';
 import { invalidClient, invalidRequest } from '../errors.js';
 import { present, type KnownClient, type TokenRequest } from '../token-types.js';
-import { ASSERTION_ALGS } from './jwks.js';
+import {
+  allowedAlg,
+  ASSERTION_SKEW_SECONDS,
+  AssertionFailed,
+  JWT_BEARER,
+  KeysUnavailable,
+  usableJti,
+  verifyAtPlace,
+  verifyJwt,
+  VERIFY_ALGS,
+  type ParsedAssertion,
+  type RemoteKeys,
+  type ReplayGuard,
+} from './assertion.js';
+import { proveFederated } from './federated.js';
 import type { ClientAuthMethod, PresentedCredentials } from './method.js';
 
-/** RFC 7523 §2.2: the one client assertion type. */
-export const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
-/** Clock skew allowed on every time of an assertion (INTERFACE.md). */
-const ASSERTION_SKEW_SECONDS = 60;
 /** An assertion may live at most this long: after its iat, or after now when it has none (authlib: 60 min). */
 const MAX_ASSERTION_LIFETIME_SECONDS = 3600;
-/** A jti longer than this is refused (it is stored as a digest; this only bounds the work). */
-const MAX_JTI_LENGTH = 512;
-
-const ALGS: readonly string[] = ASSERTION_ALGS;
-
-/** Marks assertion ids as used until a time, across every instance (Redis, else the store). */
-export interface ReplayGuard {
-  /** True if `jti` was not in use for this client; false if it is (a replay). `until`: ms since the epoch. */
-  use(clientId: string, jti: string, until: number): Promise<boolean>;
-}
-
-/** The keys published at a client's jwks_uri (see keys/jwks-fetcher.ts). */
-export interface RemoteKeys {
-  /** The URL's keys, fetched or cached; rejects with an Error whose message says why there are none. */
-  keysFor(uri: string): Promise<JWTVerifyGetKey>;
-  /** Fetches the URL's keys again if it was not fetched in the last minute: the new keys, or undefined. */
-  refetch(uri: string): Promise<JWTVerifyGetKey | undefined>;
-}
 
 export interface PrivateKeyJwtOptions {
   issuer: string;
   tokenEndpoint: string;
   replay: ReplayGuard;
+  /** The keys of clients' jwks_uri and of federated credentials' issuers. */
   remote: RemoteKeys;
 }
 
@@ -69,20 +61,22 @@ function reasonOf(error: unknown): string {
   return 'malformed assertion';
 }
 
-class AssertionFailed extends Error {}
-
 /**
- * A client assertion (RFC 7523 §2.2), parsed but not trusted: its iss names the client; proves() checks the
- * rest. Everything that can be checked in memory is, before any key is fetched or any replay is recorded, so
- * a bad assertion costs a decode and perhaps a signature check, and never a write.
+ * A client assertion (RFC 7523 §2.2), parsed but not trusted: client_id, else its iss, names the client, whose
+ * registration says which proof applies: its own keys (private_key_jwt), or its federated credentials
+ * (federated.ts). proves() checks the rest. Everything that can be checked in memory is, before any key is
+ * fetched or any replay is recorded, so a bad assertion costs a decode and perhaps a signature check, and never
+ * a write.
  */
 class AssertionCredentials implements PresentedCredentials {
   failure: string | undefined;
+  note: string | undefined;
 
   constructor(
     readonly clientId: string,
-    private readonly assertion: string,
-    private readonly header: ProtectedHeaderParameters,
+    private readonly assertion: ParsedAssertion,
+    /** Whether the request named the client by client_id (else clientId is the assertion's iss). */
+    private readonly clientIdSent: boolean,
     private readonly options: PrivateKeyJwtOptions,
   ) {}
 
@@ -101,26 +95,32 @@ class AssertionCredentials implements PresentedCredentials {
     const keys = client.keys;
     if (keys === undefined)
       throw new AssertionFailed('client authenticates with a secret, not private_key_jwt');
-    const alg = this.header.alg;
-    if (typeof alg !== 'string' || !ALGS.includes(alg))
-      throw new AssertionFailed('assertion algorithm not allowed');
+    if ('federated' in keys) {
+      const credential = await proveFederated(
+        this.assertion,
+        client.id,
+        this.clientIdSent,
+        keys.federated,
+        now,
+        this.options,
+      );
+      this.note = credential.note;
+      return;
+    }
+    // Only a federated credential's token has an iss that is not the client (INTERFACE.md).
+    if (this.assertion.payload.iss !== this.clientId)
+      throw new AssertionFailed('client_id is not the client_assertion iss');
+    if (!allowedAlg(this.assertion.header)) throw new AssertionFailed('assertion algorithm not allowed');
     let payload: JWTPayload;
     if ('inline' in keys) payload = await this.check(keys.inline, now);
     else {
-      let remote: JWTVerifyGetKey;
       try {
-        remote = await this.options.remote.keysFor(keys.uri);
+        payload = await verifyAtPlace(this.options.remote, keys, this.assertion.header.kid, (remote) =>
+          this.check(remote, now),
+        );
       } catch (error) {
-        throw new AssertionFailed(`jwks_uri: ${(error as Error).message}`);
-      }
-      try {
-        payload = await this.check(remote, now);
-      } catch (error) {
-        // A key the cached set lacks: the client may have rotated. One refetch a minute per URL, at most.
-        if (!(error instanceof errors.JWKSNoMatchingKey) || this.header.kid === undefined) throw error;
-        const fresh = await this.options.remote.refetch(keys.uri).catch(() => undefined);
-        if (fresh === undefined) throw error;
-        payload = await this.check(fresh, now);
+        if (error instanceof KeysUnavailable) throw new AssertionFailed(`jwks_uri: ${error.message}`);
+        throw error;
       }
     }
     const nowSeconds = Math.floor(now / 1000);
@@ -132,60 +132,31 @@ class AssertionCredentials implements PresentedCredentials {
     )
       throw new AssertionFailed('assertion exp is more than 60 minutes ahead');
     const jti = payload.jti;
-    if (typeof jti !== 'string' || jti === '' || jti.length > MAX_JTI_LENGTH)
-      throw new AssertionFailed('assertion jti must be a string of 1 to 512 characters');
+    if (!usableJti(jti)) throw new AssertionFailed('assertion jti must be a string of 1 to 512 characters');
     // Last, once everything else holds: only an assertion that would be accepted is recorded. It stays
     // recorded while it could be valid anywhere (its exp, plus the skew any instance allows).
     const fresh = await this.options.replay.use(this.clientId, jti, (exp + ASSERTION_SKEW_SECONDS) * 1000);
     if (!fresh) throw new AssertionFailed('assertion replayed');
   }
 
-  /** Signature and claims, with jose; without a kid, every key that fits the alg is tried (authlib sends none). */
-  private async check(getKey: JWTVerifyGetKey, now: number): Promise<JWTPayload> {
-    const options = {
-      algorithms: ALGS as string[],
+  /** Signature and claims (RFC 7523 §3), with jose. */
+  private check(getKey: JWTVerifyGetKey, now: number): Promise<JWTPayload> {
+    return verifyJwt(this.assertion.jwt, getKey, {
+      algorithms: VERIFY_ALGS,
       issuer: this.clientId,
       subject: this.clientId,
       audience: [this.options.issuer, this.options.tokenEndpoint],
       clockTolerance: ASSERTION_SKEW_SECONDS,
       currentDate: new Date(now),
       requiredClaims: ['exp', 'jti'],
-    };
-    try {
-      return (await jwtVerify(this.assertion, getKey, options)).payload;
-    } catch (error) {
-      if (!(error instanceof errors.JWKSMultipleMatchingKeys)) throw error;
-      let last: unknown = error;
-      for await (const key of error as unknown as AsyncIterable<CryptoKeyLike>) {
-        try {
-          return (await jwtVerify(this.assertion, key, options)).payload;
-        } catch (failed) {
-          last = failed;
-          // Only a signature that fails moves on to the next key; a bad claim fails whatever the key.
-          if (!(failed instanceof errors.JWSSignatureVerificationFailed)) throw failed;
-        }
-      }
-      throw last;
-    }
-  }
-}
-
-type CryptoKeyLike = Parameters<typeof jwtVerify>[1] & object;
-
-/** The iss of a client assertion, for the audit trail only (undefined if it does not decode). */
-export function assertionIssuer(assertion: string | undefined): string | undefined {
-  if (assertion === undefined || assertion === '') return undefined;
-  try {
-    const iss = decodeJwt(assertion).iss;
-    return typeof iss === 'string' ? iss : undefined;
-  } catch {
-    return undefined;
+    });
   }
 }
 
 /**
  * private_key_jwt (RFC 7523 §2.2, OpenID Connect Core §9): `client_assertion_type` and `client_assertion`,
- * and optionally `client_id`, which must then be the assertion's iss.
+ * and `client_id`, which must then be the assertion's iss unless the client has federated credentials (then it
+ * is required, and the iss is the platform's).
  */
 export function privateKeyJwt(options: PrivateKeyJwtOptions): ClientAuthMethod {
   return {
@@ -195,24 +166,28 @@ export function privateKeyJwt(options: PrivateKeyJwtOptions): ClientAuthMethod {
       present(request.params.client_assertion_type) !== undefined,
     parse(request: TokenRequest): PresentedCredentials {
       const type = present(request.params.client_assertion_type);
-      const assertion = present(request.params.client_assertion);
+      const jwt = present(request.params.client_assertion);
       if (type === undefined) throw invalidRequest('client_assertion_type is required with client_assertion');
-      if (assertion === undefined)
-        throw invalidRequest('client_assertion is required with client_assertion_type');
+      if (jwt === undefined) throw invalidRequest('client_assertion is required with client_assertion_type');
       if (type !== JWT_BEARER) throw invalidRequest(`client_assertion_type must be ${JWT_BEARER}`);
       let header: ProtectedHeaderParameters;
-      let iss: unknown;
+      let payload: JWTPayload;
       try {
-        header = decodeProtectedHeader(assertion);
-        iss = decodeJwt(assertion).iss;
+        header = decodeProtectedHeader(jwt);
+        payload = decodeJwt(jwt);
       } catch {
         throw invalidClient('malformed client_assertion');
       }
+      const iss = payload.iss;
       if (typeof iss !== 'string' || iss === '') throw invalidClient('client_assertion has no iss');
       const clientId = present(request.params.client_id);
-      if (clientId !== undefined && clientId !== iss)
-        throw invalidClient('client_id is not the client_assertion iss');
-      return new AssertionCredentials(iss, assertion, header, options);
+      // A client_id other than the iss is checked once the client is known: only a federated one accepts it.
+      return new AssertionCredentials(
+        clientId ?? iss,
+        { jwt, header, payload },
+        clientId !== undefined,
+        options,
+      );
     },
   };
 }

@@ -1,0 +1,132 @@
+import {
+  decodeJwt,
+  errors,
+  jwtVerify,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+  type JWTVerifyOptions,
+  type ProtectedHeaderParameters,
+} from 'jose';
+import type { KeyPlace } from '../token-types.js';
+import { ASSERTION_ALGS } from './jwks.js';
+
+/*
+ * What every client assertion (RFC 7523 §2.2) shares, whoever signed it: the client's own key (private_key_jwt,
+ * private-key-jwt.ts) or a platform a client trusts (a federated credential, federated.ts). The request is the
+ * same; the client's registration says which proof applies.
+ */
+
+/** RFC 7523 §2.2: the one client assertion type. */
+export const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+/** Clock skew allowed on every time of an assertion (INTERFACE.md). */
+export const ASSERTION_SKEW_SECONDS = 60;
+/** A jti longer than this is refused (it is stored as a digest; this only bounds the work). */
+const MAX_JTI_LENGTH = 512;
+
+const ALGS: readonly string[] = ASSERTION_ALGS;
+/** For jose's `algorithms`: never `none`, never HMAC. */
+export const VERIFY_ALGS = ALGS as string[];
+
+/** Whether the header names an algorithm an assertion may be signed with (checked before any key is sought). */
+export const allowedAlg = (header: ProtectedHeaderParameters): boolean =>
+  typeof header.alg === 'string' && ALGS.includes(header.alg);
+
+/** A jti as a single-use check takes it: a string of 1 to MAX_JTI_LENGTH characters. */
+export const usableJti = (jti: unknown): jti is string =>
+  typeof jti === 'string' && jti !== '' && jti.length <= MAX_JTI_LENGTH;
+
+/** Marks assertion ids as used until a time, across every instance (Redis, else the store). */
+export interface ReplayGuard {
+  /**
+   * True if `jti` was not in use within `scope`; false if it is (a replay). `scope`: the client id for its own
+   * assertions, the client and the issuer for a federated one (see federated.ts). `until`: ms since the epoch.
+   */
+  use(scope: string, jti: string, until: number): Promise<boolean>;
+}
+
+/** Public keys published at a URL, fetched and cached (see keys/jwks-fetcher.ts). */
+export interface RemoteKeys {
+  /** The place's keys, fetched or cached; rejects with an Error whose message says why there are none. */
+  keysFor(place: KeyPlace): Promise<JWTVerifyGetKey>;
+  /** Fetches the place's keys again if an unknown kid did not in the last minute: the new keys, or undefined. */
+  refetch(place: KeyPlace): Promise<JWTVerifyGetKey | undefined>;
+}
+
+/** A client assertion as it arrived: decoded, not trusted. */
+export interface ParsedAssertion {
+  jwt: string;
+  header: ProtectedHeaderParameters;
+  payload: JWTPayload;
+}
+
+/** A refusal whose message is the audit trail's reason. */
+export class AssertionFailed extends Error {}
+
+/** No keys could be had at a place: the message says why. */
+export class KeysUnavailable extends Error {}
+
+type KeyLike = Parameters<typeof jwtVerify>[1] & object;
+
+/**
+ * Signature and claims, with jose. Without a kid, every key that fits the alg is tried (authlib sends none):
+ * only a signature that fails moves on to the next key; a bad claim fails whatever the key.
+ */
+export async function verifyJwt(
+  jwt: string,
+  getKey: JWTVerifyGetKey,
+  options: JWTVerifyOptions,
+): Promise<JWTPayload> {
+  try {
+    return (await jwtVerify(jwt, getKey, options)).payload;
+  } catch (error) {
+    if (!(error instanceof errors.JWKSMultipleMatchingKeys)) throw error;
+    let last: unknown = error;
+    for await (const key of error as unknown as AsyncIterable<KeyLike>) {
+      try {
+        return (await jwtVerify(jwt, key, options)).payload;
+      } catch (failed) {
+        last = failed;
+        if (!(failed instanceof errors.JWSSignatureVerificationFailed)) throw failed;
+      }
+    }
+    throw last;
+  }
+}
+
+/**
+ * `verify` with the keys published at `place`: the cached ones, and, when they lack the assertion's kid (the
+ * signer may have rotated), those of one refetch, unless an unknown kid made one within the last minute; the
+ * request that caused it is answered with the new keys. KeysUnavailable when there are none at all.
+ */
+export async function verifyAtPlace<T>(
+  remote: RemoteKeys,
+  place: KeyPlace,
+  kid: string | undefined,
+  verify: (keys: JWTVerifyGetKey) => Promise<T>,
+): Promise<T> {
+  let keys: JWTVerifyGetKey;
+  try {
+    keys = await remote.keysFor(place);
+  } catch (error) {
+    throw new KeysUnavailable((error as Error).message);
+  }
+  try {
+    return await verify(keys);
+  } catch (error) {
+    if (!(error instanceof errors.JWKSNoMatchingKey) || kid === undefined) throw error;
+    const fresh = await remote.refetch(place).catch(() => undefined);
+    if (fresh === undefined) throw error;
+    return verify(fresh);
+  }
+}
+
+/** The iss of a client assertion, for the audit trail only (undefined if it does not decode). */
+export function assertionIssuer(assertion: string | undefined): string | undefined {
+  if (assertion === undefined || assertion === '') return undefined;
+  try {
+    const iss = decodeJwt(assertion).iss;
+    return typeof iss === 'string' ? iss : undefined;
+  } catch {
+    return undefined;
+  }
+}
