@@ -41,7 +41,10 @@ function presentApply(plan: declarative.Plan, secrets: declarative.CreatedSecret
   print('Applied.\n');
   if (secrets.length > 0) {
     print('\nSecrets of the new clients, shown this once: store them now.\n');
-    const width = Math.max(...secrets.map((s) => s.client_id.length));
+    // A loop, not Math.max(...): an apply may create hundreds of thousands of clients, more arguments than a call
+    // takes.
+    let width = 0;
+    for (const s of secrets) width = Math.max(width, s.client_id.length);
     for (const s of secrets) print(`  ${s.client_id.padEnd(width)}  ${s.client_secret}\n`);
   }
 }

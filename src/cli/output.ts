@@ -21,7 +21,10 @@ export function formatTable(
   rows: readonly (readonly (string | number | null)[])[],
 ): string {
   const cells = rows.map((row) => row.map((c) => (c === null || c === '' ? '-' : safe(String(c)))));
-  const widths = columns.map((title, i) => Math.max(title.length, ...cells.map((row) => row[i]!.length)));
+  // Folded, not spread into Math.max: a table may have more rows than a call takes arguments.
+  const widths = columns.map((title, i) =>
+    cells.reduce((w, row) => Math.max(w, row[i]!.length), title.length),
+  );
   const line = (values: readonly string[]): string =>
     values
       .map((v, i) => (i === values.length - 1 ? v : v.padEnd(widths[i]!)))

@@ -1,6 +1,7 @@
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import {
   CompiledQuery,
@@ -77,19 +78,66 @@ function adapt(db: DatabaseSync): SqliteDatabase {
  * wrote meanwhile (a WAL reader cannot upgrade a stale snapshot, and SQLite does not retry that).
  */
 class ImmediateSqliteDriver extends SqliteDriver {
+  constructor(
+    config: { database: SqliteDatabase },
+    private readonly waitAsync: boolean,
+  ) {
+    super(config);
+  }
+
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+    const begin = CompiledQuery.raw('begin immediate');
+    if (!this.waitAsync) {
+      await connection.executeQuery(begin);
+      return;
+    }
+    // For the server, SQLite must not wait for the lock inside the call: node:sqlite's calls are synchronous,
+    // so the thread that answers every request would sleep there (an apply from the CLI holding the lock for
+    // seconds stalled every token request for as long). Here the wait is timers instead: the lock is tried
+    // again and again, the thread serving requests in between, for as long as busy_timeout would have waited.
+    // Only the attempt to take the lock does not wait (statements outside a transaction, such as the
+    // migrations' at start, still wait inside SQLite, as the CLI's do).
+    const started = performance.now();
+    await connection.executeQuery(NO_WAIT);
+    try {
+      for (let pause = 1; ; pause = Math.min(pause * 2, MAX_LOCK_PAUSE_MS)) {
+        try {
+          await connection.executeQuery(begin);
+          return;
+        } catch (error) {
+          if (!isBusy(error) || performance.now() - started >= LOCK_WAIT_MS) throw error;
+        }
+        await sleep(pause);
+      }
+    } finally {
+      await connection.executeQuery(WAIT);
+    }
   }
 }
 
 class ImmediateSqliteDialect extends SqliteDialect {
-  constructor(private readonly database: SqliteDatabase) {
+  constructor(
+    private readonly database: SqliteDatabase,
+    private readonly waitAsync: boolean,
+  ) {
     super({ database });
   }
   override createDriver(): Driver {
-    return new ImmediateSqliteDriver({ database: this.database });
+    return new ImmediateSqliteDriver({ database: this.database }, this.waitAsync);
   }
 }
+
+/** How long a write waits for another process's lock (the CLI's, another server's) before it fails. */
+const LOCK_WAIT_MS = 5000;
+const NO_WAIT = CompiledQuery.raw('pragma busy_timeout = 0');
+const WAIT = CompiledQuery.raw(`pragma busy_timeout = ${LOCK_WAIT_MS}`);
+/** The longest pause between two tries for the lock while waiting without blocking. */
+const MAX_LOCK_PAUSE_MS = 20;
+
+/** SQLITE_BUSY (5), and its extended codes (the low byte is the primary code). */
+const isBusy = (error: unknown): boolean =>
+  typeof (error as { errcode?: unknown }).errcode === 'number' &&
+  ((error as { errcode: number }).errcode & 0xff) === 5;
 
 /**
  * The checkpointer: a thread of its own, with its own connection, that copies the write-ahead log into the
@@ -121,8 +169,9 @@ const CHECKPOINT_EVERY_MS = 250;
 export interface SqliteStoreOptions {
   now?: () => Date;
   /**
-   * Checkpoint the write-ahead log on a thread of its own instead of inside writes (see CHECKPOINTER): for the
-   * server, whose thread answers requests. The CLI's few writes do not need it.
+   * For the server, whose thread answers requests: checkpoint the write-ahead log on a thread of its own
+   * instead of inside writes (see CHECKPOINTER), and wait for another process's write lock without blocking
+   * the thread (ImmediateSqliteDriver). The CLI's few writes do not need either.
    */
   backgroundCheckpoints?: boolean;
   /** How often the checkpointer runs (tests slow it down). */
@@ -145,7 +194,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
   const db = new DatabaseSync(file);
   // The CLI and the server write the same file; wait for a lock rather than fail. Set first, so that
   // switching a new file to WAL waits too.
-  db.exec('PRAGMA busy_timeout = 5000');
+  db.exec(`PRAGMA busy_timeout = ${LOCK_WAIT_MS}`);
   db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA foreign_keys = ON');
   db.exec('PRAGMA synchronous = NORMAL');
@@ -165,6 +214,8 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
     checkpointer?.postMessage('stop');
     close();
   };
-  const kysely = new Kysely<Database>({ dialect: new ImmediateSqliteDialect(adapted) });
+  const kysely = new Kysely<Database>({
+    dialect: new ImmediateSqliteDialect(adapted, backgroundCheckpoints),
+  });
   return openKyselyStore(kysely, 'sqlite', { now });
 }

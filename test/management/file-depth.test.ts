@@ -125,3 +125,52 @@ describe('the CLI', { timeout: 60_000 }, () => {
     expect((await ws.ok('client', 'list', '--json')).json).toEqual([]);
   });
 });
+
+/** A "billion laughs": nine aliases of nine aliases, six times over (9^6 = 531,441 strings from 7 lines). */
+const ALIAS_BOMB =
+  'clients:\n  - client_id: svc\n    name: svc\n    claims:\n' +
+  '      a: &a [x, x, x, x, x, x, x, x, x]\n' +
+  ['b', 'c', 'd', 'e', 'f']
+    .map((name, i) => {
+      const prev = 'abcde'[i]!;
+      return `      ${name}: &${name} [${Array(9).fill(`*${prev}`).join(', ')}]\n`;
+    })
+    .join('') +
+  `      g: [${Array(9).fill('*f').join(', ')}]\n`;
+const ALIASES =
+  "the file's aliases expand to too many values (at most 100 per alias): write the values out, or use fewer aliases of aliases";
+
+describe('apply files: an alias bomb', () => {
+  it('is refused as the file, at its first alias, before it expands', () => {
+    expect(refusal(ALIAS_BOMB)).toEqual({
+      problems: [{ pointer: '', line: 6, column: 14, message: ALIASES }],
+      message: `tessera.yaml: 1 error, nothing was changed\n  tessera.yaml:6:14: ${ALIASES}`,
+    });
+    // A few aliases are still aliases.
+    const fine = declarative.parseConfigFile('a: &a [1, 2]\nb: [*a, *a]\n', 'tessera.yaml');
+    expect(fine.data).toEqual({
+      a: [1, 2],
+      b: [
+        [1, 2],
+        [1, 2],
+      ],
+    });
+  });
+});
+
+describe('the CLI and an alias bomb', { timeout: 60_000 }, () => {
+  const ws = workspace('tessera-alias-test-');
+  afterAll(() => ws.remove());
+
+  it('apply: exit 2 (invalid_file) with the place, nothing written', async () => {
+    const file = ws.write('bomb.yaml', ALIAS_BOMB);
+    const applied = await ws.run('apply', '-f', file, '--json');
+    expect(applied.code).toBe(2);
+    expect(jsonError(applied)).toEqual({
+      error: 'invalid_file',
+      message: `${file}: 1 error, nothing was changed\n  ${file}:6:14: ${ALIASES}`,
+      errors: [{ pointer: '', line: 6, column: 14, message: ALIASES }],
+    });
+    expect((await ws.ok('client', 'list', '--json')).json).toEqual([]);
+  });
+});

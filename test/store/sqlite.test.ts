@@ -164,6 +164,41 @@ describe('openSqliteStore', () => {
     }
   });
 
+  it("the server's store waits for another process's write lock without blocking its thread", async () => {
+    const file = path.join(dir, 'tessera.db');
+    const server = openSqliteStore(file, { backgroundCheckpoints: true });
+    open.push(server);
+    await server.migrate();
+    // Another connection (an apply from the CLI, here on this same thread) holds the write lock for 600 ms.
+    const holder = new DatabaseSync(file);
+    holder.exec('BEGIN IMMEDIATE');
+    const held = performance.now();
+    setTimeout(() => holder.exec('COMMIT'), 600);
+    // Meanwhile the thread keeps running: a timer every 5 ms never waits long.
+    let last = performance.now();
+    let worstGap = 0;
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      worstGap = Math.max(worstGap, now - last);
+      last = now;
+    }, 5);
+    try {
+      const written = await server.addAudience({
+        url: 'https://api.example.com',
+        name: null,
+        tokenTtl: null,
+        signingAlg: null,
+      });
+      const waited = performance.now() - held;
+      expect(written.url).toBe('https://api.example.com');
+      expect(waited).toBeGreaterThanOrEqual(590); // it did wait for the lock...
+      expect(worstGap).toBeLessThan(200); // ...without stopping the thread (it was 5 s stopped, then failed)
+    } finally {
+      clearInterval(ticker);
+      holder.close();
+    }
+  });
+
   it('tightens the mode of an existing database file to 0600', async () => {
     const file = path.join(dir, 'tessera.db');
     const first = openSqliteStore(file);

@@ -3,7 +3,7 @@
  * as YAML (and so JSON, which YAML 1.2 reads alike), keeping where each value stands in the text, so that every
  * problem found later names its line and column.
  */
-import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, visit, type Document, type Node } from 'yaml';
 import { MAX_JSON_DEPTH, pointerSegment, tooDeepAt } from '../../domain/json-depth.js';
 import type { AuthMethodName, PublicJwks } from '../../domain/client-auth/index.js';
 import type { Audience, AudienceScope } from '../../store/types.js';
@@ -163,6 +163,24 @@ function locator(doc: Document, lineCounter: LineCounter): ParsedFile['locate'] 
 }
 
 /**
+ * How many nodes one alias may stand for, counted as yaml counts them (its default, 100, is kept: a
+ * configuration file has no need of more, and a bomb of a few lines expands to millions).
+ */
+const MAX_ALIAS_COUNT = 100;
+
+/** The first alias of a document, in the order of its text (where an alias bomb is reported). */
+function firstAlias(doc: Document): Node | undefined {
+  let found: Node | undefined;
+  visit(doc, {
+    Alias(_key, node) {
+      found = node;
+      return visit.BREAK;
+    },
+  });
+  return found;
+}
+
+/**
  * Parses YAML (and so JSON, which YAML 1.2 reads alike) keeping positions. Syntax errors (and duplicate keys)
  * refuse the file at once, each with its line and column.
  */
@@ -182,7 +200,25 @@ export function parseConfigFile(text: string, name: string): ParsedFile {
       }),
     );
   }
-  const file: ParsedFile = { name, data: doc.toJS(), locate: locator(doc, lineCounter) };
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+  } catch (error) {
+    // yaml refuses a document whose aliases would expand past maxAliasCount times the nodes they stand for (a
+    // "billion laughs" bomb: nine aliases of nine aliases of ... make gigabytes of a few lines) with a
+    // ReferenceError; anything else it throws is not about the file and stays what it is.
+    if (!(error instanceof ReferenceError)) throw error;
+    const alias = firstAlias(doc);
+    const at = alias?.range ? lineCounter.linePos(alias.range[0]) : undefined;
+    throw new ConfigFileError(name, [
+      {
+        pointer: '',
+        ...(at ? { line: at.line, column: at.col } : {}),
+        message: `the file's aliases expand to too many values (at most ${MAX_ALIAS_COUNT} per alias): write the values out, or use fewer aliases of aliases`,
+      },
+    ]);
+  }
+  const file: ParsedFile = { name, data, locate: locator(doc, lineCounter) };
   // An alias nests its anchor's value where it stands, deeper than the text shows.
   const pointer = tooDeepAt(file.data, MAX_JSON_DEPTH);
   if (pointer !== undefined)
