@@ -66,6 +66,7 @@ describe('loadConfig defaults', () => {
       metrics: true,
       production: false,
       jwksAllowPrivate: false,
+      dpopNonce: false,
     } satisfies Config);
   });
 
@@ -314,6 +315,15 @@ describe('loadConfig reads each TESSERA_* variable', () => {
     expect(loadConfig({ NODE_ENV: 'production' }, CWD).production).toBe(true);
     expect(loadConfig({ NODE_ENV: 'development' }, CWD).production).toBe(false);
     expect(loadConfig({ NODE_ENV: 'test' }, CWD).production).toBe(false);
+  });
+
+  it('reads TESSERA_DPOP_NONCE as true or false (off by default)', () => {
+    expect(loadConfig({}, CWD).dpopNonce).toBe(false);
+    expect(loadConfig({ TESSERA_DPOP_NONCE: 'true' }, CWD).dpopNonce).toBe(true);
+    expect(loadConfig({ TESSERA_DPOP_NONCE: 'false' }, CWD).dpopNonce).toBe(false);
+    expect(() => loadConfig({ TESSERA_DPOP_NONCE: 'yes' }, CWD)).toThrow(
+      'TESSERA_DPOP_NONCE must be true or false, got "yes"',
+    );
   });
 
   it('reads TESSERA_METRICS as true or false', () => {

@@ -107,6 +107,11 @@ export interface Config {
    * jwks_uri on such an address written as an IP literal is refused when it is set).
    */
   jwksAllowPrivate: boolean;
+  /**
+   * Whether a DPoP proof must carry a nonce the server gave (TESSERA_DPOP_NONCE; RFC 9449 §8): every answer of
+   * the token endpoint then carries the current one in `DPoP-Nonce`.
+   */
+  dpopNonce: boolean;
 }
 
 export class ConfigError extends Error {
@@ -463,6 +468,7 @@ export function loadConfig(
     retryAfter: duration(env, 'TESSERA_RETRY_AFTER', 5, 1, 3600),
     metrics: boolean(env, 'TESSERA_METRICS', true),
     jwksAllowPrivate: boolean(env, 'TESSERA_JWKS_ALLOW_PRIVATE', false),
+    dpopNonce: boolean(env, 'TESSERA_DPOP_NONCE', false),
     production: env.NODE_ENV === 'production',
   };
 }

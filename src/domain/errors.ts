@@ -77,5 +77,22 @@ export const quotaExceeded = (retryAfterSeconds: number): OAuthError =>
     },
   );
 
+/**
+ * RFC 9449 §7.1 / §12.2: a DPoP proof that is missing where required, malformed or not acceptable. The debug
+ * text (the audit trail's reason) says `dpop: ` and why.
+ */
+export const invalidDpopProof = (description: string): OAuthError =>
+  new OAuthError('invalid_dpop_proof', description, 400, {}, `dpop: ${description}`);
+
+/** RFC 9449 §8: the proof must carry the nonce given in the DPoP-Nonce header; the client retries with it. */
+export const useDpopNonce = (nonce: string, why: string): OAuthError =>
+  new OAuthError(
+    'use_dpop_nonce',
+    'the authorization server requires a nonce in the DPoP proof',
+    400,
+    { 'dpop-nonce': nonce },
+    `dpop: ${why}`,
+  );
+
 export const serverError = (): OAuthError =>
   new OAuthError('server_error', 'the server met an unexpected condition', 500);

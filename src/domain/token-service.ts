@@ -6,9 +6,11 @@ import {
   type ClientAuthMethod,
   type PresentedCredentials,
 } from './client-auth/index.js';
+import type { DpopVerifier } from './dpop.js';
 import {
   OAuthError,
   invalidClient,
+  invalidDpopProof,
   invalidRequest,
   invalidScope,
   invalidTarget,
@@ -58,6 +60,8 @@ export interface TokenServiceDeps {
    * out (private_key_jwt needs what only a runtime has: the issuer's URLs, a replay guard, a key fetcher).
    */
   methods?: readonly ClientAuthMethod[];
+  /** DPoP proofs (RFC 9449): without it, a request with a proof, or a client bound to DPoP, gets no token. */
+  dpop?: DpopVerifier;
   /** Told which secret authenticated a request (its id): last-used times are written off the token path. */
   secretUsed?: (secretId: string) => void;
   /** Receives every issued token and every refusal (no secrets, no tokens in them). */
@@ -173,6 +177,13 @@ export class TokenService {
     if (!granted) throw invalidTarget('the requested audience is not granted to this client');
     const scope = scopeOf(granted, present(params.scope));
 
+    // Proof of possession (RFC 9449): nothing at all to do for a request without a proof from a client that is
+    // not bound to DPoP. Before the quota: a refused proof costs no token of it.
+    const jkt =
+      request.dpop !== undefined || client.dpopBound === true
+        ? await this.proofKey(request, client)
+        : undefined;
+
     // Only clients with a quota pay for counting it.
     if (this.deps.quotas && (client.quota.perMinute !== null || client.quota.perDay !== null)) {
       const wait = await this.deps.quotas.take(client.id, client.quota);
@@ -193,18 +204,43 @@ export class TokenService {
       jti,
     };
     if (scope !== undefined) payload.scope = scope;
+    // RFC 9449 §6.1: the token is bound to the proof's key.
+    if (jkt !== undefined) payload.cnf = { jkt };
     const signed = this.deps.sign(payload, audience.signingAlg ?? this.deps.defaultAlg, granted.claims);
     const accessToken = typeof signed === 'string' ? signed : await signed;
+    const tokenType = jkt === undefined ? 'Bearer' : 'DPoP';
     return {
       response:
         scope === undefined
-          ? { access_token: accessToken, token_type: 'Bearer', expires_in: ttl }
-          : { access_token: accessToken, token_type: 'Bearer', expires_in: ttl, scope },
+          ? { access_token: accessToken, token_type: tokenType, expires_in: ttl }
+          : { access_token: accessToken, token_type: tokenType, expires_in: ttl, scope },
       clientId: client.id,
       audience: audience.url,
       jti,
       note: credentials.note,
     };
+  }
+
+  /**
+   * The thumbprint of the key the request's DPoP proof proves, or a refusal: invalid_dpop_proof (a failed
+   * attempt, as a wrong credential is) or use_dpop_nonce (not one: a client's first proof has no nonce yet).
+   */
+  private async proofKey(request: TokenRequest, client: KnownClient): Promise<string> {
+    try {
+      if (request.dpop === undefined)
+        throw invalidDpopProof('a DPoP proof is required for this client (dpop_bound_access_tokens)');
+      if (this.deps.dpop === undefined) throw invalidDpopProof('DPoP proofs are not accepted here');
+      return await this.deps.dpop.verify(request.dpop, this.deps.now());
+    } catch (error) {
+      if (error instanceof OAuthError && error.error === 'invalid_dpop_proof')
+        void this.deps.attempts.failed(client.id, request.source);
+      throw error;
+    }
+  }
+
+  /** The nonce DPoP clients are to use now (every answer of the token endpoint carries it); else undefined. */
+  dpopNonce(): string | undefined {
+    return this.deps.dpop?.nonce(this.deps.now());
   }
 
   /** The client authentication methods, in the order a request is examined (client-auth/index.ts). */

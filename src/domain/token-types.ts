@@ -31,6 +31,8 @@ export interface TokenRequest {
   authorization?: string | undefined;
   /** The caller's address, for the failed-attempt limits. */
   source: string;
+  /** The DPoP header, if any (RFC 9449 §4): several arrive joined by commas. */
+  dpop?: string | undefined;
 }
 
 /** Tokens per minute and per day a client may get; null is no limit. */
@@ -55,7 +57,8 @@ export interface AttemptLimiter {
 
 export interface TokenResponse {
   access_token: string;
-  token_type: 'Bearer';
+  /** DPoP when the token is bound to the key of a DPoP proof (RFC 9449 §5). */
+  token_type: 'Bearer' | 'DPoP';
   expires_in: number;
   /** The token's scopes, when it carries any (RFC 6749 §5.1). */
   scope?: string;
@@ -94,6 +97,8 @@ export interface KnownClient {
    * credentials); it has no secret that works. Undefined for a client of a secret method.
    */
   keys?: ClientKeys | undefined;
+  /** RFC 9449 §5.2 dpop_bound_access_tokens: it gets no token without a DPoP proof. */
+  dpopBound?: boolean;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, isPostgresUrl, type Config } from '../config/index.js';
@@ -11,6 +11,10 @@ export interface MasterKey {
 }
 
 export const MASTER_KEY_FILE = 'master.key';
+
+/** A key of its own for each use (HKDF-SHA256 of the master key, `use` as the info): the same on every instance. */
+export const deriveKey = (master: MasterKey, use: string): Uint8Array =>
+  new Uint8Array(hkdfSync('sha256', master.key, '', use, 32));
 
 /** Accepts 32 bytes written as 64 hex digits, base64 or base64url (`openssl rand -base64 32`). */
 export function parseMasterKey(raw: string, source = 'TESSERA_MASTER_KEY'): MasterKey {

@@ -3,7 +3,6 @@
  * the admin API's dependencies, the console's, and the app's around them.
  */
 import cluster from 'node:cluster';
-import { hkdfSync } from 'node:crypto';
 import { feedStaleMs } from '../config/index.js';
 import type { AuditRecorder } from '../audit/recorder.js';
 import type { TokenService } from '../domain/token-service.js';
@@ -13,7 +12,7 @@ import { loadAssets } from '../http/console/assets.js';
 import type { ConsoleDeps } from '../http/console/index.js';
 import { ConsoleSessions } from '../http/console/session.js';
 import type { Keyring } from '../keys/keyring.js';
-import type { MasterKey } from '../keys/master-key.js';
+import { deriveKey, type MasterKey } from '../keys/master-key.js';
 import type { FailedAttempts } from '../limits/attempts.js';
 import type { LoginAttempts } from '../limits/logins.js';
 import type { SessionPolicy } from '../management/sessions.js';
@@ -26,10 +25,6 @@ import type { Opening } from './parts.js';
 /** The app's dependencies but its shutdown state, which belongs to the server that listens (main.ts). */
 export type AppDepsButShutdown = Omit<AppDeps, 'shutdown'>;
 
-/** A key of its own for each use, derived from the master key: the same on every instance. */
-const derivedKey = (master: MasterKey, use: string): Uint8Array =>
-  new Uint8Array(hkdfSync('sha256', master.key, '', use, 32));
-
 /** The console's sessions: their timeouts, the anti-CSRF tokens' key, the failed-login limits, the clock. */
 export function sessionPolicy(
   { config, now }: Opening,
@@ -39,7 +34,7 @@ export function sessionPolicy(
   return {
     idleSeconds: config.sessionIdle,
     maxSeconds: config.sessionMax,
-    csrfKey: derivedKey(master, 'tessera console csrf'),
+    csrfKey: deriveKey(master, 'tessera console csrf'),
     logins,
     now,
   };
@@ -83,7 +78,7 @@ function adminFace(
     store,
     attempts: parts.attempts,
     refused: (refusal) => audit.recordAdminRefusal({ ...refusal, at: now() }),
-    cursorKey: derivedKey(parts.master, 'tessera admin api cursors'),
+    cursorKey: deriveKey(parts.master, 'tessera admin api cursors'),
     publishedKeys: () => keyring.publishedKeys(),
     findClient: (id) => directory.findClient(id),
     sessions: parts.sessions,

@@ -109,7 +109,7 @@ export async function openRuntime(
 
     const usage = openSecretUsage(opening, store);
     const replay = openReplay(opening, store, redis);
-    const tokens = openTokenService(opening, { directory, keyring, usage, replay, limits, audit });
+    const tokens = openTokenService(opening, { master, directory, keyring, usage, replay, limits, audit });
     const policy = sessionPolicy(opening, master, limits.logins);
     const app = appDeps(opening, {
       store,

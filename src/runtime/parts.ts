@@ -8,13 +8,14 @@ import type { Logger } from 'pino';
 import { jwksMaxAge, type Config } from '../config/index.js';
 import type { SigningAlg } from '../domain/algorithms.js';
 import { clientAuthMethods } from '../domain/client-auth/index.js';
+import { DpopNonces, DpopVerifier } from '../domain/dpop.js';
 import { TokenService } from '../domain/token-service.js';
 import { MAX_TOKEN_TTL } from '../domain/validate.js';
 import { AuditRecorder } from '../audit/recorder.js';
 import { TOKEN_PATH } from '../http/routes/discovery.js';
 import { JwksFetcher } from '../keys/jwks-fetcher.js';
 import { Keyring } from '../keys/keyring.js';
-import type { MasterKey } from '../keys/master-key.js';
+import { deriveKey, type MasterKey } from '../keys/master-key.js';
 import { KeyRotator } from '../keys/rotator.js';
 import { FailedAttempts } from '../limits/attempts.js';
 import { LoginAttempts } from '../limits/logins.js';
@@ -181,7 +182,7 @@ export function openSecretUsage({ logger, now, closers }: Opening, store: Store)
   return usage;
 }
 
-/** The client assertion ids in use (private_key_jwt replay), expired ones deleted now and then. Started. */
+/** The proof ids in use (client assertions' and DPoP proofs'), expired ones deleted now and then. Started. */
 export function openReplay(
   { config, logger, now, closers }: Opening,
   store: Store,
@@ -217,10 +218,24 @@ function jtiSource(): () => string {
   };
 }
 
-/** The token path: client authentication by each method, the directory, the keys, the limits, the audit. */
+/**
+ * DPoP proofs (RFC 9449): their ids single-use on every instance through the replay guard; with
+ * TESSERA_DPOP_NONCE, nonces under a key derived from the master key, which every instance holds.
+ */
+function dpopVerifier(config: Config, replay: AssertionReplay, master: MasterKey): DpopVerifier {
+  return new DpopVerifier({
+    tokenEndpoint: config.issuer + TOKEN_PATH,
+    replay,
+    nonces: config.dpopNonce ? new DpopNonces(deriveKey(master, 'tessera dpop nonces')) : undefined,
+    retryAfter: config.retryAfter,
+  });
+}
+
+/** The token path: client authentication by each method, DPoP, the directory, the keys, the limits, the audit. */
 export function openTokenService(
   { config, now, metrics }: Opening,
   parts: {
+    master: MasterKey;
     directory: Directory;
     keyring: Keyring;
     usage: SecretUsage;
@@ -242,6 +257,7 @@ export function openTokenService(
     methods: clientAuthMethods({
       privateKeyJwt: { issuer: config.issuer, tokenEndpoint: config.issuer + TOKEN_PATH, replay, remote },
     }),
+    dpop: dpopVerifier(config, replay, parts.master),
     secretUsed: (id) => usage.used(id),
     findClient: (id) => directory.findClient(id),
     peekClient: (id) => directory.peekClient(id),

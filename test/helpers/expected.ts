@@ -22,6 +22,9 @@ export const ADMIN_SCOPE_NAMES = [
 /** The algorithms a private_key_jwt assertion may be signed with, as discovery lists them. */
 export const ASSERTION_SIGNING_ALGS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA', 'Ed25519'] as const;
 
+/** The algorithms a DPoP proof may be signed with (INTERFACE.md, DPoP), as discovery lists them. */
+export const DPOP_SIGNING_ALGS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA', 'Ed25519'] as const;
+
 /**
  * Clients ([id, name], made in this order, out of id order) that a search by a substring of the id or the
  * name tells apart: any ASCII case, and %, _ and \ taken literally (the store's LIKE, the CLI's --search).

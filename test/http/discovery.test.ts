@@ -3,7 +3,7 @@
  * and what other methods and unknown paths get. Exact statuses, headers and bodies.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_SCOPE_NAMES, ASSERTION_SIGNING_ALGS } from '../helpers/expected.js';
+import { ADMIN_SCOPE_NAMES, ASSERTION_SIGNING_ALGS, DPOP_SIGNING_ALGS } from '../helpers/expected.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const METADATA_PATHS = [
@@ -31,6 +31,7 @@ function expectedMetadata(audiences: string[]): Record<string, unknown> {
     audiences_supported: [...audiences, `${t.url}/admin/v1`].sort(),
     // Every audience's scopes: here those of the admin API's audience.
     scopes_supported: [...ADMIN_SCOPE_NAMES],
+    dpop_signing_alg_values_supported: [...DPOP_SIGNING_ALGS],
   };
 }
 

@@ -3,14 +3,15 @@ import type { Keyring } from '../../keys/keyring.js';
 import type { Directory } from '../../store/directory.js';
 import { methodNotAllowed } from '../errors.js';
 import { ASSERTION_ALGS, AUTH_METHOD_NAMES } from '../../domain/client-auth/index.js';
+import { DPOP_ALGS } from '../../domain/dpop.js';
 
 export const TOKEN_PATH = '/oauth/token';
 const JWKS_PATH = '/.well-known/jwks.json';
 const METADATA_MAX_AGE = 60;
 
 /**
- * RFC 8414 §2 authorization server metadata, with the `audiences_supported` extension; `scopes_supported` is
- * every audience's scopes, sorted, each once.
+ * RFC 8414 §2 authorization server metadata, with the `audiences_supported` extension and RFC 9449's
+ * `dpop_signing_alg_values_supported`; `scopes_supported` is every audience's scopes, sorted, each once.
  */
 function metadata(
   issuer: string,
@@ -27,6 +28,8 @@ function metadata(
     // No authorization endpoint: no response type is supported (the member is REQUIRED, so it is empty).
     response_types_supported: [],
     scopes_supported: scopes,
+    // RFC 9449 §5.1: the algorithms a DPoP proof may be signed with.
+    dpop_signing_alg_values_supported: DPOP_ALGS,
     audiences_supported: audiences,
   };
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { TokenService } from '../../domain/token-service.js';
 import type { TokenResponse } from '../../domain/token-types.js';
 import { tokenParams } from '../body.js';
@@ -34,15 +34,31 @@ function endOfTurn(): Promise<void> {
   ));
 }
 
-/** POST /oauth/token: parse, call the domain, serialise. Errors go to the one error handler. */
+/** The DPoP header as one string: Node joins repeated ones with commas, which the verifier refuses. */
+const dpopHeader = (value: string | string[] | undefined): string | undefined =>
+  Array.isArray(value) ? value.join(', ') : value;
+
+/**
+ * POST /oauth/token: parse, call the domain, serialise. Errors go to the one error handler. With DPoP nonces
+ * (TESSERA_DPOP_NONCE), every answer of the endpoint, refusals and parse errors included, carries the current
+ * one (RFC 9449 §8); without them, no hook runs.
+ */
 export function tokenRoutes(app: FastifyInstance, tokens: TokenService): void {
-  app.post('/oauth/token', async (request, reply) => {
+  const nonces = tokens.dpopNonce() !== undefined;
+  const onSend = nonces
+    ? (_request: unknown, reply: FastifyReply, payload: unknown, done: (e: null, p: unknown) => void) => {
+        reply.header('dpop-nonce', tokens.dpopNonce());
+        done(null, payload);
+      }
+    : undefined;
+  app.post('/oauth/token', { ...(onSend ? { onSend } : {}) }, async (request, reply) => {
     const params = tokenParams(request.body);
     await endOfTurn();
     const issued = await tokens.issue({
       params,
       authorization: request.headers.authorization,
       source: request.ip,
+      dpop: dpopHeader(request.headers.dpop),
     });
     return reply.headers(NO_STORE).type(JSON_TYPE).send(tokenJson(issued.response));
   });
