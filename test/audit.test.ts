@@ -254,6 +254,7 @@ describe('changes in the audit trail', () => {
             token_endpoint_auth_method: 'client_secret_basic',
             jwks: null,
             jwks_uri: null,
+            dpop_bound_access_tokens: false,
             grants: [{ audience: API, scopes: [] }],
           },
         ],

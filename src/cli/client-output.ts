@@ -26,6 +26,7 @@ export function clientRecord(c: Client, secret?: string): string {
     ['auth_method', c.authMethod],
     ...(c.jwks === null ? [] : [['jwks', c.jwks.keys.map((k) => k.kid ?? `(${k.kty})`).join(', ')] as const]),
     ...(c.jwksUri === null ? [] : [['jwks_uri', c.jwksUri] as const]),
+    ['dpop_bound', c.dpopBoundAccessTokens ? 'yes' : 'no'],
     [
       'grants',
       c.grants

@@ -37,12 +37,15 @@ interface CreateOptions {
   authMethod?: string;
   jwks?: unknown;
   jwksUri?: string;
+  dpopBound?: boolean;
 }
 
 const AUTH_METHOD_HELP =
   'client_secret_basic (the default), client_secret_post, or private_key_jwt (with --jwks or --jwks-uri; no secret)';
 const JWKS_HELP = 'private_key_jwt: its public keys, a JWK Set as JSON or a file holding one (- for stdin)';
 const JWKS_URI_HELP = 'private_key_jwt: the URL where it publishes its public keys';
+const DPOP_BOUND_HELP = 'it gets no token without a DPoP proof (RFC 9449 dpop_bound_access_tokens)';
+const NO_DPOP_BOUND_HELP = 'it gets tokens with or without a DPoP proof (the default)';
 
 const CLAIMS_HELP = 'custom claims in its tokens, a JSON object: \'{"tenant_id":"acme"}\'';
 const CLAIM_HELP = 'one custom claim, name=value (repeatable; value as JSON if it is JSON)';
@@ -73,7 +76,9 @@ export function clientCommands(program: Command): void {
       .option('--claim <name=value>', CLAIM_HELP, collectClaim)
       .option('--auth-method <method>', AUTH_METHOD_HELP)
       .option('--jwks <json-or-file>', JWKS_HELP, parseJwks)
-      .option('--jwks-uri <url>', JWKS_URI_HELP),
+      .option('--jwks-uri <url>', JWKS_URI_HELP)
+      .option('--dpop-bound', DPOP_BOUND_HELP)
+      .option('--no-dpop-bound', NO_DPOP_BOUND_HELP),
   ).action(
     action(async (ctx, json, options: CreateOptions) => {
       const admin = options.admin === true || options.adminScopes !== undefined;
@@ -90,6 +95,7 @@ export function clientCommands(program: Command): void {
         authMethod: options.authMethod,
         jwks: options.jwks,
         jwksUri: options.jwksUri,
+        dpopBoundAccessTokens: options.dpopBound,
       });
       printWithSecret(ctx.config, json, 'Client created. The secret is shown this once', created);
     }),
@@ -119,7 +125,7 @@ export function clientCommands(program: Command): void {
     client
       .command('update <client-id>')
       .description(
-        'change a client: its name, description, token lifetime, custom claims, or how it authenticates',
+        'change a client: its name, description, token lifetime, custom claims, how it authenticates, or whether its tokens must be bound to a DPoP key',
       )
       .option('--name <name>', 'display name', parseName)
       .option('--description <text>', 'what the client is for ("" removes it)')
@@ -131,7 +137,9 @@ export function clientCommands(program: Command): void {
         `${AUTH_METHOD_HELP}; a switch to private_key_jwt deletes its secrets`,
       )
       .option('--jwks <json-or-file>', `${JWKS_HELP} (replaces a jwks_uri)`, parseJwks)
-      .option('--jwks-uri <url>', `${JWKS_URI_HELP} (replaces inline keys)`),
+      .option('--jwks-uri <url>', `${JWKS_URI_HELP} (replaces inline keys)`)
+      .option('--dpop-bound', DPOP_BOUND_HELP)
+      .option('--no-dpop-bound', 'it gets tokens with or without a DPoP proof'),
   ).action(
     action(
       async (
@@ -147,6 +155,7 @@ export function clientCommands(program: Command): void {
           authMethod?: string;
           jwks?: unknown;
           jwksUri?: string;
+          dpopBound?: boolean;
         },
       ) => {
         // --claims replaces the claims; --claim adds to them (to the new ones, with both).
@@ -159,6 +168,7 @@ export function clientCommands(program: Command): void {
           authMethod: options.authMethod,
           jwks: options.jwks,
           jwksUri: options.jwksUri,
+          dpopBoundAccessTokens: options.dpopBound,
         });
         if (json) printJson(views.clientJson(updated));
         else print(clientRecord(updated));

@@ -150,6 +150,7 @@ export interface Client {
   token_endpoint_auth_method: 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
   jwks: { keys: unknown[] } | null;
   jwks_uri: string | null;
+  dpop_bound_access_tokens: boolean;
   token_ttl: number | null;
   quota_per_minute: number | null;
   quota_per_day: number | null;

@@ -121,6 +121,46 @@ export function SelectField({
   );
 }
 
+/** A labelled checkbox whose value is the caller's state, with its hint and, from the API's answer, its error. */
+export function CheckField({
+  label,
+  name,
+  error,
+  hint,
+  checked,
+  onChecked,
+}: Omit<ValueFieldProps, 'value' | 'onValue'> & { checked: boolean; onChecked: (checked: boolean) => void }) {
+  const id = useId(`f-${name.replace(/[^a-z0-9_-]/gi, '')}`);
+  const message = error?.forField(name);
+  const described = [hint ? `${id}-hint` : '', message ? `${id}-error` : ''].filter(Boolean).join(' ');
+  return (
+    <div class={`field check${message ? ' invalid' : ''}`}>
+      <label for={id}>
+        <input
+          type="checkbox"
+          id={id}
+          name={name}
+          checked={checked}
+          onChange={(e) => onChecked(e.currentTarget.checked)}
+          {...(message ? { 'aria-invalid': 'true' as const } : {})}
+          {...(described ? { 'aria-describedby': described } : {})}
+        />
+        {label}
+      </label>
+      {hint && (
+        <p class="hint" id={`${id}-hint`}>
+          {hint}
+        </p>
+      )}
+      {message && (
+        <p class="error" id={`${id}-error`} role="alert">
+          {message}
+        </p>
+      )}
+    </div>
+  );
+}
+
 /** A short confirmation that a change was made, read out by screen readers. */
 export function Done({ children }: { children: ComponentChildren }) {
   return (

@@ -96,6 +96,7 @@ function checkClientFields(
         ? null
         : checks.run('description', () => validateDescription(input.description!));
   if (input.enabled !== undefined) patch.enabled = input.enabled;
+  if (input.dpopBoundAccessTokens !== undefined) patch.dpopBoundAccessTokens = input.dpopBoundAccessTokens;
   if (input.tokenTtl !== undefined)
     patch.tokenTtl =
       input.tokenTtl === null ? null : checks.run('token_ttl', () => validateTokenTtl(input.tokenTtl!));
@@ -196,6 +197,7 @@ export function checkNewClient(
   allowPrivate: boolean,
 ): Omit<NewClient, 'secretDigest'> & {
   enabled: boolean;
+  dpopBoundAccessTokens: boolean;
   authMethod: AuthMethodName;
   jwks: PublicJwks | null;
   jwksUri: string | null;
@@ -216,6 +218,7 @@ export function checkNewClient(
     quotaPerDay: fields.quotaPerDay ?? null,
     claims: fields.claims ?? null,
     enabled: input.enabled ?? true,
+    dpopBoundAccessTokens: input.dpopBoundAccessTokens ?? false,
     // Each audience once, in order: as the store keeps them, and as the audit event reports them.
     audiences: [
       ...new Set((input.grants ?? []).map((url) => checks.run('grants', () => validateAudienceUrl(url)))),
@@ -295,6 +298,7 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
           token_endpoint_auth_method: client.authMethod,
           jwks: client.jwks,
           jwks_uri: client.jwksUri,
+          dpop_bound_access_tokens: client.dpopBoundAccessTokens,
           ...(federated.length > 0 ? { federated_credentials: federated.map(federatedCredentialJson) } : {}),
           grants: client.audiences.map((audience) => ({
             audience,

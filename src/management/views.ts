@@ -24,6 +24,7 @@ export const CLIENT_FIELDS = [
   'token_endpoint_auth_method',
   'jwks',
   'jwks_uri',
+  'dpop_bound_access_tokens',
 ] as const;
 
 export const audienceJson = (a: Audience) => ({
@@ -45,6 +46,7 @@ export const clientJson = (c: Client) => ({
   token_endpoint_auth_method: c.authMethod,
   jwks: c.jwks,
   jwks_uri: c.jwksUri,
+  dpop_bound_access_tokens: c.dpopBoundAccessTokens,
   token_ttl: c.tokenTtl,
   quota_per_minute: c.quotaPerMinute,
   quota_per_day: c.quotaPerDay,

@@ -128,6 +128,7 @@ export function toKnownClient(client: Client): KnownClient {
     tokenTtl: client.tokenTtl,
     quota: { perMinute: client.quotaPerMinute, perDay: client.quotaPerDay },
     keys: keysOf(client),
+    dpopBound: client.dpopBoundAccessTokens,
   };
 }
 

@@ -304,6 +304,15 @@ export function migrations(engine: Engine): Record<string, Migration> {
     // Workload identity federation: a client's federated credentials, a JSON list read with the client (the token
     // path finds them in the directory's cache, as it finds jwks).
     '0012_federated_credentials': addColumns([['clients', 'federated_credentials', 'text']]),
+    // DPoP (RFC 9449 §5.2): a client that gets no token without a proof; 0 for every client there is.
+    '0013_dpop_bound_access_tokens': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .alterTable('clients')
+          .addColumn('dpop_bound_access_tokens', 'integer', (c) => c.notNull().defaultTo(0))
+          .execute();
+      },
+    },
   };
 }
 

@@ -138,6 +138,8 @@ export interface ClientsTable {
   jwks_uri: string | null;
   /** Its federated credentials: a JSON list, or null for none (migration 0012). */
   federated_credentials: string | null;
+  /** 1: it gets no token without a DPoP proof (RFC 9449 §5.2; migration 0013). */
+  dpop_bound_access_tokens: number;
 }
 
 interface GrantsTable {

@@ -117,6 +117,8 @@ export interface Client {
   jwksUri: string | null;
   /** The platforms' tokens it accepts in place of a secret or key (workload identity federation); [] for none. */
   federatedCredentials: FederatedCredential[];
+  /** RFC 9449 §5.2 dpop_bound_access_tokens: it gets no token without a DPoP proof. */
+  dpopBoundAccessTokens: boolean;
 }
 
 export interface SigningKey {
@@ -165,6 +167,8 @@ export interface NewClient {
   quotaPerDay?: number | null;
   /** True when left out. */
   enabled?: boolean;
+  /** False when left out. */
+  dpopBoundAccessTokens?: boolean;
   audiences: string[];
   /** The scopes of some of those grants (by audience URL); none for the others. */
   scopes?: Record<string, string[]>;
@@ -199,6 +203,8 @@ export interface ClientPatch {
   jwksUri?: string | null;
   /** Workload identity federation: the whole list of the client's federated credentials. */
   federatedCredentials?: FederatedCredential[];
+  /** RFC 9449 §5.2: no token without a DPoP proof. */
+  dpopBoundAccessTokens?: boolean;
 }
 
 export interface AudienceStore {

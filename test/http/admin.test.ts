@@ -1134,3 +1134,80 @@ describe('private_key_jwt clients over the API', () => {
     }
   });
 });
+
+describe('dpop_bound_access_tokens over the API (RFC 9449 section 5.2)', () => {
+  let token: string;
+  beforeAll(async () => {
+    ({ token } = await adminToken());
+  });
+
+  it('false unless given; POST and PATCH set it; the token endpoint then wants a proof; a wrong type is refused by pointer', async () => {
+    const plain = await call(token, 'createClient', { body: { name: 'plain' } });
+    expect(plain.status).toBe(201);
+    expect(plain.body.dpop_bound_access_tokens).toBe(false);
+
+    const created = await call(token, 'createClient', {
+      body: { name: 'bound', dpop_bound_access_tokens: true },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ name: 'bound', dpop_bound_access_tokens: true });
+    const id = created.body.client_id as string;
+    const read = await call(token, 'getClient', { params: { id } });
+    expect(read.body.dpop_bound_access_tokens).toBe(true);
+
+    // Its secret alone gets no token: it must send a DPoP proof.
+    const dpopApi = 'https://dpop-api.example.com';
+    const audience = await call(token, 'createAudience', { body: { identifier: dpopApi } });
+    expect(
+      (await call(token, 'putGrant', { params: { id, audience_id: audience.body.id as string } })).status,
+    ).toBe(201);
+    await t.sync();
+    const secret = created.body.client_secret as string;
+    const refused = await postToken(t.url, tokenParams(id, secret, dpopApi));
+    expect({ status: refused.status, body: refused.body }).toEqual({
+      status: 400,
+      body: {
+        error: 'invalid_dpop_proof',
+        error_description: 'a DPoP proof is required for this client (dpop_bound_access_tokens)',
+      },
+    });
+
+    // A change of another field keeps it; a PATCH clears it.
+    const renamed = await call(token, 'updateClient', {
+      params: { id },
+      body: { name: 'still bound' },
+      headers: { 'content-type': 'application/merge-patch+json' },
+    });
+    expect(renamed.body).toMatchObject({ name: 'still bound', dpop_bound_access_tokens: true });
+    const cleared = await call(token, 'updateClient', {
+      params: { id },
+      body: { dpop_bound_access_tokens: false },
+      headers: { 'content-type': 'application/merge-patch+json' },
+    });
+    expect(cleared.status).toBe(200);
+    expect(cleared.body.dpop_bound_access_tokens).toBe(false);
+    await t.sync();
+    const issued = await postToken(t.url, tokenParams(id, secret, dpopApi));
+    expect(issued.status).toBe(200);
+    expect(issued.body.token_type).toBe('Bearer');
+
+    const wrong = await call(token, 'updateClient', {
+      params: { id },
+      body: { dpop_bound_access_tokens: 'yes' },
+      headers: { 'content-type': 'application/merge-patch+json' },
+    });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.errors).toEqual([{ pointer: '/dpop_bound_access_tokens', detail: 'must be boolean' }]);
+
+    // Both changes audited with the field.
+    const trail = await call(token, 'listAuditEvents', { query: { type: 'client.updated', limit: 10 } });
+    expect(
+      trail.body.items
+        .filter((e: { target: string }) => e.target === id)
+        .map((e: { changes: unknown }) => e.changes),
+    ).toEqual([
+      { dpop_bound_access_tokens: { from: true, to: false } },
+      { name: { from: 'bound', to: 'still bound' } },
+    ]);
+  });
+});

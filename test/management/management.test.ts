@@ -14,6 +14,7 @@ import {
   grants,
   keys,
   ManagementError,
+  views,
   type ManagementContext,
 } from '../../src/management/index.js';
 import { digestSecret } from '../../src/domain/secrets.js';
@@ -174,6 +175,40 @@ describe('management rules', () => {
     expect(await refusal(() => clients.createClient(ctx, { name: 'b', id: 'svc-1' }))).toMatchObject({
       code: 'client_exists',
       kind: 'conflict',
+    });
+  });
+
+  it('clients: dpop_bound_access_tokens false by default, set at creation or by a change, audited both ways', async () => {
+    const plain = (await clients.createClient(ctx, { name: 'plain', id: 'plain' })).client;
+    expect(plain.dpopBoundAccessTokens).toBe(false);
+    const bound = (
+      await clients.createClient(ctx, { name: 'bound', id: 'bound', dpopBoundAccessTokens: true })
+    ).client;
+    expect(bound.dpopBoundAccessTokens).toBe(true);
+    expect(views.clientJson(bound)).toMatchObject({ client_id: 'bound', dpop_bound_access_tokens: true });
+    const created = await audit.queryAudit(ctx, { types: ['client.created'] });
+    expect(
+      created.map((e) => [e.target, (e.changes as Record<string, unknown>).dpop_bound_access_tokens]),
+    ).toEqual([
+      ['bound', true],
+      ['plain', false],
+    ]);
+    expect(await clients.updateClient(ctx, 'plain', { dpopBoundAccessTokens: true })).toMatchObject({
+      dpopBoundAccessTokens: true,
+    });
+    // Again: nothing changes, nothing is recorded.
+    await clients.updateClient(ctx, 'plain', { dpopBoundAccessTokens: true });
+    expect(await clients.updateClient(ctx, 'bound', { dpopBoundAccessTokens: false })).toMatchObject({
+      dpopBoundAccessTokens: false,
+    });
+    const updates = await audit.queryAudit(ctx, { types: ['client.updated'] });
+    expect(updates.map((e) => [e.target, e.changes])).toEqual([
+      ['bound', { dpop_bound_access_tokens: { from: true, to: false } }],
+      ['plain', { dpop_bound_access_tokens: { from: false, to: true } }],
+    ]);
+    // Left out of a change, it stays.
+    expect(await clients.updateClient(ctx, 'plain', { name: 'renamed' })).toMatchObject({
+      dpopBoundAccessTokens: true,
     });
   });
 

@@ -134,6 +134,8 @@ export function storeContract(name: string, open: OpenStore): void {
             '0009_private_key_jwt',
             '0010_console',
             '0011_typed_actors',
+            '0012_federated_credentials',
+            '0013_dpop_bound_access_tokens',
           ]);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
@@ -160,7 +162,11 @@ export function storeContract(name: string, open: OpenStore): void {
             clock.advance(1000);
             await fresh.recordEvent({ type, actor, source, target: null, changes: null });
           }
-          expect(await fresh.migrate()).toEqual(['0011_typed_actors']);
+          expect(await fresh.migrate()).toEqual([
+            '0011_typed_actors',
+            '0012_federated_credentials',
+            '0013_dpop_bound_access_tokens',
+          ]);
           const events = await fresh.queryAuditEvents({ limit: 10 });
           expect(events.reverse().map((e) => [e.actor, e.source, e.type])).toEqual([
             ['client:ops-client', '10.0.0.1', 'client.updated'],
@@ -391,6 +397,8 @@ export function storeContract(name: string, open: OpenStore): void {
           authMethod: 'client_secret_basic',
           jwks: null,
           jwksUri: null,
+          federatedCredentials: [],
+          dpopBoundAccessTokens: false,
           secrets: [
             {
               id: expect.stringMatching(/^sec_/),
@@ -687,6 +695,25 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.findClient('q')).toEqual(updated);
       });
 
+      it('dpopBoundAccessTokens: false unless a client is created with it; updateClient sets and clears it', async () => {
+        await store.createClient({ ...newClient('d', [A]), dpopBoundAccessTokens: true });
+        expect(await store.findClient('d')).toMatchObject({ dpopBoundAccessTokens: true });
+        expect((await store.findClients(['d']))[0]).toMatchObject({ dpopBoundAccessTokens: true });
+        const cleared = await store.updateClient('d', { dpopBoundAccessTokens: false });
+        expect(cleared).toMatchObject({ dpopBoundAccessTokens: false });
+        expect(await store.findClient('d')).toEqual(cleared);
+        expect(await store.updateClient('d', { dpopBoundAccessTokens: true })).toMatchObject({
+          dpopBoundAccessTokens: true,
+        });
+        // A change of another field keeps it.
+        expect(await store.updateClient('d', { name: 'renamed' })).toMatchObject({
+          dpopBoundAccessTokens: true,
+        });
+        expect((await store.listClients()).find((c) => c.id === 'd')).toMatchObject({
+          dpopBoundAccessTokens: true,
+        });
+      });
+
       it('refuses to update an unknown client (not_found)', async () => {
         const secret = { id: 'sec_x', digest: DIGEST_2, createdAt: clock.iso(), expiresAt: null };
         expect(
@@ -735,6 +762,8 @@ export function storeContract(name: string, open: OpenStore): void {
           authMethod: 'client_secret_basic',
           jwks: null,
           jwksUri: null,
+          federatedCredentials: [],
+          dpopBoundAccessTokens: false,
           secrets: [
             {
               id: expect.stringMatching(/^sec_/),
@@ -2467,6 +2496,8 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     '0009_private_key_jwt',
     '0010_console',
     '0011_typed_actors',
+    '0012_federated_credentials',
+    '0013_dpop_bound_access_tokens',
   ]);
   expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
     event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
@@ -2547,6 +2578,8 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     '0009_private_key_jwt',
     '0010_console',
     '0011_typed_actors',
+    '0012_federated_credentials',
+    '0013_dpop_bound_access_tokens',
   ]);
   const audiences = await store.listAudiences();
   expect(audiences).toEqual(
@@ -2583,6 +2616,9 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     authMethod: 'client_secret_basic',
     jwks: null,
     jwksUri: null,
+    federatedCredentials: [],
+    // Every client before 0013 gets tokens with or without a DPoP proof.
+    dpopBoundAccessTokens: false,
     // Its single secret became its first, made when it was last rotated.
     secrets: [
       {

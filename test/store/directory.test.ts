@@ -217,9 +217,20 @@ describe('Directory', () => {
         ]),
         tokenTtl: null,
         quota: { perMinute: null, perDay: null },
+        dpopBound: false,
       });
       expect(first.client).toEqual(toKnownClient(created));
       expect(spy.calls).toEqual(['findClients']);
+    });
+
+    it('carries dpop_bound_access_tokens to the token path, and its change', async () => {
+      await createClient('svc', [A]);
+      await cli.updateClient('svc', { dpopBoundAccessTokens: true });
+      await startDirectory();
+      expect((await lookup('svc')).client).toMatchObject({ id: 'svc', dpopBound: true });
+      await cli.updateClient('svc', { dpopBoundAccessTokens: false });
+      await directory.poll();
+      expect((await lookup('svc')).client).toMatchObject({ id: 'svc', dpopBound: false });
     });
 
     it("keeps a cached client's digest in 32 bytes of its own, not in a slice of Node's shared buffer pool", async () => {

@@ -99,6 +99,14 @@ export function ClientPage() {
           {c.enabled ? 'It gets tokens for the audiences granted below.' : 'It gets no tokens.'} Token
           lifetime: {formatSeconds(c.token_ttl, "the audience's")}.
         </p>
+        <p>
+          <span class={c.dpop_bound_access_tokens ? 'badge on' : 'badge'}>
+            {c.dpop_bound_access_tokens ? 'DPoP required' : 'DPoP optional'}
+          </span>{' '}
+          {c.dpop_bound_access_tokens
+            ? 'Every token is bound to the key of the DPoP proof sent with its request; a request without one is refused.'
+            : 'A token is bound to a key only when its request carries a DPoP proof; otherwise it is a Bearer token.'}
+        </p>
         <ErrorMessage error={toggle.error} />
         {writable && (
           <div class="actions">
@@ -142,6 +150,8 @@ export function ClientPage() {
               <dd>{c.description ?? '—'}</dd>
               <dt>Authentication</dt>
               <dd>{c.token_endpoint_auth_method}</dd>
+              <dt>DPoP</dt>
+              <dd>{c.dpop_bound_access_tokens ? 'required (dpop_bound_access_tokens)' : 'optional'}</dd>
               <dt>Quota</dt>
               <dd>
                 {c.quota_per_minute ?? 'no limit'} a minute, {c.quota_per_day ?? 'no limit'} a day

@@ -3,7 +3,16 @@ import { useState } from 'preact/hooks';
 import { api, query, seg, type ApiError, type Client, type Page } from '../api';
 import { useSession } from '../session';
 import { OnceValue, PageTitle, ReadOnly, TableBox } from '../components';
-import { ChangeForm, Done, jsonOrNull, jsonText, numberOrNull, SelectField, TextField } from '../forms';
+import {
+  ChangeForm,
+  CheckField,
+  Done,
+  jsonOrNull,
+  jsonText,
+  numberOrNull,
+  SelectField,
+  TextField,
+} from '../forms';
 import { Loaded, useAction, useLoad } from '../load';
 
 const AUTH_METHODS: { value: Client['token_endpoint_auth_method']; label: string }[] = [
@@ -20,6 +29,7 @@ export interface ClientDraft {
   keys: 'jwks' | 'jwks_uri';
   jwks: string;
   jwks_uri: string;
+  dpop_bound_access_tokens: boolean;
   token_ttl: string;
   quota_per_minute: string;
   quota_per_day: string;
@@ -33,6 +43,7 @@ export const clientDraft = (c?: Client): ClientDraft => ({
   keys: c?.jwks_uri ? 'jwks_uri' : 'jwks',
   jwks: jsonText(c?.jwks),
   jwks_uri: c?.jwks_uri ?? '',
+  dpop_bound_access_tokens: c?.dpop_bound_access_tokens ?? false,
   token_ttl: c?.token_ttl == null ? '' : String(c.token_ttl),
   quota_per_minute: c?.quota_per_minute == null ? '' : String(c.quota_per_minute),
   quota_per_day: c?.quota_per_day == null ? '' : String(c.quota_per_day),
@@ -49,6 +60,7 @@ export function clientBody(draft: ClientDraft) {
     jwks: keyed && draft.keys === 'jwks' ? jsonOrNull('jwks', draft.jwks) : null,
     jwks_uri:
       keyed && draft.keys === 'jwks_uri' && draft.jwks_uri.trim() !== '' ? draft.jwks_uri.trim() : null,
+    dpop_bound_access_tokens: draft.dpop_bound_access_tokens,
     token_ttl: numberOrNull(draft.token_ttl),
     quota_per_minute: numberOrNull(draft.quota_per_minute),
     quota_per_day: numberOrNull(draft.quota_per_day),
@@ -63,6 +75,7 @@ export const CLIENT_FIELDS = [
   'token_endpoint_auth_method',
   'jwks',
   'jwks_uri',
+  'dpop_bound_access_tokens',
   'token_ttl',
   'quota_per_minute',
   'quota_per_day',
@@ -167,6 +180,14 @@ export function ClientFields({
           )}
         </fieldset>
       )}
+      <CheckField
+        label="Require DPoP: bind every token to the client's key"
+        name="dpop_bound_access_tokens"
+        hint="The client gets no token without a DPoP proof (RFC 9449); without this, a proof is optional"
+        error={error}
+        checked={draft.dpop_bound_access_tokens}
+        onChecked={(dpop_bound_access_tokens) => set({ dpop_bound_access_tokens })}
+      />
       <div class="grid">
         <TextField
           label="Token lifetime"

@@ -45,6 +45,7 @@ const clientFields = (body: Static<typeof S.ClientPatch>): clients.ClientFields 
   authMethod: body.token_endpoint_auth_method,
   jwks: body.jwks,
   jwksUri: body.jwks_uri,
+  dpopBoundAccessTokens: body.dpop_bound_access_tokens,
 });
 
 /**

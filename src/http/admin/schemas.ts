@@ -63,6 +63,11 @@ const Jwks = Type.Object(
   { additionalProperties: true, description: 'private_key_jwt: the public keys, a JWK Set (RFC 7517)' },
 );
 
+const DpopBound = Type.Boolean({
+  description:
+    "RFC 9449 section 5.2: the client gets no token without a DPoP proof (each then bound to the proof's key); false for a new client unless given",
+});
+
 const clientProperties = {
   client_id: Type.String(),
   name: Type.String(),
@@ -73,6 +78,7 @@ const clientProperties = {
   jwks_uri: Nullable(
     Type.String({ description: 'private_key_jwt: where the client publishes its public keys' }),
   ),
+  dpop_bound_access_tokens: DpopBound,
   token_ttl: Nullable(Type.Integer({ description: 'seconds; null: the audience or server default' })),
   quota_per_minute: Nullable(Type.Integer({ description: 'tokens a minute; null: no limit' })),
   quota_per_day: Nullable(Type.Integer({ description: 'tokens a day; null: no limit' })),
@@ -337,6 +343,7 @@ const clientFields = {
   token_endpoint_auth_method: Type.Optional(AuthMethod),
   jwks: Type.Optional(Nullable(Jwks)),
   jwks_uri: Type.Optional(Nullable(Type.String({ maxLength: 2048, format: 'uri' }))),
+  dpop_bound_access_tokens: Type.Optional(DpopBound),
 };
 
 export const NewClient = Type.Object(

@@ -43,6 +43,9 @@ const clientFields = (values: Record<string, unknown>) => ({
     : {}),
   ...('jwks' in values ? { jwks: values.jwks as PublicJwks | null } : {}),
   ...('jwks_uri' in values ? { jwksUri: values.jwks_uri as string | null } : {}),
+  ...('dpop_bound_access_tokens' in values
+    ? { dpopBoundAccessTokens: values.dpop_bound_access_tokens === true }
+    : {}),
 });
 
 /** The values a change sets: `{ field: to }`. */

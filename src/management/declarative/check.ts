@@ -128,6 +128,8 @@ const clientInput = (id: string, name: string, raw: Record<string, unknown>): Cl
   authMethod: str(raw.token_endpoint_auth_method),
   jwks: raw.jwks === null ? null : isObject(raw.jwks) ? raw.jwks : undefined,
   jwksUri: nstr(raw.jwks_uri),
+  dpopBoundAccessTokens:
+    typeof raw.dpop_bound_access_tokens === 'boolean' ? raw.dpop_bound_access_tokens : undefined,
 });
 
 type CheckedClient = ReturnType<typeof checkNewClient>;
@@ -146,6 +148,8 @@ const wantedClient = (checked: CheckedClient, grants: GrantEntry[]): WantedClien
   ...(checked.authMethod === 'client_secret_basic' ? {} : { token_endpoint_auth_method: checked.authMethod }),
   jwks: checked.jwks,
   jwks_uri: checked.jwksUri,
+  // As the export writes it: only when true.
+  ...(checked.dpopBoundAccessTokens ? { dpop_bound_access_tokens: true } : {}),
   grants: grants.sort((a, b) => byCodeUnit(a.audience, b.audience)),
 });
 

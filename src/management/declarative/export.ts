@@ -47,6 +47,7 @@ export function clientEntry(c: Client): ClientEntry {
     ...(c.authMethod === 'client_secret_basic' ? {} : { token_endpoint_auth_method: c.authMethod }),
     ...(c.jwks === null ? {} : { jwks: c.jwks }),
     ...(c.jwksUri === null ? {} : { jwks_uri: c.jwksUri }),
+    ...(c.dpopBoundAccessTokens ? { dpop_bound_access_tokens: true } : {}),
     grants: [...c.grants].sort((a, b) => byCodeUnit(a.audience, b.audience)).map(grantEntry),
   };
 }

@@ -52,6 +52,8 @@ export interface ClientEntry {
   jwks?: PublicJwks | null;
   /** private_key_jwt: where the client publishes its public keys. */
   jwks_uri?: string | null;
+  /** RFC 9449 §5.2: no token without a DPoP proof; false when left out. */
+  dpop_bound_access_tokens?: boolean;
   /** Every audience the client is granted; none when left out. */
   grants?: GrantEntry[];
 }

@@ -117,6 +117,9 @@ function grantSteps(have: Client, grants: readonly GrantEntry[], prune: boolean,
   return steps;
 }
 
+/** The client fields the export leaves out at their default (which is not null). */
+const CLIENT_DEFAULTS = { dpop_bound_access_tokens: false };
+
 /** The steps of one client the file has: created with its grants, or its changes and its grants'. */
 function clientSteps(wanted: WantedClient, have: Client | undefined, prune: boolean, kept: Kept): PlanStep[] {
   const { grants, client_id: id, ...want } = wanted;
@@ -131,7 +134,12 @@ function clientSteps(wanted: WantedClient, have: Client | undefined, prune: bool
     ];
   }
   const steps: PlanStep[] = [];
-  const changes = changedFields(CLIENT_FIELDS, clientEntry(have), want);
+  // A flag the file leaves out is its default: a change back to it reads `true → false`, not `→ null`.
+  const changes = changedFields(
+    CLIENT_FIELDS,
+    { ...CLIENT_DEFAULTS, ...clientEntry(have) },
+    { ...CLIENT_DEFAULTS, ...want },
+  );
   if (changes.length > 0) steps.push({ action: 'update', type: 'client', client_id: id, changes });
   return [...steps, ...grantSteps(have, grants, prune, kept)];
 }

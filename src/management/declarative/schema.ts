@@ -57,6 +57,11 @@ const CLIENT = {
       description: 'private_key_jwt: the public keys, a JWK Set (RFC 7517)',
     }),
     jwks_uri: nullable({ type: 'string', description: 'private_key_jwt: where the public keys are' }),
+    dpop_bound_access_tokens: {
+      type: 'boolean',
+      default: false,
+      description: 'no token without a DPoP proof (RFC 9449 section 5.2)',
+    },
     grants: { type: 'array', items: { $ref: '#/$defs/grant' } },
   },
 };

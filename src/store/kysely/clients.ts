@@ -173,6 +173,7 @@ export function clientStore(base: StoreBase): ClientStore {
             jwks: client.jwks == null ? null : JSON.stringify(client.jwks),
             jwks_uri: client.jwksUri ?? null,
             federated_credentials: federatedText(client.federatedCredentials ?? []),
+            dpop_bound_access_tokens: client.dpopBoundAccessTokens === true ? 1 : 0,
           };
           await tx.insertInto('clients').values(row).execute();
           const grants: Grant[] = audiences.map((audience) => ({
@@ -267,6 +268,7 @@ export function clientStore(base: StoreBase): ClientStore {
           jwks: (jwks) => ({ jwks: jwks === null ? null : JSON.stringify(jwks) }),
           jwksUri: (uri) => ({ jwks_uri: uri }),
           federatedCredentials: (list) => ({ federated_credentials: federatedText(list) }),
+          dpopBoundAccessTokens: (bound) => ({ dpop_bound_access_tokens: bound ? 1 : 0 }),
         });
         const result = await tx
           .updateTable('clients')
