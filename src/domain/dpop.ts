@@ -30,7 +30,11 @@ const MAX_PROOF_LENGTH = 8192;
 const MAX_JTI_LENGTH = 512;
 /** JWK members that only a private or symmetric key has (RFC 7518 §6.2.2, §6.3.2, §6.4; RFC 8037 §2). */
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
-/** The replay guard's namespace of proof ids: no client id has a colon, so none meets an assertion's jti. */
+/**
+ * The replay guard's scope of a proof's jti, before the key's thumbprint: a client's own assertions are scoped
+ * by its id, which has no colon, a federated token's by `<client id> <issuer>`, whose first colon comes after
+ * a space; so no proof's jti meets an assertion's.
+ */
 const REPLAY_SCOPE = 'dpop:';
 
 /**
