@@ -1,8 +1,9 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { TokenService } from '../../domain/token-service.js';
 import type { TokenResponse } from '../../domain/token-types.js';
 import { tokenParams } from '../body.js';
 import { methodNotAllowed, NO_STORE } from '../errors.js';
+import { TOKEN_PATH } from './discovery.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -40,18 +41,18 @@ const dpopHeader = (value: string | string[] | undefined): string | undefined =>
 
 /**
  * POST /oauth/token: parse, call the domain, serialise. Errors go to the one error handler. With DPoP nonces
- * (TESSERA_DPOP_NONCE), every answer of the endpoint, refusals and parse errors included, carries the current
- * one (RFC 9449 §8); without them, no hook runs.
+ * (TESSERA_DPOP_NONCE), every answer at the endpoint's path carries the current one (RFC 9449 §8): tokens,
+ * refusals, parse errors, the 405 of another method; without them, no hook is added.
  */
 export function tokenRoutes(app: FastifyInstance, tokens: TokenService): void {
-  const nonces = tokens.dpopNonce() !== undefined;
-  const onSend = nonces
-    ? (_request: unknown, reply: FastifyReply, payload: unknown, done: (e: null, p: unknown) => void) => {
+  if (tokens.dpopNonce() !== undefined)
+    app.addHook('onSend', (request, reply, payload, done) => {
+      const url = request.url;
+      if (url.startsWith(TOKEN_PATH) && (url.length === TOKEN_PATH.length || url[TOKEN_PATH.length] === '?'))
         reply.header('dpop-nonce', tokens.dpopNonce());
-        done(null, payload);
-      }
-    : undefined;
-  app.post('/oauth/token', { ...(onSend ? { onSend } : {}) }, async (request, reply) => {
+      done(null, payload);
+    });
+  app.post(TOKEN_PATH, async (request, reply) => {
     const params = tokenParams(request.body);
     await endOfTurn();
     const issued = await tokens.issue({
@@ -62,5 +63,5 @@ export function tokenRoutes(app: FastifyInstance, tokens: TokenService): void {
     });
     return reply.headers(NO_STORE).type(JSON_TYPE).send(tokenJson(issued.response));
   });
-  methodNotAllowed(app, '/oauth/token', ['POST']);
+  methodNotAllowed(app, TOKEN_PATH, ['POST']);
 }
