@@ -426,4 +426,64 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     await context.close();
     expect(problems).toEqual([]);
   });
+  it("a client's DPoP requirement: a checkbox when it is created and on its page, shown as a badge; the token endpoint follows it", async () => {
+    await operators.addOperator(ctx, { email: 'dpop@example.com', role: 'admin' }).then(async ({ url }) => {
+      await operators.enroll(ctx, new URL(url).hash.slice('#token='.length), PASSWORD);
+    });
+    const context = await newContext();
+    const page = await open(context);
+    await page.goto('/console/login');
+    await page.getByLabel('Email').fill('dpop@example.com');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.waitForURL(`${t.url}/console/`);
+
+    // Created with the box checked.
+    await go(page, 'Clients');
+    const box = () => page.getByLabel("Require DPoP: bind every token to the client's key");
+    await page.getByLabel('Name', { exact: true }).fill('Payments robot');
+    await page.getByLabel('Client id', { exact: true }).fill('payments');
+    expect(await box().isChecked()).toBe(false);
+    await box().check();
+    await page.getByRole('button', { name: 'Create client' }).click();
+    const secretBox = page.getByLabel('Client secret', { exact: true });
+    await eventually(() => secretBox.count()).toBe(1);
+    const secret = (await secretBox.textContent())!;
+    expect((await ctx.store.findClient('payments'))?.dpopBoundAccessTokens).toBe(true);
+
+    // Its page says so, and its settings have the box checked.
+    await page.getByRole('link', { name: 'Payments robot' }).click();
+    await page.waitForURL(`${t.url}/console/clients/payments`);
+    await eventually(() => page.getByText('DPoP required', { exact: true }).count()).toBe(1);
+    expect(await box().isChecked()).toBe(true);
+    await expectLabelled(page);
+    await shot(page, '24-client-dpop-required');
+
+    // The token endpoint: no token without a proof.
+    await page.getByLabel('Audience', { exact: true }).selectOption({ label: `${API} (Orders API)` });
+    await page.getByRole('button', { name: 'Save grant' }).click();
+    await eventually(() => page.getByText(`Granted ${API}.`).count()).toBe(1);
+    const form = {
+      grant_type: 'client_credentials',
+      client_id: 'payments',
+      client_secret: secret,
+      audience: API,
+    };
+    await eventually(async () => (await postToken(t.url, form)).body.error, { timeout: 3000 }).toBe(
+      'invalid_dpop_proof',
+    );
+
+    // Unchecked and saved: optional again, and the secret alone gets a Bearer token.
+    await box().uncheck();
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await eventually(() => page.getByText('Saved.').count()).toBe(1);
+    await eventually(() => page.getByText('DPoP optional', { exact: true }).count()).toBe(1);
+    await shot(page, '25-client-dpop-optional');
+    expect((await ctx.store.findClient('payments'))?.dpopBoundAccessTokens).toBe(false);
+    await eventually(async () => (await postToken(t.url, form)).body.token_type, { timeout: 3000 }).toBe(
+      'Bearer',
+    );
+    await context.close();
+    expect(problems).toEqual([]);
+  });
 });
