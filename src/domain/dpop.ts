@@ -1,15 +1,5 @@
-import { createHmac } from 'node:crypto';
-import {
-  calculateJwkThumbprint,
-  compactVerify,
-  decodeJwt,
-  decodeProtectedHeader,
-  EmbeddedJWK,
-  errors,
-  type JWK,
-  type JWTPayload,
-  type ProtectedHeaderParameters,
-} from 'jose';
+import { constants, createHmac, KeyObject, verify } from 'node:crypto';
+import { calculateJwkThumbprint, EmbeddedJWK, type ProtectedHeaderParameters } from 'jose';
 import { ASSERTION_ALGS, type ReplayGuard } from './client-auth/index.js';
 import { invalidDpopProof, temporarilyUnavailable, useDpopNonce } from './errors.js';
 
@@ -93,20 +83,57 @@ export interface DpopOptions {
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** Why jose refused a proof's key or signature, in the words of the answer. */
-function signatureFailure(error: unknown): string {
-  if (error instanceof errors.JWSSignatureVerificationFailed) return 'DPoP proof signature does not verify';
-  if (error instanceof errors.JOSEAlgNotAllowed) return 'DPoP proof alg is not allowed';
-  return 'DPoP proof jwk is not a public key usable with its alg';
+/** A base64url segment's JSON object, or undefined if it is not one. */
+function jsonSegment(segment: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
+    return isObject(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }
+
+type SignatureCheck = (input: Buffer, signature: Buffer) => boolean;
+
+/**
+ * How node:crypto checks each algorithm's signature (RFC 7518 §3.3–3.5, RFC 8037 §3.1): ECDSA as r || s,
+ * RSASSA-PSS with a salt as long as the hash, EdDSA hashing by itself; the mirror of keys/jws.ts's signing.
+ */
+const SIGNATURE_CHECKS: Readonly<Record<string, (key: KeyObject) => SignatureCheck>> = {
+  ES256: (key) => (input, signature) =>
+    verify('sha256', input, { key, dsaEncoding: 'ieee-p1363' }, signature),
+  ES384: (key) => (input, signature) =>
+    verify('sha384', input, { key, dsaEncoding: 'ieee-p1363' }, signature),
+  RS256: (key) => (input, signature) => verify('sha256', input, key, signature),
+  PS256: (key) => (input, signature) =>
+    verify('sha256', input, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 }, signature),
+  EdDSA: (key) => (input, signature) => verify(null, input, key, signature),
+  Ed25519: (key) => (input, signature) => verify(null, input, key, signature),
+};
+
+/** A proof's key, imported once: its thumbprint and the check of its signatures under the header's alg. */
+interface ProofKey {
+  jkt: string;
+  check: SignatureCheck;
+}
+
+/** Proof keys kept by protected header (a client signs every proof with one key and one header). */
+const MAX_KEYS = 1000;
+/** RSA keys below this size are refused (RFC 7518 §3.3, as jose refuses them). */
+const MIN_RSA_BITS = 2048;
 
 /**
  * Verifies a DPoP proof at the token endpoint (RFC 9449 §4.3): everything that can be checked from the text
  * first (size, one proof, typ, alg, a public jwk, htm, htu, iat, jti, nonce), then the signature, and last,
  * only for a proof that holds, its jti is recorded as used on every instance.
+ *
+ * A client signs all its proofs with one key under one protected header: the key is imported (by jose's
+ * EmbeddedJWK, which checks it fits the alg) and thumbprinted the first time, and kept by the header's text;
+ * each signature is then checked by node:crypto in one synchronous call, as tokens are signed (keys/jws.ts).
  */
 export class DpopVerifier {
   private readonly endpoint: string;
+  private readonly keys = new Map<string, ProofKey>();
 
   constructor(private readonly options: DpopOptions) {
     this.endpoint = new URL(options.tokenEndpoint).href;
@@ -127,22 +154,54 @@ export class DpopVerifier {
       throw invalidDpopProof(`DPoP proof is longer than ${MAX_PROOF_LENGTH} characters`);
     // RFC 9449 §4.3 check 1: one DPoP header. A JWS compact serialization has no comma.
     if (proof.includes(',')) throw invalidDpopProof('send one DPoP header with one proof');
-    let header: ProtectedHeaderParameters;
-    let claims: JWTPayload;
+    const [headerText = '', payloadText = '', signatureText, extra] = proof.split('.');
+    if (signatureText === undefined || extra !== undefined) throw invalidDpopProof('DPoP proof is not a JWT');
+    const known = this.keys.get(headerText);
+    const header = known === undefined ? this.checkedHeader(headerText) : undefined;
+    const claims = jsonSegment(payloadText);
+    if (claims === undefined) throw invalidDpopProof('DPoP proof is not a JWT');
+    const { iat, jti } = this.checkedClaims(claims, now);
+
+    // RFC 9449 §4.3 check 8: the signature, by the key in the header.
+    const key = known ?? (await this.importKey(header!));
+    if (!key.check(Buffer.from(`${headerText}.${payloadText}`), Buffer.from(signatureText, 'base64url')))
+      throw invalidDpopProof('DPoP proof signature does not verify');
+    if (known === undefined) this.keep(headerText, key);
+
+    // RFC 9449 §11.1: a proof is used once, on every instance. Recorded while an instance whose clock is within
+    // the window of this one's could still accept it.
+    let fresh: boolean;
     try {
-      header = decodeProtectedHeader(proof);
-      claims = decodeJwt(proof);
+      fresh = await this.options.replay.use(
+        REPLAY_SCOPE + key.jkt,
+        jti,
+        (iat + 2 * PROOF_WINDOW_SECONDS) * 1000,
+      );
     } catch {
-      throw invalidDpopProof('DPoP proof is not a JWT');
+      throw temporarilyUnavailable(this.options.retryAfter);
     }
-    // RFC 9449 §4.3 checks 4 to 7.
+    if (!fresh) throw invalidDpopProof('DPoP proof jti was already used');
+    return key.jkt;
+  }
+
+  /** The protected header, when RFC 9449 §4.3 checks 4 to 7 hold (a header seen before held them). */
+  private checkedHeader(text: string): ProtectedHeaderParameters {
+    const header = jsonSegment(text);
+    if (header === undefined) throw invalidDpopProof('DPoP proof is not a JWT');
     if (header.typ !== 'dpop+jwt') throw invalidDpopProof('DPoP proof typ must be dpop+jwt');
     if (typeof header.alg !== 'string' || !DPOP_ALGS.includes(header.alg))
       throw invalidDpopProof(`DPoP proof alg must be one of ${DPOP_ALGS.join(', ')}`);
-    const jwk = header.jwk as unknown;
+    const jwk = header.jwk;
     if (!isObject(jwk)) throw invalidDpopProof('DPoP proof header has no jwk');
     if (PRIVATE_MEMBERS.some((member) => member in jwk))
       throw invalidDpopProof('DPoP proof jwk must be a public key');
+    // RFC 7515 §4.1.11: no extension this verifier would have to understand (b64 among them).
+    if (header.crit !== undefined) throw invalidDpopProof('DPoP proof header must not have crit');
+    return header as ProtectedHeaderParameters;
+  }
+
+  /** The claims' iat and jti, when htm, htu, iat, jti and the nonce hold (RFC 9449 §4.3 checks 9 to 12). */
+  private checkedClaims(claims: Record<string, unknown>, now: number): { iat: number; jti: string } {
     if (claims.htm !== 'POST') throw invalidDpopProof('DPoP proof htm must be POST');
     if (!this.namesEndpoint(claims.htu))
       throw invalidDpopProof('DPoP proof htu is not the token endpoint URL');
@@ -160,25 +219,30 @@ export class DpopVerifier {
         nonces.now(now),
         claims.nonce === undefined ? 'proof without a nonce' : 'proof with a nonce that is not current',
       );
+    return { iat, jti };
+  }
 
-    // RFC 9449 §4.3 check 8: the signature, by the key in the header.
+  /** The header's key, imported by jose (which refuses a key that does not fit the alg) and thumbprinted. */
+  private async importKey(header: ProtectedHeaderParameters): Promise<ProofKey> {
+    let key: KeyObject;
     try {
-      await compactVerify(proof, EmbeddedJWK, { algorithms: DPOP_ALGS as string[] });
-    } catch (error) {
-      throw invalidDpopProof(signatureFailure(error));
-    }
-    const jkt = await calculateJwkThumbprint(jwk as JWK, 'sha256');
-
-    // RFC 9449 §11.1: a proof is used once, on every instance. Recorded while an instance whose clock is within
-    // the window of this one's could still accept it.
-    let fresh: boolean;
-    try {
-      fresh = await this.options.replay.use(REPLAY_SCOPE + jkt, jti, (iat + 2 * PROOF_WINDOW_SECONDS) * 1000);
+      key = KeyObject.from(await EmbeddedJWK(header, undefined));
     } catch {
-      throw temporarilyUnavailable(this.options.retryAfter);
+      throw invalidDpopProof('DPoP proof jwk is not a public key usable with its alg');
     }
-    if (!fresh) throw invalidDpopProof('DPoP proof jti was already used');
-    return jkt;
+    const bits = key.asymmetricKeyDetails?.modulusLength;
+    if (bits !== undefined && bits < MIN_RSA_BITS)
+      throw invalidDpopProof(`DPoP proof jwk must be an RSA key of at least ${MIN_RSA_BITS} bits`);
+    return {
+      jkt: await calculateJwkThumbprint(header.jwk!, 'sha256'),
+      check: SIGNATURE_CHECKS[header.alg!]!(key),
+    };
+  }
+
+  /** Keeps a key whose proof verified; the oldest one goes when there are too many. */
+  private keep(headerText: string, key: ProofKey): void {
+    if (this.keys.size >= MAX_KEYS) this.keys.delete(this.keys.keys().next().value!);
+    this.keys.set(headerText, key);
   }
 
   /** Whether htu names the token endpoint, its query and fragment ignored (RFC 9449 §4.3 check 9). */

@@ -13,6 +13,7 @@ import {
   type JWK,
   type JWTPayload,
 } from 'jose';
+import { generateKeyPairSync, sign as nodeSign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DpopNonces, DpopVerifier } from '../../src/domain/dpop.js';
 import { OAuthError } from '../../src/domain/errors.js';
@@ -189,6 +190,42 @@ describe('DpopVerifier', () => {
     for (const [why, p] of cases) expect(await refusal(dpop.verify(await p, NOW)), why).toEqual(invalid(why));
     // None of them was recorded: a refused proof costs no write.
     expect(replay.calls).toEqual([]);
+  });
+
+  it('a key seen before is kept by its header, but every signature is still checked', async () => {
+    const [h, other] = [await holder(), await holder()];
+    const { dpop } = verifier();
+    expect(await dpop.verify(await proof(h), NOW)).toBe(h.jkt);
+    // The same header (h's key) over a proof signed by another key: refused.
+    const forged = await proof({ ...other, jwk: h.jwk });
+    expect(await refusal(dpop.verify(forged, NOW))).toEqual(invalid('DPoP proof signature does not verify'));
+    // And the kept key still checks the claims of each proof.
+    expect(await refusal(dpop.verify(await proof(h, { htm: 'GET' }), NOW))).toEqual(
+      invalid('DPoP proof htm must be POST'),
+    );
+    expect(await dpop.verify(await proof(h), NOW)).toBe(h.jkt);
+  });
+
+  it('refuses an RSA key under 2048 bits, a crit header, and a signature made for another alg', async () => {
+    const { dpop } = verifier();
+    const enc = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const body = enc({ htm: 'POST', htu: ENDPOINT, iat: NOW_S, jti: 'small' });
+    const small = generateKeyPairSync('rsa', { modulusLength: 1024 });
+    const jwk = small.publicKey.export({ format: 'jwk' });
+    const input = `${enc({ alg: 'RS256', typ: 'dpop+jwt', jwk })}.${body}`;
+    const signature = nodeSign('sha256', Buffer.from(input), small.privateKey).toString('base64url');
+    expect(await refusal(dpop.verify(`${input}.${signature}`, NOW))).toEqual(
+      invalid('DPoP proof jwk must be an RSA key of at least 2048 bits'),
+    );
+    const h = await holder();
+    expect(await refusal(dpop.verify(await proof(h, {}, { crit: ['b64'], b64: true }), NOW))).toEqual(
+      invalid('DPoP proof header must not have crit'),
+    );
+    // An RSA key said to sign PS256 over an RS256 signature.
+    const rsa = await holder('RS256');
+    const rs = (await proof(rsa)).split('.');
+    const ps = `${enc({ alg: 'PS256', typ: 'dpop+jwt', jwk: rsa.jwk })}.${rs[1]}.${rs[2]}`;
+    expect(await refusal(dpop.verify(ps, NOW))).toEqual(invalid('DPoP proof signature does not verify'));
   });
 
   it('refuses none and HMAC, whatever the header says', async () => {
