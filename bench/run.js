@@ -48,7 +48,7 @@ import {
   provisionScoped,
   tesseraEnv,
 } from './lib/stores.js';
-import { assertionMaker, platformToken } from './lib/assertions.js';
+import { assertionMaker, dpopProofMaker, platformToken } from './lib/assertions.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const AUDIENCE = 'https://api.bench.example';
@@ -61,6 +61,7 @@ const SCENARIOS = [
   'tessera-sqlite-no-metrics',
   'tessera-sqlite-scoped',
   'tessera-sqlite-pkjwt',
+  'tessera-sqlite-dpop',
   'tessera-sqlite-federated',
   'tessera-sqlite-cold',
   'tessera-workers2',
@@ -379,6 +380,12 @@ async function main() {
     store.assertions.clientId = store.client.clientId;
     return store;
   }
+  /** Like sqliteStore, with the maker of the DPoP proofs every request of its client carries. */
+  async function dpopSqliteStore() {
+    const store = await sqliteStore();
+    store.dpop = dpopProofMaker();
+    return store;
+  }
   /**
    * Like sqliteStore, with a client that authenticates with a federated credential (a Kubernetes cluster's
    * key, inline) and the one platform token every request carries.
@@ -492,6 +499,10 @@ async function main() {
     if (store.assertions) {
       store.assertions.tokenEndpoint = `${url}/oauth/token`;
       target.assertions = store.assertions;
+    }
+    if (store.dpop) {
+      store.dpop.tokenEndpoint = `${url}/oauth/token`;
+      target.dpop = store.dpop;
     }
     // A body of the store's own (the federated scenario's platform token), sent as it is every time.
     if (store.body) target.body = store.body;
@@ -614,6 +625,16 @@ async function main() {
         'check, one INSERT; Redis when configured); against tessera-sqlite, what an assertion costs over a secret',
       start: async (port) =>
         startTessera({ id: 'tessera-sqlite-pkjwt', store: await keyClientSqliteStore(), port }),
+    },
+    'tessera-sqlite-dpop': {
+      label: 'Tessera, SQLite, DPoP',
+      note: () =>
+        'DPoP: the client of tessera-sqlite (a secret) sends a new ES256 DPoP proof with every request (made by ' +
+        'the load generator): the server checks it, verifies its signature with jose, computes the key thumbprint ' +
+        'and records its jti in the store (one INSERT; Redis when configured), and the token carries cnf.jkt; ' +
+        'against tessera-sqlite, what binding a token to a key costs',
+      start: async (port) =>
+        startTessera({ id: 'tessera-sqlite-dpop', store: await dpopSqliteStore(), port }),
     },
     'tessera-sqlite-federated': {
       label: 'Tessera, SQLite, federated credential',

@@ -1,4 +1,4 @@
-import { generateKeyPairSync, randomBytes, randomUUID, sign } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomBytes, randomUUID, sign } from 'node:crypto';
 import { Buffer } from 'node:buffer';
 import { URLSearchParams } from 'node:url';
 
@@ -42,6 +42,38 @@ export function assertionMaker() {
           audience,
         }).toString(),
       );
+    },
+  };
+}
+
+/**
+ * DPoP proofs for the DPoP scenario (RFC 9449 §4.2): a fresh one per request (each jti is used once; the server
+ * refuses a replay), ES256 as oauth4webapi and openid-client sign by default, the key's JWK in the header. Made
+ * in the load generator's request set-up with node:crypto, as the assertions are. `jkt` is the key's RFC 7638
+ * thumbprint, which every token must carry as cnf.jkt.
+ */
+export function dpopProofMaker() {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const { crv, kty, x, y } = publicKey.export({ format: 'jwk' });
+  const b64 = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const header = b64({ alg: 'ES256', typ: 'dpop+jwt', jwk: { crv, kty, x, y } });
+  const jkt = createHash('sha256').update(JSON.stringify({ crv, kty, x, y })).digest('base64url');
+  const prefix = randomBytes(9).toString('base64url');
+  let counter = 0;
+  return {
+    jkt,
+    /** The token endpoint, which every proof's htu names: set before proof(). */
+    tokenEndpoint: '',
+    /** A DPoP header never sent before. */
+    proof() {
+      const input = `${header}.${b64({
+        htm: 'POST',
+        htu: this.tokenEndpoint,
+        iat: Math.floor(Date.now() / 1000),
+        jti: `${prefix}.${counter++}`,
+      })}`;
+      const signature = sign('sha256', Buffer.from(input), { key: privateKey, dsaEncoding: 'ieee-p1363' });
+      return `${input}.${signature.toString('base64url')}`;
     },
   };
 }

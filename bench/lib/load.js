@@ -31,6 +31,19 @@ function requestPlan(target) {
     path: target.path,
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
   };
+  if (target.dpop) {
+    // DPoP: every request carries a proof of its own (a replay would be refused); the body stays the same.
+    return {
+      base,
+      rotating: true,
+      setupRequest(request, context) {
+        request.headers = { ...base.headers, dpop: target.dpop.proof() };
+        request.body = target.body;
+        context.clientId = target.clientId;
+        return request;
+      },
+    };
+  }
   if (target.assertions) {
     // private_key_jwt: every request carries an assertion of its own (a replay would be refused).
     return {
@@ -60,8 +73,9 @@ function requestPlan(target) {
 
 /**
  * A warm-up of `seconds` at `connections` in which every answer is kept, then checked: status 200, a JSON
- * body with a Bearer token that jose verifies against the server's JWKS (issuer, audience, typ at+jwt,
- * ES256) and names the client that asked. Throws on the first failures.
+ * body with a Bearer token (a DPoP token bound to the proofs' key, with DPoP proofs) that jose verifies against
+ * the server's JWKS (issuer, audience, typ at+jwt, ES256) and names the client that asked. Throws on the first
+ * failures.
  */
 export async function checkedWarmup(target, { seconds, connections }) {
   const plan = requestPlan(target);
@@ -88,7 +102,8 @@ export async function checkedWarmup(target, { seconds, connections }) {
     try {
       if (status !== 200) throw new Error(`status ${status}: ${body.slice(0, 200)}`);
       const json = JSON.parse(body);
-      if (String(json.token_type).toLowerCase() !== 'bearer')
+      const tokenType = target.dpop ? 'dpop' : 'bearer';
+      if (String(json.token_type).toLowerCase() !== tokenType)
         throw new Error(`token_type ${json.token_type}`);
       if (!(json.expires_in > 0)) throw new Error(`expires_in ${json.expires_in}`);
       const { payload } = await jwtVerify(json.access_token, jwks, {
@@ -100,6 +115,8 @@ export async function checkedWarmup(target, { seconds, connections }) {
       });
       if (payload.client_id !== clientId || payload.sub !== clientId)
         throw new Error(`token for ${payload.client_id}, asked by ${clientId}`);
+      if (target.dpop && payload.cnf?.jkt !== target.dpop.jkt)
+        throw new Error(`token bound to ${JSON.stringify(payload.cnf)}, not to the proof's key`);
       verified++;
     } catch (error) {
       if (failures.length < 5) failures.push(error.message);
