@@ -630,8 +630,9 @@ async function main() {
       label: 'Tessera, SQLite, DPoP',
       note: () =>
         'DPoP: the client of tessera-sqlite (a secret) sends a new ES256 DPoP proof with every request (made by ' +
-        'the load generator): the server checks it, verifies its signature with jose, computes the key thumbprint ' +
-        'and records its jti in the store (one INSERT; Redis when configured), and the token carries cnf.jkt; ' +
+        'the load generator): the server checks it, verifies its signature with node:crypto (the key imported and ' +
+        'thumbprinted once), records its jti in the store (one INSERT; Redis when configured), and the token ' +
+        'carries cnf.jkt; ' +
         'against tessera-sqlite, what binding a token to a key costs',
       start: async (port) =>
         startTessera({ id: 'tessera-sqlite-dpop', store: await dpopSqliteStore(), port }),

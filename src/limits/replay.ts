@@ -9,7 +9,8 @@ const PRUNE_EVERY_MS = 60_000;
 const PRUNE_BATCH = 2000;
 
 /**
- * The assertion ids (jti) already used, shared by every worker and instance: in Redis when it is configured
+ * The proof ids (jti) already used, client assertions' and DPoP proofs' (each in a scope of its own, see
+ * domain/dpop.ts), shared by every worker and instance: in Redis when it is configured
  * (one SET NX PX: the key expires with the assertion), else in the store (one INSERT … ON CONFLICT). While
  * Redis does not answer (the breaker is open, or a command fails or takes over TESSERA_REDIS_TIMEOUT_MS), the
  * store answers instead, so private_key_jwt keeps working through a Redis outage. What that costs, for the
