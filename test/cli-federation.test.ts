@@ -3,6 +3,7 @@
  * real processes on a real SQLite data directory. `--json` prints the admin API's documents; exit codes by the
  * kind of failure (2 a value refused, 1 not found or a conflict).
  */
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { exportJWK, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectTable, jsonError, workspace, type Workspace } from './helpers/cli.js';
@@ -404,5 +405,349 @@ describe('tessera client federation', SLOW, () => {
     // In text, the message alone.
     const text = await ws.run('client', 'federation', 'list', 'nobody');
     expect(text).toMatchObject({ code: 1, stdout: '', stderr: 'tessera: client nobody does not exist\n' });
+  });
+});
+
+describe('federated credentials in tessera apply / export', SLOW, () => {
+  const made: Workspace[] = [];
+  afterAll(() => made.forEach((w) => w.remove()));
+  const fresh = async () => {
+    const w = workspace('tessera-apply-federation-');
+    made.push(w);
+    await w.ok('audience', 'add', API);
+    return w;
+  };
+
+  it('export writes them by name (defaults left out); export | apply --dry-run says No changes.; the schema takes the file', async () => {
+    const w = await fresh();
+    await w.ok(
+      'client',
+      'create',
+      '--name',
+      'ci',
+      '--id',
+      'ci-bot',
+      '--auth-method',
+      'private_key_jwt',
+      '--grant',
+      API,
+    );
+    await w.ok(
+      'client',
+      'federation',
+      'add',
+      'ci-bot',
+      '--name',
+      'main',
+      '--github-repo',
+      'acme/billing',
+      '--github-ref',
+      'refs/heads/main',
+      '--claim',
+      'repository_owner=acme',
+      '--max-lifetime',
+      '10m',
+      '--once',
+    );
+    const file = w.write('jwks.json', JSON.stringify(jwks));
+    await w.ok(
+      'client',
+      'federation',
+      'add',
+      'ci-bot',
+      '--name',
+      'k8s',
+      '--issuer',
+      K8S,
+      '--k8s-service-account',
+      'prod:billing',
+      '--jwks-file',
+      file,
+      '--audience',
+      'https://tessera.example.com',
+    );
+    const yaml = (await w.ok('export')).stdout;
+    expect(yaml).toBe(
+      [
+        'audiences:',
+        `  - identifier: ${API}`,
+        'clients:',
+        '  - client_id: ci-bot',
+        '    name: ci',
+        '    enabled: true',
+        '    token_endpoint_auth_method: private_key_jwt',
+        '    federated_credentials:',
+        '      - name: k8s',
+        `        issuer: ${K8S}`,
+        '        jwks:',
+        '          keys:',
+        ...Object.entries(jwks.keys[0]!).map(
+          ([k, v], i) => `${i === 0 ? '            - ' : '              '}${k}: ${v}`,
+        ),
+        '        subject: system:serviceaccount:prod:billing',
+        '        audience: https://tessera.example.com',
+        '      - name: main',
+        `        issuer: ${GITHUB}`,
+        '        subject: repo:acme/billing:ref:refs/heads/main',
+        '        claims:',
+        '          repository_owner: acme',
+        '        max_lifetime: 600',
+        '        once: true',
+        '    grants:',
+        `      - audience: ${API}`,
+        '',
+      ].join('\n'),
+    );
+    expect((await w.withInput(yaml, 'apply', '-f', '-', '--dry-run')).stdout).toBe('No changes.\n');
+    const json = (await w.ok('export', '--format', 'json')).json;
+    expect((await w.withInput(JSON.stringify(json), 'apply', '-f', '-', '--prune')).stdout).toBe(
+      'No changes.\n',
+    );
+    const schema = (await w.ok('export', '--schema')).json;
+    const validate = new Ajv2020({ allErrors: true, strict: true }).compile(schema);
+    expect(validate(json), JSON.stringify(validate.errors)).toBe(true);
+    expect(
+      validate({ clients: [{ client_id: 'x', name: 'x', federated_credentials: [{ name: 'x' }] }] }),
+    ).toBe(false);
+  });
+
+  it('plans add, update and remove by name, and orders a switch between secrets, keys and federation so it works', async () => {
+    const w = await fresh();
+    await w.ok('client', 'create', '--name', 'was secret', '--id', 'svc', '--grant', API);
+    await w.ok('client', 'create', '--name', 'was fed', '--id', 'back', '--auth-method', 'private_key_jwt');
+    await w.ok(
+      'client',
+      'federation',
+      'add',
+      'back',
+      '--name',
+      'old',
+      '--issuer',
+      GITHUB,
+      '--subject',
+      'repo:a/b:ref:x',
+    );
+    await w.ok('client', 'create', '--name', 'fed', '--id', 'fed', '--auth-method', 'private_key_jwt');
+    for (const name of ['keep', 'change', 'drop'])
+      await w.ok(
+        'client',
+        'federation',
+        'add',
+        'fed',
+        '--name',
+        name,
+        '--issuer',
+        GITHUB,
+        '--subject',
+        `repo:a/${name}:ref:x`,
+      );
+    const text = [
+      'audiences:',
+      `  - identifier: ${API}`,
+      'clients:',
+      '  - client_id: back',
+      '    name: was fed',
+      '    token_endpoint_auth_method: private_key_jwt',
+      '    jwks_uri: https://keys.example.com/jwks.json',
+      '  - client_id: fed',
+      '    name: fed',
+      '    token_endpoint_auth_method: private_key_jwt',
+      '    federated_credentials:',
+      '      - name: change',
+      `        issuer: ${GITHUB}`,
+      '        subject: repo:a/change:environment:prod',
+      '        once: true',
+      '      - name: keep',
+      `        issuer: ${GITHUB}`,
+      '        subject: repo:a/keep:ref:x',
+      '  - client_id: new',
+      '    name: new',
+      '    token_endpoint_auth_method: private_key_jwt',
+      '    federated_credentials:',
+      '      - name: ci',
+      '        issuer: https://gitlab.com',
+      '        subject: project_path:acme/x:ref_type:branch:ref:main',
+      '    grants:',
+      `      - audience: ${API}`,
+      '  - client_id: svc',
+      '    name: now federated',
+      '    token_endpoint_auth_method: private_key_jwt',
+      '    federated_credentials:',
+      '      - name: deploy',
+      `        issuer: ${GITHUB}`,
+      '        subject: repo:acme/svc:ref:refs/heads/main',
+      '        max_lifetime: 900',
+      '    grants:',
+      `      - audience: ${API}`,
+      '',
+    ].join('\n');
+    const file = w.write('tessera.yaml', text);
+    const plan = [
+      '- federated credential "old" of back',
+      '~ client back: jwks_uri null → "https://keys.example.com/jwks.json"',
+      '- federated credential "drop" of fed',
+      '~ federated credential "change" of fed: subject "repo:a/change:ref:x" → "repo:a/change:environment:prod"',
+      '~ federated credential "change" of fed: once false → true',
+      '+ client new (name "new", enabled true, token_endpoint_auth_method "private_key_jwt")',
+      '+ federated credential "ci" of new (issuer "https://gitlab.com", subject "project_path:acme/x:ref_type:branch:ref:main")',
+      `+ grant new → ${API}`,
+      '~ client svc: name "was secret" → "now federated"',
+      '~ client svc: token_endpoint_auth_method null → "private_key_jwt"',
+      `+ federated credential "deploy" of svc (issuer "${GITHUB}", subject "repo:acme/svc:ref:refs/heads/main", max_lifetime 900)`,
+      '',
+      'Plan: 4 to create, 3 to update, 2 to delete.',
+    ];
+    const dry = await w.ok('apply', '-f', file, '--dry-run');
+    expect(dry.stdout).toBe([...plan, 'Dry run: nothing was changed.', ''].join('\n'));
+    const applied = await w.ok('apply', '-f', file);
+    expect(applied.stdout).toBe([...plan, 'Applied.', ''].join('\n'));
+    // The client switched from secrets has none left; the new federated client got none.
+    expect((await w.ok('client', 'secrets', 'list', 'svc', '--json')).json).toEqual([]);
+    expect((await w.ok('client', 'federation', 'list', 'svc', '--json')).json).toEqual({
+      items: [
+        credential({
+          name: 'deploy',
+          issuer: GITHUB,
+          subject: 'repo:acme/svc:ref:refs/heads/main',
+          max_lifetime: 900,
+        }),
+      ],
+    });
+    expect(
+      ((await w.ok('client', 'federation', 'list', 'fed', '--json')).json.items as { name: string }[]).map(
+        (c) => c.name,
+      ),
+    ).toEqual(['keep', 'change']);
+    expect((await w.ok('client', 'show', 'back', '--json')).json).toMatchObject({
+      jwks_uri: 'https://keys.example.com/jwks.json',
+    });
+    expect((await w.ok('apply', '-f', file)).stdout).toBe('No changes.\n');
+    // As JSON, the steps in the file's names.
+    w.write('tessera.yaml', text.replace('repo:a/keep:ref:x', 'repo:a/keep:ref:y'));
+    expect((await w.ok('apply', '-f', file, '--dry-run', '--json')).json.changes).toEqual([
+      {
+        action: 'update',
+        type: 'federated_credential',
+        client_id: 'fed',
+        name: 'keep',
+        changes: [{ field: 'subject', from: 'repo:a/keep:ref:x', to: 'repo:a/keep:ref:y' }],
+      },
+    ]);
+  });
+
+  it('a file with bad credentials is refused whole, every error with its line, nothing written', async () => {
+    const w = await fresh();
+    const before = (await w.ok('export')).stdout;
+    const eleven = Array.from({ length: 11 }, (_, i) =>
+      [`      - name: job-${i}`, `        issuer: ${GITHUB}`, `        subject: repo:a/b:ref:${i}`].join(
+        '\n',
+      ),
+    ).join('\n');
+    const text = [
+      'clients:',
+      '  - client_id: secret',
+      '    name: secret',
+      '    federated_credentials:',
+      '      - name: x',
+      `        issuer: ${GITHUB}`,
+      '        subject: s',
+      '  - client_id: bad',
+      '    name: bad',
+      '    token_endpoint_auth_method: private_key_jwt',
+      '    federated_credentials:',
+      '      - name: a',
+      '        issuer: ftp://issuer.example.com',
+      '        subject: s',
+      '        max_lifetime: 30',
+      '      - name: a',
+      `        issuer: ${GITHUB}`,
+      '        subject: s',
+      '        claims:',
+      '          job:',
+      '            nested: 1',
+      '      - name: b',
+      `        issuer: ${GITHUB}`,
+      '        colour: blue',
+      '  - client_id: many',
+      '    name: many',
+      '    token_endpoint_auth_method: private_key_jwt',
+      '    federated_credentials:',
+      eleven,
+      '',
+    ].join('\n');
+    const file = w.write('bad.yaml', text);
+    const r = await w.run('apply', '-f', file, '--json');
+    expect(r.code).toBe(2);
+    const { error, errors } = JSON.parse(r.stderr) as { error: string; errors: unknown[] };
+    expect(error).toBe('invalid_file');
+    expect(errors).toEqual([
+      {
+        pointer: '/clients/0/federated_credentials',
+        line: 5,
+        column: 7,
+        message: 'federated credentials are for a private_key_jwt client without jwks or jwks_uri',
+      },
+      {
+        pointer: '/clients/1/federated_credentials/0/issuer',
+        line: 13,
+        column: 17,
+        message: 'issuer must be an http or https URL',
+      },
+      {
+        pointer: '/clients/1/federated_credentials/0/max_lifetime',
+        line: 15,
+        column: 23,
+        message: 'max_lifetime must be a whole number of seconds from 60 to 86400 (24 hours)',
+      },
+      {
+        pointer: '/clients/1/federated_credentials/1/claims/job',
+        line: 21,
+        column: 13,
+        message: 'must be string, number or boolean',
+      },
+      {
+        pointer: '/clients/1/federated_credentials/2',
+        line: 22,
+        column: 9,
+        message: 'missing required field "subject"',
+      },
+      {
+        pointer: '/clients/1/federated_credentials/2/colour',
+        line: 24,
+        column: 9,
+        message: 'unknown field "colour"',
+      },
+      {
+        pointer: '/clients/2/federated_credentials',
+        line: 29,
+        column: 7,
+        message: 'a client has at most 10 federated credentials; 11 are given',
+      },
+    ]);
+    expect((await w.ok('export')).stdout).toBe(before);
+    // A name twice in one client, alone: refused at the second, naming the first's line.
+    const twice = w.write(
+      'twice.yaml',
+      [
+        'clients:',
+        '  - client_id: twice',
+        '    name: twice',
+        '    token_endpoint_auth_method: private_key_jwt',
+        '    federated_credentials:',
+        '      - name: a',
+        `        issuer: ${GITHUB}`,
+        '        subject: s',
+        '      - name: a',
+        `        issuer: ${GITHUB}`,
+        '        subject: t',
+        '',
+      ].join('\n'),
+    );
+    const again = await w.run('apply', '-f', twice);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toBe(
+      `tessera: ${twice}: 1 error, nothing was changed\n` +
+        `  ${twice}:9:15: /clients/0/federated_credentials/1/name: federated credential a is already in this client (line 6)\n`,
+    );
   });
 });
