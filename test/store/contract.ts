@@ -134,6 +134,7 @@ export function storeContract(name: string, open: OpenStore): void {
             '0009_private_key_jwt',
             '0010_console',
             '0011_typed_actors',
+            '0012_federated_credentials',
           ]);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
@@ -160,7 +161,7 @@ export function storeContract(name: string, open: OpenStore): void {
             clock.advance(1000);
             await fresh.recordEvent({ type, actor, source, target: null, changes: null });
           }
-          expect(await fresh.migrate()).toEqual(['0011_typed_actors']);
+          expect(await fresh.migrate()).toEqual(['0011_typed_actors', '0012_federated_credentials']);
           const events = await fresh.queryAuditEvents({ limit: 10 });
           expect(events.reverse().map((e) => [e.actor, e.source, e.type])).toEqual([
             ['client:ops-client', '10.0.0.1', 'client.updated'],
@@ -391,6 +392,7 @@ export function storeContract(name: string, open: OpenStore): void {
           authMethod: 'client_secret_basic',
           jwks: null,
           jwksUri: null,
+          federatedCredentials: [],
           secrets: [
             {
               id: expect.stringMatching(/^sec_/),
@@ -735,6 +737,7 @@ export function storeContract(name: string, open: OpenStore): void {
           authMethod: 'client_secret_basic',
           jwks: null,
           jwksUri: null,
+          federatedCredentials: [],
           secrets: [
             {
               id: expect.stringMatching(/^sec_/),
@@ -2467,6 +2470,7 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     '0009_private_key_jwt',
     '0010_console',
     '0011_typed_actors',
+    '0012_federated_credentials',
   ]);
   expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
     event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
@@ -2547,6 +2551,7 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     '0009_private_key_jwt',
     '0010_console',
     '0011_typed_actors',
+    '0012_federated_credentials',
   ]);
   const audiences = await store.listAudiences();
   expect(audiences).toEqual(
@@ -2583,6 +2588,7 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     authMethod: 'client_secret_basic',
     jwks: null,
     jwksUri: null,
+    federatedCredentials: [],
     // Its single secret became its first, made when it was last rotated.
     secrets: [
       {
