@@ -17,7 +17,11 @@ const TIMED = [
  * another) run after the others, one file at a time: beside them, the main group's timing-sensitive tests (a
  * shutdown's drain, to the millisecond) would be measuring the browser instead of Tessera.
  */
-const HEAVY = ['test/console/browser.test.ts', 'test/http/console-session.test.ts'];
+const HEAVY = [
+  'test/console/browser.test.ts',
+  'test/console/federation.test.ts',
+  'test/http/console-session.test.ts',
+];
 
 const common = {
   pool: 'forks' as const,

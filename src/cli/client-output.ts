@@ -26,6 +26,9 @@ export function clientRecord(c: Client, secret?: string): string {
     ['auth_method', c.authMethod],
     ...(c.jwks === null ? [] : [['jwks', c.jwks.keys.map((k) => k.kid ?? `(${k.kty})`).join(', ')] as const]),
     ...(c.jwksUri === null ? [] : [['jwks_uri', c.jwksUri] as const]),
+    ...(c.federatedCredentials.length === 0
+      ? []
+      : [['federated', c.federatedCredentials.map((f) => `${f.name} (${f.issuer})`).join(', ')] as const]),
     ['dpop_bound', c.dpopBoundAccessTokens ? 'yes' : 'no'],
     [
       'grants',
@@ -61,9 +64,14 @@ export function printWithSecret(
         : { ...views.clientJson(client), client_secret: secret },
     );
   else if (secret === undefined) {
-    // private_key_jwt: nothing secret to show; the client signs its assertions with its own key.
+    // private_key_jwt: nothing secret to show; the client signs its assertions with its own key, or presents a
+    // platform's token that one of its federated credentials trusts.
+    const keyless = client.jwks === null && client.jwksUri === null;
     print(
-      `${heading.replace(/ and its secret$/, '')}: it authenticates with private_key_jwt (no secret).\n\n`,
+      `${heading.replace(/\. The secret is shown this once$/, '')}: it authenticates with private_key_jwt (no secret)` +
+        (keyless && client.federatedCredentials.length === 0
+          ? `, and has no keys yet: give it federated credentials (tessera client federation add ${client.id} ...) or keys (tessera client update ${client.id} --jwks ...).\n\n`
+          : '.\n\n'),
     );
     print(clientRecord(client, undefined));
   } else {

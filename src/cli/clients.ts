@@ -19,6 +19,7 @@ import {
   type QuotaOption,
 } from './common.js';
 import { clientRecord, printWithSecret, quotaText } from './client-output.js';
+import { federationCommands } from './federation.js';
 import { secretCommands } from './secrets.js';
 import { formatTable, print, printJson } from './output.js';
 
@@ -41,7 +42,7 @@ interface CreateOptions {
 }
 
 const AUTH_METHOD_HELP =
-  'client_secret_basic (the default), client_secret_post, or private_key_jwt (with --jwks or --jwks-uri; no secret)';
+  'client_secret_basic (the default), client_secret_post, or private_key_jwt (no secret: with --jwks or --jwks-uri, or neither for federated credentials)';
 const JWKS_HELP = 'private_key_jwt: its public keys, a JWK Set as JSON or a file holding one (- for stdin)';
 const JWKS_URI_HELP = 'private_key_jwt: the URL where it publishes its public keys';
 const DPOP_BOUND_HELP = 'it gets no token without a DPoP proof (RFC 9449 dpop_bound_access_tokens)';
@@ -50,7 +51,7 @@ const NO_DPOP_BOUND_HELP = 'it gets tokens with or without a DPoP proof (the def
 const CLAIMS_HELP = 'custom claims in its tokens, a JSON object: \'{"tenant_id":"acme"}\'';
 const CLAIM_HELP = 'one custom claim, name=value (repeatable; value as JSON if it is JSON)';
 
-/** `tessera client create|list|show|rotate-secret|set-quota|enable|disable|delete`. */
+/** `tessera client create|list|show|update|rotate-secret|secrets|federation|set-quota|enable|disable|delete`. */
 export function clientCommands(program: Command): void {
   const client = program.command('client').alias('clients').description('API clients and their secrets');
   withJson(
@@ -183,6 +184,7 @@ export function clientCommands(program: Command): void {
     }),
   );
   secretCommands(client);
+  federationCommands(client);
   withJson(
     client
       .command('set-quota <client-id>')

@@ -160,6 +160,24 @@ export interface Client {
   updated_at: string;
   secret_rotated_at: string;
   client_secret?: string;
+  /** In the answer of POST /clients, when it was given federated_credentials. */
+  federated_credentials?: FederatedCredential[];
+}
+
+/** A client's federated credential (workload identity federation): a platform's tokens it accepts. */
+export interface FederatedCredential {
+  id: string;
+  name: string;
+  issuer: string;
+  jwks: { keys: { kid?: string; kty: string }[] } | null;
+  jwks_uri: string | null;
+  subject: string;
+  audience: string;
+  claims: Record<string, string | number | boolean>;
+  max_lifetime: number;
+  once: boolean;
+  created_at: string;
+  updated_at: string;
 }
 
 export interface Secret {

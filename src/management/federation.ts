@@ -140,6 +140,16 @@ function checkFields(
   return { name, issuer, jwks, jwksUri, subject, audience, claims, maxLifetime, once };
 }
 
+/**
+ * A new credential's fields by the rules (defaults filled), every refusal collected in `checks`: a file checked
+ * whole (declarative/check.ts). Its inline keys are imported after, with checkJwksKeys.
+ */
+export const checkNewCredentialFields = (
+  ctx: ManagementContext,
+  input: FederatedCredentialInput,
+  checks: FieldChecks,
+): Omit<FederatedCredential, 'id' | 'createdAt' | 'updatedAt'> => checkFields(ctx, input, checks, undefined);
+
 /** Imports inline keys with jose: a key that does not import is refused (`pointer`: where the keys were given). */
 async function checkKeys(credential: Pick<FederatedCredential, 'jwks'>, pointer: string): Promise<void> {
   if (credential.jwks === null) return;

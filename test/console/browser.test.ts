@@ -7,30 +7,29 @@
  * test-results/console/ (look at them), and no page may log a CSP violation or an error.
  */
 import { EVERY_SCOPE } from '../../src/management/context.js';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { operators } from '../../src/management/index.js';
 import type { ManagementContext } from '../../src/management/index.js';
+import {
+  chromiumAvailable as available,
+  eventually,
+  expectLabelled,
+  go,
+  launchChromium,
+  openWatched,
+  shot as photograph,
+  watchedContext,
+} from '../helpers/browser.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 // What the callbacks run in the page see (the test's own TypeScript has no DOM library).
 declare const window: Record<string, unknown> & { innerWidth: number };
-declare const document: {
-  addEventListener(type: string, listener: (e: Record<string, unknown>) => void): void;
-  querySelectorAll(selector: string): Iterable<{
-    hidden: boolean;
-    type: string;
-    labels: { length: number } | null;
-    outerHTML: string;
-    getAttribute(name: string): string | null;
-  }>;
-  documentElement: { scrollWidth: number };
-};
+declare const document: { documentElement: { scrollWidth: number } };
 declare const navigator: { clipboard: { readText(): Promise<string> } };
 
-const CHROMIUM = process.env.TESSERA_CHROMIUM ?? '/usr/bin/chromium';
 export const SCREENSHOTS = path.resolve('test-results/console');
 const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
@@ -38,87 +37,16 @@ const CSP =
 const API = 'https://orders.example.com';
 const PASSWORD = 'correct horse battery staple';
 
-// CI installs Chromium (.ci/run) and sets CI=true: there the test fails without it rather than skipping.
-const available = existsSync(CHROMIUM);
-if (!available && process.env.CI)
-  throw new Error(`Chromium is not at ${CHROMIUM}: install Debian's chromium`);
-
 let t: TestServer;
 let ctx: ManagementContext;
 let browser: Browser;
-/**
- * What any page did that a clean console never does: a CSP violation or any other error in the console, an
- * uncaught exception, a request that failed, a page or file the server did not answer with success. The API's
- * refusals (4xx on /admin/v1 and /console/api, which the story provokes on purpose) are answers, not problems;
- * Chromium logs each as "Failed to load resource", which is left out for them alone.
- */
+/** What any page did that a clean console never does (helpers/browser.ts, openWatched). */
 const problems: string[] = [];
 
-async function open(context: BrowserContext): Promise<Page> {
-  const page = await context.newPage();
-  const isApi = (url: string) => /\/(admin\/v1|console\/api)\//.test(new URL(url).pathname);
-  page.on('console', (message) => {
-    const text = message.text();
-    const refusal = /^Failed to load resource: the server responded with a status of 4\d\d/.test(text);
-    if (refusal && isApi(message.location().url)) return;
-    if (message.type() === 'error' || /Content Security Policy|Refused to/i.test(text))
-      problems.push(`console ${message.type()}: ${text} (${message.location().url})`);
-  });
-  page.on('pageerror', (error) => problems.push(`page error: ${error.message} (${page.url()})`));
-  // A request cut short by the page moving on (the icon of a page left at once) did not fail.
-  page.on('requestfailed', (request) => {
-    if (request.failure()?.errorText !== 'net::ERR_ABORTED')
-      problems.push(`request failed: ${request.url()}`);
-  });
-  page.on('response', (response) => {
-    if (response.status() >= 500 || (response.status() >= 400 && !isApi(response.url())))
-      problems.push(`${response.status()} for ${response.url()}`);
-  });
-  return page;
-}
-
-async function newContext(viewport = { width: 1280, height: 800 }): Promise<BrowserContext> {
-  const context = await browser.newContext({ viewport, baseURL: t.url });
-  // Injected by the browser itself (not a page script), so the page's CSP does not apply to it: every
-  // violation the page causes is kept where the test reads it.
-  await context.addInitScript(() => {
-    const seen: string[] = [];
-    window.cspViolations = seen;
-    document.addEventListener('securitypolicyviolation', (e) =>
-      seen.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`),
-    );
-  });
-  return context;
-}
-
-/** Waits for what a page shows (a request or two away), as long as a busy CI machine may need. */
-const eventually = <T>(read: () => T | Promise<T>, options: { timeout?: number } = {}) =>
-  expect.poll(read, { timeout: 10_000, ...options });
-
-async function shot(page: Page, name: string): Promise<void> {
-  // Whatever is still loading has loaded: no "Loading…" in the picture.
-  await eventually(() => page.getByRole('status').filter({ hasText: 'Loading' }).count()).toBe(0);
-  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  expect(await page.evaluate(() => window.cspViolations)).toEqual([]);
-}
-
-/** Every visible form control has a label (its own, or aria-label). */
-async function expectLabelled(page: Page): Promise<void> {
-  const unlabelled = await page.evaluate(() =>
-    [...document.querySelectorAll('input, select, textarea')]
-      .filter((el) => !el.hidden && el.type !== 'hidden')
-      .filter((el) => el.labels?.length === 0 && !el.getAttribute('aria-label'))
-      .map((el) => el.outerHTML),
-  );
-  expect(unlabelled).toEqual([]);
-}
-
-async function go(page: Page, link: string): Promise<void> {
-  await page
-    .getByRole('navigation', { name: 'Console' })
-    .getByRole('link', { name: link, exact: true })
-    .click();
-}
+const open = (context: BrowserContext): Promise<Page> => openWatched(context, problems);
+const newContext = (viewport?: { width: number; height: number }): Promise<BrowserContext> =>
+  watchedContext(browser, t.url, viewport);
+const shot = (page: Page, name: string): Promise<void> => photograph(page, SCREENSHOTS, name);
 
 describe.skipIf(!available)('the web console in Chromium', () => {
   beforeAll(async () => {
@@ -126,19 +54,7 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
     t = await startTestServer({ TESSERA_HOST: '127.0.0.1' });
     ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE };
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      // As root in a container, with no network but loopback: no sandbox, nothing fetched by Chromium itself.
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

@@ -166,6 +166,11 @@ describe('the OpenAPI document', () => {
         'GET /clients/{id}/secrets',
         'POST /clients/{id}/secrets',
         'DELETE /clients/{id}/secrets/{secret_id}',
+        'GET /clients/{id}/federated-credentials',
+        'POST /clients/{id}/federated-credentials',
+        'GET /clients/{id}/federated-credentials/{fid}',
+        'PATCH /clients/{id}/federated-credentials/{fid}',
+        'DELETE /clients/{id}/federated-credentials/{fid}',
         'PUT /clients/{id}/grants/{audience_id}',
         'DELETE /clients/{id}/grants/{audience_id}',
         'GET /keys',
@@ -901,6 +906,525 @@ describe('failed admin authentications are throttled like failed token requests'
     } finally {
       await small.close();
     }
+  });
+});
+
+describe('federated credentials (workload identity federation)', () => {
+  let token: string;
+  let adminId: string;
+  const GITHUB = 'https://token.actions.githubusercontent.com';
+  const GITLAB = 'https://gitlab.example.com';
+  const deploy = {
+    name: 'deploy',
+    issuer: GITHUB,
+    subject: 'repo:acme/billing:ref:refs/heads/main',
+    claims: { repository: 'acme/billing' },
+    max_lifetime: '15m',
+  };
+  const path = (id: string, fid?: string) =>
+    `${t.url}/admin/v1/clients/${id}/federated-credentials${fid === undefined ? '' : `/${fid}`}`;
+  beforeAll(async () => {
+    ({ token, id: adminId } = await adminToken());
+  });
+
+  it('a client created with them: 201 with no secret and its credentials; listed, read with an ETag', async () => {
+    const created = await call(token, 'createClient', {
+      body: {
+        name: 'billing ci',
+        client_id: 'billing-ci',
+        token_endpoint_auth_method: 'private_key_jwt',
+        federated_credentials: [deploy],
+      },
+    });
+    expect(created.status).toBe(201);
+    const [credential] = created.body.federated_credentials as { id: string; created_at: string }[];
+    expect(created.body).toEqual({
+      client_id: 'billing-ci',
+      name: 'billing ci',
+      description: null,
+      enabled: true,
+      token_endpoint_auth_method: 'private_key_jwt',
+      jwks: null,
+      jwks_uri: null,
+      dpop_bound_access_tokens: false,
+      token_ttl: null,
+      quota_per_minute: null,
+      quota_per_day: null,
+      claims: null,
+      audiences: [],
+      created_at: expect.stringMatching(/Z$/),
+      updated_at: created.body.created_at,
+      secret_rotated_at: created.body.created_at,
+      federated_credentials: [
+        {
+          id: expect.stringMatching(/^fed_[A-Za-z0-9_-]{16}$/),
+          name: 'deploy',
+          issuer: GITHUB,
+          jwks: null,
+          jwks_uri: null,
+          subject: 'repo:acme/billing:ref:refs/heads/main',
+          audience: t.config.issuer,
+          claims: { repository: 'acme/billing' },
+          max_lifetime: 900,
+          once: false,
+          created_at: expect.stringMatching(/Z$/),
+          updated_at: credential!.created_at,
+        },
+      ],
+    });
+    // The ETag is the client's own, as GET /clients/{id} gives it (without the credentials).
+    const read = await call(token, 'getClient', { params: { id: 'billing-ci' } });
+    expect(read.body).not.toHaveProperty('federated_credentials');
+    expect(created.headers.get('etag')).toBe(read.headers.get('etag'));
+
+    const listed = await call(token, 'listFederatedCredentials', { params: { id: 'billing-ci' } });
+    expect(listed.status).toBe(200);
+    expect(listed.body).toEqual({ items: created.body.federated_credentials });
+    const one = await call(token, 'getFederatedCredential', {
+      params: { id: 'billing-ci', fid: credential!.id },
+    });
+    expect(one.status).toBe(200);
+    expect(one.body).toEqual(created.body.federated_credentials[0]);
+    expect(one.headers.get('etag')).toMatch(/^"[A-Za-z0-9_-]{27}"$/);
+
+    // A client created with an empty list says so; one created without the field has none in its answer.
+    const none = await call(token, 'createClient', {
+      body: { name: 'later', token_endpoint_auth_method: 'private_key_jwt', federated_credentials: [] },
+    });
+    expect(none.body.federated_credentials).toEqual([]);
+    expect(none.body).not.toHaveProperty('client_secret');
+    const plain = await call(token, 'createClient', {
+      body: { name: 'keyless', token_endpoint_auth_method: 'private_key_jwt' },
+    });
+    expect(plain.body).not.toHaveProperty('federated_credentials');
+  });
+
+  it('POST 201 with Location and ETag, PATCH as a merge patch with If-Match (412 when stale), DELETE 204; audited', async () => {
+    await call(token, 'createClient', {
+      body: { name: 'gitlab', client_id: 'gitlab-ci', token_endpoint_auth_method: 'private_key_jwt' },
+    });
+    const added = await call(token, 'addFederatedCredential', {
+      params: { id: 'gitlab-ci' },
+      body: {
+        name: 'main',
+        issuer: GITLAB,
+        subject: 'project_path:acme/billing:ref_type:branch:ref:main',
+        jwks_uri: 'https://gitlab.example.com/oauth/discovery/keys',
+      },
+    });
+    expect(added.status).toBe(201);
+    const fid = added.body.id as string;
+    expect(added.headers.get('location')).toBe(path('gitlab-ci', fid));
+    expect(added.body).toEqual({
+      id: expect.stringMatching(/^fed_[A-Za-z0-9_-]{16}$/),
+      name: 'main',
+      issuer: GITLAB,
+      jwks: null,
+      jwks_uri: 'https://gitlab.example.com/oauth/discovery/keys',
+      subject: 'project_path:acme/billing:ref_type:branch:ref:main',
+      audience: t.config.issuer,
+      claims: {},
+      max_lifetime: 3600,
+      once: false,
+      created_at: expect.stringMatching(/Z$/),
+      updated_at: added.body.created_at,
+    });
+    const etag = added.headers.get('etag')!;
+    const read = await call(token, 'getFederatedCredential', { params: { id: 'gitlab-ci', fid } });
+    expect(read.headers.get('etag')).toBe(etag);
+
+    // A merge patch, as application/merge-patch+json: the fields given change, the others stay.
+    const patched = await call(token, 'updateFederatedCredential', {
+      params: { id: 'gitlab-ci', fid },
+      body: {
+        audience: 'https://tessera.example.com/gitlab',
+        claims: { ref_protected: 'true' },
+        max_lifetime: 600,
+        once: true,
+      },
+      headers: { 'content-type': 'application/merge-patch+json', 'if-match': etag },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body).toEqual({
+      ...added.body,
+      audience: 'https://tessera.example.com/gitlab',
+      claims: { ref_protected: 'true' },
+      max_lifetime: 600,
+      once: true,
+      updated_at: expect.stringMatching(/Z$/),
+    });
+    expect(patched.headers.get('etag')).not.toBe(etag);
+
+    // The version read before is stale: 412, and nothing changes.
+    const stale = await call(token, 'updateFederatedCredential', {
+      params: { id: 'gitlab-ci', fid },
+      body: { subject: 'project_path:acme/billing:ref_type:branch:ref:dev' },
+      headers: { 'if-match': etag },
+    });
+    expect(stale.status).toBe(412);
+    expect(stale.body).toEqual(
+      problem(
+        412,
+        'precondition_failed',
+        `federated credential ${fid} has changed since it was read: If-Match does not match its ETag, nothing was changed`,
+      ),
+    );
+    const staleDelete = await call(token, 'removeFederatedCredential', {
+      params: { id: 'gitlab-ci', fid },
+      headers: { 'if-match': etag },
+    });
+    expect(staleDelete.status).toBe(412);
+    expect((await call(token, 'getFederatedCredential', { params: { id: 'gitlab-ci', fid } })).body).toEqual(
+      patched.body,
+    );
+
+    // null resets audience, claims, max_lifetime and once; jwks_uri null: keys by discovery. As application/json.
+    const reset = await call(token, 'updateFederatedCredential', {
+      params: { id: 'gitlab-ci', fid },
+      body: { audience: null, claims: null, max_lifetime: null, once: null, jwks_uri: null },
+    });
+    expect(reset.status).toBe(200);
+    expect(reset.body).toEqual({ ...added.body, jwks_uri: null, updated_at: expect.stringMatching(/Z$/) });
+
+    const removed = await call(token, 'removeFederatedCredential', {
+      params: { id: 'gitlab-ci', fid },
+      headers: { 'if-match': reset.headers.get('etag')! },
+    });
+    expect(removed.status).toBe(204);
+    expect((await call(token, 'listFederatedCredentials', { params: { id: 'gitlab-ci' } })).body).toEqual({
+      items: [],
+    });
+
+    const events = await call(token, 'listAuditEvents', { query: { client_id: 'gitlab-ci', limit: 10 } });
+    expect(events.body.items.map((e: { type: string; actor: string }) => [e.type, e.actor])).toEqual([
+      ['client.federated_credential_removed', `client:${adminId}`],
+      ['client.federated_credential_updated', `client:${adminId}`],
+      ['client.federated_credential_updated', `client:${adminId}`],
+      ['client.federated_credential_added', `client:${adminId}`],
+      ['client.created', `client:${adminId}`],
+    ]);
+  });
+
+  it('invalid fields: 400 problem+json with the pointer of each (in POST /clients too)', async () => {
+    await call(token, 'createClient', {
+      body: { name: 'refusals', client_id: 'fed-refusals', token_endpoint_auth_method: 'private_key_jwt' },
+    });
+    const invalid = (
+      errors: { pointer: string; detail: string }[],
+      detail = 'the request body is not valid',
+    ) => problem(400, 'invalid_field', detail, { errors });
+    const cases: [string, { params: Record<string, string>; body: unknown }, object][] = [
+      [
+        'addFederatedCredential',
+        { params: { id: 'fed-refusals' }, body: { ...deploy, issuer: 'ftp://issuer.example.com' } },
+        invalid(
+          [{ pointer: '/issuer', detail: 'issuer must be an http or https URL' }],
+          'issuer must be an http or https URL',
+        ),
+      ],
+      [
+        'addFederatedCredential',
+        { params: { id: 'fed-refusals' }, body: { ...deploy, claims: { sub: 'x' } } },
+        invalid(
+          [
+            {
+              pointer: '/claims',
+              detail:
+                'claims: sub is checked by its own field (iss, sub, aud, exp, nbf, iat, jti cannot be listed)',
+            },
+          ],
+          'claims: sub is checked by its own field (iss, sub, aud, exp, nbf, iat, jti cannot be listed)',
+        ),
+      ],
+      [
+        'addFederatedCredential',
+        { params: { id: 'fed-refusals' }, body: { ...deploy, max_lifetime: '30s' } },
+        invalid(
+          [
+            {
+              pointer: '/max_lifetime',
+              detail: 'max_lifetime must be a whole number of seconds from 60 to 86400 (24 hours)',
+            },
+          ],
+          'max_lifetime must be a whole number of seconds from 60 to 86400 (24 hours)',
+        ),
+      ],
+      [
+        'addFederatedCredential',
+        {
+          params: { id: 'fed-refusals' },
+          body: { ...deploy, jwks: { keys: [{ kty: 'oct', k: 'c2VjcmV0' }] } },
+        },
+        invalid(
+          [
+            {
+              pointer: '/jwks',
+              detail: 'jwks key 1 has "k": register public keys only (a private or symmetric key is refused)',
+            },
+          ],
+          'jwks key 1 has "k": register public keys only (a private or symmetric key is refused)',
+        ),
+      ],
+      [
+        'addFederatedCredential',
+        { params: { id: 'fed-refusals' }, body: { name: 'x', issuer: GITHUB, colour: 'blue' } },
+        invalid([
+          { pointer: '/subject', detail: 'is required' },
+          { pointer: '/colour', detail: 'is not a field of this resource' },
+        ]),
+      ],
+      [
+        'createClient',
+        {
+          params: {},
+          body: {
+            name: 'x',
+            token_endpoint_auth_method: 'private_key_jwt',
+            federated_credentials: [deploy, { ...deploy, name: 'second', max_lifetime: '2d' }],
+          },
+        },
+        invalid(
+          [
+            {
+              pointer: '/federated_credentials/1/max_lifetime',
+              detail: 'max_lifetime must be a whole number of seconds from 60 to 86400 (24 hours)',
+            },
+          ],
+          'max_lifetime must be a whole number of seconds from 60 to 86400 (24 hours)',
+        ),
+      ],
+      [
+        'createClient',
+        { params: {}, body: { name: 'x', federated_credentials: [deploy] } },
+        invalid(
+          [
+            {
+              pointer: '/federated_credentials',
+              detail: 'federated credentials are for a private_key_jwt client without jwks or jwks_uri',
+            },
+          ],
+          'federated credentials are for a private_key_jwt client without jwks or jwks_uri',
+        ),
+      ],
+      [
+        'createClient',
+        {
+          params: {},
+          body: {
+            name: 'x',
+            token_endpoint_auth_method: 'private_key_jwt',
+            federated_credentials: [{ name: 'x', subject: 's' }],
+          },
+        },
+        invalid([{ pointer: '/federated_credentials/0/issuer', detail: 'is required' }]),
+      ],
+    ];
+    const before = JSON.stringify(await exportConfig(ctx));
+    for (const [operationId, input, expected] of cases) {
+      const refused = await call(token, operationId, input);
+      expect(refused.status, JSON.stringify(input.body)).toBe(400);
+      expect(refused.headers.get('content-type')).toBe('application/problem+json; charset=utf-8');
+      expect(refused.body, JSON.stringify(input.body)).toEqual(expected);
+    }
+    expect(JSON.stringify(await exportConfig(ctx))).toBe(before);
+    const added = await call(token, 'addFederatedCredential', {
+      params: { id: 'fed-refusals' },
+      body: deploy,
+    });
+    const fid = added.body.id as string;
+    for (const [body, errors] of [
+      [{ issuer: null }, [{ pointer: '/issuer', detail: 'must be string' }]],
+      [{ jwks_uri: 'not a url' }, [{ pointer: '/jwks_uri', detail: 'must match format "uri"' }]],
+      [{ once: 'yes' }, [{ pointer: '/once', detail: 'must be boolean' }]],
+    ] as const) {
+      const refused = await call(token, 'updateFederatedCredential', {
+        params: { id: 'fed-refusals', fid },
+        body,
+        headers: { 'content-type': 'application/merge-patch+json' },
+      });
+      expect(refused.status).toBe(400);
+      expect(refused.body).toEqual(invalid([...errors]));
+    }
+    expect(
+      (await call(token, 'getFederatedCredential', { params: { id: 'fed-refusals', fid } })).body,
+    ).toEqual(added.body);
+  });
+
+  it('409 by code: a client with secrets or keys, one with credentials given a secret or keys, the 11th, a name taken', async () => {
+    const secretClient = await call(token, 'createClient', {
+      body: { name: 'secrets', client_id: 'fed-secrets' },
+    });
+    expect(secretClient.status).toBe(201);
+    await call(token, 'createClient', {
+      body: {
+        name: 'keys',
+        client_id: 'fed-keys',
+        token_endpoint_auth_method: 'private_key_jwt',
+        jwks_uri: 'https://keys.example.com/jwks.json',
+      },
+    });
+    await call(token, 'createClient', {
+      body: {
+        name: 'fed',
+        client_id: 'fed-many',
+        token_endpoint_auth_method: 'private_key_jwt',
+        federated_credentials: [deploy],
+      },
+    });
+    const conflicts: [string, { params: Record<string, string>; body?: unknown }, string, string][] = [
+      [
+        'addFederatedCredential',
+        { params: { id: 'fed-secrets' }, body: deploy },
+        'client_uses_secrets',
+        'client fed-secrets authenticates with a secret (client_secret_basic): a federated credential is for a private_key_jwt client without secrets or keys (change token_endpoint_auth_method first)',
+      ],
+      [
+        'addFederatedCredential',
+        { params: { id: 'fed-keys' }, body: deploy },
+        'client_uses_keys',
+        'client fed-keys authenticates with its own keys (jwks_uri): remove them before adding a federated credential',
+      ],
+      [
+        'addSecret',
+        { params: { id: 'fed-many' }, body: {} },
+        'client_uses_federation',
+        'client fed-many authenticates with federated credentials: it has no secrets (remove its federated credentials first)',
+      ],
+      [
+        'updateClient',
+        { params: { id: 'fed-many' }, body: { jwks_uri: 'https://keys.example.com/jwks.json' } },
+        'client_uses_federation',
+        'client fed-many authenticates with federated credentials: it cannot have jwks_uri (remove its federated credentials first)',
+      ],
+      [
+        'updateClient',
+        { params: { id: 'fed-many' }, body: { token_endpoint_auth_method: 'client_secret_basic' } },
+        'client_uses_federation',
+        'client fed-many authenticates with federated credentials: it cannot have the method client_secret_basic (remove its federated credentials first)',
+      ],
+      [
+        'addFederatedCredential',
+        { params: { id: 'fed-many' }, body: deploy },
+        'federated_credential_exists',
+        'client fed-many already has a federated credential named deploy',
+      ],
+      [
+        'createClient',
+        {
+          params: {},
+          body: {
+            name: 'twice',
+            token_endpoint_auth_method: 'private_key_jwt',
+            federated_credentials: [deploy, deploy],
+          },
+        },
+        'federated_credential_exists',
+        'a federated credential named deploy is given twice',
+      ],
+    ];
+    for (const [operationId, input, code, detail] of conflicts) {
+      const refused = await call(token, operationId, input);
+      expect(refused.status, code).toBe(409);
+      expect(refused.body).toEqual(problem(409, code, detail));
+    }
+    for (let i = 1; i < 10; i++)
+      expect(
+        (
+          await call(token, 'addFederatedCredential', {
+            params: { id: 'fed-many' },
+            body: { ...deploy, name: `job-${i}` },
+          })
+        ).status,
+      ).toBe(201);
+    const eleventh = await call(token, 'addFederatedCredential', {
+      params: { id: 'fed-many' },
+      body: { ...deploy, name: 'eleventh' },
+    });
+    expect(eleventh.status).toBe(409);
+    expect(eleventh.body).toEqual(
+      problem(
+        409,
+        'too_many_federated_credentials',
+        'client fed-many has 10 federated credentials, the most it may have: remove one first',
+      ),
+    );
+    const [first, second] = (await call(token, 'listFederatedCredentials', { params: { id: 'fed-many' } }))
+      .body.items as { id: string }[];
+    const renamed = await call(token, 'updateFederatedCredential', {
+      params: { id: 'fed-many', fid: second!.id },
+      body: { name: 'deploy' },
+    });
+    expect(renamed.status).toBe(409);
+    expect(renamed.body.type).toBe('urn:tessera:problem:federated_credential_exists');
+    expect(first).toBeDefined();
+  });
+
+  it('404 by code: an unknown client, an unknown credential (or another client’s)', async () => {
+    const other = await call(token, 'createClient', {
+      body: {
+        name: 'other',
+        token_endpoint_auth_method: 'private_key_jwt',
+        federated_credentials: [deploy],
+      },
+    });
+    const theirs = other.body.federated_credentials[0].id as string;
+    await call(token, 'createClient', {
+      body: { name: 'mine', client_id: 'fed-mine', token_endpoint_auth_method: 'private_key_jwt' },
+    });
+    const noClient = problem(404, 'client_not_found', 'client nobody does not exist');
+    const noCredential = problem(
+      404,
+      'federated_credential_not_found',
+      `client fed-mine has no federated credential ${theirs}`,
+    );
+    for (const [operationId, input, expected] of [
+      ['listFederatedCredentials', { params: { id: 'nobody' } }, noClient],
+      ['addFederatedCredential', { params: { id: 'nobody' }, body: deploy }, noClient],
+      ['getFederatedCredential', { params: { id: 'nobody', fid: theirs } }, noClient],
+      ['getFederatedCredential', { params: { id: 'fed-mine', fid: theirs } }, noCredential],
+      [
+        'updateFederatedCredential',
+        { params: { id: 'fed-mine', fid: theirs }, body: { once: true } },
+        noCredential,
+      ],
+      ['removeFederatedCredential', { params: { id: 'fed-mine', fid: theirs } }, noCredential],
+    ] as const) {
+      const answer = await call(token, operationId, input);
+      expect(answer.status, operationId).toBe(404);
+      expect(answer.body).toEqual(expected);
+    }
+  });
+
+  it('read with clients:read; a change needs clients:write (403 insufficient_scope)', async () => {
+    const { token: reader } = await adminToken(['clients:read']);
+    const made = await call(token, 'createClient', {
+      body: {
+        name: 'read only',
+        token_endpoint_auth_method: 'private_key_jwt',
+        federated_credentials: [deploy],
+      },
+    });
+    const id = made.body.client_id as string;
+    const fid = made.body.federated_credentials[0].id as string;
+    expect((await call(reader, 'listFederatedCredentials', { params: { id } })).status).toBe(200);
+    expect((await call(reader, 'getFederatedCredential', { params: { id, fid } })).status).toBe(200);
+    for (const [operationId, input] of [
+      ['addFederatedCredential', { params: { id }, body: { ...deploy, name: 'more' } }],
+      ['updateFederatedCredential', { params: { id, fid }, body: { once: true } }],
+      ['removeFederatedCredential', { params: { id, fid } }],
+    ] as const) {
+      const refused = await call(reader, operationId, input);
+      expect(refused.status).toBe(403);
+      expect(refused.headers.get('www-authenticate')).toBe(
+        'Bearer error="insufficient_scope", scope="clients:write"',
+      );
+      expect(refused.body).toEqual(
+        problem(403, 'insufficient_scope', 'this call needs the scope clients:write'),
+      );
+    }
+    expect((await call(token, 'listFederatedCredentials', { params: { id } })).body.items).toEqual(
+      made.body.federated_credentials,
+    );
   });
 });
 

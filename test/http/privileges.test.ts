@@ -58,17 +58,30 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** A target client: with an admin grant of these scopes (null: no admin grant), granted the API too. */
-async function target(adminScopes: readonly string[] | null): Promise<{ id: string; secretId: string }> {
+const GITHUB_DEPLOY = {
+  name: 'deploy',
+  issuer: 'https://token.actions.githubusercontent.com',
+  subject: 'repo:acme/ops:ref:refs/heads/main',
+};
+
+/**
+ * A target client: with an admin grant of these scopes (null: no admin grant), granted the API too; with a
+ * secret, or (`federated`) with a federated credential instead. `secretId` is the id of its secret or credential.
+ */
+async function target(
+  adminScopes: readonly string[] | null,
+  federated = false,
+): Promise<{ id: string; secretId: string }> {
   const id = `target-${++serial}`;
   const { client } = await clients.createClient(ctx, {
     id,
     name: 'target',
     grants: adminScopes === null ? [API] : [API, adminUrl],
     ...(adminScopes === null ? {} : { scopes: { [adminUrl]: [...adminScopes] } }),
+    ...(federated ? { authMethod: 'private_key_jwt', federatedCredentials: [GITHUB_DEPLOY] } : {}),
   });
   await t.sync();
-  return { id, secretId: client.secrets[0]!.id };
+  return { id, secretId: federated ? client.federatedCredentials[0]!.id : client.secrets[0]!.id };
 }
 
 /** The exact refusal of the rule: 403, the scopes missing in the challenge and the detail. */
@@ -89,12 +102,20 @@ function expectRefused(answer: AdminAnswer, what: string, missing: readonly stri
   );
 }
 
-/** Everything a refused change could have touched: clients, grants, secrets, operators, the change events. */
+/**
+ * Everything a refused change could have touched: clients, grants, secrets, federated credentials, operators, the
+ * change events.
+ */
 async function snapshot() {
   const { store } = t.server.runtime;
   return {
     config: await exportConfig(ctx),
-    secrets: (await store.listClients()).map((c) => [c.id, c.enabled, c.secrets.map((s) => s.id)]),
+    secrets: (await store.listClients()).map((c) => [
+      c.id,
+      c.enabled,
+      c.secrets.map((s) => s.id),
+      c.federatedCredentials,
+    ]),
     operators: await store.listOperators(),
     changes: (await store.queryAuditEvents({ limit: 1000 })).filter((e) => !e.type.startsWith('token.'))
       .length,
@@ -107,6 +128,8 @@ interface Case {
   caller: readonly string[];
   /** The target's admin scopes (null: none), made fresh for the case. */
   target: readonly string[] | null;
+  /** The target has a federated credential instead of a secret (its id is the request's `secretId`). */
+  federated?: boolean;
   /** The request: method, path and body, given the target's id and one of its secrets' ids. */
   request: (id: string, secretId: string) => [string, string, unknown?];
   /** Allowed: the status; refused: the scopes missing and the subject of the refusal. */
@@ -288,7 +311,80 @@ const CLIENT_CASES: Case[] = [
     request: (id) => ['POST', `/clients/${id}/secrets`, {}],
     expect: { missing: ['audit:read'], what: client },
   },
+  // Federated credentials: a change of the client they authenticate.
+  {
+    name: 'a federated credential added to a full admin client',
+    caller: W,
+    target: ALL,
+    federated: true,
+    request: (id) => [
+      'POST',
+      `/clients/${id}/federated-credentials`,
+      { ...GITHUB_DEPLOY, name: 'mine', subject: 'repo:mallory/x:ref:refs/heads/main' },
+    ],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: "a full admin client's federated credential pointed at another subject",
+    caller: W,
+    target: ALL,
+    federated: true,
+    request: (id, fid) => [
+      'PATCH',
+      `/clients/${id}/federated-credentials/${fid}`,
+      { subject: 'repo:mallory/x:ref:refs/heads/main' },
+    ],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: "a full admin client's federated credential removed",
+    caller: W,
+    target: ALL,
+    federated: true,
+    request: (id, fid) => ['DELETE', `/clients/${id}/federated-credentials/${fid}`],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: 'a refused federated credential with an invalid body too is a 403, not a 400',
+    caller: W,
+    target: ALL,
+    federated: true,
+    request: (id) => ['POST', `/clients/${id}/federated-credentials`, { issuer: 42, colour: 'blue' }],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: 'an admin client holding one scope the caller lacks given a federated credential',
+    caller: W,
+    target: ['keys:write'],
+    federated: true,
+    request: (id) => ['POST', `/clients/${id}/federated-credentials`, { ...GITHUB_DEPLOY, name: 'more' }],
+    expect: { missing: ['keys:write'], what: client },
+  },
   // What the caller holds, it may change.
+  {
+    name: 'a federated credential added to an admin client whose scopes the caller holds',
+    caller: WK,
+    target: ['keys:read'],
+    federated: true,
+    request: (id) => ['POST', `/clients/${id}/federated-credentials`, { ...GITHUB_DEPLOY, name: 'more' }],
+    expect: 201,
+  },
+  {
+    name: "an admin client's federated credential changed and removed by a caller holding its scopes",
+    caller: WK,
+    target: ['keys:write'],
+    federated: true,
+    request: (id, fid) => ['PATCH', `/clients/${id}/federated-credentials/${fid}`, { once: true }],
+    expect: 200,
+  },
+  {
+    name: 'a federated credential of a client without an admin grant: clients:write is enough',
+    caller: W,
+    target: null,
+    federated: true,
+    request: (id, fid) => ['DELETE', `/clients/${id}/federated-credentials/${fid}`],
+    expect: 204,
+  },
   {
     name: 'a secret added to an admin client whose scopes the caller holds',
     caller: WK,
@@ -441,7 +537,7 @@ async function operatorTarget(role: 'admin' | 'viewer'): Promise<{ id: string; e
 describe('no caller gives what it does not hold: an admin client with a token', () => {
   it.each(CLIENT_CASES)('$name', async (c) => {
     const caller = await adminClient(t, ctx, c.caller);
-    const { id, secretId } = await target(c.target);
+    const { id, secretId } = await target(c.target, c.federated);
     const before = await snapshot();
     const [method, path, body] = c.request(id, secretId);
     const answer = await adminCall(t, { token: caller.token }, method, path, body);
@@ -503,9 +599,10 @@ describe('no caller gives what it does not hold: a console session', () => {
   const ALLOWED: Record<string, number> = { POST: 201, PATCH: 200, PUT: 201, DELETE: 204 };
 
   it.each(CLIENT_CASES.filter((c) => typeof c.expect !== 'number'))('an admin operator: $name', async (c) => {
-    const { id, secretId } = await target(c.target);
+    const { id, secretId } = await target(c.target, c.federated);
     const [method, path, body] = c.request(id, secretId);
-    const valid = (body as { unknown_field?: unknown } | undefined)?.unknown_field === undefined;
+    const { unknown_field, colour } = (body ?? {}) as { unknown_field?: unknown; colour?: unknown };
+    const valid = unknown_field === undefined && colour === undefined;
     const answer = await adminCall(t, admin, method, path, body);
     // A PUT creates a grant only for a target without an admin grant; every target already has the API's.
     const status =

@@ -26,7 +26,15 @@ import {
 import { Loaded, Loading, useAction, useLoad } from '../load';
 import { useResource } from '../resource';
 import { allAudiences } from './audiences';
-import { clientBody, clientDraft, ClientFields, CLIENT_FIELDS, type ClientDraft } from './clients';
+import {
+  clientBody,
+  clientDraft,
+  ClientFields,
+  CLIENT_FIELDS,
+  isFederated,
+  type ClientDraft,
+} from './clients';
+import { FederatedCredentials } from './federation';
 
 /** One client: its settings, status, secrets, grants; deletion after a confirmation. */
 export function ClientPage() {
@@ -125,6 +133,9 @@ export function ClientPage() {
       {c.token_endpoint_auth_method !== 'private_key_jwt' && (
         <Secrets clientId={id} writable={writable} ask={ask} changed={client.reload} />
       )}
+      {isFederated(c) && (
+        <FederatedCredentials clientId={id} writable={writable} ask={ask} changed={client.reload} />
+      )}
       <Grants clientId={id} writable={writable} ask={ask} changed={client.reload} />
       <section class="panel" aria-labelledby="cl-settings">
         <h2 id="cl-settings">Settings</h2>
@@ -137,9 +148,14 @@ export function ClientPage() {
             submit="Save changes"
           >
             <ClientFields draft={draft} setDraft={setDraft} error={save.error} />
-            {draft.token_endpoint_auth_method === 'private_key_jwt' &&
+            {draft.token_endpoint_auth_method !== 'client_secret_basic' &&
+              draft.token_endpoint_auth_method !== 'client_secret_post' &&
               c.token_endpoint_auth_method !== 'private_key_jwt' && (
-                <p class="notice">Switching to private_key_jwt deletes the client's secrets.</p>
+                <p class="notice">
+                  Switching to{' '}
+                  {draft.token_endpoint_auth_method === 'federation' ? 'federation' : 'private_key_jwt'}{' '}
+                  deletes the client's secrets.
+                </p>
               )}
           </ChangeForm>
         ) : (
@@ -149,7 +165,11 @@ export function ClientPage() {
               <dt>Description</dt>
               <dd>{c.description ?? '—'}</dd>
               <dt>Authentication</dt>
-              <dd>{c.token_endpoint_auth_method}</dd>
+              <dd>
+                {isFederated(c)
+                  ? 'federation (private_key_jwt, no key of its own)'
+                  : c.token_endpoint_auth_method}
+              </dd>
               <dt>DPoP</dt>
               <dd>{c.dpop_bound_access_tokens ? 'required (dpop_bound_access_tokens)' : 'optional'}</dd>
               <dt>Quota</dt>

@@ -15,17 +15,36 @@ import {
 } from '../forms';
 import { Loaded, useAction, useLoad } from '../load';
 
-const AUTH_METHODS: { value: Client['token_endpoint_auth_method']; label: string }[] = [
+/**
+ * How a client authenticates, as the forms offer it: `federation` is private_key_jwt without keys of its own (its
+ * federated credentials, added on its page, are what it authenticates with).
+ */
+type Method = Client['token_endpoint_auth_method'] | 'federation';
+
+const AUTH_METHODS: { value: Method; label: string }[] = [
   { value: 'client_secret_basic', label: 'Secret (client_secret_basic or _post)' },
   { value: 'client_secret_post', label: 'Secret, sent in the body (client_secret_post)' },
   { value: 'private_key_jwt', label: 'Signed assertion (private_key_jwt)' },
+  { value: 'federation', label: "Federation (a platform's token)" },
 ];
+
+/** A client that authenticates with federated credentials (or has no credential yet): private_key_jwt, no keys. */
+export const isFederated = (c: Client): boolean =>
+  c.token_endpoint_auth_method === 'private_key_jwt' && c.jwks === null && c.jwks_uri === null;
+
+/** How a client authenticates, in a word. */
+const methodText = (c: Client): string =>
+  isFederated(c)
+    ? 'federation'
+    : c.token_endpoint_auth_method === 'private_key_jwt'
+      ? 'private_key_jwt'
+      : 'secret';
 
 /** The fields of a client that its forms edit, as text. */
 export interface ClientDraft {
   name: string;
   description: string;
-  token_endpoint_auth_method: Client['token_endpoint_auth_method'];
+  token_endpoint_auth_method: Method;
   keys: 'jwks' | 'jwks_uri';
   jwks: string;
   jwks_uri: string;
@@ -39,7 +58,11 @@ export interface ClientDraft {
 export const clientDraft = (c?: Client): ClientDraft => ({
   name: c?.name ?? '',
   description: c?.description ?? '',
-  token_endpoint_auth_method: c?.token_endpoint_auth_method ?? 'client_secret_basic',
+  token_endpoint_auth_method: c
+    ? isFederated(c)
+      ? 'federation'
+      : c.token_endpoint_auth_method
+    : 'client_secret_basic',
   keys: c?.jwks_uri ? 'jwks_uri' : 'jwks',
   jwks: jsonText(c?.jwks),
   jwks_uri: c?.jwks_uri ?? '',
@@ -53,10 +76,12 @@ export const clientDraft = (c?: Client): ClientDraft => ({
 /** A draft as the API takes it (POST and PATCH alike); throws, next to its field, JSON that does not parse. */
 export function clientBody(draft: ClientDraft) {
   const keyed = draft.token_endpoint_auth_method === 'private_key_jwt';
+  const method = draft.token_endpoint_auth_method;
   return {
     name: draft.name,
     description: draft.description.trim() === '' ? null : draft.description,
-    token_endpoint_auth_method: draft.token_endpoint_auth_method,
+    // Federation: private_key_jwt without keys (neither jwks nor jwks_uri).
+    token_endpoint_auth_method: method === 'federation' ? 'private_key_jwt' : method,
     jwks: keyed && draft.keys === 'jwks' ? jsonOrNull('jwks', draft.jwks) : null,
     jwks_uri:
       keyed && draft.keys === 'jwks_uri' && draft.jwks_uri.trim() !== '' ? draft.jwks_uri.trim() : null,
@@ -135,6 +160,13 @@ export function ClientFields({
           options={AUTH_METHODS}
         />
       </div>
+      {draft.token_endpoint_auth_method === 'federation' && (
+        <p class="notice">
+          A federated client has no secret and no key: tokens of a platform it trusts (Kubernetes, GitHub
+          Actions, GitLab CI, SPIFFE, an OIDC issuer) authenticate it, as its federated credentials say (on
+          the client's page).
+        </p>
+      )}
       {keyed && (
         <fieldset>
           <legend>Public keys</legend>
@@ -311,9 +343,7 @@ export function ClientsPage() {
                           {c.enabled ? 'enabled' : 'disabled'}
                         </span>
                       </td>
-                      <td>
-                        {c.token_endpoint_auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'secret'}
-                      </td>
+                      <td>{methodText(c)}</td>
                       <td>{c.audiences.join(', ') || <span class="muted">none</span>}</td>
                     </tr>
                   ))}
@@ -339,7 +369,10 @@ export function ClientsPage() {
           <>
             <Done>
               Client <a href={`/console/clients/${seg(created.client_id)}`}>{created.name}</a> created with
-              the id <code>{created.client_id}</code>. Grant it an audience on its page.
+              the id <code>{created.client_id}</code>.{' '}
+              {isFederated(created)
+                ? 'Add its federated credentials and grant it an audience on its page.'
+                : 'Grant it an audience on its page.'}
             </Done>
             {created.client_secret && (
               <OnceValue

@@ -15,6 +15,7 @@ import { answerWithProblems, type ProblemError } from '../problem.js';
 import { audienceRoutes } from './routes-audiences.js';
 import { auditRoutes } from './routes-audit.js';
 import { clientRoutes } from './routes-clients.js';
+import { federationRoutes } from './routes-federation.js';
 import { keyRoutes } from './routes-keys.js';
 import { operatorRoutes } from './routes-operators.js';
 import { secretRoutes } from './routes-secrets.js';
@@ -165,6 +166,7 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
       audienceRoutes(admin, context);
       clientRoutes(admin, context);
       secretRoutes(admin, context);
+      federationRoutes(admin, context);
       keyRoutes(admin, context);
       auditRoutes(admin, context);
       operatorRoutes(admin, context);

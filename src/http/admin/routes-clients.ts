@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Static } from 'typebox';
+import type { federation } from '../../management/index.js';
 import { audiences, clientGrants, clients, grants, views } from '../../management/index.js';
 import type { AdminRouteContext } from './route-context.js';
 import { isString, pageOfFetched, pageOfList } from './paging.js';
@@ -48,6 +49,21 @@ const clientFields = (body: Static<typeof S.ClientPatch>): clients.ClientFields 
   dpopBoundAccessTokens: body.dpop_bound_access_tokens,
 });
 
+export type CredentialBody = Static<typeof S.FederatedCredentialPatch>;
+
+/** A federated credential's fields as the API names them (POST and PATCH alike), as the management layer takes them. */
+export const federatedInput = (body: CredentialBody): federation.FederatedCredentialInput => ({
+  name: body.name,
+  issuer: body.issuer,
+  jwks: body.jwks,
+  jwksUri: body.jwks_uri,
+  subject: body.subject,
+  audience: body.audience,
+  claims: body.claims,
+  maxLifetime: seconds(body.max_lifetime),
+  once: body.once,
+});
+
 /**
  * Clients: GET, POST /clients · GET, PATCH, DELETE /clients/{id}; their grants: GET /clients/{id}/grants ·
  * PUT, DELETE /clients/{id}/grants/{audience_id}.
@@ -79,7 +95,8 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
     '/clients',
     adminRoute({
       operationId: 'createClient',
-      summary: 'Create a client; the answer has its secret, this once (none for private_key_jwt)',
+      summary:
+        'Create a client; the answer has its secret, this once (none for private_key_jwt), and the federated credentials it was given',
       tags,
       scope: 'clients:write',
       body: S.NewClient,
@@ -91,11 +108,19 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
         ...clientFields(body),
         id: body.client_id,
         name: body.name,
+        federatedCredentials: body.federated_credentials?.map(federatedInput),
       });
       const view = views.clientJson(client);
+      // The ETag is the client's, as GET /clients/{id} answers it (its federated credentials have their own).
       reply.header('location', location(client.id)).header('etag', views.etagOf(view));
-      // A private_key_jwt client has no secret: the answer has none.
-      return reply.code(201).send(secret === undefined ? view : { ...view, client_secret: secret });
+      return reply.code(201).send({
+        ...view,
+        // A private_key_jwt client has no secret: the answer has none.
+        ...(secret === undefined ? {} : { client_secret: secret }),
+        ...(body.federated_credentials === undefined
+          ? {}
+          : { federated_credentials: client.federatedCredentials.map(views.federatedCredentialJson) }),
+      });
     },
   );
   api.get(

@@ -5,7 +5,17 @@
  */
 import { Type, type TSchema } from 'typebox';
 import { SIGNING_ALGS } from '../../domain/algorithms.js';
-import { AUTH_METHOD_NAMES, MAX_CLIENT_KEYS } from '../../domain/client-auth/index.js';
+import {
+  AUTH_METHOD_NAMES,
+  DEFAULT_MAX_LIFETIME,
+  MAX_CLIENT_KEYS,
+  MAX_FEDERATED_CREDENTIALS,
+} from '../../domain/client-auth/index.js';
+import {
+  MAX_MAX_LIFETIME,
+  MAX_REQUIRED_CLAIMS,
+  MIN_MAX_LIFETIME,
+} from '../../domain/client-auth/federation-rules.js';
 import { OPERATOR_ROLES } from '../../domain/validate.js';
 import { AUDIT_EVENT_TYPES } from '../../store/types.js';
 
@@ -49,19 +59,24 @@ const AuthMethod = Type.Union(
   {
     description:
       'how the client authenticates at the token endpoint (RFC 7591): with a secret (client_secret_basic ' +
-      'or client_secret_post, either accepted) or with a signed assertion (private_key_jwt, keys in jwks or jwks_uri)',
+      'or client_secret_post, either accepted) or with a signed assertion (private_key_jwt: its own keys in ' +
+      'jwks or jwks_uri, or a platform token matching one of its federated credentials, or neither yet)',
   },
 );
 
-const Jwks = Type.Object(
-  {
-    keys: Type.Array(Type.Object({ kty: Type.String() }, { additionalProperties: true }), {
-      minItems: 1,
-      maxItems: MAX_CLIENT_KEYS,
-    }),
-  },
-  { additionalProperties: true, description: 'private_key_jwt: the public keys, a JWK Set (RFC 7517)' },
-);
+/** A JWK Set (RFC 7517): public keys only, at most MAX_CLIENT_KEYS. */
+const jwksOf = (description: string) =>
+  Type.Object(
+    {
+      keys: Type.Array(Type.Object({ kty: Type.String() }, { additionalProperties: true }), {
+        minItems: 1,
+        maxItems: MAX_CLIENT_KEYS,
+      }),
+    },
+    { additionalProperties: true, description },
+  );
+
+const Jwks = jwksOf('private_key_jwt: the public keys, a JWK Set (RFC 7517)');
 
 const DpopBound = Type.Boolean({
   description:
@@ -91,12 +106,49 @@ const clientProperties = {
 
 export const Client = Type.Object(clientProperties, { additionalProperties: false });
 
+const RequiredClaimValue = Type.Union([Type.String(), Type.Number(), Type.Boolean()]);
+
+const federatedProperties = {
+  id: Type.String({ description: 'fed_ and 96 random bits, made by the server; paths use it' }),
+  name: Type.String({ description: "unique among the client's federated credentials" }),
+  issuer: Type.String({ description: "the exact iss of the platform's tokens" }),
+  jwks: Nullable(jwksOf("the issuer's public keys inline (a JWK Set); null: at jwks_uri, or by discovery")),
+  jwks_uri: Nullable(
+    Type.String({
+      description:
+        "where the issuer publishes its keys; null: inline, or by discovery (<issuer>/.well-known/openid-configuration's jwks_uri) when jwks is null too",
+    }),
+  ),
+  subject: Type.String({ description: 'the exact sub required' }),
+  audience: Type.String({
+    description: 'the aud required (equal to it, or a list containing it); by default the Tessera issuer URL',
+  }),
+  claims: Type.Record(Type.String(), RequiredClaimValue, {
+    description: 'further top-level claims the token must carry with exactly these values; {} for none',
+  }),
+  max_lifetime: Type.Integer({
+    description: `the longest lifetime of a token accepted (exp - iat, or exp - now without iat), in seconds`,
+  }),
+  once: Type.Boolean({
+    description: 'true: each token authenticates once (its jti is required and single-use on every instance)',
+  }),
+  created_at: Time,
+  updated_at: Time,
+};
+
+export const FederatedCredential = Type.Object(federatedProperties, { additionalProperties: false });
+
 export const ClientWithSecret = Type.Object(
   {
     ...clientProperties,
     client_secret: Type.Optional(
       Type.String({
         description: 'shown in this answer only; stored as a digest. None for a private_key_jwt client',
+      }),
+    ),
+    federated_credentials: Type.Optional(
+      Type.Array(FederatedCredential, {
+        description: 'the federated credentials the client was created with, when the request gave them',
       }),
     ),
   },
@@ -333,6 +385,73 @@ export const AudiencePatch = Type.Object(
   { additionalProperties: false },
 );
 
+/** A duration of a federated credential: `max_lifetime`. */
+const MaxLifetime = Type.Union([...Duration.anyOf], {
+  description: `the longest lifetime of a token accepted: seconds or a duration (15m, 1h), from ${MIN_MAX_LIFETIME} s to ${MAX_MAX_LIFETIME} s (24 h); default ${DEFAULT_MAX_LIFETIME} s`,
+});
+
+/** A federated credential's fields as POST and PATCH take them (JSON Merge Patch: null resets a default). */
+const federatedFields = {
+  jwks: Type.Optional(
+    Nullable(jwksOf("the issuer's public keys inline (a JWK Set), e.g. a private cluster's")),
+  ),
+  jwks_uri: Type.Optional(
+    Nullable(
+      Type.String({
+        maxLength: 2048,
+        format: 'uri',
+        description: 'where the issuer publishes its keys; with neither, they are found by discovery',
+      }),
+    ),
+  ),
+  audience: Type.Optional(
+    Nullable(
+      Type.String({
+        maxLength: 2048,
+        description: 'the aud required; null or left out: the Tessera issuer URL',
+      }),
+    ),
+  ),
+  claims: Type.Optional(
+    Nullable(
+      Type.Record(Type.String(), Type.Unknown(), {
+        description: `further claims the token must carry with exactly these values (strings, numbers or booleans; at most ${MAX_REQUIRED_CLAIMS}); null: none`,
+      }),
+    ),
+  ),
+  max_lifetime: Type.Optional(Nullable(MaxLifetime)),
+  once: Type.Optional(
+    Nullable(Type.Boolean({ description: 'each token authenticates once (jti required); default false' })),
+  ),
+};
+
+const CredentialName = Type.String({ minLength: 1, maxLength: 200 });
+const Issuer = Type.String({
+  maxLength: 2048,
+  description: "the exact iss of the platform's tokens: an https URL (http outside production)",
+});
+const Subject = Type.String({ minLength: 1, maxLength: 2048, description: 'the exact sub required' });
+
+export const NewFederatedCredential = Type.Object(
+  { name: CredentialName, issuer: Issuer, subject: Subject, ...federatedFields },
+  { additionalProperties: false },
+);
+
+export const FederatedCredentialPatch = Type.Object(
+  {
+    name: Type.Optional(CredentialName),
+    issuer: Type.Optional(Issuer),
+    subject: Type.Optional(Subject),
+    ...federatedFields,
+  },
+  { additionalProperties: false },
+);
+
+export const FederatedCredentialParams = Type.Object(
+  { id: Type.String({ maxLength: 256 }), fid: Type.String({ maxLength: 256 }) },
+  { additionalProperties: false },
+);
+
 const clientFields = {
   description: Type.Optional(Nullable(Type.String({ maxLength: 1000 }))),
   enabled: Type.Optional(Type.Boolean()),
@@ -351,6 +470,11 @@ export const NewClient = Type.Object(
     client_id: Type.Optional(Type.String({ description: 'chosen by the caller; generated when left out' })),
     name: Name,
     ...clientFields,
+    federated_credentials: Type.Optional(
+      Type.Array(NewFederatedCredential, {
+        description: `workload identity federation: the client's federated credentials (at most ${MAX_FEDERATED_CREDENTIALS}), for a private_key_jwt client without jwks or jwks_uri; it gets no secret`,
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -8,6 +8,13 @@ import { adminAudienceUrl, ensureAdminAudience } from '../builtin.js';
 import { createClient, deleteClient, updateClient } from '../clients.js';
 import type { FieldChange, ManagementContext } from '../context.js';
 import { ManagementError, storeCall } from '../errors.js';
+import {
+  addFederatedCredential,
+  listFederatedCredentials,
+  removeFederatedCredential,
+  updateFederatedCredential,
+  type FederatedCredentialInput,
+} from '../federation.js';
 import { putGrant, removeGrant } from '../grants.js';
 import type { ScopeEntry } from './file.js';
 import type { Plan, PlanStep } from './plan.js';
@@ -20,6 +27,7 @@ export interface CreatedSecret {
 
 type StepOf<T extends PlanStep['type']> = Extract<PlanStep, { type: T }>;
 type NewGrant = Extract<StepOf<'grant'>, { action: 'create' }>;
+type NewCredential = Extract<StepOf<'federated_credential'>, { action: 'create' }>;
 
 /** A plan's values (the file's names) as an audience operation takes them; a field left out stays as it is. */
 const audienceFields = (values: Record<string, unknown>) => ({
@@ -48,6 +56,18 @@ const clientFields = (values: Record<string, unknown>) => ({
     : {}),
 });
 
+/** A plan's values of a federated credential (the file's names) as its operations take them; left out: as it is. */
+const credentialFields = (values: Record<string, unknown>): FederatedCredentialInput => ({
+  ...('issuer' in values ? { issuer: values.issuer } : {}),
+  ...('jwks' in values ? { jwks: values.jwks } : {}),
+  ...('jwks_uri' in values ? { jwksUri: values.jwks_uri } : {}),
+  ...('subject' in values ? { subject: values.subject } : {}),
+  ...('audience' in values ? { audience: values.audience } : {}),
+  ...('claims' in values ? { claims: values.claims } : {}),
+  ...('max_lifetime' in values ? { maxLifetime: values.max_lifetime } : {}),
+  ...('once' in values ? { once: values.once } : {}),
+});
+
 /** The values a change sets: `{ field: to }`. */
 const changed = (changes: FieldChange[]): Record<string, unknown> =>
   Object.fromEntries(changes.map((c) => [c.field, c.to]));
@@ -59,6 +79,7 @@ class Applying {
   constructor(
     private readonly ctx: ManagementContext,
     private readonly grantsOfNew: ReadonlyMap<string, NewGrant[]>,
+    private readonly credentialsOfNew: ReadonlyMap<string, NewCredential[]>,
   ) {}
 
   async audience(step: StepOf<'audience'>): Promise<void> {
@@ -93,18 +114,51 @@ class Applying {
     } else await removeGrant(this.ctx, step.client_id, step.audience);
   }
 
-  /** A new client with its grants; its secret kept to be shown once (a private_key_jwt client has none). */
+  async credential(step: StepOf<'federated_credential'>): Promise<void> {
+    // A new client's credentials are made with it.
+    if (step.action === 'create' && this.credentialsOfNew.has(step.client_id)) return;
+    if (step.action === 'create') {
+      await addFederatedCredential(this.ctx, step.client_id, {
+        name: step.name,
+        ...credentialFields(step.values),
+      });
+      return;
+    }
+    const id = await this.credentialId(step.client_id, step.name);
+    if (step.action === 'update')
+      await updateFederatedCredential(this.ctx, step.client_id, id, credentialFields(changed(step.changes)));
+    else await removeFederatedCredential(this.ctx, step.client_id, id);
+  }
+
+  /** A new client with its grants and federated credentials; its secret kept to be shown once (none for private_key_jwt). */
   private async createClient(step: Extract<StepOf<'client'>, { action: 'create' }>): Promise<void> {
     const grants = this.grantsOfNew.get(step.client_id) ?? [];
+    const credentials = this.credentialsOfNew.get(step.client_id) ?? [];
     const { secret } = await createClient(this.ctx, {
       id: step.client_id,
       ...clientFields(step.values),
       name: step.values.name,
+      ...(credentials.length === 0
+        ? {}
+        : {
+            federatedCredentials: credentials.map((c) => ({ name: c.name, ...credentialFields(c.values) })),
+          }),
       grants: grants.map((g) => g.audience),
       scopes: Object.fromEntries(grants.map((g) => [g.audience, g.scopes])),
       grantClaims: Object.fromEntries(grants.flatMap((g) => (g.claims ? [[g.audience, g.claims]] : []))),
     });
     if (secret !== undefined) this.secrets.push({ client_id: step.client_id, client_secret: secret });
+  }
+
+  /** The id of a client's federated credential, by its name (how a file knows it). */
+  private async credentialId(clientId: string, name: string): Promise<string> {
+    const found = (await listFederatedCredentials(this.ctx, clientId)).find((c) => c.name === name);
+    if (!found)
+      throw new ManagementError(
+        'federated_credential_not_found',
+        `client ${clientId} has no federated credential named ${name}`,
+      );
+    return found.id;
   }
 
   private async audienceOf(url: string) {
@@ -114,13 +168,26 @@ class Applying {
   }
 }
 
-/** The grants of the clients a plan creates, by client: they are created with their client, in one operation. */
-function grantsOfNewClients(plan: Plan): Map<string, NewGrant[]> {
+/**
+ * The grants and federated credentials of the clients a plan creates, by client: they are created with their
+ * client, in one operation.
+ */
+function partsOfNewClients(plan: Plan): {
+  grants: Map<string, NewGrant[]>;
+  credentials: Map<string, NewCredential[]>;
+} {
   const grants = new Map<string, NewGrant[]>();
-  for (const s of plan.steps) if (s.type === 'client' && s.action === 'create') grants.set(s.client_id, []);
+  const credentials = new Map<string, NewCredential[]>();
   for (const s of plan.steps)
-    if (s.type === 'grant' && s.action === 'create') grants.get(s.client_id)?.push(s);
-  return grants;
+    if (s.type === 'client' && s.action === 'create') {
+      grants.set(s.client_id, []);
+      credentials.set(s.client_id, []);
+    }
+  for (const s of plan.steps)
+    if (s.action === 'create' && s.type === 'grant') grants.get(s.client_id)?.push(s);
+    else if (s.action === 'create' && s.type === 'federated_credential')
+      credentials.get(s.client_id)?.push(s);
+  return { grants, credentials };
 }
 
 /**
@@ -129,7 +196,7 @@ function grantsOfNewClients(plan: Plan): Map<string, NewGrant[]> {
  */
 export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<CreatedSecret[]> {
   if (plan.steps.length === 0) return [];
-  const grantsOfNew = grantsOfNewClients(plan);
+  const ofNew = partsOfNewClients(plan);
   const builtIn = adminAudienceUrl(ctx.config);
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
@@ -137,10 +204,11 @@ export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<Cre
       // A file may grant the admin audience on a store whose server has not made it yet.
       if (plan.steps.some((s) => s.type === 'grant' && s.action !== 'delete' && s.audience === builtIn))
         await ensureAdminAudience(tx);
-      const applying = new Applying(tx, grantsOfNew);
+      const applying = new Applying(tx, ofNew.grants, ofNew.credentials);
       for (const step of plan.steps) {
         if (step.type === 'audience') await applying.audience(step);
         else if (step.type === 'client') await applying.client(step);
+        else if (step.type === 'federated_credential') await applying.credential(step);
         else await applying.grant(step);
       }
       return applying.secrets;

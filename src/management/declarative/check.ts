@@ -5,14 +5,21 @@
  * file is refused with all of them at once.
  */
 import { validateClaims } from '../../domain/validate.js';
-import { authMethodProblem, checkJwksKeys, type PublicJwks } from '../../domain/client-auth/index.js';
+import {
+  authMethodProblem,
+  checkJwksKeys,
+  MAX_FEDERATED_CREDENTIALS,
+  type PublicJwks,
+} from '../../domain/client-auth/index.js';
 import type { Audience } from '../../store/types.js';
 import { checkNewAudience, type AudienceInput } from '../audiences.js';
 import { ADMIN_AUDIENCE_SCOPES } from '../builtin.js';
 import { checkNewClient, type ClientInput } from '../clients.js';
 import type { ManagementContext } from '../context.js';
 import { field, FieldChecks, ManagementError } from '../errors.js';
+import { checkNewCredentialFields, type FederatedCredentialInput } from '../federation.js';
 import { checkGrantAudience, checkGrantScopes } from '../grants.js';
+import type { CredentialView } from './export.js';
 import {
   audienceOfEntry,
   byCodeUnit,
@@ -27,8 +34,14 @@ import {
 } from './file.js';
 import { shapeProblems } from './schema.js';
 
-/** A client the file asks for, in the rules' normal form, with its grants sorted by audience. */
-export type WantedClient = ClientEntry & { grants: GrantEntry[] };
+/**
+ * A client the file asks for, in the rules' normal form, with its grants sorted by audience and its federated
+ * credentials by name (each with every field, defaults filled in).
+ */
+export type WantedClient = Omit<ClientEntry, 'federated_credentials'> & {
+  grants: GrantEntry[];
+  federated_credentials: CredentialView[];
+};
 
 /** What a checked file asks for: its audiences by identifier, its clients by client_id. */
 interface Wanted {
@@ -132,10 +145,27 @@ const clientInput = (id: string, name: string, raw: Record<string, unknown>): Cl
     typeof raw.dpop_bound_access_tokens === 'boolean' ? raw.dpop_bound_access_tokens : undefined,
 });
 
+/** A federated credential's entry as the rules take it, each value only if it is of the type the schema asks. */
+const credentialInput = (raw: Record<string, unknown>): FederatedCredentialInput => ({
+  name: str(raw.name),
+  issuer: str(raw.issuer),
+  subject: str(raw.subject),
+  jwks: raw.jwks === null ? null : isObject(raw.jwks) ? raw.jwks : undefined,
+  jwksUri: nstr(raw.jwks_uri),
+  audience: nstr(raw.audience),
+  claims: raw.claims === null ? null : isObject(raw.claims) ? raw.claims : undefined,
+  maxLifetime: int(raw.max_lifetime),
+  once: raw.once === null || typeof raw.once === 'boolean' ? raw.once : undefined,
+});
+
 type CheckedClient = ReturnType<typeof checkNewClient>;
 
 /** A checked client as the plan compares it with the store's (clientEntry's form), its grants sorted. */
-const wantedClient = (checked: CheckedClient, grants: GrantEntry[]): WantedClient => ({
+const wantedClient = (
+  checked: CheckedClient,
+  grants: GrantEntry[],
+  credentials: CredentialView[],
+): WantedClient => ({
   client_id: checked.id,
   name: checked.name,
   description: checked.description,
@@ -148,6 +178,7 @@ const wantedClient = (checked: CheckedClient, grants: GrantEntry[]): WantedClien
   ...(checked.authMethod === 'client_secret_basic' ? {} : { token_endpoint_auth_method: checked.authMethod }),
   jwks: checked.jwks,
   jwks_uri: checked.jwksUri,
+  federated_credentials: credentials.sort((a, b) => byCodeUnit(a.name, b.name)),
   // As the export writes it: only when true.
   ...(checked.dpopBoundAccessTokens ? { dpop_bound_access_tokens: true } : {}),
   grants: grants.sort((a, b) => byCodeUnit(a.audience, b.audience)),
@@ -224,16 +255,83 @@ class FileCheck {
     const checked = checkNewClient(clientInput(id, name, raw), checks, production, jwksAllowPrivate);
     this.problems.addRules(base, checks);
     if (checks.errors.length === 0) this.checkAuthMethod(base, checked);
+    const credentials = this.readCredentials(raw.federated_credentials, base, checked);
     const grants: GrantEntry[] = [];
     listOf(raw.grants).forEach((grant, j) => this.readGrant(grant, `${base}/grants/${j}`, grants));
-    if (checks.errors.length > 0) return;
+    if (checks.errors.length > 0 || credentials === undefined) return;
     const first = this.clientAt.get(checked.id);
     if (first !== undefined) {
       this.problems.add(`${base}/client_id`, `client ${checked.id} is already in the file (${first})`);
       return;
     }
     this.clientAt.set(checked.id, this.firstAt(base, 'client_id'));
-    this.clients.set(checked.id, wantedClient(checked, grants));
+    this.clients.set(checked.id, wantedClient(checked, grants, credentials));
+  }
+
+  /**
+   * A client's federated credentials, each by the rules of a new one (its fields placed at
+   * `<client>/federated_credentials/<i>/<field>`), names unique within the client, at most 10, and only for a
+   * private_key_jwt client without jwks or jwks_uri. Undefined when one is refused.
+   */
+  private readCredentials(list: unknown, base: string, client: CheckedClient): CredentialView[] | undefined {
+    const items = listOf(list);
+    if (items.length === 0) return [];
+    const at = `${base}/federated_credentials`;
+    let refused = false;
+    if (client.authMethod !== 'private_key_jwt' || client.jwks !== null || client.jwksUri !== null) {
+      this.problems.add(
+        at,
+        'federated credentials are for a private_key_jwt client without jwks or jwks_uri',
+      );
+      refused = true;
+    }
+    if (items.length > MAX_FEDERATED_CREDENTIALS) {
+      this.problems.add(
+        at,
+        `a client has at most ${MAX_FEDERATED_CREDENTIALS} federated credentials; ${items.length} are given`,
+      );
+      refused = true;
+    }
+    const credentials: CredentialView[] = [];
+    const named = new Map<string, string>();
+    items.forEach((raw, i) => {
+      // Not an object, or without a field it needs: the schema's problem.
+      if (!isObject(raw) || [raw.name, raw.issuer, raw.subject].some((v) => typeof v !== 'string')) {
+        refused = true;
+        return;
+      }
+      const place = `${at}/${i}`;
+      const checks = new FieldChecks();
+      const fields = checkNewCredentialFields(this.ctx, credentialInput(raw), checks);
+      this.problems.addRules(place, checks);
+      if (checks.errors.length > 0) {
+        refused = true;
+        return;
+      }
+      const first = named.get(fields.name);
+      if (first !== undefined) {
+        this.problems.add(
+          `${place}/name`,
+          `federated credential ${fields.name} is already in this client (${first})`,
+        );
+        refused = true;
+        return;
+      }
+      named.set(fields.name, this.firstAt(place, 'name'));
+      if (fields.jwks !== null) this.keySets.push({ pointer: `${place}/jwks`, jwks: fields.jwks });
+      credentials.push({
+        name: fields.name,
+        issuer: fields.issuer,
+        jwks: fields.jwks,
+        jwks_uri: fields.jwksUri,
+        subject: fields.subject,
+        audience: fields.audience,
+        claims: fields.claims,
+        max_lifetime: fields.maxLifetime,
+        once: fields.once,
+      });
+    });
+    return refused ? undefined : credentials;
   }
 
   /**

@@ -2,16 +2,19 @@
  * `tessera export`: the store as a file (everything but secrets). The entries written here are also what the
  * plan compares a file with, so that an exported file plans no change.
  */
+import { DEFAULT_MAX_LIFETIME } from '../../domain/client-auth/index.js';
 import type { Audience, Client } from '../../store/types.js';
 import { isBuiltInAudience } from '../builtin.js';
 import type { ManagementContext } from '../context.js';
 import { storeCall } from '../errors.js';
+import { federatedCredentialJson } from '../views.js';
 import {
   byCodeUnit,
   scopeEntries,
   type AudienceEntry,
   type ClientEntry,
   type ConfigFile,
+  type FederatedCredentialEntry,
   type GrantEntry,
 } from './file.js';
 
@@ -33,8 +36,40 @@ const grantEntry = (g: Client['grants'][number]): GrantEntry => ({
   ...(g.claims === null ? {} : { claims: g.claims }),
 });
 
-/** A client as a file has it, its grants by audience: a null field and the default auth method left out. */
-export function clientEntry(c: Client): ClientEntry {
+/** A federated credential with every field, as the plan compares it (federatedCredentialJson's, but id and times). */
+export type CredentialView = Omit<
+  ReturnType<typeof federatedCredentialJson>,
+  'id' | 'created_at' | 'updated_at'
+>;
+
+export const credentialView = (c: Client['federatedCredentials'][number]): CredentialView => {
+  const { id: _, created_at: __, updated_at: ___, ...view } = federatedCredentialJson(c);
+  return view;
+};
+
+/**
+ * A federated credential as a file has it: a field left out when it is the default (no keys: discovery; the
+ * audience when it is `issuer`, this server's; no claims; a lifetime of an hour; not once).
+ */
+export function credentialEntry(c: CredentialView, issuer: string): FederatedCredentialEntry {
+  return {
+    name: c.name,
+    issuer: c.issuer,
+    ...(c.jwks === null ? {} : { jwks: c.jwks }),
+    ...(c.jwks_uri === null ? {} : { jwks_uri: c.jwks_uri }),
+    subject: c.subject,
+    ...(c.audience === issuer ? {} : { audience: c.audience }),
+    ...(Object.keys(c.claims).length === 0 ? {} : { claims: c.claims }),
+    ...(c.max_lifetime === DEFAULT_MAX_LIFETIME ? {} : { max_lifetime: c.max_lifetime }),
+    ...(c.once ? { once: true } : {}),
+  };
+}
+
+/**
+ * A client as a file has it, its federated credentials by name, its grants by audience: a null field, the default
+ * auth method and no credentials left out (`issuer`: this server's, a credential's default audience).
+ */
+export function clientEntry(c: Client, issuer: string): ClientEntry {
   return {
     client_id: c.id,
     name: c.name,
@@ -47,6 +82,13 @@ export function clientEntry(c: Client): ClientEntry {
     ...(c.authMethod === 'client_secret_basic' ? {} : { token_endpoint_auth_method: c.authMethod }),
     ...(c.jwks === null ? {} : { jwks: c.jwks }),
     ...(c.jwksUri === null ? {} : { jwks_uri: c.jwksUri }),
+    ...(c.federatedCredentials.length === 0
+      ? {}
+      : {
+          federated_credentials: c.federatedCredentials
+            .map((f) => credentialEntry(credentialView(f), issuer))
+            .sort((a, b) => byCodeUnit(a.name, b.name)),
+        }),
     ...(c.dpopBoundAccessTokens ? { dpop_bound_access_tokens: true } : {}),
     grants: [...c.grants].sort((a, b) => byCodeUnit(a.audience, b.audience)).map(grantEntry),
   };
@@ -54,7 +96,7 @@ export function clientEntry(c: Client): ClientEntry {
 
 /**
  * The store as a file (everything but secrets), in a stable order: audiences by identifier, clients by
- * client_id, grants by audience. A null field is left out (it is the default); `enabled` and `grants` are
+ * client_id, federated credentials by name, grants by audience. A null field is left out (it is the default); `enabled` and `grants` are
  * always written.
  */
 export async function exportConfig(ctx: ManagementContext): Promise<ConfigFile> {
@@ -67,6 +109,8 @@ export async function exportConfig(ctx: ManagementContext): Promise<ConfigFile> 
       .filter((a) => !isBuiltInAudience(ctx, a.url))
       .sort((a, b) => byCodeUnit(a.url, b.url))
       .map(audienceEntry),
-    clients: [...clients].sort((a, b) => byCodeUnit(a.id, b.id)).map(clientEntry),
+    clients: [...clients]
+      .sort((a, b) => byCodeUnit(a.id, b.id))
+      .map((c) => clientEntry(c, ctx.config.issuer)),
   };
 }

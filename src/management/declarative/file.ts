@@ -5,7 +5,7 @@
  */
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, visit, type Document, type Node } from 'yaml';
 import { MAX_JSON_DEPTH, pointerSegment, tooDeepAt } from '../../domain/json-depth.js';
-import type { AuthMethodName, PublicJwks } from '../../domain/client-auth/index.js';
+import type { AuthMethodName, ClaimValue, PublicJwks } from '../../domain/client-auth/index.js';
 import type { Audience, AudienceScope } from '../../store/types.js';
 import { ManagementError } from '../errors.js';
 import { deepPlaceInText } from './file-depth.js';
@@ -34,6 +34,22 @@ export interface AudienceEntry {
   scopes?: ScopeEntry[];
 }
 
+/**
+ * A federated credential of a client (workload identity federation), known by its name within the client. A field
+ * left out or null is the default: keys by discovery, the Tessera issuer as audience, no claims, 1 hour, not once.
+ */
+export interface FederatedCredentialEntry {
+  name: string;
+  issuer: string;
+  jwks?: PublicJwks | null;
+  jwks_uri?: string | null;
+  subject: string;
+  audience?: string | null;
+  claims?: Record<string, ClaimValue> | null;
+  max_lifetime?: number | null;
+  once?: boolean | null;
+}
+
 /** A client, known by its client_id; never its secret. A field left out or null is the default. */
 export interface ClientEntry {
   client_id: string;
@@ -52,6 +68,8 @@ export interface ClientEntry {
   jwks?: PublicJwks | null;
   /** private_key_jwt: where the client publishes its public keys. */
   jwks_uri?: string | null;
+  /** private_key_jwt without jwks or jwks_uri: every federated credential it has; none when left out. */
+  federated_credentials?: FederatedCredentialEntry[];
   /** RFC 9449 §5.2: no token without a DPoP proof; false when left out. */
   dpop_bound_access_tokens?: boolean;
   /** Every audience the client is granted; none when left out. */

@@ -24,7 +24,15 @@ function grantLines(s: Extract<PlanStep, { type: 'grant' }>): string[] {
   return s.changes.map((c) => `~ ${grant}: ${c.field} ${show(c.from)} → ${show(c.to)}`);
 }
 
-function resourceLines(s: Exclude<PlanStep, { type: 'grant' }>): string[] {
+/** A client's federated credential, known by its name: `federated credential "deploy" of billing-ci`. */
+function credentialLines(s: Extract<PlanStep, { type: 'federated_credential' }>): string[] {
+  const credential = `federated credential ${JSON.stringify(s.name)} of ${s.client_id}`;
+  if (s.action === 'create') return [`+ ${credential}${values(s.values)}`];
+  if (s.action === 'delete') return [`- ${credential}`];
+  return s.changes.map((c) => `~ ${credential}: ${c.field} ${show(c.from)} → ${show(c.to)}`);
+}
+
+function resourceLines(s: Exclude<PlanStep, { type: 'grant' | 'federated_credential' }>): string[] {
   const id = s.type === 'audience' ? s.identifier : s.client_id;
   if (s.action === 'create') return [`+ ${s.type} ${id}${values(s.values)}`];
   if (s.action === 'delete')
@@ -32,9 +40,18 @@ function resourceLines(s: Exclude<PlanStep, { type: 'grant' }>): string[] {
   return s.changes.map((c) => `~ ${s.type} ${id}: ${c.field} ${show(c.from)} → ${show(c.to)}`);
 }
 
-/** The plan, one line per change: `+ audience URL (...)`, `~ client ID: field from → to`, `- grant ID → URL`. */
+/**
+ * The plan, one line per change: `+ audience URL (...)`, `~ client ID: field from → to`, `- grant ID → URL`,
+ * `+ federated credential "NAME" of ID (...)`.
+ */
 export function planLines(plan: Plan): string[] {
-  return plan.steps.flatMap((s) => (s.type === 'grant' ? grantLines(s) : resourceLines(s)));
+  return plan.steps.flatMap((s) =>
+    s.type === 'grant'
+      ? grantLines(s)
+      : s.type === 'federated_credential'
+        ? credentialLines(s)
+        : resourceLines(s),
+  );
 }
 
 /** How many resources a plan creates, updates and deletes. */

@@ -7,14 +7,21 @@ import type { Audience, Client } from '../../store/types.js';
 import { adminAudienceUrl } from '../builtin.js';
 import { changedFields, type FieldChange, type ManagementContext } from '../context.js';
 import { storeCall } from '../errors.js';
-import { AUDIENCE_FIELDS, CLIENT_FIELDS } from '../views.js';
+import { AUDIENCE_FIELDS, CLIENT_FIELDS, FEDERATED_FIELDS } from '../views.js';
 import { checkFile, type WantedClient } from './check.js';
-import { audienceEntry, clientEntry } from './export.js';
+import {
+  audienceEntry,
+  clientEntry,
+  credentialEntry,
+  credentialView,
+  type CredentialView,
+} from './export.js';
 import {
   audienceOfEntry,
   byCodeUnit,
   type AudienceEntry,
   type ClientEntry,
+  type FederatedCredentialEntry,
   type GrantEntry,
   type ParsedFile,
 } from './file.js';
@@ -28,7 +35,7 @@ export type PlanStep =
       action: 'create';
       type: 'client';
       client_id: string;
-      values: Omit<ClientEntry, 'client_id' | 'grants'>;
+      values: Omit<ClientEntry, 'client_id' | 'grants' | 'federated_credentials'>;
     }
   | { action: 'update'; type: 'client'; client_id: string; changes: FieldChange[] }
   | { action: 'delete'; type: 'client'; client_id: string }
@@ -41,7 +48,22 @@ export type PlanStep =
       claims?: Record<string, unknown>;
     }
   | { action: 'update'; type: 'grant'; client_id: string; audience: string; changes: FieldChange[] }
-  | { action: 'delete'; type: 'grant'; client_id: string; audience: string };
+  | { action: 'delete'; type: 'grant'; client_id: string; audience: string }
+  | {
+      action: 'create';
+      type: 'federated_credential';
+      client_id: string;
+      name: string;
+      values: Omit<FederatedCredentialEntry, 'name'>;
+    }
+  | {
+      action: 'update';
+      type: 'federated_credential';
+      client_id: string;
+      name: string;
+      changes: FieldChange[];
+    }
+  | { action: 'delete'; type: 'federated_credential'; client_id: string; name: string };
 
 /** What the store has and the file does not, kept because --prune was not given. */
 interface Kept {
@@ -120,28 +142,83 @@ function grantSteps(have: Client, grants: readonly GrantEntry[], prune: boolean,
 /** The client fields the export leaves out at their default (which is not null). */
 const CLIENT_DEFAULTS = { dpop_bound_access_tokens: false };
 
-/** The steps of one client the file has: created with its grants, or its changes and its grants'. */
-function clientSteps(wanted: WantedClient, have: Client | undefined, prune: boolean, kept: Kept): PlanStep[] {
-  const { grants, client_id: id, ...want } = wanted;
+/** The fields of a federated credential that a plan compares (all but its name, which is how it is known). */
+const CREDENTIAL_FIELDS = FEDERATED_FIELDS.filter((f) => f !== 'name');
+
+const createCredential = (clientId: string, c: CredentialView, issuer: string): PlanStep => {
+  const { name, ...values } = credentialEntry(c, issuer);
+  return { action: 'create', type: 'federated_credential', client_id: clientId, name, values };
+};
+
+/**
+ * The federated credentials of a stored client the file removes (every one it does not list: like jwks, they are
+ * a part of the client, the file lists all of them), and those it adds or changes, by name.
+ */
+function credentialSteps(
+  have: Client,
+  wanted: readonly CredentialView[],
+  issuer: string,
+): { removed: PlanStep[]; written: PlanStep[] } {
+  const current = new Map(have.federatedCredentials.map((c) => [c.name, credentialView(c)]));
+  const names = new Set(wanted.map((c) => c.name));
+  const removed: PlanStep[] = [...current.keys()]
+    .filter((name) => !names.has(name))
+    .sort(byCodeUnit)
+    .map((name) => ({ action: 'delete', type: 'federated_credential', client_id: have.id, name }));
+  const written: PlanStep[] = [];
+  for (const want of wanted) {
+    const stored = current.get(want.name);
+    if (stored === undefined) {
+      written.push(createCredential(have.id, want, issuer));
+      continue;
+    }
+    const changes = changedFields(CREDENTIAL_FIELDS, stored, want);
+    if (changes.length > 0)
+      written.push({
+        action: 'update',
+        type: 'federated_credential',
+        client_id: have.id,
+        name: want.name,
+        changes,
+      });
+  }
+  return { removed, written };
+}
+
+/**
+ * The steps of one client the file has: created with its federated credentials and grants; or its changes, in
+ * an order that works when it moves between secrets, keys and federation: credentials removed, then the client
+ * changed (a switch to private_key_jwt deletes its secrets), then credentials added or changed, then grants.
+ */
+function clientSteps(
+  wanted: WantedClient,
+  have: Client | undefined,
+  prune: boolean,
+  kept: Kept,
+  issuer: string,
+): PlanStep[] {
+  const { grants, client_id: id, federated_credentials: credentials, ...want } = wanted;
   if (!have) {
     const values = Object.fromEntries(Object.entries(want).filter(([, v]) => v !== null)) as Omit<
       ClientEntry,
-      'client_id' | 'grants'
+      'client_id' | 'grants' | 'federated_credentials'
     >;
     return [
       { action: 'create', type: 'client', client_id: id, values },
+      ...credentials.map((c) => createCredential(id, c, issuer)),
       ...grants.map((g) => createGrant(id, g)),
     ];
   }
-  const steps: PlanStep[] = [];
+  const { removed, written } = credentialSteps(have, credentials, issuer);
+  const steps: PlanStep[] = [...removed];
   // A flag the file leaves out is its default: a change back to it reads `true → false`, not `→ null`.
   const changes = changedFields(
     CLIENT_FIELDS,
-    { ...CLIENT_DEFAULTS, ...clientEntry(have) },
+    { ...CLIENT_DEFAULTS, ...clientEntry(have, issuer) },
     { ...CLIENT_DEFAULTS, ...want },
   );
   if (changes.length > 0) steps.push({ action: 'update', type: 'client', client_id: id, changes });
-  return [...steps, ...grantSteps(have, grants, prune, kept)];
+  return [...steps, ...written, ...grantSteps(have, grants, prune, kept)];
 }
 
 /** What the store has and the file does not: deleted with --prune (clients, then audiences), else kept. */
@@ -192,7 +269,7 @@ export async function planApply(
   const steps = [
     ...audienceSteps(wanted.audiences, stored.audiences),
     ...sortedKeys(wanted.clients).flatMap((id) =>
-      clientSteps(wanted.clients.get(id)!, byId.get(id), prune, kept),
+      clientSteps(wanted.clients.get(id)!, byId.get(id), prune, kept, ctx.config.issuer),
     ),
     ...leftOutSteps(wanted, stored, prune, kept),
   ];

@@ -4,7 +4,7 @@
  */
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import { SIGNING_ALGS } from '../../domain/algorithms.js';
-import { AUTH_METHOD_NAMES } from '../../domain/client-auth/index.js';
+import { AUTH_METHOD_NAMES, DEFAULT_MAX_LIFETIME } from '../../domain/client-auth/index.js';
 import { pointerSegment } from '../../domain/json-depth.js';
 import type { FileProblem, ParsedFile } from './file.js';
 
@@ -48,7 +48,8 @@ const CLIENT = {
     token_endpoint_auth_method: {
       enum: [...AUTH_METHOD_NAMES],
       default: 'client_secret_basic',
-      description: 'how the client authenticates (RFC 7591); private_key_jwt needs jwks or jwks_uri',
+      description:
+        'how the client authenticates (RFC 7591); private_key_jwt with jwks or jwks_uri, or with federated_credentials',
     },
     jwks: nullable({
       type: 'object',
@@ -57,12 +58,47 @@ const CLIENT = {
       description: 'private_key_jwt: the public keys, a JWK Set (RFC 7517)',
     }),
     jwks_uri: nullable({ type: 'string', description: 'private_key_jwt: where the public keys are' }),
+    federated_credentials: {
+      type: 'array',
+      description:
+        'workload identity federation (a private_key_jwt client without jwks or jwks_uri): every platform whose tokens it accepts, each known by its name; none when left out',
+      items: { $ref: '#/$defs/federated_credential' },
+    },
     dpop_bound_access_tokens: {
       type: 'boolean',
       default: false,
       description: 'no token without a DPoP proof (RFC 9449 section 5.2)',
     },
     grants: { type: 'array', items: { $ref: '#/$defs/grant' } },
+  },
+};
+
+const FEDERATED_CREDENTIAL = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'issuer', 'subject'],
+  properties: {
+    name: { type: 'string', description: "unique among the client's federated credentials" },
+    issuer: { type: 'string', description: "the exact iss of the platform's tokens" },
+    jwks: nullable({
+      type: 'object',
+      required: ['keys'],
+      properties: { keys: { type: 'array', items: { type: 'object' }, minItems: 1 } },
+      description: "the issuer's public keys inline (a JWK Set); left out with jwks_uri: found by discovery",
+    }),
+    jwks_uri: nullable({ type: 'string', description: 'where the issuer publishes its keys' }),
+    subject: { type: 'string', description: 'the exact sub required' },
+    audience: nullable({ type: 'string', description: 'the aud required; left out: the Tessera issuer URL' }),
+    claims: nullable({
+      type: 'object',
+      additionalProperties: { anyOf: [{ type: 'string' }, { type: 'number' }, { type: 'boolean' }] },
+      description: 'further claims the token must carry with exactly these values',
+    }),
+    max_lifetime: nullable({
+      type: 'integer',
+      description: `the longest lifetime of a token accepted, in seconds; left out: ${DEFAULT_MAX_LIFETIME}`,
+    }),
+    once: nullable({ type: 'boolean', description: 'each token authenticates once (jti required)' }),
   },
 };
 
@@ -108,7 +144,12 @@ export function configSchema(): Record<string, unknown> {
         items: { $ref: '#/$defs/client' },
       },
     },
-    $defs: structuredClone({ audience: AUDIENCE, client: CLIENT, grant: GRANT }),
+    $defs: structuredClone({
+      audience: AUDIENCE,
+      client: CLIENT,
+      federated_credential: FEDERATED_CREDENTIAL,
+      grant: GRANT,
+    }),
   };
 }
 
@@ -136,11 +177,30 @@ function shapeProblem(e: ErrorObject, file: ParsedFile): FileProblem {
   return { pointer, ...file.locate(pointer, key), message };
 }
 
-/** What the schema finds wrong with a file's shape, one problem per place (anyOf reports each branch). */
+/** Whether an error only says that no branch of an anyOf (a nullable value, a union) took the value. */
+const isBranchError = (e: ErrorObject): boolean => e.keyword === 'type' || e.keyword === 'anyOf';
+
+/**
+ * What the schema finds wrong with a file's shape, one problem per place. An anyOf reports each branch: where a
+ * branch failed deeper inside the value (an object of the wrong shape), the deeper problem is the one reported;
+ * where the value's type fits no branch, the types it may have are named together (`must be string or null`).
+ */
 export function shapeProblems(file: ParsedFile): FileProblem[] {
+  const errors = validateShape(file.data);
+  const deeper = (path: string) => errors.some((e) => e.instancePath.startsWith(`${path}/`));
+  const types = new Map<string, string[]>();
+  for (const e of errors)
+    if (e.keyword === 'type') {
+      const list = types.get(e.instancePath) ?? [];
+      types.set(e.instancePath, [...list, String((e.params as { type: unknown }).type)]);
+    }
   const problems = new Map<string, FileProblem>();
-  for (const error of validateShape(file.data)) {
+  for (const error of errors) {
+    if (isBranchError(error) && deeper(error.instancePath)) continue;
     const problem = shapeProblem(error, file);
+    const named = types.get(error.instancePath);
+    if (isBranchError(error) && named !== undefined)
+      problem.message = `must be ${named.length === 1 ? named[0] : `${named.slice(0, -1).join(', ')} or ${named.at(-1)}`}`;
     if (!problems.has(problem.pointer)) problems.set(problem.pointer, problem);
   }
   return [...problems.values()];
