@@ -22,6 +22,8 @@ describe('token requests answered in batches', () => {
           jti: 'j',
         };
       },
+      // No DPoP nonces: no hook of their own on the answers.
+      dpopNonce: () => undefined,
     } as unknown as TokenService;
     const app = Fastify();
     registerBodyParsers(app);
