@@ -200,7 +200,8 @@ export function clientStore(base: StoreBase): ClientStore {
             secrets.push({ ...secret, lastUsedAt: null });
           }
           await base.record(tx, 'client', client.id, audit);
-          return toClient(row, grants, secrets);
+          // A new client's tokens have not been revoked: the column is left to its default.
+          return toClient({ ...row, revoked_before: null }, grants, secrets);
         },
       ),
 
@@ -267,6 +268,7 @@ export function clientStore(base: StoreBase): ClientStore {
           jwks: (jwks) => ({ jwks: jwks === null ? null : JSON.stringify(jwks) }),
           jwksUri: (uri) => ({ jwks_uri: uri }),
           federatedCredentials: (list) => ({ federated_credentials: federatedText(list) }),
+          revokedBefore: (at) => ({ revoked_before: at }),
         });
         const result = await tx
           .updateTable('clients')

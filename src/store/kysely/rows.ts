@@ -96,6 +96,7 @@ export const toClient = (
     row.federated_credentials === null
       ? []
       : (JSON.parse(row.federated_credentials) as FederatedCredential[]),
+  revokedBefore: row.revoked_before,
 });
 
 /** Rows of several clients, grouped by client id (each group in the rows' order). */
