@@ -9,7 +9,7 @@ import {
   validateQuota,
   validateTokenTtl,
 } from '../domain/validate.js';
-import type { Client, ClientPatch, NewClient, Store } from '../store/types.js';
+import type { Client, ClientPatch, NewClient } from '../store/types.js';
 import {
   authMethodProblem,
   checkJwksKeys,
@@ -31,7 +31,7 @@ import {
 } from './context.js';
 import { adminAudienceUrl, ensureAdminAudience } from './builtin.js';
 import { requireClientHeld, requireHeld } from './authority.js';
-import { changeClient, getClient, requireSecretClient } from './client-access.js';
+import { changeClient, requireSecretClient } from './client-access.js';
 
 export { getClient } from './client-access.js';
 import { checkGrantScopes } from './grants.js';

@@ -153,7 +153,7 @@ describe('federated credentials', () => {
         clients.createClient(ctx, {
           name: 'x',
           authMethod: 'private_key_jwt',
-          federatedCredentials: [github, { ...github, name: 'b', max_lifetime: 1, maxLifetime: 90_000 }],
+          federatedCredentials: [github, { ...github, name: 'b', maxLifetime: 90_000 }],
         }),
       ),
     ).toEqual([
