@@ -33,9 +33,9 @@ export {
   validateAuthMethod,
   type AuthMethodName,
   type ClientAuthMethod,
-  type PresentedCredentials,
 } from './method.js';
 export { clientSecretBasic, clientSecretPost, parseBasicAuthorization } from './secret.js';
+export { ClientAuthenticator, type ClientAuthenticatorDeps } from './authenticator.js';
 export {
   JWT_BEARER,
   type PrivateKeyJwtOptions,
