@@ -6,6 +6,7 @@ import cluster from 'node:cluster';
 import { hkdfSync } from 'node:crypto';
 import { feedStaleMs } from '../config/index.js';
 import type { AuditRecorder } from '../audit/recorder.js';
+import type { RevocationService } from '../domain/revocation.js';
 import type { TokenService } from '../domain/token-service.js';
 import type { AdminApiDeps } from '../http/admin/index.js';
 import type { AppDeps } from '../http/app.js';
@@ -99,6 +100,7 @@ export function appDeps(
     keyring: Keyring;
     directory: Directory;
     tokens: TokenService;
+    revocation: RevocationService;
     attempts: FailedAttempts;
     audit: AuditRecorder;
     storeOutage: Outage;
@@ -113,6 +115,7 @@ export function appDeps(
     issuer: config.issuer,
     defaultAlg: config.signingAlg,
     tokens: parts.tokens,
+    revocation: parts.revocation,
     directory: parts.directory,
     keyring: parts.keyring,
     store: parts.store,
