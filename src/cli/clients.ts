@@ -47,7 +47,7 @@ const JWKS_URI_HELP = 'private_key_jwt: the URL where it publishes its public ke
 const CLAIMS_HELP = 'custom claims in its tokens, a JSON object: \'{"tenant_id":"acme"}\'';
 const CLAIM_HELP = 'one custom claim, name=value (repeatable; value as JSON if it is JSON)';
 
-/** `tessera client create|list|show|rotate-secret|set-quota|enable|disable|delete`. */
+/** `tessera client create|list|show|rotate-secret|set-quota|enable|disable|revoke-tokens|delete`. */
 export function clientCommands(program: Command): void {
   const client = program.command('client').alias('clients').description('API clients and their secrets');
   withJson(
@@ -204,6 +204,22 @@ export function clientCommands(program: Command): void {
       }),
     );
   }
+  withJson(
+    client
+      .command('revoke-tokens <client-id>')
+      .description(
+        'make every token the client holds inactive now, on every instance within a second (its secrets stay)',
+      ),
+  ).action(
+    action(async (ctx, json, id: string) => {
+      const view = views.tokensRevokedJson(await clients.revokeClientTokens(ctx, id));
+      if (json) printJson(view);
+      else
+        print(
+          `Client ${id}: its tokens issued at or before ${view.revoked_before} (to the second) are inactive.\n`,
+        );
+    }),
+  );
   withJson(client.command('delete <client-id>').description('delete a client and its grants')).action(
     action(async (ctx, json, id: string) => {
       await clients.deleteClient(ctx, id);

@@ -94,7 +94,12 @@ async function snapshot() {
   const { store } = t.server.runtime;
   return {
     config: await exportConfig(ctx),
-    secrets: (await store.listClients()).map((c) => [c.id, c.enabled, c.secrets.map((s) => s.id)]),
+    secrets: (await store.listClients()).map((c) => [
+      c.id,
+      c.enabled,
+      c.revokedBefore,
+      c.secrets.map((s) => s.id),
+    ]),
     operators: await store.listOperators(),
     changes: (await store.queryAuditEvents({ limit: 1000 })).filter((e) => !e.type.startsWith('token.'))
       .length,
@@ -282,6 +287,20 @@ const CLIENT_CASES: Case[] = [
     expect: { missing: minus(ALL, W), what: client },
   },
   {
+    name: "a full admin client's tokens revoked",
+    caller: W,
+    target: ALL,
+    request: (id) => ['POST', `/clients/${id}/revoke-tokens`],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: "a resource server's tokens revoked by a caller without tokens:introspect",
+    caller: WK,
+    target: ['tokens:introspect'],
+    request: (id) => ['POST', `/clients/${id}/revoke-tokens`],
+    expect: { missing: ['tokens:introspect'], what: client },
+  },
+  {
     name: 'an admin client holding one scope the caller lacks',
     caller: W,
     target: ['audit:read'],
@@ -301,6 +320,20 @@ const CLIENT_CASES: Case[] = [
     caller: WK,
     target: ['keys:write'],
     request: (id) => ['PATCH', `/clients/${id}`, { enabled: false }],
+    expect: 200,
+  },
+  {
+    name: 'the tokens of an admin client whose scopes the caller holds revoked',
+    caller: WK,
+    target: ['keys:read'],
+    request: (id) => ['POST', `/clients/${id}/revoke-tokens`],
+    expect: 200,
+  },
+  {
+    name: 'a client without an admin grant: clients:write revokes its tokens',
+    caller: W,
+    target: null,
+    request: (id) => ['POST', `/clients/${id}/revoke-tokens`],
     expect: 200,
   },
   {
@@ -507,9 +540,16 @@ describe('no caller gives what it does not hold: a console session', () => {
     const [method, path, body] = c.request(id, secretId);
     const valid = (body as { unknown_field?: unknown } | undefined)?.unknown_field === undefined;
     const answer = await adminCall(t, admin, method, path, body);
-    // A PUT creates a grant only for a target without an admin grant; every target already has the API's.
+    // A PUT creates a grant only for a target without an admin grant; every target already has the API's. A
+    // revocation of a client's tokens creates nothing (200, MANAGEMENT.md).
     const status =
-      method === 'PUT' ? (c.target === null && path.includes(adminId) ? 201 : 200) : ALLOWED[method];
+      method === 'PUT'
+        ? c.target === null && path.includes(adminId)
+          ? 201
+          : 200
+        : path.endsWith('/revoke-tokens')
+          ? 200
+          : ALLOWED[method];
     expect(answer.status, JSON.stringify(answer.body)).toBe(valid ? status : 400);
   });
 

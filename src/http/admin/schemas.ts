@@ -81,9 +81,27 @@ const clientProperties = {
   created_at: Time,
   updated_at: Time,
   secret_rotated_at: Time,
+  revoked_before: Nullable(
+    Type.String({
+      format: 'date-time',
+      description:
+        'its tokens issued at or before this moment, to the second, are inactive: set by revoke-tokens and by ' +
+        'disabling it; null: never',
+    }),
+  ),
 };
 
 export const Client = Type.Object(clientProperties, { additionalProperties: false });
+
+export const TokensRevoked = Type.Object(
+  {
+    revoked_before: Type.String({
+      format: 'date-time',
+      description: "the client's tokens issued at or before this moment, to the second, are inactive",
+    }),
+  },
+  { additionalProperties: false },
+);
 
 export const ClientWithSecret = Type.Object(
   {
