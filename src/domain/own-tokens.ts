@@ -51,15 +51,27 @@ export interface OwnTokenClaims {
   [claim: string]: unknown;
 }
 
+/**
+ * Why a token is inactive: it is no valid token of this server (malformed, another key or issuer, expired, ...),
+ * it was revoked (on the denylist, or its client's tokens were revoked after it was issued), or its client is
+ * disabled or deleted.
+ */
+type Inactivity = 'invalid' | 'revoked' | 'client';
+
 /** The verdict on a token: its claims when it is active, else why not (for logs and descriptions, never a secret). */
-export type OwnTokenVerdict = { active: true; claims: OwnTokenClaims } | { active: false; reason: string };
+export type OwnTokenVerdict =
+  { active: true; claims: OwnTokenClaims } | { active: false; why: Inactivity; reason: string };
 
 /** A JWS Compact Serialization's part: base64url without padding (RFC 7515 §2), nothing else. */
 const PART = /^[A-Za-z0-9_-]+$/;
 /** Longer than any token Tessera signs (custom claims are at most 4 KiB) by a wide margin. */
 const MAX_TOKEN_LENGTH = 16 * 1024;
 
-const inactive = (reason: string): OwnTokenVerdict => ({ active: false, reason });
+const inactive = (reason: string, why: Inactivity = 'invalid'): OwnTokenVerdict => ({
+  active: false,
+  why,
+  reason,
+});
 
 function decodeObject(part: string): Record<string, unknown> | undefined {
   try {
@@ -116,10 +128,10 @@ export function verifyOwnToken(token: string, deps: OwnTokenDeps): OwnTokenVerdi
   const now = deps.now();
   if (now >= exp * 1000) return inactive('expired');
   if (nbf !== undefined && now < nbf * 1000) return inactive('not valid yet');
-  if (deps.revoked(jti)) return inactive('revoked');
-  if (!deps.clientExists(clientId)) return inactive('its client is deleted');
+  if (deps.revoked(jti)) return inactive('revoked', 'revoked');
+  if (!deps.clientExists(clientId)) return inactive('its client is deleted', 'client');
   const cut = deps.cutOf(clientId);
-  if (cut === Infinity) return inactive('its client is disabled or deleted');
-  if (iat <= cut) return inactive("its client's tokens were revoked");
+  if (cut === Infinity) return inactive('its client is disabled or deleted', 'client');
+  if (iat <= cut) return inactive("its client's tokens were revoked", 'revoked');
   return { active: true, claims: claims as OwnTokenClaims };
 }

@@ -206,11 +206,6 @@ export class Keyring {
     return this.jwksBody;
   }
 
-  publishedKeys(): readonly PublicJwk[] {
-    this.current();
-    return this.published;
-  }
-
   /**
    * The published key with this kid, to verify a token of this server with (the key that signs now, the next one,
    * and a retired one until every token it signed has expired); undefined for any other kid. Memory only.

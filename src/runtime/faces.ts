@@ -6,6 +6,7 @@ import cluster from 'node:cluster';
 import { hkdfSync } from 'node:crypto';
 import { feedStaleMs } from '../config/index.js';
 import type { AuditRecorder } from '../audit/recorder.js';
+import type { OwnTokenDeps } from '../domain/own-tokens.js';
 import type { RevocationService } from '../domain/revocation.js';
 import type { TokenService } from '../domain/token-service.js';
 import type { AdminApiDeps } from '../http/admin/index.js';
@@ -62,30 +63,30 @@ function consoleFace({ logger }: Opening, sessions: ConsoleSessions): ConsoleDep
 }
 
 /**
- * The admin API's dependencies: the store, the keys it verifies tokens against, the clients as the token path
- * knows them, the failed-attempt limits, its cursors' key, console sessions, and the audit of its refusals
- * (timed by the runtime's clock).
+ * The admin API's dependencies: the store, what it verifies tokens with (the one verifier of this server's own
+ * tokens), the clients as the token path knows them, the failed-attempt limits, its cursors' key, console
+ * sessions, and the audit of its refusals (timed by the runtime's clock).
  */
 function adminFace(
   { config, now }: Opening,
   parts: {
     store: Store;
     master: MasterKey;
-    keyring: Keyring;
+    ownTokens: OwnTokenDeps;
     directory: Directory;
     attempts: FailedAttempts;
     audit: AuditRecorder;
     sessions: ConsoleSessions | undefined;
   },
 ): AdminApiDeps {
-  const { store, keyring, directory, audit } = parts;
+  const { store, directory, audit } = parts;
   return {
     config,
     store,
     attempts: parts.attempts,
     refused: (refusal) => audit.recordAdminRefusal({ ...refusal, at: now() }),
     cursorKey: derivedKey(parts.master, 'tessera admin api cursors'),
-    publishedKeys: () => keyring.publishedKeys(),
+    tokens: parts.ownTokens,
     findClient: (id) => directory.findClient(id),
     sessions: parts.sessions,
   };
@@ -101,6 +102,7 @@ export function appDeps(
     directory: Directory;
     tokens: TokenService;
     revocation: RevocationService;
+    ownTokens: OwnTokenDeps;
     attempts: FailedAttempts;
     audit: AuditRecorder;
     storeOutage: Outage;

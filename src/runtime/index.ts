@@ -29,6 +29,7 @@ import {
   openReplay,
   openRevocations,
   openRevocationService,
+  ownTokens,
   openRotator,
   openSecretUsage,
   openServerStore,
@@ -114,7 +115,8 @@ export async function openRuntime(
     const usage = openSecretUsage(opening, store);
     const replay = openReplay(opening, store, redis);
     const tokens = openTokenService(opening, { directory, keyring, usage, replay, limits, audit });
-    const revocation = openRevocationService(opening, { tokens, keyring, directory, revocations });
+    const verifying = ownTokens(opening, { keyring, directory, revocations });
+    const revocation = openRevocationService(opening, { tokens, ownTokens: verifying, revocations });
     const policy = sessionPolicy(opening, master, limits.logins);
     const app = appDeps(opening, {
       store,
@@ -123,6 +125,7 @@ export async function openRuntime(
       directory,
       tokens,
       revocation,
+      ownTokens: verifying,
       attempts: limits.attempts,
       audit,
       storeOutage,

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { jwksMaxAge, type Config } from '../config/index.js';
 import type { SigningAlg } from '../domain/algorithms.js';
 import { clientAuthMethods } from '../domain/client-auth/index.js';
+import type { OwnTokenDeps } from '../domain/own-tokens.js';
 import { RevocationService } from '../domain/revocation.js';
 import { TokenService } from '../domain/token-service.js';
 import { MAX_TOKEN_TTL } from '../domain/validate.js';
@@ -282,24 +283,34 @@ export function openTokenService(
 }
 
 /**
- * Revocation and introspection: client authentication as the token service does it, and this server's tokens
- * verified from memory (the keyring's published keys, the denylist, the clients' standing).
+ * What verifying this server's own tokens reads, all in memory (domain/own-tokens.ts): the keyring's published
+ * keys, the denylist, the clients (the directory's id set) and their standing. Introspection and the admin API
+ * share it.
  */
-export function openRevocationService(
+export function ownTokens(
   { config, now }: Opening,
-  parts: { tokens: TokenService; keyring: Keyring; directory: Directory; revocations: Revocations },
+  parts: { keyring: Keyring; directory: Directory; revocations: Revocations },
+): OwnTokenDeps {
+  const { keyring, directory, revocations } = parts;
+  return {
+    issuer: config.issuer,
+    now,
+    key: (kid) => keyring.verificationKey(kid),
+    revoked: (jti) => revocations.isRevoked(jti),
+    clientExists: (id) => directory.clientExists(id),
+    cutOf: (id) => revocations.cutOf(id),
+  };
+}
+
+/** Revocation and introspection: client authentication as the token service does it, tokens verified from memory. */
+export function openRevocationService(
+  { config }: Opening,
+  parts: { tokens: TokenService; ownTokens: OwnTokenDeps; revocations: Revocations },
 ): RevocationService {
-  const { tokens, keyring, directory, revocations } = parts;
+  const { revocations } = parts;
   return new RevocationService({
-    clients: tokens.clients,
-    tokens: {
-      issuer: config.issuer,
-      now,
-      key: (kid) => keyring.verificationKey(kid),
-      revoked: (jti) => revocations.isRevoked(jti),
-      clientExists: (id) => directory.clientExists(id),
-      cutOf: (id) => revocations.cutOf(id),
-    },
+    clients: parts.tokens.clients,
+    tokens: parts.ownTokens,
     revoke: (token, source) => revocations.revoke(token, source),
     adminAudience: adminAudienceUrl(config),
   });

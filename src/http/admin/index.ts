@@ -26,7 +26,7 @@ const ADMIN_PREFIX = '/admin/v1';
 /** Admin request bodies are small documents; a few hundred KiB leaves room for key sets, and no more. */
 const ADMIN_BODY_LIMIT = 256 * 1024;
 
-export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience' | 'issuer'> {
+export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience'> {
   config: Config;
   store: Store;
   /** The key that signs list cursors; the same on every instance (derived from the master key). */
@@ -60,7 +60,7 @@ function ajv(options: Options): Ajv {
  */
 export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
   const audience = `${deps.config.issuer}${ADMIN_PREFIX}`;
-  const auth = new AdminAuth({ ...deps, issuer: deps.config.issuer, audience });
+  const auth = new AdminAuth({ ...deps, audience });
   const cursors = new Cursors(deps.cursorKey);
   void app.register(
     async (admin) => {
