@@ -77,7 +77,9 @@ export class Revocations implements FeedFollower {
       if (change.entity === 'client') clients.add(change.key);
       else if (change.entity === 'token') {
         const space = change.key.indexOf(' ');
-        this.denied.set(change.key.slice(space + 1), Number(change.key.slice(0, space)));
+        // A string of its own: a slice would keep the whole key in memory as long as the entry lives.
+        const jti = Buffer.from(change.key.slice(space + 1)).toString();
+        this.denied.set(jti, Number(change.key.slice(0, space)));
       }
     }
     if (clients.size === 0) return;
