@@ -85,6 +85,7 @@ function adminFace(
     store,
     attempts: parts.attempts,
     refused: (refusal) => audit.recordAdminRefusal({ ...refusal, at: now() }),
+    now,
     cursorKey: derivedKey(parts.master, 'tessera admin api cursors'),
     tokens: parts.ownTokens,
     findClient: (id) => directory.findClient(id),

@@ -33,6 +33,8 @@ export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience'> {
   cursorKey: Uint8Array;
   /** Told of every refused call (401, 429, 403): the audit trail sums them per address and minute. */
   refused?: (refusal: AdminRefusal) => void;
+  /** The runtime's clock (ms), for the operations' times (revoked_before, a secret's expiry); the wall clock if left out. */
+  now?: () => number;
 }
 
 declare module 'fastify' {
@@ -160,6 +162,7 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
           actor: request.adminCaller!.actor,
           holds: request.adminCaller!.scopes,
           source: request.ip,
+          ...(deps.now === undefined ? {} : { now: deps.now }),
         }),
       };
       audienceRoutes(admin, context);
