@@ -68,6 +68,7 @@ export function ClientPage() {
       });
       if (!yes) return;
     }
+    setRevoked(undefined);
     // One field, whatever else changed meanwhile: no If-Match (the settings form sends one).
     const done = await toggle.run(() => api.patch<Client>(`/clients/${seg(id)}`, { enabled }));
     if (done) await client.reload();
@@ -136,7 +137,8 @@ export function ClientPage() {
         <ErrorMessage error={revokeTokens.error} />
         {revoked && (
           <Done>
-            Tokens issued at or before <Time value={revoked} /> are inactive.
+            Revoked: every token it held at <Time value={revoked} /> is inactive, on every instance within a
+            second.
           </Done>
         )}
         {writable && (
