@@ -1,4 +1,4 @@
-/* global process, console, setTimeout, clearTimeout, Buffer, URLSearchParams */
+/* global process, console, setTimeout, clearTimeout, Buffer, URLSearchParams, fetch */
 // `npm run bench`: Tessera against the ceiling and its peers, one server at a time, each pinned to one core
 // and loaded by autocannon from the other. See bench/README.md.
 import { execFileSync } from 'node:child_process';
@@ -45,6 +45,7 @@ import {
   provision,
   provisionFederatedClient,
   provisionKeyClient,
+  provisionResourceServer,
   provisionScoped,
   tesseraEnv,
 } from './lib/stores.js';
@@ -63,6 +64,7 @@ const SCENARIOS = [
   'tessera-sqlite-pkjwt',
   'tessera-sqlite-dpop',
   'tessera-sqlite-federated',
+  'tessera-sqlite-introspect',
   'tessera-sqlite-cold',
   'tessera-workers2',
   'tessera-pg',
@@ -415,6 +417,18 @@ async function main() {
     );
     return store;
   }
+  /**
+   * Like sqliteStore, with a resource server's client (admin scope tokens:introspect) beside the client, granted
+   * the admin audience of the server's issuer (`<issuer>/admin/v1`: the one the server on `port` will have).
+   */
+  async function introspectionSqliteStore(port) {
+    const store = await sqliteStore();
+    store.resourceServer = await provisionResourceServer(
+      ROOT,
+      tesseraEnv({ ...storeSettings(store), TESSERA_ISSUER: `http://127.0.0.1:${port}` }),
+    );
+    return store;
+  }
   async function postgresStore() {
     if (!pgUp) throw new Error(`PostgreSQL does not answer at ${settings.pgAdminUrl}`);
     const db = await createPostgresDatabase(settings.pgAdminUrl);
@@ -647,6 +661,33 @@ async function main() {
       start: async (port) =>
         startTessera({ id: 'tessera-sqlite-federated', store: await federatedSqliteStore(), port }),
     },
+    'tessera-sqlite-introspect': {
+      label: 'Tessera, SQLite, introspection',
+      note: () =>
+        'introspection: POST /oauth/introspect by a resource server (client_secret_post, admin scope ' +
+        'tokens:introspect) of one active ES256 token of the client, verified from memory (the signature, the ' +
+        "denylist, the client's standing); against tessera-sqlite, the token endpoint's rate on the same server build",
+      start: async (port) => {
+        const store = await introspectionSqliteStore(port);
+        const started = await startTessera({ id: 'tessera-sqlite-introspect', store, port });
+        const { target } = started;
+        // Once the server answers: a token of the client, which every request then introspects.
+        target.prepare = async () => {
+          const response = await fetch(`${target.url}/oauth/token`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: target.body,
+          });
+          if (response.status !== 200) throw new Error(`no token to introspect: status ${response.status}`);
+          const { access_token: token } = await response.json();
+          const rs = store.resourceServer;
+          target.path = '/oauth/introspect';
+          target.introspection = true;
+          target.body = Buffer.from(form({ token, client_id: rs.clientId, client_secret: rs.clientSecret }));
+        };
+        return started;
+      },
+    },
     'tessera-sqlite-cold': coldScenario('tessera-sqlite-cold', 'Tessera, SQLite, cold cache', sqliteStore),
     'tessera-workers2': {
       label: 'Tessera, SQLite, --workers 2 *',
@@ -746,6 +787,7 @@ async function main() {
         const port = await freePort();
         started = await definition.start(port);
         await waitUntilReady(started.server, started.readyUrl, { timeoutMs: 30_000 });
+        await started.target.prepare?.();
         const warm = await checkedWarmup(started.target, {
           seconds: settings.warmupSeconds,
           connections: Math.max(...settings.concurrencies),
@@ -815,6 +857,15 @@ async function main() {
         `metrics cost at concurrency ${row.connections}: ${Math.round(on.reqPerSec)} req/s with /metrics on (the ` +
           `default), ${Math.round(row.reqPerSec)} with TESSERA_METRICS=false (${((on.reqPerSec / row.reqPerSec - 1) * 100).toFixed(1)} %); ` +
           `CPU per token ${on.serverCpuUsPerRequest?.toFixed(1)} vs ${row.serverCpuUsPerRequest?.toFixed(1)} µs`,
+      );
+  }
+  for (const row of rows.filter((r) => r.scenario === 'tessera-sqlite-introspect')) {
+    const tokens = rows.find((r) => r.scenario === 'tessera-sqlite' && r.connections === row.connections);
+    if (tokens)
+      notes.push(
+        `introspection at concurrency ${row.connections}: ${Math.round(row.reqPerSec)} req/s, the token endpoint ` +
+          `${Math.round(tokens.reqPerSec)} req/s (${(row.reqPerSec / tokens.reqPerSec).toFixed(2)}×); CPU per ` +
+          `answer ${row.serverCpuUsPerRequest?.toFixed(1)} vs ${tokens.serverCpuUsPerRequest?.toFixed(1)} µs`,
       );
   }
   const noisy = rows.filter((r) => r.otherCpuCores >= 0.15);

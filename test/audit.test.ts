@@ -265,7 +265,17 @@ describe('changes in the audit trail', () => {
           null,
           { quota_per_minute: { from: 10, to: null }, quota_per_day: { from: null, to: 500 } },
         ],
-        ['client.updated', 'svc-1', 'svc-1', null, { enabled: { from: true, to: false } }],
+        [
+          'client.updated',
+          'svc-1',
+          'svc-1',
+          null,
+          // Disabling revokes the tokens it has: its revoked_before is the moment it was disabled.
+          {
+            enabled: { from: true, to: false },
+            revoked_before: { from: null, to: expect.stringMatching(/^\d{4}-.*Z$/) as unknown },
+          },
+        ],
         [
           'client.secret_rotated',
           'svc-1',

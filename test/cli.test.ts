@@ -261,6 +261,7 @@ group('tessera client', (ws) => {
       created_at: anyTime(),
       updated_at: anyTime(),
       secret_rotated_at: anyTime(),
+      revoked_before: null,
       client_secret: expect.stringMatching(SECRET),
     });
     expect(billing.updated_at).toBe(billing.created_at);
@@ -286,6 +287,7 @@ group('tessera client', (ws) => {
       created_at: anyTime(),
       updated_at: anyTime(),
       secret_rotated_at: anyTime(),
+      revoked_before: null,
       client_secret: expect.stringMatching(SECRET),
     });
     expect(reporting.client_secret).not.toBe(billing.client_secret);
@@ -315,6 +317,7 @@ group('tessera client', (ws) => {
       ['created_at', anyTime()],
       ['updated_at', anyTime()],
       ['secret_rotated_at', anyTime()],
+      ['revoked_before', '-'],
     ]);
     // Neither TESSERA_PORT nor TESSERA_ISSUER is set: the default issuer.
     expect(hint).toBe(curlHint('http://localhost:8080', id, secret, SANDBOX));
@@ -346,6 +349,7 @@ group('tessera client', (ws) => {
         created_at: ledger.created_at,
         updated_at: ledger.created_at,
         secret_rotated_at: ledger.created_at,
+        revoked_before: null,
       },
     ]);
   });
@@ -381,6 +385,7 @@ group('tessera client', (ws) => {
       ['created_at', billing.created_at],
       ['updated_at', billing.updated_at],
       ['secret_rotated_at', billing.secret_rotated_at],
+      ['revoked_before', '-'],
     ]);
   });
 
@@ -390,6 +395,7 @@ group('tessera client', (ws) => {
       ...withoutSecret(billing),
       updated_at: anyTime(),
       secret_rotated_at: anyTime(),
+      revoked_before: null,
       client_secret: expect.stringMatching(SECRET),
     });
     expect(r.json.client_secret).not.toBe(billing.client_secret);
@@ -422,15 +428,29 @@ group('tessera client', (ws) => {
       ['created_at', ledger.created_at],
       ['updated_at', anyTime()],
       ['secret_rotated_at', anyTime()],
+      ['revoked_before', '-'],
     ]);
     expect(hint).toBe(curlHint('http://localhost:8080', ledger.client_id, secret, SANDBOX));
   });
 
-  it('disable and enable, --json and text', async () => {
+  it('disable and enable, --json and text: disabling revokes the tokens it has, enabling revives none', async () => {
     const disabled = await ws.ok('client', 'disable', 'billing-svc', '--json');
-    expect(disabled.json).toEqual({ ...withoutSecret(billing), enabled: false, updated_at: anyTime() });
+    expect(disabled.json).toEqual({
+      ...withoutSecret(billing),
+      enabled: false,
+      updated_at: anyTime(),
+      revoked_before: anyTime(),
+    });
+    // The moment it was disabled (the management layer's clock; updated_at is the store's, a moment later).
+    expect(disabled.json.revoked_before <= disabled.json.updated_at).toBe(true);
+    expect(disabled.json.revoked_before > (billing.updated_at as string)).toBe(true);
     const enabled = await ws.ok('client', 'enable', 'billing-svc', '--json');
-    expect(enabled.json).toEqual({ ...withoutSecret(billing), enabled: true, updated_at: anyTime() });
+    expect(enabled.json).toEqual({
+      ...withoutSecret(billing),
+      enabled: true,
+      updated_at: anyTime(),
+      revoked_before: disabled.json.revoked_before,
+    });
 
     expect((await ws.ok('client', 'disable', ledger.client_id)).stdout).toBe(
       `Client ${ledger.client_id} disabled.\n`,
@@ -443,6 +463,32 @@ group('tessera client', (ws) => {
       `Client ${ledger.client_id} enabled.\n`,
     );
     expect((await ws.ok('client', 'show', ledger.client_id, '--json')).json.enabled).toBe(true);
+  });
+
+  it('revoke-tokens --json and text: the moment, in the client too, and its audit event', async () => {
+    const revoked = await ws.ok('client', 'revoke-tokens', 'billing-svc', '--json');
+    expect(revoked.json).toEqual({ revoked_before: anyTime() });
+    const shown = await ws.ok('client', 'show', 'billing-svc', '--json');
+    expect(shown.json.revoked_before).toBe(revoked.json.revoked_before);
+    expect(shown.json.updated_at >= revoked.json.revoked_before).toBe(true);
+    const text = await ws.ok('client', 'revoke-tokens', ledger.client_id);
+    const at = /at or before (\S+) \(to the second\)/.exec(text.stdout)?.[1];
+    expect(text.stdout).toBe(
+      `Client ${ledger.client_id}: its tokens issued at or before ${at} (to the second) are inactive.\n`,
+    );
+    expect((await ws.ok('client', 'show', ledger.client_id, '--json')).json.revoked_before).toBe(at);
+    const events = (await ws.ok('audit', '--type', 'client.tokens_revoked', '--json')).json as {
+      actor: string;
+      target: string;
+    }[];
+    expect(events.map((e) => e.target).sort()).toEqual(['billing-svc', ledger.client_id].sort());
+    for (const e of events) expect(e.actor).toMatch(/^cli:/);
+    const missing = await ws.run('client', 'revoke-tokens', 'nobody', '--json');
+    expect(missing.code).toBe(1);
+    expect(jsonError(missing)).toEqual({
+      error: 'client_not_found',
+      message: 'client nobody does not exist',
+    });
   });
 
   it('delete --json, and delete in text mode', async () => {
@@ -493,6 +539,7 @@ group('tessera client quotas', (ws) => {
       created_at: anyTime(),
       updated_at: anyTime(),
       secret_rotated_at: anyTime(),
+      revoked_before: null,
       client_secret: expect.stringMatching(SECRET),
     });
   });

@@ -72,10 +72,23 @@ function requestPlan(target) {
 }
 
 /**
+ * An introspection answer (RFC 7662) for the token the target introspects: active, the token's client, this
+ * issuer and audience, a Bearer token.
+ */
+function checkIntrospection(target, json) {
+  if (json.active !== true) throw new Error(`active ${json.active}`);
+  if (json.client_id !== target.clientId || json.sub !== target.clientId)
+    throw new Error(`introspected a token of ${json.client_id}, expected ${target.clientId}`);
+  if (json.iss !== target.issuer || json.aud !== target.audience)
+    throw new Error(`iss ${json.iss}, aud ${json.aud}`);
+  if (json.token_type !== 'Bearer' || !(json.exp > json.iat)) throw new Error(JSON.stringify(json));
+}
+
+/**
  * A warm-up of `seconds` at `connections` in which every answer is kept, then checked: status 200, a JSON
  * body with a Bearer token (a DPoP token bound to the proofs' key, with DPoP proofs) that jose verifies against
- * the server's JWKS (issuer, audience, typ at+jwt, ES256) and names the client that asked. Throws on the first
- * failures.
+ * the server's JWKS (issuer, audience, typ at+jwt, ES256) and names the client that asked; or, for an
+ * introspection target, the active token's claims. Throws on the first failures.
  */
 export async function checkedWarmup(target, { seconds, connections }) {
   const plan = requestPlan(target);
@@ -102,6 +115,11 @@ export async function checkedWarmup(target, { seconds, connections }) {
     try {
       if (status !== 200) throw new Error(`status ${status}: ${body.slice(0, 200)}`);
       const json = JSON.parse(body);
+      if (target.introspection) {
+        checkIntrospection(target, json);
+        verified++;
+        continue;
+      }
       const tokenType = target.dpop ? 'dpop' : 'bearer';
       if (String(json.token_type).toLowerCase() !== tokenType)
         throw new Error(`token_type ${json.token_type}`);

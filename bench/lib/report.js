@@ -71,6 +71,17 @@ export function targets(rows, concurrencies) {
       `${fixed(t100.p99Ms, 2)} ms vs ${fixed(c100.p99Ms, 2)} ms (${fixed(t100.p99Ms / c100.p99Ms, 2)}×)`,
       t100.p99Ms <= 1.5 * c100.p99Ms,
     );
+  // Verifying costs more than signing, but introspection answers within 2× of the token endpoint's rate.
+  for (const c of concurrencies) {
+    const t = find(rows, 'tessera-sqlite', c);
+    const introspection = find(rows, 'tessera-sqlite-introspect', c);
+    if (t && introspection)
+      check(
+        `Introspection (SQLite) ≥ 50 % of the token endpoint's req/s at concurrency ${c}`,
+        percent(introspection.reqPerSec / t.reqPerSec, 1),
+        introspection.reqPerSec >= 0.5 * t.reqPerSec,
+      );
+  }
   for (const c of concurrencies) {
     const t = find(rows, 'tessera-sqlite', c);
     const oidc = find(rows, 'oidc-provider', c);

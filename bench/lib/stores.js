@@ -42,6 +42,22 @@ export async function provision(root, env, audience) {
   return { clientId: client.client_id, clientSecret: client.client_secret };
 }
 
+/**
+ * A resource server's client, as README's "Ending tokens early" makes it: its only admin grant is the scope
+ * tokens:introspect, so that it may ask POST /oauth/introspect.
+ */
+export async function provisionResourceServer(root, env) {
+  const client = await tesseraCli(root, env, [
+    'client',
+    'create',
+    '--name',
+    'bench-resource-server',
+    '--admin-scopes',
+    'tokens:introspect',
+  ]);
+  return { clientId: client.client_id, clientSecret: client.client_secret };
+}
+
 /** Ten scopes and five custom claims, as a client with permissions and a tenant would have. */
 const SCOPES = Array.from({ length: 10 }, (_, i) => `orders.${i}:read`);
 const CLAIMS = { tenant_id: 'acme', plan: 'gold', region: 'eu-west-1', org: 'org_8fK2', tier: 3 };

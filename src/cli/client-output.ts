@@ -39,6 +39,7 @@ export function clientRecord(c: Client, secret?: string): string {
     ['created_at', c.createdAt],
     ['updated_at', c.updatedAt],
     ['secret_rotated_at', c.secretRotatedAt],
+    ['revoked_before', c.revokedBefore],
   ]);
 }
 

@@ -51,7 +51,7 @@ const NO_DPOP_BOUND_HELP = 'it gets tokens with or without a DPoP proof (the def
 const CLAIMS_HELP = 'custom claims in its tokens, a JSON object: \'{"tenant_id":"acme"}\'';
 const CLAIM_HELP = 'one custom claim, name=value (repeatable; value as JSON if it is JSON)';
 
-/** `tessera client create|list|show|update|rotate-secret|secrets|federation|set-quota|enable|disable|delete`. */
+/** `tessera client create|list|show|update|rotate-secret|secrets|federation|set-quota|enable|disable|revoke-tokens|delete`. */
 export function clientCommands(program: Command): void {
   const client = program.command('client').alias('clients').description('API clients and their secrets');
   withJson(
@@ -216,6 +216,22 @@ export function clientCommands(program: Command): void {
       }),
     );
   }
+  withJson(
+    client
+      .command('revoke-tokens <client-id>')
+      .description(
+        'make every token the client holds inactive now, on every instance within a second (its secrets stay)',
+      ),
+  ).action(
+    action(async (ctx, json, id: string) => {
+      const view = views.tokensRevokedJson(await clients.revokeClientTokens(ctx, id));
+      if (json) printJson(view);
+      else
+        print(
+          `Client ${id}: its tokens issued at or before ${view.revoked_before} (to the second) are inactive.\n`,
+        );
+    }),
+  );
   withJson(client.command('delete <client-id>').description('delete a client and its grants')).action(
     action(async (ctx, json, id: string) => {
       await clients.deleteClient(ctx, id);

@@ -159,6 +159,8 @@ export interface Client {
   created_at: string;
   updated_at: string;
   secret_rotated_at: string;
+  /** Its tokens issued at or before this moment (to the second) are inactive; null: never revoked. */
+  revoked_before: string | null;
   client_secret?: string;
   /** In the answer of POST /clients, when it was given federated_credentials. */
   federated_credentials?: FederatedCredential[];

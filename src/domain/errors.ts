@@ -55,6 +55,17 @@ export const invalidTarget = (description: string): OAuthError =>
 export const invalidScope = (description: string): OAuthError =>
   new OAuthError('invalid_scope', description, 400);
 
+/** RFC 7009 §2.2.1: a token type this server does not revoke (Tessera issues no refresh tokens). */
+export const unsupportedTokenType = (): OAuthError =>
+  new OAuthError('unsupported_token_type', 'this server issues and revokes access tokens only', 400);
+
+/**
+ * An authenticated client without the admin scope an endpoint needs (introspection: tokens:introspect). Its
+ * credentials are right, so it is no failed authentication: 403, as the admin API answers a scope missing.
+ */
+export const insufficientScope = (scope: string): OAuthError =>
+  new OAuthError('insufficient_scope', `this client lacks the admin scope ${scope}`, 403);
+
 export const temporarilyUnavailable = (retryAfterSeconds: number): OAuthError =>
   new OAuthError('temporarily_unavailable', 'the service cannot answer right now; try again later', 503, {
     'retry-after': String(retryAfterSeconds),

@@ -8,7 +8,10 @@ import type { SigningAlg } from './algorithms.js';
  * imported for its types alone.
  */
 
-/** The token request parameters Tessera reads (RFC 6749 §4.4.2, RFC 8707 §2); others are ignored. */
+/**
+ * The request parameters Tessera reads at the endpoints where a client authenticates (RFC 6749 §4.4.2, RFC 8707
+ * §2; the token of revocation and introspection, RFC 7009 §2.1 and RFC 7662 §2.1); others are ignored.
+ */
 export const TOKEN_PARAMS = [
   'grant_type',
   'client_id',
@@ -18,6 +21,8 @@ export const TOKEN_PARAMS = [
   'scope',
   'client_assertion_type',
   'client_assertion',
+  'token',
+  'token_type_hint',
 ] as const;
 export type TokenParam = (typeof TOKEN_PARAMS)[number];
 export type TokenParams = Partial<Record<TokenParam, string>>;

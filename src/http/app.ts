@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { SigningAlg } from '../domain/algorithms.js';
+import type { RevocationService } from '../domain/revocation.js';
 import type { TokenService } from '../domain/token-service.js';
 import type { Keyring } from '../keys/keyring.js';
 import type { Exposition } from '../metrics/metrics.js';
@@ -15,6 +16,7 @@ import { clientErrorHandler, registerErrorHandlers } from './errors.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
+import { revocationRoutes } from './routes/revocation.js';
 import { tokenRoutes } from './routes/token.js';
 
 /**
@@ -35,6 +37,8 @@ export interface AppDeps {
   issuer: string;
   defaultAlg: SigningAlg;
   tokens: TokenService;
+  /** Revocation and introspection of this server's tokens (/oauth/revoke, /oauth/introspect). */
+  revocation: RevocationService;
   directory: Directory;
   keyring: Keyring;
   store: Store;
@@ -136,6 +140,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerBodyParsers(app);
   registerErrorHandlers(app);
   tokenRoutes(app, deps.tokens);
+  revocationRoutes(app, deps.revocation);
   discoveryRoutes(app, deps.issuer, deps.directory, deps.keyring);
   healthRoutes(app, deps.store, deps.keyring, deps.directory, deps.defaultAlg, {
     shutdown,

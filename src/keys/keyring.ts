@@ -1,9 +1,10 @@
-import { createPrivateKey, type JsonWebKey } from 'node:crypto';
+import { createPrivateKey, createPublicKey, type JsonWebKey } from 'node:crypto';
 import type { JWK, JWTPayload } from 'jose';
 import type { SigningAlg } from '../domain/algorithms.js';
 import { temporarilyUnavailable } from '../domain/errors.js';
+import type { VerificationKey } from '../domain/own-tokens.js';
 import { SERVER_ACTOR, type KeyStore, type SigningKey } from '../store/types.js';
-import { jwsSigner, type Signer } from './jws.js';
+import { jwsSigner, jwsVerifier, type Signer } from './jws.js';
 import type { MasterKey } from './master-key.js';
 import { mayStillSign, selectKeys } from './lifecycle.js';
 import { generateSigningKey, planFirstKey, publicPart } from './rotation.js';
@@ -51,6 +52,8 @@ export class Keyring {
   private active = new Map<SigningAlg, ActiveKey>();
   private imported = new Map<string, Signer>();
   private published: PublicJwk[] = [];
+  /** The published keys by kid, imported once each, for verifying this server's own tokens. */
+  private verifying = new Map<string, VerificationKey>();
   private jwksBody = '{"keys":[]}';
   private generating = new Map<SigningAlg, Promise<void>>();
   private rows: SigningKey[] = [];
@@ -129,6 +132,16 @@ export class Keyring {
       use: 'sig',
     }));
     this.active = active;
+    const verifying = new Map<string, VerificationKey>();
+    for (const jwk of this.published)
+      verifying.set(
+        jwk.kid,
+        this.verifying.get(jwk.kid) ?? {
+          alg: jwk.alg,
+          check: jwsVerifier(createPublicKey({ key: jwk as unknown as JsonWebKey, format: 'jwk' }), jwk.alg),
+        },
+      );
+    this.verifying = verifying;
     this.jwksBody = JSON.stringify({ keys: this.published });
     this.refreshAt = selection.changesAt;
   }
@@ -193,9 +206,13 @@ export class Keyring {
     return this.jwksBody;
   }
 
-  publishedKeys(): readonly PublicJwk[] {
+  /**
+   * The published key with this kid, to verify a token of this server with (the key that signs now, the next one,
+   * and a retired one until every token it signed has expired); undefined for any other kid. Memory only.
+   */
+  verificationKey(kid: string): VerificationKey | undefined {
     this.current();
-    return this.published;
+    return this.verifying.get(kid);
   }
 
   activeKids(): Map<SigningAlg, string> {

@@ -1,4 +1,5 @@
 import type { Config } from '../config/index.js';
+import { INTROSPECTION_SCOPE } from '../domain/revocation.js';
 import { newAudienceId } from '../store/migrations.js';
 import type { Audience, AudienceScope, OperatorRole } from '../store/types.js';
 import { writeAudience } from './audience-scopes.js';
@@ -20,6 +21,7 @@ export const ADMIN_SCOPES = [
   'audit:read',
   'operators:read',
   'operators:write',
+  INTROSPECTION_SCOPE,
 ] as const;
 export type AdminScope = (typeof ADMIN_SCOPES)[number];
 
@@ -43,6 +45,8 @@ const DESCRIPTIONS: Record<AdminScope, string> = {
   'audit:read': 'read the audit trail and the token counts',
   'operators:read': 'read the console operators',
   'operators:write': 'add, change, reset and remove console operators',
+  'tokens:introspect':
+    "introspect this server's access tokens (POST /oauth/introspect): for resource servers",
 };
 
 export const ADMIN_AUDIENCE_SCOPES: AudienceScope[] = [...ADMIN_SCOPES]

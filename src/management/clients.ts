@@ -45,7 +45,10 @@ import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
  * ClientPatch, but a method and inline keys not yet known to be valid. Undefined leaves one as it is (a change)
  * or default (new).
  */
-export interface ClientFields extends Omit<ClientPatch, 'authMethod' | 'jwks' | 'federatedCredentials'> {
+export interface ClientFields extends Omit<
+  ClientPatch,
+  'authMethod' | 'jwks' | 'federatedCredentials' | 'revokedBefore'
+> {
   /** Claims added to the client's (an update only): the CLI's `--claim k=v`. */
   addClaims?: Record<string, unknown>;
   /** RFC 7591 token_endpoint_auth_method (client_secret_basic when a new client leaves it out). */
@@ -354,6 +357,11 @@ export async function updateClient(
     const patched = patchChanges(current, patch, clientJson, CLIENT_FIELDS);
     if (!patched) return current;
     const { after, changes } = patched;
+    // Disabling ends the tokens it has now, for good: enabling it again never revives them (INTERFACE.md).
+    if (current.enabled && after.enabled === false) {
+      patch.revokedBefore = new Date(nowOf(ctx)).toISOString();
+      changes.revoked_before = { from: current.revokedBefore, to: patch.revokedBefore };
+    }
     if (patch.authMethod !== undefined || patch.jwks !== undefined || patch.jwksUri !== undefined) {
       await checkAuthKeys(after.authMethod, after.jwks, after.jwksUri);
       requireNoFederation(current, after);
@@ -409,6 +417,22 @@ export function setQuota(
 
 export function setEnabled(ctx: ManagementContext, id: string, enabled: boolean): Promise<Client> {
   return updateClient(ctx, id, { enabled });
+}
+
+/**
+ * Makes every token the client holds inactive at once, on every instance within a second: those issued at or
+ * before this moment, to the second (INTERFACE.md, "Revocation and introspection"). Audited as
+ * client.tokens_revoked; the client's view shows the moment as revoked_before.
+ */
+export function revokeClientTokens(ctx: ManagementContext, id: string): Promise<Client> {
+  return changeClient(ctx, id, async (store, client) => {
+    const at = new Date(nowOf(ctx)).toISOString();
+    const audit = changeAudit(ctx, 'client.tokens_revoked', id, {
+      clientId: id,
+      changes: { revoked_before: { from: client.revokedBefore, to: at } },
+    });
+    return store.updateClient(id, { revokedBefore: at }, audit);
+  });
 }
 
 /** Deletes a client and its grants. */

@@ -55,7 +55,11 @@ export const clientJson = (c: Client) => ({
   created_at: c.createdAt,
   updated_at: c.updatedAt,
   secret_rotated_at: c.secretRotatedAt,
+  revoked_before: c.revokedBefore,
 });
+
+/** What revoke-tokens did: the moment before which (to the second) the client's tokens are inactive. */
+export const tokensRevokedJson = (c: Client) => ({ revoked_before: c.revokedBefore! });
 
 /** The fields of a federated credential that can be changed (in federatedCredentialJson's names). */
 export const FEDERATED_FIELDS = [

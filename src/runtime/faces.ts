@@ -5,6 +5,8 @@
 import cluster from 'node:cluster';
 import { feedStaleMs } from '../config/index.js';
 import type { AuditRecorder } from '../audit/recorder.js';
+import type { OwnTokenDeps } from '../domain/own-tokens.js';
+import type { RevocationService } from '../domain/revocation.js';
 import type { TokenService } from '../domain/token-service.js';
 import type { AdminApiDeps } from '../http/admin/index.js';
 import type { AppDeps } from '../http/app.js';
@@ -56,30 +58,31 @@ function consoleFace({ logger }: Opening, sessions: ConsoleSessions): ConsoleDep
 }
 
 /**
- * The admin API's dependencies: the store, the keys it verifies tokens against, the clients as the token path
- * knows them, the failed-attempt limits, its cursors' key, console sessions, and the audit of its refusals
- * (timed by the runtime's clock).
+ * The admin API's dependencies: the store, what it verifies tokens with (the one verifier of this server's own
+ * tokens), the clients as the token path knows them, the failed-attempt limits, its cursors' key, console
+ * sessions, and the audit of its refusals (timed by the runtime's clock).
  */
 function adminFace(
   { config, now }: Opening,
   parts: {
     store: Store;
     master: MasterKey;
-    keyring: Keyring;
+    ownTokens: OwnTokenDeps;
     directory: Directory;
     attempts: FailedAttempts;
     audit: AuditRecorder;
     sessions: ConsoleSessions | undefined;
   },
 ): AdminApiDeps {
-  const { store, keyring, directory, audit } = parts;
+  const { store, directory, audit } = parts;
   return {
     config,
     store,
     attempts: parts.attempts,
     refused: (refusal) => audit.recordAdminRefusal({ ...refusal, at: now() }),
+    now,
     cursorKey: deriveKey(parts.master, 'tessera admin api cursors'),
-    publishedKeys: () => keyring.publishedKeys(),
+    tokens: parts.ownTokens,
     findClient: (id) => directory.findClient(id),
     sessions: parts.sessions,
   };
@@ -94,6 +97,8 @@ export function appDeps(
     keyring: Keyring;
     directory: Directory;
     tokens: TokenService;
+    revocation: RevocationService;
+    ownTokens: OwnTokenDeps;
     attempts: FailedAttempts;
     audit: AuditRecorder;
     storeOutage: Outage;
@@ -108,6 +113,7 @@ export function appDeps(
     issuer: config.issuer,
     defaultAlg: config.signingAlg,
     tokens: parts.tokens,
+    revocation: parts.revocation,
     directory: parts.directory,
     keyring: parts.keyring,
     store: parts.store,

@@ -27,6 +27,9 @@ import {
   openLimits,
   openRedis,
   openReplay,
+  openRevocations,
+  openRevocationService,
+  ownTokens,
   openRotator,
   openSecretUsage,
   openServerStore,
@@ -88,7 +91,8 @@ export async function openRuntime(
     // then the audit trail writes what it holds, then Redis, the change feed, and the store last.
     const store = await openServerStore(opening);
     const keyring = openKeyring(opening, store, master);
-    const { directory, storeOutage } = openDirectory(opening, store, keyring);
+    const revocations = openRevocations(opening, store);
+    const { directory, storeOutage } = openDirectory(opening, store, keyring, revocations);
     const redis = openRedis(opening);
     const limits = openLimits(opening, redis);
     const audit = openAudit(opening, store);
@@ -98,6 +102,7 @@ export async function openRuntime(
     await ensureAdminAudience({ store, config, actor: SERVER_ACTOR, holds: EVERY_SCOPE, now });
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
     await directory.start();
+    revocations.start();
     audit.start();
     // A key for every algorithm from the first start on: an audience switched to RS256 later must not sign
     // with a key that resource servers, holding a JWKS fetched a moment ago, have never seen.
@@ -110,6 +115,8 @@ export async function openRuntime(
     const usage = openSecretUsage(opening, store);
     const replay = openReplay(opening, store, redis);
     const tokens = openTokenService(opening, { master, directory, keyring, usage, replay, limits, audit });
+    const verifying = ownTokens(opening, { keyring, directory, revocations });
+    const revocation = openRevocationService(opening, { tokens, ownTokens: verifying, revocations });
     const policy = sessionPolicy(opening, master, limits.logins);
     const app = appDeps(opening, {
       store,
@@ -117,6 +124,8 @@ export async function openRuntime(
       keyring,
       directory,
       tokens,
+      revocation,
+      ownTokens: verifying,
       attempts: limits.attempts,
       audit,
       storeOutage,

@@ -9,6 +9,8 @@ import { jwksMaxAge, type Config } from '../config/index.js';
 import type { SigningAlg } from '../domain/algorithms.js';
 import { clientAuthMethods } from '../domain/client-auth/index.js';
 import { DpopNonces, DpopVerifier } from '../domain/dpop.js';
+import type { OwnTokenDeps } from '../domain/own-tokens.js';
+import { RevocationService } from '../domain/revocation.js';
 import { TokenService } from '../domain/token-service.js';
 import { MAX_TOKEN_TTL } from '../domain/validate.js';
 import { AuditRecorder } from '../audit/recorder.js';
@@ -24,7 +26,9 @@ import { connectRedis, type SharedRedis } from '../limits/redis.js';
 import { AssertionReplay } from '../limits/replay.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Outage } from '../outage.js';
+import { adminAudienceUrl } from '../management/builtin.js';
 import { Directory } from '../store/directory.js';
+import { Revocations } from '../store/revocations.js';
 import { SecretUsage } from '../store/secret-usage.js';
 import type { Store } from '../store/types.js';
 import type { Closers } from './closers.js';
@@ -65,14 +69,29 @@ export function openKeyring({ config, logger, now }: Opening, store: Store, mast
 }
 
 /**
- * The cached directory of clients and audiences, following the change feed (started by openRuntime), and the
- * store's outage as the log tells it: store errors while the store is down would come twice a second from the
- * feed alone.
+ * The denylist and the clients whose tokens are cut short, in memory: loaded and kept by the directory's change
+ * feed, expired entries forgotten once a minute (started by openRuntime).
+ */
+export function openRevocations({ logger, now, closers }: Opening, store: Store): Revocations {
+  const revocations = new Revocations(store, {
+    now,
+    maxTokenTtl: MAX_TOKEN_TTL,
+    onError: (error) => logger.warn({ err: error }, 'could not delete expired revoked tokens'),
+  });
+  closers.push(() => revocations.stop());
+  return revocations;
+}
+
+/**
+ * The cached directory of clients and audiences, following the change feed (started by openRuntime) for itself
+ * and for the revocations, and the store's outage as the log tells it: store errors while the store is down would
+ * come twice a second from the feed alone.
  */
 export function openDirectory(
   { config, logger, now, closers }: Opening,
   store: Store,
   keyring: Keyring,
+  revocations: Revocations,
 ): { directory: Directory; storeOutage: Outage } {
   const storeOutage = new Outage(logger, {
     down: 'the store cannot be reached',
@@ -95,6 +114,7 @@ export function openDirectory(
       during === 'change listener' ? listener.failed(error) : storeOutage.failed(error, { during }),
     onKeysChanged: () => keyring.reload(),
     now: () => new Date(now()),
+    followers: [revocations],
   });
   closers.push(() => directory.stop());
   return { directory, storeOutage };
@@ -277,5 +297,39 @@ export function openTokenService(
     issuer: config.issuer,
     defaultTtl: config.tokenTtl,
     defaultAlg: config.signingAlg,
+  });
+}
+
+/**
+ * What verifying this server's own tokens reads, all in memory (domain/own-tokens.ts): the keyring's published
+ * keys, the denylist, the clients (the directory's id set) and their standing. Introspection and the admin API
+ * share it.
+ */
+export function ownTokens(
+  { config, now }: Opening,
+  parts: { keyring: Keyring; directory: Directory; revocations: Revocations },
+): OwnTokenDeps {
+  const { keyring, directory, revocations } = parts;
+  return {
+    issuer: config.issuer,
+    now,
+    key: (kid) => keyring.verificationKey(kid),
+    revoked: (jti) => revocations.isRevoked(jti),
+    clientExists: (id) => directory.clientExists(id),
+    cutOf: (id) => revocations.cutOf(id),
+  };
+}
+
+/** Revocation and introspection: client authentication as the token service does it, tokens verified from memory. */
+export function openRevocationService(
+  { config }: Opening,
+  parts: { tokens: TokenService; ownTokens: OwnTokenDeps; revocations: Revocations },
+): RevocationService {
+  const { revocations } = parts;
+  return new RevocationService({
+    clients: parts.tokens.clients,
+    tokens: parts.ownTokens,
+    revoke: (token, source) => revocations.revoke(token, source),
+    adminAudience: adminAudienceUrl(config),
   });
 }

@@ -30,6 +30,7 @@ const CHANGE_EVENT_TYPES = [
   'client.federated_credential_updated',
   'client.federated_credential_removed',
   'client.deleted',
+  'client.tokens_revoked',
   'grant.created',
   'grant.updated',
   'grant.deleted',
@@ -40,6 +41,8 @@ const CHANGE_EVENT_TYPES = [
   'operator.reset',
   'operator.enrolled',
   'operator.deleted',
+  // A token put on the denylist by the client it was issued to (POST /oauth/revoke): actor client:<id>.
+  'token.revoked',
 ] as const;
 /** The console's sessions: written by the management layer as change events are (actor, target, source). */
 const SESSION_EVENT_TYPES = ['operator.login', 'operator.login_failed', 'operator.logout'] as const;

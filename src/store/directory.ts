@@ -49,6 +49,19 @@ export interface DirectoryOptions {
   now?: () => Date;
   /** The hash of the client id set (client-ids.ts); a random key of this process's when left out. */
   idHash?: IdHash;
+  /** What else this process keeps from the change feed (revocations.ts). */
+  followers?: readonly FeedFollower[];
+}
+
+/**
+ * Something else a process keeps in memory from the change feed (revocations.ts), beside the directory's own
+ * clients and audiences: loaded at start once the feed's position is taken (so that nothing written meanwhile is
+ * lost: it is read, or it comes through the feed, or both), then given every batch of changes.
+ */
+export interface FeedFollower {
+  load(): Promise<void>;
+  /** A batch of changes, before the feed moves past it: a failure has the batch read again (apply it idempotently). */
+  apply(changes: readonly Change[]): Promise<void>;
 }
 
 /**
@@ -243,6 +256,7 @@ export class Directory {
     // through the feed, and is not lost either way. Awaited (a million ids take a second or two, see
     // bench/README.md), so that a started server holds them; a build that fails is tried again later.
     await this.buildIds(false);
+    for (const follower of this.options.followers ?? []) await follower.load();
     this.timer = setInterval(() => void this.poll(), this.options.pollMs);
     this.timer.unref();
     // Where the store pushes (PostgreSQL NOTIFY), read the feed at once; the timer stays as the backstop.
@@ -301,6 +315,17 @@ export class Directory {
    */
   registered(id: string): boolean {
     return this.ids?.has(id) ?? false;
+  }
+
+  /**
+   * Memory only: whether a client with this id exists, by the set of every client id (in which a client deleted
+   * since it was built stays: revocations.ts knows those). Throws temporarily_unavailable while this process
+   * cannot tell: the set is not built yet, or the feed has gone unread for the stale window.
+   */
+  clientExists(id: string): boolean {
+    if (this.ids === undefined || Date.now() - this.lastRead > this.staleWindowMs)
+      throw temporarilyUnavailable(this.options.retryAfter);
+    return this.ids.has(id);
   }
 
   /** The id set's size and memory; undefined until it is built. */
@@ -497,6 +522,7 @@ export class Directory {
           break;
       }
     }
+    for (const follower of this.options.followers ?? []) await follower.apply(changes);
     if (audiences) {
       // Removing an audience removes its grants too; cached grant sets may be stale, so start afresh.
       this.clients.clear();

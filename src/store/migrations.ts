@@ -313,6 +313,25 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
+    // Revocation (INTERFACE.md, "Revocation and introspection"): a client's revoked_before (its tokens issued at or
+    // before it, to the second, are inactive; disabling sets it), set now for the clients already disabled, so that
+    // enabling one again does not revive its old tokens; and the denylist of single tokens until their exp (seconds
+    // since the epoch), which every server loads at start and follows through the change feed.
+    '0014_revocation': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('clients').addColumn('revoked_before', 'text', text).execute();
+        await sql`update clients set revoked_before = ${new Date().toISOString()} where enabled = 0`.execute(
+          db,
+        );
+        await db.schema
+          .createTable('revoked_tokens')
+          .addColumn('jti', 'text', (c) => text(c).primaryKey())
+          .addColumn('client_id', 'text', (c) => text(c).notNull())
+          .addColumn('exp', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('revoked_tokens_exp_idx').on('revoked_tokens').column('exp').execute();
+      },
+    },
   };
 }
 

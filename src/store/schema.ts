@@ -14,6 +14,16 @@ export interface Database {
   operators: OperatorsTable;
   operator_sessions: OperatorSessionsTable;
   token_counts: TokenCountsTable;
+  revoked_tokens: RevokedTokensTable;
+}
+
+/** The denylist: tokens revoked one by one (RFC 7009), each kept until its exp. */
+interface RevokedTokensTable {
+  jti: string;
+  /** The client it was issued to. */
+  client_id: string;
+  /** Seconds since the epoch: the token's exp. */
+  exp: number | string;
 }
 
 /** The console's operators: people, apart from clients. Never a password, only its scrypt hash. */
@@ -140,6 +150,8 @@ export interface ClientsTable {
   federated_credentials: string | null;
   /** 1: it gets no token without a DPoP proof (RFC 9449 §5.2; migration 0013). */
   dpop_bound_access_tokens: number;
+  /** Its tokens issued at or before this time (truncated to the second) are inactive, or null (migration 0014). */
+  revoked_before: string | null;
 }
 
 interface GrantsTable {

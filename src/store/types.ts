@@ -119,6 +119,11 @@ export interface Client {
   federatedCredentials: FederatedCredential[];
   /** RFC 9449 §5.2 dpop_bound_access_tokens: it gets no token without a DPoP proof. */
   dpopBoundAccessTokens: boolean;
+  /**
+   * Its tokens issued at or before this time, truncated to the second, are inactive (revoke-tokens, and
+   * disabling, set it to the moment they happen); null: never set.
+   */
+  revokedBefore: string | null;
 }
 
 export interface SigningKey {
@@ -131,14 +136,20 @@ export interface SigningKey {
   retiredAt: string | null;
 }
 
-export type ChangeEntity = 'client' | 'audience' | 'grant' | 'key';
+export type ChangeEntity = 'client' | 'audience' | 'grant' | 'key' | 'token';
 
 export interface Change {
   seq: number;
   entity: ChangeEntity;
-  /** The client id, the audience URL, `<client id> <audience URL>` for a grant, or the kid. */
+  /**
+   * The client id, the audience URL, `<client id> <audience URL>` for a grant, the kid, or `<exp> <jti>` for a
+   * revoked token (see tokenChangeKey).
+   */
   key: string;
 }
+
+/** A revoked token's change key: its exp (seconds since the epoch) and its jti, so followers need no query. */
+export const tokenChangeKey = (token: { exp: number; jti: string }): string => `${token.exp} ${token.jti}`;
 
 export interface NewAudience {
   /** Made by the store when left out. */
@@ -205,6 +216,8 @@ export interface ClientPatch {
   federatedCredentials?: FederatedCredential[];
   /** RFC 9449 §5.2: no token without a DPoP proof. */
   dpopBoundAccessTokens?: boolean;
+  /** Its tokens issued at or before this time (to the second) are inactive from now on. */
+  revokedBefore?: string;
 }
 
 export interface AudienceStore {
@@ -282,6 +295,43 @@ export interface AssertionJtiStore {
   useAssertionJti(id: string, expiresAt: number): Promise<boolean>;
   /** Deletes at most `limit` assertion ids whose time is over (by `now`, ms); returns how many. */
   pruneAssertionJtis(now: number, limit: number): Promise<number>;
+}
+
+/** A token revoked on its own (RFC 7009): on the denylist until its exp. */
+export interface RevokedToken {
+  jti: string;
+  /** The client it was issued to. */
+  clientId: string;
+  /** Its exp: seconds since the epoch. */
+  exp: number;
+}
+
+/** What decides whether a client's tokens are still active, besides each token's own claims. */
+export interface ClientStanding {
+  id: string;
+  enabled: boolean;
+  revokedBefore: string | null;
+  createdAt: string;
+}
+
+/** Revocation: the denylist of single tokens, and what makes a client's tokens inactive all at once. */
+export interface RevocationStore {
+  /**
+   * Puts a token on the denylist, records a change of it (entity `token`, see tokenChangeKey) and its audit event,
+   * in one transaction. False, and nothing written, when it is on the list already.
+   */
+  revokeToken(token: RevokedToken, audit?: ChangeAudit): Promise<boolean>;
+  /** Every token on the denylist whose exp is after `now` (seconds since the epoch), in no order. */
+  listRevokedTokens(now: number): Promise<Pick<RevokedToken, 'jti' | 'exp'>[]>;
+  /** Deletes at most `limit` entries whose exp is at or before `now` (seconds); returns how many. */
+  pruneRevokedTokens(now: number, limit: number): Promise<number>;
+  /**
+   * The clients whose tokens may be inactive for who they are: those disabled, and those whose revoked_before or
+   * created_at is at or after `since` (RFC 3339). Read once at start.
+   */
+  listClientStandings(since: string): Promise<ClientStanding[]>;
+  /** The standing of these clients (those that exist), after the change feed said they changed. */
+  findClientStandings(ids: readonly string[]): Promise<ClientStanding[]>;
 }
 
 export interface GrantStore {
@@ -468,7 +518,8 @@ export interface Store
     AuditStore,
     OperatorStore,
     SessionStore,
-    AssertionJtiStore {
+    AssertionJtiStore,
+    RevocationStore {
   readonly engine: 'sqlite' | 'postgres';
   /** Runs pending migrations (all, or up to and including `upTo`); returns the names it ran. */
   migrate(upTo?: string): Promise<string[]>;

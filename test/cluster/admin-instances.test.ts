@@ -9,14 +9,14 @@ import { tokenParams } from '../helpers/provision.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import type { Serve } from '../helpers/process.js';
 import { postToken } from '../helpers/server.js';
-import { waitFor } from '../helpers/wait.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 /**
  * Two Tessera processes on one fresh PostgreSQL database, with one issuer and one master key: an admin
  * client's token from one is accepted by the admin API of both, and once the client is disabled (by a
  * management call on the shared database, as another instance or the CLI would make it) every instance
- * refuses its next admin call within one second, long before the token expires; enabled again, it is let
- * back in everywhere within one second.
+ * refuses its next admin call within one second, long before the token expires; enabled again, its new tokens
+ * are let in everywhere within one second, and its old one stays refused (disabling revoked it).
  */
 
 const ISSUER = 'https://auth.tessera.test';
@@ -113,17 +113,38 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
       });
     }
 
-    // Enabled again: the same token is accepted by every instance within one second.
+    // Enabled again: its old token stays refused (disabling revoked it: INTERFACE.md, re-enabling never revives
+    // old tokens), and a new token is accepted by every instance within one second.
+    // A token issued in the second it was disabled is revoked too (to the second): the new one comes later.
+    const disabledAt = Date.parse((await clients.getClient(ctx, client.id)).revokedBefore!);
+    await sleep(Math.max(0, Math.floor(disabledAt / 1000) * 1000 + 1000 - Date.now()));
     await clients.setEnabled(ctx, client.id, true);
+    let fresh: Awaited<ReturnType<typeof postToken>> | undefined;
+    await waitFor(
+      async () => {
+        fresh = await postToken(a.url, tokenParams(client.id, secret, ADMIN));
+        return fresh.status === 200;
+      },
+      1000,
+      100,
+    );
     const toAccept = await eachInstance(async (i) => {
-      const response = await listKeys(i, token);
+      const response = await listKeys(i, fresh!.body.access_token as string);
       await response.body?.cancel();
       if (response.status === 200) return true;
       expect(response.status).toBe(401);
       return false;
     });
-    console.log(`enabled → 200 after ${toAccept.join(' ms, ')} ms (instances A, B)`);
+    console.log(`enabled → a new token 200 after ${toAccept.join(' ms, ')} ms (instances A, B)`);
     for (const ms of toAccept) expect(ms).toBeLessThan(1000);
+    for (const instance of instances) {
+      const response = await listKeys(instance, token);
+      expect(response.status).toBe(401);
+      expect(response.headers.get('www-authenticate')).toBe(
+        'Bearer error="invalid_token", error_description="the access token has been revoked"',
+      );
+      expect(await response.json()).toMatchObject({ detail: 'the access token has been revoked' });
+    }
   });
 
   it("a scope taken from an admin client's grant, then the grant itself, stops working on every instance within one second", async () => {

@@ -11,7 +11,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { operators } from '../../src/management/index.js';
+import { clients, operators } from '../../src/management/index.js';
 import type { ManagementContext } from '../../src/management/index.js';
 import {
   chromiumAvailable as available,
@@ -207,6 +207,44 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     for (const s of [secret, second])
       expect((await postToken(t.url, { ...form, client_secret: s })).status).toBe(200);
 
+    // --- every token it holds revoked at once, after a confirmation ---
+    const held = (await postToken(t.url, { ...form, client_secret: second })).body.access_token as string;
+    const { client: rs, secret: rsSecret } = await clients.createClient(ctx, {
+      name: 'orders api',
+      adminScopes: ['tokens:introspect'],
+    });
+    await t.sync();
+    const introspect = async (token: string) =>
+      (
+        await fetch(`${t.url}/oauth/introspect`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ token, client_id: rs.id, client_secret: rsSecret! }).toString(),
+        })
+      ).json();
+    expect(await introspect(held)).toMatchObject({ active: true, client_id: 'billing' });
+    await eventually(() => page.getByText('None of its tokens has been revoked.').count()).toBe(1);
+    await page.getByRole('button', { name: 'Revoke all tokens…' }).click();
+    const revokeDialog = page.getByRole('dialog', { name: 'Revoke every token of this client?' });
+    await eventually(() => revokeDialog.isVisible()).toBe(true);
+    await shot(page, '10b-client-revoke-tokens-confirm');
+    await revokeDialog.getByRole('button', { name: 'Revoke tokens' }).click();
+    await eventually(() =>
+      page
+        .getByRole('status')
+        .filter({ hasText: /^Revoked: every token it held at/ })
+        .count(),
+    ).toBe(1);
+    await eventually(() => page.getByText(/^Its tokens issued at or before .* are inactive\.$/).count()).toBe(
+      1,
+    );
+    await shot(page, '10c-client-tokens-revoked');
+    await eventually(() => introspect(held), { timeout: 2000 }).toEqual({ active: false });
+    // In a later second, its new tokens work.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const fresh = (await postToken(t.url, { ...form, client_secret: second })).body.access_token as string;
+    expect(await introspect(fresh)).toMatchObject({ active: true });
+
     // --- disable it, after a confirmation ---
     await page.getByRole('button', { name: 'Disable client…' }).click();
     const dialog = page.getByRole('dialog', { name: 'Disable this client?' });
@@ -233,10 +271,10 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     const figures = async () => {
       const read = async () =>
         `${await page.locator('.card.issued .figure').textContent()} ${await page.locator('.card.refused .figure').textContent()}`;
-      if ((await read()) !== '3 1') await page.reload();
+      if ((await read()) !== '5 1') await page.reload();
       return read();
     };
-    await eventually(figures).toBe('3 1');
+    await eventually(figures).toBe('5 1');
     await eventually(() => page.locator('.chart canvas').count()).toBe(1);
     await shot(page, '14-overview');
 
@@ -282,7 +320,7 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     expect(await viewer.getByRole('button', { name: 'Create client' }).count()).toBe(0);
     await viewer.getByRole('link', { name: 'billing', exact: true }).click();
     await eventually(() => viewer.getByRole('heading', { name: 'Billing service' }).count()).toBe(1);
-    for (const name of ['Enable client', 'Delete client…', 'Add secret', 'Save grant'])
+    for (const name of ['Enable client', 'Revoke all tokens…', 'Delete client…', 'Add secret', 'Save grant'])
       expect(await viewer.getByRole('button', { name }).count()).toBe(0);
     await shot(viewer, '17-viewer-client');
     // Past the page, the API itself refuses the viewer's change, with the session's own anti-CSRF token.

@@ -17,6 +17,7 @@ export const ADMIN_SCOPE_NAMES = [
   'keys:write',
   'operators:read',
   'operators:write',
+  'tokens:introspect',
 ] as const;
 
 /** The algorithms a private_key_jwt assertion may be signed with, as discovery lists them. */

@@ -173,6 +173,7 @@ describe('the OpenAPI document', () => {
         'DELETE /clients/{id}/federated-credentials/{fid}',
         'PUT /clients/{id}/grants/{audience_id}',
         'DELETE /clients/{id}/grants/{audience_id}',
+        'POST /clients/{id}/revoke-tokens',
         'GET /keys',
         'POST /keys/rotate',
         'POST /keys/{kid}/retire',
@@ -353,6 +354,7 @@ describe('clients and grants', () => {
       enabled: true,
       token_endpoint_auth_method: 'client_secret_basic',
       quota_per_minute: 100,
+      revoked_before: null,
       client_secret: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
     });
     const secret = created.body.client_secret as string;
@@ -409,6 +411,30 @@ describe('clients and grants', () => {
       body: { enabled: false },
     });
     expect(patched.body.enabled).toBe(false);
+    // Disabling revokes the tokens it has (INTERFACE.md): revoked_before is the moment it was disabled.
+    const disabledAt = patched.body.revoked_before as string;
+    expect(Date.parse(disabledAt)).toBeGreaterThanOrEqual(
+      Date.parse(patched.body.updated_at as string) - 1000,
+    );
+    const revoked = await call(token, 'revokeClientTokens', { params: { id: 'billing-svc' } });
+    expect(revoked.status).toBe(200);
+    expect(revoked.body).toEqual({ revoked_before: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/) });
+    expect(revoked.body.revoked_before >= disabledAt).toBe(true);
+    expect((await call(token, 'getClient', { params: { id: 'billing-svc' } })).body.revoked_before).toBe(
+      revoked.body.revoked_before,
+    );
+    const revocations = await call(token, 'listAuditEvents', {
+      query: { type: 'client.tokens_revoked', client_id: 'billing-svc' },
+    });
+    expect(revocations.body.items).toEqual([
+      expect.objectContaining({
+        type: 'client.tokens_revoked',
+        actor: `client:${adminId}`,
+        target: 'billing-svc',
+        source: '127.0.0.1',
+        changes: { revoked_before: { from: disabledAt, to: revoked.body.revoked_before } },
+      }),
+    ]);
     const stale = await call(token, 'updateClient', {
       params: { id: 'billing-svc' },
       body: { enabled: true },
@@ -428,6 +454,11 @@ describe('clients and grants', () => {
     });
     expect(noGrant.status).toBe(404);
     expect((await call(token, 'deleteClient', { params: { id: 'billing-svc' } })).status).toBe(404);
+    const gone = await call(token, 'revokeClientTokens', { params: { id: 'billing-svc' } });
+    expect({ status: gone.status, body: gone.body }).toEqual({
+      status: 404,
+      body: problem(404, 'client_not_found', 'client billing-svc does not exist'),
+    });
     expect((await call(token, 'createClient', { body: { name: 'dup', client_id: adminId } })).status).toBe(
       409,
     );

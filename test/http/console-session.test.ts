@@ -1058,7 +1058,7 @@ describe('the console on an http issuer', () => {
   });
 
   describe('scopes of the session', () => {
-    it('a viewer has the four read scopes, an admin all nine', async () => {
+    it('a viewer has the four read scopes, an admin all ten', async () => {
       await addEnrolled(t, 'scopes-viewer@example.com', 'viewer');
       await addEnrolled(t, 'scopes-admin@example.com', 'admin');
       const viewer = await openSession(t, 'scopes-viewer@example.com');
@@ -1079,6 +1079,8 @@ describe('the console on an http issuer', () => {
         'audit:read',
         'operators:read',
         'operators:write',
+        // For resource servers (a client's), but an admin holds every scope: it may give it.
+        'tokens:introspect',
       ]);
       for (const [session, scopes, role] of [
         [viewer, VIEWER_SCOPES, 'viewer'],

@@ -26,6 +26,20 @@ function expectedMetadata(audiences: string[]): Record<string, unknown> {
     grant_types_supported: ['client_credentials'],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
     token_endpoint_auth_signing_alg_values_supported: [...ASSERTION_SIGNING_ALGS],
+    revocation_endpoint: t.url + '/oauth/revoke',
+    revocation_endpoint_auth_methods_supported: [
+      'client_secret_basic',
+      'client_secret_post',
+      'private_key_jwt',
+    ],
+    revocation_endpoint_auth_signing_alg_values_supported: [...ASSERTION_SIGNING_ALGS],
+    introspection_endpoint: t.url + '/oauth/introspect',
+    introspection_endpoint_auth_methods_supported: [
+      'client_secret_basic',
+      'client_secret_post',
+      'private_key_jwt',
+    ],
+    introspection_endpoint_auth_signing_alg_values_supported: [...ASSERTION_SIGNING_ALGS],
     response_types_supported: [],
     // The admin API's own audience is registered from the server's first start on.
     audiences_supported: [...audiences, `${t.url}/admin/v1`].sort(),

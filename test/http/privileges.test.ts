@@ -113,6 +113,7 @@ async function snapshot() {
     secrets: (await store.listClients()).map((c) => [
       c.id,
       c.enabled,
+      c.revokedBefore,
       c.secrets.map((s) => s.id),
       c.federatedCredentials,
     ]),
@@ -305,6 +306,20 @@ const CLIENT_CASES: Case[] = [
     expect: { missing: minus(ALL, W), what: client },
   },
   {
+    name: "a full admin client's tokens revoked",
+    caller: W,
+    target: ALL,
+    request: (id) => ['POST', `/clients/${id}/revoke-tokens`],
+    expect: { missing: minus(ALL, W), what: client },
+  },
+  {
+    name: "a resource server's tokens revoked by a caller without tokens:introspect",
+    caller: WK,
+    target: ['tokens:introspect'],
+    request: (id) => ['POST', `/clients/${id}/revoke-tokens`],
+    expect: { missing: ['tokens:introspect'], what: client },
+  },
+  {
     name: 'an admin client holding one scope the caller lacks',
     caller: W,
     target: ['audit:read'],
@@ -397,6 +412,20 @@ const CLIENT_CASES: Case[] = [
     caller: WK,
     target: ['keys:write'],
     request: (id) => ['PATCH', `/clients/${id}`, { enabled: false }],
+    expect: 200,
+  },
+  {
+    name: 'the tokens of an admin client whose scopes the caller holds revoked',
+    caller: WK,
+    target: ['keys:read'],
+    request: (id) => ['POST', `/clients/${id}/revoke-tokens`],
+    expect: 200,
+  },
+  {
+    name: 'a client without an admin grant: clients:write revokes its tokens',
+    caller: W,
+    target: null,
+    request: (id) => ['POST', `/clients/${id}/revoke-tokens`],
     expect: 200,
   },
   {
@@ -604,9 +633,16 @@ describe('no caller gives what it does not hold: a console session', () => {
     const { unknown_field, colour } = (body ?? {}) as { unknown_field?: unknown; colour?: unknown };
     const valid = unknown_field === undefined && colour === undefined;
     const answer = await adminCall(t, admin, method, path, body);
-    // A PUT creates a grant only for a target without an admin grant; every target already has the API's.
+    // A PUT creates a grant only for a target without an admin grant; every target already has the API's. A
+    // revocation of a client's tokens creates nothing (200, MANAGEMENT.md).
     const status =
-      method === 'PUT' ? (c.target === null && path.includes(adminId) ? 201 : 200) : ALLOWED[method];
+      method === 'PUT'
+        ? c.target === null && path.includes(adminId)
+          ? 201
+          : 200
+        : path.endsWith('/revoke-tokens')
+          ? 200
+          : ALLOWED[method];
     expect(answer.status, JSON.stringify(answer.body)).toBe(valid ? status : 400);
   });
 

@@ -139,9 +139,31 @@ describe('Keyring with every algorithm', () => {
       expect(key).toEqual({ ...(JSON.parse(row.publicJwk) as JWK), kid: row.kid, alg: row.alg, use: 'sig' });
       for (const member of PRIVATE_MEMBERS) expect(key).not.toHaveProperty(member);
     }
-    expect(keyring.publishedKeys()).toEqual(jwks.keys);
+    // Each published key verifies this server's own tokens by its kid, with its alg; no other kid does.
+    for (const key of jwks.keys) expect(keyring.verificationKey(key.kid)?.alg).toBe(key.alg);
+    expect(keyring.verificationKey('no-such-kid')).toBeUndefined();
     expect(keyring.jwksMaxAge).toBe(300);
   });
+
+  it.each(SIGNING_ALGS)(
+    "verifies what it signs with %s by the key's kid; a changed payload or signature, or another key, fails",
+    async (alg) => {
+      const token = await keyring.sign({ iss: 'https://auth.example.com', sub: 'svc', jti: 'j' }, alg);
+      const [header, payload, signature] = token.split('.') as [string, string, string];
+      const check = (input: string, sig: string, kid = keyring.activeKids().get(alg)!) =>
+        keyring.verificationKey(kid)!.check(input, Buffer.from(sig, 'base64url'));
+      expect(check(`${header}.${payload}`, signature)).toBe(true);
+      const other = Buffer.from(JSON.stringify({ iss: 'https://auth.example.com', sub: 'root', jti: 'j' }));
+      expect(check(`${header}.${other.toString('base64url')}`, signature)).toBe(false);
+      const flipped = Buffer.from(signature, 'base64url');
+      flipped[flipped.length - 1]! ^= 1;
+      expect(check(`${header}.${payload}`, flipped.toString('base64url'))).toBe(false);
+      // Too short a signature for the key: false, not an exception.
+      expect(check(`${header}.${payload}`, 'AAAA')).toBe(false);
+      const another = SIGNING_ALGS.find((a) => a !== alg)!;
+      expect(check(`${header}.${payload}`, signature, keyring.activeKids().get(another)!)).toBe(false);
+    },
+  );
 
   it.each(SIGNING_ALGS)(
     'signs an %s access token that jose verifies against the published JWKS',

@@ -134,6 +134,33 @@ describe('management rules', () => {
     expect(await clients.listClients(ctx)).toEqual([]);
   });
 
+  it('clients: revoke-tokens sets revoked_before to that moment; disabling does too, enabling keeps it', async () => {
+    let now = Date.parse('2030-01-02T03:04:05.678Z');
+    ctx = { ...ctx, now: () => now };
+    await clients.createClient(ctx, { name: 'svc', id: 'svc-1' });
+    const revoked = await clients.revokeClientTokens(ctx, 'svc-1');
+    expect(revoked.revokedBefore).toBe('2030-01-02T03:04:05.678Z');
+    now += 60_000;
+    await clients.setEnabled(ctx, 'svc-1', false);
+    expect((await clients.getClient(ctx, 'svc-1')).revokedBefore).toBe('2030-01-02T03:05:05.678Z');
+    now += 60_000;
+    // Enabled again: its old tokens stay revoked; a change of anything else leaves revoked_before alone.
+    await clients.setEnabled(ctx, 'svc-1', true);
+    await clients.updateClient(ctx, 'svc-1', { name: 'renamed' });
+    expect((await clients.getClient(ctx, 'svc-1')).revokedBefore).toBe('2030-01-02T03:05:05.678Z');
+    // A client created disabled has no tokens to revoke.
+    await clients.createClient(ctx, { name: 'off', id: 'off-1', enabled: false });
+    expect((await clients.getClient(ctx, 'off-1')).revokedBefore).toBeNull();
+    const events = await audit.queryAudit(ctx, { types: ['client.tokens_revoked'] });
+    expect(events.map((e) => [e.actor, e.target, e.clientId, e.changes])).toEqual([
+      ['cli:test', 'svc-1', 'svc-1', { revoked_before: { from: null, to: '2030-01-02T03:04:05.678Z' } }],
+    ]);
+    expect(await refusal(() => clients.revokeClientTokens(ctx, 'nobody'))).toMatchObject({
+      code: 'client_not_found',
+      message: 'client nobody does not exist',
+    });
+  });
+
   it('clients: created with a secret stored only as its digest; quotas set, kept and removed', async () => {
     await audiences.addAudience(ctx, { url: API });
     const { client, secret } = await clients.createClient(ctx, {
@@ -159,9 +186,12 @@ describe('management rules', () => {
     expect(await clients.setQuota(ctx, 'svc-1', { perDay: 1000 })).toEqual(before);
     await clients.setEnabled(ctx, 'svc-1', false);
     await clients.setEnabled(ctx, 'svc-1', false);
+    const disabledAt = (await clients.getClient(ctx, 'svc-1')).revokedBefore;
+    expect(disabledAt).toEqual(expect.any(String));
     const updates = await audit.queryAudit(ctx, { types: ['client.updated'] });
     expect(updates.map((e) => e.changes)).toEqual([
-      { enabled: { from: true, to: false } },
+      // Disabling revokes the tokens the client has (INTERFACE.md), in the same change.
+      { enabled: { from: true, to: false }, revoked_before: { from: null, to: disabledAt } },
       { quota_per_minute: { from: 10, to: null } },
       { quota_per_day: { from: null, to: 1000 } },
     ]);

@@ -24,6 +24,8 @@ interface Known {
   id: string;
   exists: boolean;
   enabled: boolean;
+  /** Disabled at some point: the tokens it had are revoked for good, enabled again or not. */
+  revoked: boolean;
   /** Its admin grant's scopes; null: no admin grant. */
   admin: Set<string> | null;
 }
@@ -90,7 +92,13 @@ describe('random admin calls by clients with random scope sets', () => {
               grants: scopes === null ? [] : [url],
               scopes: scopes === null ? {} : { [url]: scopes },
             });
-            known.push({ id: client.id, exists: true, enabled: true, admin: scopes && new Set(scopes) });
+            known.push({
+              id: client.id,
+              exists: true,
+              enabled: true,
+              revoked: false,
+              admin: scopes && new Set(scopes),
+            });
             if (i < CALLERS) {
               await t.sync();
               tokens.push({
@@ -128,7 +136,7 @@ describe('random admin calls by clients with random scope sets', () => {
             // The model of the rule.
             let expected: number;
             let challenge: string | null = null;
-            if (!caller.exists || !caller.enabled) expected = 401;
+            if (!caller.exists || !caller.enabled || caller.revoked) expected = 401;
             else if (!holds.has('clients:write')) {
               expected = 403;
               challenge = 'Bearer error="insufficient_scope", scope="clients:write"';
@@ -157,8 +165,11 @@ describe('random admin calls by clients with random scope sets', () => {
               expect(holds.has(scope), `${what}: ${scope}`).toBe(true);
             if (c.action === 'grant') target.admin = new Set(c.scopes);
             else if (c.action === 'withdraw') target.admin = null;
-            else if (c.action === 'disable') target.enabled = false;
-            else if (c.action === 'enable') target.enabled = true;
+            else if (c.action === 'disable') {
+              // Disabling a client that was enabled revokes the tokens it has (INTERFACE.md).
+              if (target.enabled) target.revoked = true;
+              target.enabled = false;
+            } else if (c.action === 'enable') target.enabled = true;
             else if (c.action === 'delete') target.exists = false;
             // Every instance sees a change within a second; this one at once, for the next call.
             await t.sync();

@@ -136,6 +136,7 @@ export function storeContract(name: string, open: OpenStore): void {
             '0011_typed_actors',
             '0012_federated_credentials',
             '0013_dpop_bound_access_tokens',
+            '0014_revocation',
           ]);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
@@ -166,6 +167,7 @@ export function storeContract(name: string, open: OpenStore): void {
             '0011_typed_actors',
             '0012_federated_credentials',
             '0013_dpop_bound_access_tokens',
+            '0014_revocation',
           ]);
           const events = await fresh.queryAuditEvents({ limit: 10 });
           expect(events.reverse().map((e) => [e.actor, e.source, e.type])).toEqual([
@@ -399,6 +401,7 @@ export function storeContract(name: string, open: OpenStore): void {
           jwksUri: null,
           federatedCredentials: [],
           dpopBoundAccessTokens: false,
+          revokedBefore: null,
           secrets: [
             {
               id: expect.stringMatching(/^sec_/),
@@ -764,6 +767,7 @@ export function storeContract(name: string, open: OpenStore): void {
           jwksUri: null,
           federatedCredentials: [],
           dpopBoundAccessTokens: false,
+          revokedBefore: null,
           secrets: [
             {
               id: expect.stringMatching(/^sec_/),
@@ -2454,6 +2458,141 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.tokenCounts(M, M + 1)).toEqual([{ minute: iso(M), issued: 1, refused: 0 }]);
       });
     });
+
+    describe('revocation', () => {
+      const seconds = () => Math.floor(clock.now() / 1000);
+      const revokedAudit = (jti: string): ChangeAudit => ({
+        type: 'token.revoked',
+        actor: 'client:svc',
+        source: '203.0.113.7',
+        target: jti,
+        clientId: 'svc',
+        changes: null,
+      });
+
+      it('puts a token on the denylist once, with one change (<exp> <jti>) and its audit event', async () => {
+        const exp = seconds() + 600;
+        const written = await expectChanges(
+          store,
+          () => store.revokeToken({ jti: 'j-1', clientId: 'svc', exp }, revokedAudit('j-1')),
+          [['token', `${exp} j-1`]],
+        );
+        expect(written).toBe(true);
+        const [event] = await store.queryAuditEvents({ limit: 10 });
+        expect(event).toMatchObject({
+          type: 'token.revoked',
+          actor: 'client:svc',
+          target: 'j-1',
+          clientId: 'svc',
+        });
+        // Again (another instance, a second request): nothing written, no change, no second event.
+        expect(
+          await expectChanges(
+            store,
+            () => store.revokeToken({ jti: 'j-1', clientId: 'svc', exp }, revokedAudit('j-1')),
+            [],
+          ),
+        ).toBe(false);
+        expect(await store.queryAuditEvents({ limit: 10 })).toHaveLength(1);
+      });
+
+      it('lists the entries whose exp is after now, and prunes those at or before it, a batch at a time', async () => {
+        const now = seconds();
+        for (const [jti, exp] of [
+          ['gone-1', now - 10],
+          ['gone-2', now],
+          ['gone-3', now - 1],
+          ['live-1', now + 1],
+          ['live-2', now + 86_400],
+        ] as const)
+          await store.revokeToken({ jti, clientId: 'svc', exp });
+        const live = await store.listRevokedTokens(now);
+        expect(live.sort((a, b) => a.exp - b.exp)).toEqual([
+          { jti: 'live-1', exp: now + 1 },
+          { jti: 'live-2', exp: now + 86_400 },
+        ]);
+        expect(await store.pruneRevokedTokens(now, 2)).toBe(2);
+        expect(await store.pruneRevokedTokens(now, 2)).toBe(1);
+        expect(await store.pruneRevokedTokens(now, 2)).toBe(0);
+        expect((await store.listRevokedTokens(now - 100)).map((t) => t.jti).sort()).toEqual([
+          'live-1',
+          'live-2',
+        ]);
+        // A pruned token can be listed again (its row is gone; a revocation of it writes anew).
+        expect(await store.revokeToken({ jti: 'gone-1', clientId: 'svc', exp: now + 5 })).toBe(true);
+      });
+
+      it("sets a client's revoked_before with a change of the client, and reads it back", async () => {
+        await store.createClient(newClient('svc'));
+        const at = clock.iso();
+        clock.advance(1500);
+        const updated = await expectChanges(store, () => store.updateClient('svc', { revokedBefore: at }), [
+          ['client', 'svc'],
+        ]);
+        expect(updated.revokedBefore).toBe(at);
+        expect(updated.updatedAt).toBe(clock.iso());
+        expect((await store.findClient('svc'))!.revokedBefore).toBe(at);
+        expect((await store.findClients(['svc']))[0]!.revokedBefore).toBe(at);
+      });
+
+      it('lists the standing of the clients disabled, revoked or created since a time; finds any by id', async () => {
+        const start = clock.iso();
+        await store.createClient(newClient('old-enabled'));
+        await store.createClient(newClient('old-disabled', [], { enabled: false }));
+        await store.createClient(newClient('old-revoked'));
+        clock.advance(60_000);
+        const since = clock.iso();
+        await store.updateClient('old-revoked', { revokedBefore: since });
+        await store.createClient(newClient('new'));
+        const standing = (id: string, enabled: boolean, revokedBefore: string | null, createdAt: string) => ({
+          id,
+          enabled,
+          revokedBefore,
+          createdAt,
+        });
+        const listed = await store.listClientStandings(since);
+        expect(listed.sort((a, b) => a.id.localeCompare(b.id))).toEqual([
+          standing('new', true, null, since),
+          standing('old-disabled', false, null, start),
+          standing('old-revoked', true, since, start),
+        ]);
+        const found = await store.findClientStandings(['old-enabled', 'new', 'nobody']);
+        expect(found.sort((a, b) => a.id.localeCompare(b.id))).toEqual([
+          standing('new', true, null, since),
+          standing('old-enabled', true, null, start),
+        ]);
+        expect(await store.findClientStandings([])).toEqual([]);
+      });
+
+      it('0014 sets revoked_before of the clients disabled before it, and of no other', async () => {
+        const fresh = await open(clock.date);
+        try {
+          await fresh.migrate('0013_dpop_bound_access_tokens');
+          for (const id of ['on', 'off']) {
+            await fresh.addAudience({
+              url: `https://${id}.example.com`,
+              name: null,
+              tokenTtl: null,
+              signingAlg: null,
+            });
+            await fresh.updateClient(
+              (await fresh.createClient(newClient(id, [`https://${id}.example.com`]))).id,
+              { enabled: id === 'on' },
+            );
+          }
+          const before = Date.now();
+          expect(await fresh.migrate()).toEqual(['0014_revocation']);
+          expect((await fresh.findClient('on'))!.revokedBefore).toBeNull();
+          // The moment of the migration, by the wall clock (a migration has no other).
+          const at = Date.parse((await fresh.findClient('off'))!.revokedBefore!);
+          expect(at).toBeGreaterThanOrEqual(before - 1);
+          expect(at).toBeLessThanOrEqual(Date.now());
+          expect(await fresh.listRevokedTokens(0)).toEqual([]);
+        } finally {
+          await fresh.close();
+        }
+      });
+    });
   });
 }
 
@@ -2498,6 +2637,7 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     '0011_typed_actors',
     '0012_federated_credentials',
     '0013_dpop_bound_access_tokens',
+    '0014_revocation',
   ]);
   expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
     event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
@@ -2580,6 +2720,7 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     '0011_typed_actors',
     '0012_federated_credentials',
     '0013_dpop_bound_access_tokens',
+    '0014_revocation',
   ]);
   const audiences = await store.listAudiences();
   expect(audiences).toEqual(
@@ -2619,6 +2760,8 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     federatedCredentials: [],
     // Every client before 0013 gets tokens with or without a DPoP proof.
     dpopBoundAccessTokens: false,
+    // Enabled, so 0014 set no revoked_before.
+    revokedBefore: null,
     // Its single secret became its first, made when it was last rotated.
     secrets: [
       {

@@ -55,6 +55,8 @@ export function ClientPage() {
     dialog,
   } = useResource<Client, ClientDraft>(`/clients/${seg(id)}`, clientDraft);
   const toggle = useAction();
+  const revokeTokens = useAction();
+  const [revoked, setRevoked] = useState<string>();
 
   if (client.error) return <ErrorMessage error={client.error} />;
   if (!client.data || !draft) return <Loading what="the client" />;
@@ -66,17 +68,40 @@ export function ClientPage() {
         title: 'Disable this client?',
         body: (
           <p>
-            <strong>{c.name}</strong> gets no more tokens, on every instance within a second. Tokens it
-            already has stay valid until they expire.
+            <strong>{c.name}</strong> gets no more tokens, on every instance within a second, and the tokens
+            it has are inactive at introspection from now on, even if it is enabled again.
           </p>
         ),
         confirm: 'Disable client',
       });
       if (!yes) return;
     }
+    setRevoked(undefined);
     // One field, whatever else changed meanwhile: no If-Match (the settings form sends one).
     const done = await toggle.run(() => api.patch<Client>(`/clients/${seg(id)}`, { enabled }));
     if (done) await client.reload();
+  };
+
+  const revokeAll = async () => {
+    const yes = await ask({
+      title: 'Revoke every token of this client?',
+      body: (
+        <p>
+          Every token <strong>{c.name}</strong> holds now is inactive at introspection, on every instance
+          within a second. It keeps its secrets and grants, and the tokens it gets from now on work.
+        </p>
+      ),
+      confirm: 'Revoke tokens',
+    });
+    if (!yes) return;
+    setRevoked(undefined);
+    const done = await revokeTokens.run(() =>
+      api.post<{ revoked_before: string }>(`/clients/${seg(id)}/revoke-tokens`),
+    );
+    if (done) {
+      setRevoked(done.body.revoked_before);
+      await client.reload();
+    }
   };
 
   const confirmDelete = () =>
@@ -115,7 +140,23 @@ export function ClientPage() {
             ? 'Every token is bound to the key of the DPoP proof sent with its request; a request without one is refused.'
             : 'A token is bound to a key only when its request carries a DPoP proof; otherwise it is a Bearer token.'}
         </p>
+        <p>
+          {c.revoked_before ? (
+            <>
+              Its tokens issued at or before <Time value={c.revoked_before} /> are inactive.
+            </>
+          ) : (
+            'None of its tokens has been revoked.'
+          )}
+        </p>
         <ErrorMessage error={toggle.error} />
+        <ErrorMessage error={revokeTokens.error} />
+        {revoked && (
+          <Done>
+            Revoked: every token it held at <Time value={revoked} /> is inactive, on every instance within a
+            second.
+          </Done>
+        )}
         {writable && (
           <div class="actions">
             {c.enabled ? (
@@ -127,6 +168,9 @@ export function ClientPage() {
                 Enable client
               </button>
             )}
+            <button type="button" onClick={revokeAll} disabled={revokeTokens.busy}>
+              Revoke all tokens…
+            </button>
           </div>
         )}
       </section>

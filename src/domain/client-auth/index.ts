@@ -39,6 +39,7 @@ export {
   type PresentedCredentials,
 } from './method.js';
 export { clientSecretBasic, clientSecretPost, parseBasicAuthorization } from './secret.js';
+export { ClientAuthenticator, type ClientAuthenticatorDeps } from './authenticator.js';
 export { JWT_BEARER, type RemoteKeys, type ReplayGuard } from './assertion.js';
 export type { PrivateKeyJwtOptions } from './private-key-jwt.js';
 export {

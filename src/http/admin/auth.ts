@@ -1,8 +1,7 @@
 import type { FastifyRequest } from 'fastify';
-import { createLocalJWKSet, decodeJwt, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
-import { SIGNING_ALGS } from '../../domain/algorithms.js';
+import { decodeJwt } from 'jose';
+import { verifyOwnToken, type OwnTokenDeps } from '../../domain/own-tokens.js';
 import type { AttemptLimiter, KnownClient } from '../../domain/token-types.js';
-import type { PublicJwk } from '../../keys/keyring.js';
 import type { AdminScope } from '../../management/builtin.js';
 import { isPossibleClientId } from '../../domain/validate.js';
 import { actorOf } from '../../store/types.js';
@@ -19,11 +18,13 @@ export interface AdminCaller {
 }
 
 export interface AdminAuthDeps {
-  issuer: string;
   /** `<issuer>/admin/v1`: the audience an admin token is for. */
   audience: string;
-  /** The keys this server publishes (its JWKS): a token is verified against them, as a resource server would. */
-  publishedKeys(): readonly PublicJwk[];
+  /**
+   * What verifying this server's own tokens reads (domain/own-tokens.ts): its published keys, the denylist, the
+   * clients' standing. A token revoked, or of a client disabled, deleted or whose tokens were revoked, is refused.
+   */
+  tokens: OwnTokenDeps;
   /** The client as the token path knows it (cached, followed through the change feed). */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined>;
   attempts: AttemptLimiter;
@@ -44,26 +45,15 @@ const invalidToken = (detail: string): ProblemError =>
   );
 
 /**
- * Checks admin requests' bearer tokens (RFC 6750): Tessera's own access tokens for the admin audience
- * (signature against the published keys, iss, aud, exp, typ at+jwt), of a client that still exists and is
- * enabled now, not just when the token was issued; or, without an Authorization header, a console session
- * (see console/session.ts). Failures count against the caller's address like failed token requests; a
- * blocked address gets 429, unless it presents a valid token of an enabled client or an open session.
+ * Checks admin requests' bearer tokens (RFC 6750): Tessera's own access tokens, active as introspection would
+ * say (the one verifier of them, domain/own-tokens.ts: signature by a published key, typ at+jwt, iss, exp, not
+ * revoked, of a client that still exists and is enabled now, not just when the token was issued), for the admin
+ * audience; or, without an Authorization header, a console session (see console/session.ts). Failures count
+ * against the caller's address like failed token requests; a blocked address gets 429, unless it presents a
+ * valid token of an enabled client or an open session.
  */
 export class AdminAuth {
-  private keys: readonly PublicJwk[] | undefined;
-  private keySet: ReturnType<typeof createLocalJWKSet> | undefined;
-
   constructor(private readonly deps: AdminAuthDeps) {}
-
-  private keySetNow(): ReturnType<typeof createLocalJWKSet> {
-    const keys = this.deps.publishedKeys();
-    if (keys !== this.keys || !this.keySet) {
-      this.keys = keys;
-      this.keySet = createLocalJWKSet({ keys: keys as JSONWebKeySet['keys'] });
-    }
-    return this.keySet;
-  }
 
   async authenticate(request: FastifyRequest): Promise<AdminCaller> {
     const source = request.ip;
@@ -95,20 +85,20 @@ export class AdminAuth {
     if (header === undefined) throw invalidToken('an access token is required (Authorization: Bearer)');
     const match = BEARER.exec(header);
     if (!match) throw invalidToken('the Authorization header is not a Bearer token');
-    let payload: JWTPayload;
-    try {
-      ({ payload } = await jwtVerify(match[1]!, this.keySetNow(), {
-        issuer: this.deps.issuer,
-        audience: this.deps.audience,
-        typ: 'at+jwt',
-        algorithms: [...SIGNING_ALGS],
-        requiredClaims: ['exp', 'iat', 'client_id'],
-      }));
-    } catch {
+    const verdict = verifyOwnToken(match[1]!, this.deps.tokens);
+    if (!verdict.active)
+      throw invalidToken(
+        verdict.why === 'client'
+          ? 'the client of this token is disabled or deleted'
+          : verdict.why === 'revoked'
+            ? 'the access token has been revoked'
+            : 'the access token is not valid for this API',
+      );
+    const payload = verdict.claims;
+    const { aud } = payload;
+    if (aud !== this.deps.audience && !(Array.isArray(aud) && aud.includes(this.deps.audience)))
       throw invalidToken('the access token is not valid for this API');
-    }
     const clientId = payload.client_id;
-    if (typeof clientId !== 'string') throw invalidToken('the access token is not valid for this API');
     const found = this.deps.findClient(clientId);
     const client = found instanceof Promise ? await found : found;
     if (!client?.enabled) throw invalidToken('the client of this token is disabled or deleted');

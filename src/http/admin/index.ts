@@ -27,13 +27,15 @@ const ADMIN_PREFIX = '/admin/v1';
 /** Admin request bodies are small documents; a few hundred KiB leaves room for key sets, and no more. */
 const ADMIN_BODY_LIMIT = 256 * 1024;
 
-export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience' | 'issuer'> {
+export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience'> {
   config: Config;
   store: Store;
   /** The key that signs list cursors; the same on every instance (derived from the master key). */
   cursorKey: Uint8Array;
   /** Told of every refused call (401, 429, 403): the audit trail sums them per address and minute. */
   refused?: (refusal: AdminRefusal) => void;
+  /** The runtime's clock (ms), for the operations' times (revoked_before, a secret's expiry); the wall clock if left out. */
+  now?: () => number;
 }
 
 declare module 'fastify' {
@@ -61,7 +63,7 @@ function ajv(options: Options): Ajv {
  */
 export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
   const audience = `${deps.config.issuer}${ADMIN_PREFIX}`;
-  const auth = new AdminAuth({ ...deps, issuer: deps.config.issuer, audience });
+  const auth = new AdminAuth({ ...deps, audience });
   const cursors = new Cursors(deps.cursorKey);
   void app.register(
     async (admin) => {
@@ -161,6 +163,7 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
           actor: request.adminCaller!.actor,
           holds: request.adminCaller!.scopes,
           source: request.ip,
+          ...(deps.now === undefined ? {} : { now: deps.now }),
         }),
       };
       audienceRoutes(admin, context);

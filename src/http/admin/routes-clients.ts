@@ -168,6 +168,25 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
     deleteById(ctx, clients.deleteClient),
   );
 
+  api.post(
+    '/clients/:id/revoke-tokens',
+    adminRoute({
+      operationId: 'revokeClientTokens',
+      summary:
+        'Make every token the client holds inactive, on every instance within a second: those issued at or ' +
+        'before now, to the second',
+      tags,
+      scope: 'clients:write',
+      guard: clientGuard,
+      params: S.IdParam,
+      ok: { 200: S.TokensRevoked },
+    }),
+    async (request) => {
+      const { id } = request.params as Static<typeof S.IdParam>;
+      return views.tokensRevokedJson(await clients.revokeClientTokens(ctx.context(request), id));
+    },
+  );
+
   // --- grants ---
 
   api.get(

@@ -102,6 +102,14 @@ const clientProperties = {
   created_at: Time,
   updated_at: Time,
   secret_rotated_at: Time,
+  revoked_before: Nullable(
+    Type.String({
+      format: 'date-time',
+      description:
+        'its tokens issued at or before this moment, to the second, are inactive: set by revoke-tokens and by ' +
+        'disabling it; null: never',
+    }),
+  ),
 };
 
 export const Client = Type.Object(clientProperties, { additionalProperties: false });
@@ -137,6 +145,16 @@ const federatedProperties = {
 };
 
 export const FederatedCredential = Type.Object(federatedProperties, { additionalProperties: false });
+
+export const TokensRevoked = Type.Object(
+  {
+    revoked_before: Type.String({
+      format: 'date-time',
+      description: "the client's tokens issued at or before this moment, to the second, are inactive",
+    }),
+  },
+  { additionalProperties: false },
+);
 
 export const ClientWithSecret = Type.Object(
   {

@@ -6,6 +6,8 @@ import { ASSERTION_ALGS, AUTH_METHOD_NAMES } from '../../domain/client-auth/inde
 import { DPOP_ALGS } from '../../domain/dpop.js';
 
 export const TOKEN_PATH = '/oauth/token';
+export const REVOCATION_PATH = '/oauth/revoke';
+export const INTROSPECTION_PATH = '/oauth/introspect';
 const JWKS_PATH = '/.well-known/jwks.json';
 const METADATA_MAX_AGE = 60;
 
@@ -25,6 +27,13 @@ function metadata(
     grant_types_supported: ['client_credentials'],
     token_endpoint_auth_methods_supported: AUTH_METHOD_NAMES,
     token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
+    // RFC 7009 and RFC 7662, as RFC 8414 §2 names them: clients authenticate there as at the token endpoint.
+    revocation_endpoint: issuer + REVOCATION_PATH,
+    revocation_endpoint_auth_methods_supported: AUTH_METHOD_NAMES,
+    revocation_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
+    introspection_endpoint: issuer + INTROSPECTION_PATH,
+    introspection_endpoint_auth_methods_supported: AUTH_METHOD_NAMES,
+    introspection_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     // No authorization endpoint: no response type is supported (the member is REQUIRED, so it is empty).
     response_types_supported: [],
     scopes_supported: scopes,

@@ -26,7 +26,7 @@ let turn: Promise<void> | undefined;
  * by a signature each (on loopback each one also wakes the reading thread): 1.6–2× the tokens per core in
  * bench/ (bench/README.md, _Batches_). The wait is the rest of one loop iteration.
  */
-function endOfTurn(): Promise<void> {
+export function endOfTurn(): Promise<void> {
   return (turn ??= new Promise((resolve) =>
     setImmediate(() => {
       turn = undefined;

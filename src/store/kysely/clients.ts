@@ -201,7 +201,8 @@ export function clientStore(base: StoreBase): ClientStore {
             secrets.push({ ...secret, lastUsedAt: null });
           }
           await base.record(tx, 'client', client.id, audit);
-          return toClient(row, grants, secrets);
+          // A new client's tokens have not been revoked: the column is left to its default.
+          return toClient({ ...row, revoked_before: null }, grants, secrets);
         },
       ),
 
@@ -269,6 +270,7 @@ export function clientStore(base: StoreBase): ClientStore {
           jwksUri: (uri) => ({ jwks_uri: uri }),
           federatedCredentials: (list) => ({ federated_credentials: federatedText(list) }),
           dpopBoundAccessTokens: (bound) => ({ dpop_bound_access_tokens: bound ? 1 : 0 }),
+          revokedBefore: (at) => ({ revoked_before: at }),
         });
         const result = await tx
           .updateTable('clients')

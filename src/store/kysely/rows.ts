@@ -97,6 +97,7 @@ export const toClient = (
       ? []
       : (JSON.parse(row.federated_credentials) as FederatedCredential[]),
   dpopBoundAccessTokens: Number(row.dpop_bound_access_tokens) === 1,
+  revokedBefore: row.revoked_before,
 });
 
 /** Rows of several clients, grouped by client id (each group in the rows' order). */

@@ -11,6 +11,7 @@ import { clientStore } from './clients.js';
 import { grantStore } from './grants.js';
 import { keyStore } from './keys.js';
 import { operatorStore } from './operators.js';
+import { revocationStore } from './revocations.js';
 import { migrate, schemaState } from './schema-state.js';
 import { secretStore } from './secrets.js';
 import { sessionStore } from './sessions.js';
@@ -39,6 +40,7 @@ function compose(base: StoreBase, subscribe: ChangeFeed['subscribe']): Store {
     ...operatorStore(base),
     ...sessionStore(base),
     ...assertionJtiStore(base),
+    ...revocationStore(base),
     migrate: (upTo) => migrate(base, upTo),
     schema: () => schemaState(base),
     /**

@@ -1,0 +1,228 @@
+import { invalidClient, invalidRequest, OAuthError, tooManyAttempts } from '../errors.js';
+import { present, type AttemptLimiter, type KnownClient, type TokenRequest } from '../token-types.js';
+import { isPossibleClientId } from '../validate.js';
+import type { ClientAuthMethod, PresentedCredentials } from './method.js';
+
+export interface ClientAuthenticatorDeps {
+  /** Cached lookup; a promise only on a cache miss. */
+  findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined>;
+  /** Memory only: the client if this process holds it, else undefined (never a store query). */
+  peekClient(id: string): KnownClient | undefined;
+  /**
+   * Memory only: whether `id` may be a client's, by the set of every client id (a deleted client's may
+   * linger; an id not in it is no client's). False when not known, as it is when left out: a blocked caller is
+   * then answered from peekClient alone.
+   */
+  registered?(id: string): boolean;
+  /** Milliseconds since the epoch. */
+  now(): number;
+  attempts: AttemptLimiter;
+  /** Told which secret authenticated a request (its id): last-used times are written off the token path. */
+  secretUsed?: (secretId: string) => void;
+}
+
+/**
+ * Client authentication (RFC 6749 §2.3) with the failed-attempt limits around it, as every endpoint a client
+ * authenticates at does it (INTERFACE.md): the token endpoint, revocation, introspection. One method per request,
+ * chosen from what the request carries; a failure counted against the caller; a blocked caller let through only
+ * with the exact credential of a registered, enabled client, and answered 429 from memory otherwise.
+ */
+export class ClientAuthenticator {
+  constructor(
+    private readonly deps: ClientAuthenticatorDeps,
+    /** The methods, in the order a request is examined (client-auth/index.ts). */
+    private readonly methods: readonly ClientAuthMethod[],
+  ) {}
+
+  /**
+   * The client the request proves it is; synchronous on a warm cache (the secret methods), a promise on a miss or
+   * for a method that must wait (an assertion). Throws the refusal: invalid_client (401), invalid_request (400),
+   * 429 for a blocked caller, 503 when the store cannot answer. A request that presents no credential at all is
+   * `missing`: an invalid_request at the token endpoint (a required field missing), an invalid_client where the
+   * contract says so (introspection, RFC 7662 §2.3); not a failed attempt either way.
+   */
+  authenticate(
+    request: TokenRequest,
+    missing: 'invalid_request' | 'invalid_client' = 'invalid_request',
+    /** Given the credentials as parsed: what they say once proven (`note`) is the caller's to read. */
+    presented?: (credentials: PresentedCredentials) => void,
+  ): KnownClient | Promise<KnownClient> {
+    const credentials = this.credentialsOf(request, missing);
+    presented?.(credentials);
+    const possible = isPossibleClientId(credentials.clientId) ? credentials.clientId : undefined;
+    // A caller blocked for failed attempts gets through only with the exact credential of a registered client,
+    // and 429 for everything else, with no store operation for whatever ids it sprays (INTERFACE.md).
+    const wait = this.deps.attempts.blockedFor(possible, request.source);
+    return wait > 0
+      ? this.authenticateBlocked(possible, credentials, wait)
+      : this.prove(credentials, request.source);
+  }
+
+  /**
+   * The presented credentials, by the one method the request uses (RFC 6749 §2.3: one method per request).
+   * Malformed credentials are a failed authentication, counted against the source; from a caller that is
+   * blocked, any malformed request is a 429 like everything else it sends.
+   */
+  private credentialsOf(
+    request: TokenRequest,
+    missing: 'invalid_request' | 'invalid_client',
+  ): PresentedCredentials {
+    const { params, source } = request;
+    // By index, without a filtered array or a closure: this runs for every token.
+    let used = 0;
+    let method: ClientAuthMethod | undefined;
+    let credentials: PresentedCredentials | undefined;
+    let malformed: unknown;
+    for (let i = 0; i < this.methods.length; i++) {
+      const candidate = this.methods[i]!;
+      if (!candidate.presentedIn(request)) continue;
+      used++;
+      try {
+        const parsed = candidate.parse(request);
+        if (credentials === undefined) {
+          credentials = parsed;
+          method = candidate;
+        }
+      } catch (error) {
+        if (error instanceof OAuthError && error.error === 'invalid_client') {
+          const wait = this.deps.attempts.blockedFor(undefined, source);
+          if (wait > 0) throw tooManyAttempts(wait);
+          void this.deps.attempts.failed(undefined, source);
+          throw error;
+        }
+        malformed ??= error;
+      }
+    }
+    try {
+      if (used > 1) {
+        throw invalidRequest(
+          params.client_assertion === undefined && params.client_assertion_type === undefined
+            ? 'use one client authentication method: HTTP Basic or client_secret in the body, not both'
+            : 'use one client authentication method: HTTP Basic, client_secret in the body, or client_assertion',
+        );
+      }
+      if (malformed !== undefined) throw malformed;
+      if (used === 0 || method === undefined || credentials === undefined) {
+        if (missing === 'invalid_client') throw invalidClient('no client credentials');
+        throw invalidRequest(
+          present(params.client_id) === undefined ? 'client_id is required' : 'client_secret is required',
+        );
+      }
+      method.check?.(request, credentials);
+      return credentials;
+    } catch (error) {
+      const id = credentials?.clientId ?? present(params.client_id);
+      const wait = this.deps.attempts.blockedFor(
+        id !== undefined && isPossibleClientId(id) ? id : undefined,
+        source,
+      );
+      if (wait > 0) throw tooManyAttempts(wait);
+      throw error;
+    }
+  }
+
+  /**
+   * A blocked caller: only an enabled client with its exact credential gets through (a NAT or proxy may be
+   * shared with an attacker, and a client that caches its token for half an hour is the one this process may
+   * have forgotten). The client is the one in memory; or, for a registered id (in the set of every client id),
+   * the one a lookup finds, batched and cached like any miss, so that a client sharing the address gets in
+   * after its first request and a spray of its id with wrong secrets is answered from memory after that. An
+   * id that is not registered costs nothing: no lookup, no failure counted, 429. A lookup that fails (the
+   * store away) is a 429 too: what a blocked caller sends never costs an audit row of its own. The secret is
+   * hashed and compared whatever the id, as on the usual path.
+   */
+  private authenticateBlocked(
+    clientId: string | undefined,
+    credentials: PresentedCredentials,
+    wait: number,
+  ): KnownClient | Promise<KnownClient> {
+    const held = clientId === undefined ? undefined : this.deps.peekClient(clientId);
+    if (held === undefined && clientId !== undefined && this.deps.registered?.(clientId) === true) {
+      let found: KnownClient | undefined | Promise<KnownClient | undefined>;
+      try {
+        found = this.deps.findClient(clientId);
+      } catch {
+        throw tooManyAttempts(wait);
+      }
+      if (found instanceof Promise)
+        return found.then(
+          (client) => this.admitBlocked(client, credentials, wait),
+          () => {
+            throw tooManyAttempts(wait);
+          },
+        );
+      return this.admitBlocked(found, credentials, wait);
+    }
+    return this.admitBlocked(held, credentials, wait);
+  }
+
+  /** The blocked caller's credential checked against `client` (undefined: none): the client, or 429. */
+  private admitBlocked(
+    client: KnownClient | undefined,
+    credentials: PresentedCredentials,
+    wait: number,
+  ): KnownClient | Promise<KnownClient> {
+    const proven = credentials.proves(client, this.deps.now());
+    const decide = (matches: boolean): KnownClient => {
+      if (client && matches && client.enabled) {
+        if (credentials.usedSecret !== undefined) this.deps.secretUsed?.(credentials.usedSecret);
+        return client;
+      }
+      throw tooManyAttempts(wait);
+    };
+    return typeof proven === 'boolean' ? decide(proven) : proven.then(decide);
+  }
+
+  /**
+   * One path for every failure: the secret is always hashed and compared, against a dummy digest when the
+   * client is unknown, so unknown, wrong and disabled give the same answer by the same work.
+   */
+  private prove(credentials: PresentedCredentials, source: string): KnownClient | Promise<KnownClient> {
+    const { clientId } = credentials;
+    // An id no client can have (a NUL, 8 KiB of junk) is unknown without a cache entry or a store query.
+    const found = isPossibleClientId(clientId) ? this.deps.findClient(clientId) : undefined;
+    return found instanceof Promise
+      ? found.then((client) => this.check(client, credentials, source))
+      : this.check(found, credentials, source);
+  }
+
+  private check(
+    client: KnownClient | undefined,
+    credentials: PresentedCredentials,
+    source: string,
+  ): KnownClient | Promise<KnownClient> {
+    const matches = credentials.proves(client, this.deps.now());
+    return typeof matches === 'boolean'
+      ? this.decide(client, credentials, source, matches)
+      : matches.then((proven) => this.decide(client, credentials, source, proven));
+  }
+
+  private decide(
+    client: KnownClient | undefined,
+    credentials: PresentedCredentials,
+    source: string,
+    matches: boolean,
+  ): KnownClient {
+    const { clientId } = credentials;
+    const failure = !client
+      ? 'unknown client'
+      : !matches
+        ? (credentials.failure ?? 'wrong secret')
+        : !client.enabled
+          ? 'client is disabled'
+          : '';
+    if (!failure) {
+      if (credentials.usedSecret !== undefined) this.deps.secretUsed?.(credentials.usedSecret);
+      return client!;
+    }
+    // The limits turn failures into 429s, never a success: an enabled client with its exact secret is let
+    // through even from a blocked address, so nobody sharing that address (a NAT, a proxy) can lock it
+    // out. With 256-bit secrets, letting a blocked guesser learn "wrong" costs nothing.
+    const possible = isPossibleClientId(clientId) ? clientId : undefined;
+    const wait = this.deps.attempts.blockedFor(possible, source);
+    if (wait > 0) throw tooManyAttempts(wait);
+    // An id no client can have is counted against the address alone: no counter keyed by 8 KiB of junk.
+    void this.deps.attempts.failed(possible, source);
+    throw invalidClient(failure);
+  }
+}

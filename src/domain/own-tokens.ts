@@ -1,0 +1,137 @@
+import type { SigningAlg } from './algorithms.js';
+
+/*
+ * Verifying Tessera's own access tokens (docs/design.md): introspection's, and later token exchange's subject
+ * and actor tokens. One function over what this process holds in memory: the keyring's published keys, the
+ * denylist, and the standing of clients (revocations.ts and the directory keep both current through the change
+ * feed). No store operation, no await: a verdict per call, from memory.
+ */
+
+/** Checks a JWS signature (raw bytes) over its signing input (`header.payload`), with one key. */
+export type SignatureCheck = (input: string, signature: Buffer) => boolean;
+
+/** A key this server publishes, as verification needs it. */
+export interface VerificationKey {
+  alg: SigningAlg;
+  check: SignatureCheck;
+}
+
+export interface OwnTokenDeps {
+  issuer: string;
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** The key this server publishes under `kid`: the current ones, the next, and the retired until they expire. */
+  key(kid: string): VerificationKey | undefined;
+  /** Memory only: whether this token id is on the denylist. */
+  revoked(jti: string): boolean;
+  /**
+   * Memory only: whether a client with this id exists. May throw (temporarily_unavailable) when this process
+   * cannot tell, its view of the clients being stale.
+   */
+  clientExists(id: string): boolean;
+  /**
+   * Memory only: the client's tokens issued at or before this second (an iat) are inactive; Infinity for every
+   * token (the client is disabled, or deleted), -Infinity for none.
+   */
+  cutOf(clientId: string): number;
+}
+
+/** The claims of a Tessera access token (RFC 9068 §2.2), as a verified token carries them. */
+export interface OwnTokenClaims {
+  iss: string;
+  sub: string;
+  aud: string | string[];
+  client_id: string;
+  iat: number;
+  exp: number;
+  jti: string;
+  nbf?: number;
+  scope?: string;
+  cnf?: Record<string, unknown>;
+  [claim: string]: unknown;
+}
+
+/**
+ * Why a token is inactive: it is no valid token of this server (malformed, another key or issuer, expired, ...),
+ * it was revoked (on the denylist, or its client's tokens were revoked after it was issued), or its client is
+ * disabled or deleted.
+ */
+type Inactivity = 'invalid' | 'revoked' | 'client';
+
+/** The verdict on a token: its claims when it is active, else why not (for logs and descriptions, never a secret). */
+export type OwnTokenVerdict =
+  { active: true; claims: OwnTokenClaims } | { active: false; why: Inactivity; reason: string };
+
+/** A JWS Compact Serialization's part: base64url without padding (RFC 7515 §2), nothing else. */
+const PART = /^[A-Za-z0-9_-]+$/;
+/** Longer than any token Tessera signs (custom claims are at most 4 KiB) by a wide margin. */
+const MAX_TOKEN_LENGTH = 16 * 1024;
+
+const inactive = (reason: string, why: Inactivity = 'invalid'): OwnTokenVerdict => ({
+  active: false,
+  why,
+  reason,
+});
+
+function decodeObject(part: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const isTime = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
+const isText = (value: unknown): value is string => typeof value === 'string' && value !== '';
+const isAudience = (value: unknown): value is string | string[] =>
+  isText(value) || (Array.isArray(value) && value.length > 0 && value.every(isText));
+
+/**
+ * Whether `token` is one of this server's access tokens that is active now (INTERFACE.md, "Revocation and
+ * introspection"): a JWS signed by a key this server publishes (by its `kid`, with that key's `alg`), `typ`
+ * at+jwt (RFC 9068 §2.1), `iss` this server, not expired (no clock leeway for our own tokens: inactive from
+ * `exp`), not before its `nbf` if it has one, not on the denylist, issued to a client that exists, is enabled,
+ * and whose tokens were not revoked at or after the token's `iat`.
+ */
+export function verifyOwnToken(token: string, deps: OwnTokenDeps): OwnTokenVerdict {
+  if (token.length > MAX_TOKEN_LENGTH) return inactive('not a token of this server');
+  const parts = token.split('.');
+  if (parts.length !== 3 || !parts.every((part) => PART.test(part))) return inactive('not a compact JWS');
+  const [encodedHeader, encodedPayload, encodedSignature] = parts as [string, string, string];
+  const header = decodeObject(encodedHeader);
+  if (header === undefined) return inactive('not a compact JWS');
+  // RFC 9068 §2.1 (and RFC 7515 §4.1.11: Tessera understands no critical extension).
+  if (header.typ !== 'at+jwt' || header.crit !== undefined) return inactive('not an access token');
+  if (typeof header.kid !== 'string') return inactive('not signed by a key of this server');
+  const key = deps.key(header.kid);
+  if (key === undefined || header.alg !== key.alg) return inactive('not signed by a key of this server');
+  if (!key.check(`${encodedHeader}.${encodedPayload}`, Buffer.from(encodedSignature, 'base64url')))
+    return inactive('bad signature');
+
+  const claims = decodeObject(encodedPayload);
+  if (claims === undefined) return inactive('not a JWT');
+  if (claims.iss !== deps.issuer) return inactive('issued by another issuer');
+  const { exp, iat, nbf, jti, client_id: clientId } = claims;
+  if (
+    !isTime(exp) ||
+    !isTime(iat) ||
+    (nbf !== undefined && !isTime(nbf)) ||
+    !isText(jti) ||
+    !isText(clientId) ||
+    !isText(claims.sub) ||
+    !isAudience(claims.aud)
+  )
+    return inactive('a claim is missing or malformed');
+  const now = deps.now();
+  if (now >= exp * 1000) return inactive('expired');
+  if (nbf !== undefined && now < nbf * 1000) return inactive('not valid yet');
+  if (deps.revoked(jti)) return inactive('revoked', 'revoked');
+  if (!deps.clientExists(clientId)) return inactive('its client is deleted', 'client');
+  const cut = deps.cutOf(clientId);
+  if (cut === Infinity) return inactive('its client is disabled or deleted', 'client');
+  if (iat <= cut) return inactive("its client's tokens were revoked", 'revoked');
+  return { active: true, claims: claims as OwnTokenClaims };
+}

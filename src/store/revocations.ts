@@ -1,0 +1,178 @@
+import type { FeedFollower } from './directory.js';
+import {
+  actorOf,
+  type Change,
+  type ClientStanding,
+  type RevocationStore,
+  type RevokedToken,
+} from './types.js';
+
+/** Expired entries are forgotten (in memory, and deleted from the store) this often, */
+const PRUNE_EVERY_MS = 60_000;
+/** this many rows a statement. */
+const PRUNE_BATCH = 2000;
+/**
+ * A client made anew under the id of one deleted (its old tokens carry the same client_id) has the tokens issued
+ * before it cut: those with an iat more than this many seconds before its creation, so that a token of the new
+ * client from an instance whose clock is a little behind is not cut with them.
+ */
+const CREATION_SKEW_SECONDS = 1;
+
+/** Why a client's tokens may be inactive, and until when that is worth remembering. */
+interface Cut {
+  /** Its tokens issued at or before this second (iat) are inactive; Infinity: every token. */
+  iat: number;
+  /** When every token it cuts has expired, so that it can be forgotten (ms since the epoch); Infinity: never. */
+  until: number;
+}
+
+export interface RevocationsOptions {
+  /** Milliseconds since the epoch. */
+  now: () => number;
+  /** The longest a token lives, in seconds: a cut older than that affects no token that has not expired. */
+  maxTokenTtl: number;
+  onError?: (error: unknown) => void;
+}
+
+type RevocationReads = Pick<
+  RevocationStore,
+  'listRevokedTokens' | 'pruneRevokedTokens' | 'listClientStandings' | 'findClientStandings'
+>;
+
+/**
+ * What makes this server's own tokens inactive before they expire, in memory (INTERFACE.md, "Revocation and
+ * introspection"), so that verifying one (domain/own-tokens.ts) asks the store nothing: the denylist of single
+ * tokens (jti until exp) and, per client, the iat at or before which its tokens are inactive (revoked_before;
+ * every token while it is disabled or once it is deleted). Loaded at start and kept by the change feed (the
+ * Directory hands every batch of changes here before it moves past them): a token revoked, a client's tokens
+ * revoked, disabled or deleted on any instance, by any face, is known here within a poll (a PostgreSQL NOTIFY: at
+ * once). Memory stays bounded: an entry is forgotten once every token it concerns has expired.
+ */
+export class Revocations implements FeedFollower {
+  /** jti → exp (seconds since the epoch). */
+  private readonly denied = new Map<string, number>();
+  /** client id → its cut, for the clients that have one that still matters. */
+  private readonly cuts = new Map<string, Cut>();
+  private timer: NodeJS.Timeout | undefined;
+  private pruning = false;
+
+  constructor(
+    private readonly store: RevocationReads & Pick<RevocationStore, 'revokeToken'>,
+    private readonly options: RevocationsOptions,
+  ) {}
+
+  /** Reads the denylist and the clients whose tokens may be cut (the Directory calls it at start). */
+  async load(): Promise<void> {
+    const now = this.options.now();
+    for (const { jti, exp } of await this.store.listRevokedTokens(Math.floor(now / 1000)))
+      this.denied.set(jti, exp);
+    const since = new Date(now - this.options.maxTokenTtl * 1000).toISOString();
+    for (const standing of await this.store.listClientStandings(since)) this.setCut(standing, now);
+  }
+
+  /** A batch of the change feed: revoked tokens come with their exp; changed clients are read again. */
+  async apply(changes: readonly Change[]): Promise<void> {
+    const clients = new Set<string>();
+    for (const change of changes) {
+      if (change.entity === 'client') clients.add(change.key);
+      else if (change.entity === 'token') {
+        const space = change.key.indexOf(' ');
+        // A string of its own: a slice would keep the whole key in memory as long as the entry lives.
+        const jti = Buffer.from(change.key.slice(space + 1)).toString();
+        this.denied.set(jti, Number(change.key.slice(0, space)));
+      }
+    }
+    if (clients.size === 0) return;
+    const now = this.options.now();
+    const found = new Map(
+      (await this.store.findClientStandings([...clients])).map((standing) => [standing.id, standing]),
+    );
+    for (const id of clients) {
+      const standing = found.get(id);
+      // Deleted: its tokens are inactive until the last of them has expired (INTERFACE.md).
+      if (standing === undefined)
+        this.cuts.set(id, { iat: Infinity, until: now + this.options.maxTokenTtl * 1000 });
+      else this.setCut(standing, now);
+    }
+  }
+
+  private setCut(standing: ClientStanding, now: number): void {
+    if (!standing.enabled) {
+      this.cuts.set(standing.id, { iat: Infinity, until: Infinity });
+      return;
+    }
+    const revoked =
+      standing.revokedBefore === null ? -Infinity : Math.floor(Date.parse(standing.revokedBefore) / 1000);
+    const created = Math.floor(Date.parse(standing.createdAt) / 1000) - 1 - CREATION_SKEW_SECONDS;
+    const iat = Math.max(revoked, created);
+    const until = (iat + this.options.maxTokenTtl) * 1000;
+    if (until > now) this.cuts.set(standing.id, { iat, until });
+    else this.cuts.delete(standing.id);
+  }
+
+  /** Memory only: whether this token id is on the denylist. */
+  isRevoked(jti: string): boolean {
+    return this.denied.has(jti);
+  }
+
+  /** Memory only: the iat at or before which the client's tokens are inactive (see own-tokens.ts). */
+  cutOf(clientId: string): number {
+    return this.cuts.get(clientId)?.iat ?? -Infinity;
+  }
+
+  /**
+   * Puts a token on the denylist (RFC 7009: the client it was issued to revoked it): in the store, with its change
+   * for the other instances and its audit event, then here at once. A token listed already writes nothing.
+   */
+  async revoke(token: RevokedToken, source: string | null): Promise<void> {
+    await this.store.revokeToken(token, {
+      type: 'token.revoked',
+      actor: actorOf.client(token.clientId),
+      source,
+      target: token.jti,
+      clientId: token.clientId,
+      changes: { exp: new Date(token.exp * 1000).toISOString() },
+    });
+    this.denied.set(token.jti, token.exp);
+  }
+
+  /** How much is held: denylist entries and clients with a cut. */
+  size(): { tokens: number; clients: number } {
+    return { tokens: this.denied.size, clients: this.cuts.size };
+  }
+
+  /** Forgets what has expired, and deletes it from the store, once a minute. */
+  start(): void {
+    this.timer = setInterval(() => void this.prune(), PRUNE_EVERY_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /**
+   * Forgets the entries whose tokens have all expired, then deletes the expired rows of the denylist from the
+   * store, PRUNE_BATCH a statement with a turn of the event loop between them. Never rejects.
+   */
+  async prune(): Promise<void> {
+    if (this.pruning) return;
+    this.pruning = true;
+    try {
+      const now = this.options.now();
+      const seconds = Math.floor(now / 1000);
+      for (const [jti, exp] of this.denied) if (exp <= seconds) this.denied.delete(jti);
+      for (const [id, cut] of this.cuts) if (cut.until <= now) this.cuts.delete(id);
+      for (;;) {
+        const deleted = await this.store.pruneRevokedTokens(seconds, PRUNE_BATCH);
+        if (deleted < PRUNE_BATCH || this.timer === undefined) break;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    } catch (error) {
+      this.options.onError?.(error);
+    } finally {
+      this.pruning = false;
+    }
+  }
+}
