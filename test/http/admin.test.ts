@@ -986,6 +986,7 @@ describe('federated credentials (workload identity federation)', () => {
       created_at: expect.stringMatching(/Z$/),
       updated_at: created.body.created_at,
       secret_rotated_at: created.body.created_at,
+      revoked_before: null,
       federated_credentials: [
         {
           id: expect.stringMatching(/^fed_[A-Za-z0-9_-]{16}$/),
