@@ -24,9 +24,13 @@ import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js'
  * hands a client that has them to federated.ts. What both proofs share (the assertion's algorithms, the
  * signature check, keys fetched at a URL with a refetch on an unknown kid, the replay guard) is assertion.ts.
  *
+ * The token service does not run the methods itself: ClientAuthenticator (authenticator.ts) does, with the
+ * failed-attempt limits around them, for every endpoint a client authenticates at (token, revocation,
+ * introspection).
+ *
  * DPoP (RFC 9449) is not client authentication: it proves possession of a key alongside whichever method
- * authenticated the client, so it will be a step of the token service after authentication, reading a header
- * that TokenRequest will carry, not an entry of this list.
+ * authenticated the client, so it is a step of the token service after authentication (domain/dpop.ts), reading
+ * the request's DPoP header, not an entry of this list.
  */
 
 export {
