@@ -1,7 +1,5 @@
-import { createLocalJWKSet } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { temporarilyUnavailable } from '../domain/errors.js';
-import { digestBytes } from '../domain/secrets.js';
 import {
   ClientIdSetBuilder,
   idHash,
@@ -9,14 +7,9 @@ import {
   type ClientIdStats,
   type IdHash,
 } from './client-ids.js';
-import type { FederatedCredential } from '../domain/client-auth/index.js';
-import type {
-  ClientKeys,
-  KnownAudience,
-  KnownClient,
-  KnownFederatedCredential,
-} from '../domain/token-types.js';
-import type { Audience, AudienceStore, Change, ChangeFeed, Client, ClientStore } from './types.js';
+import type { KnownAudience, KnownClient } from '../domain/token-types.js';
+import { toKnownClient } from './known-client.js';
+import type { Audience, AudienceStore, Change, ChangeFeed, ClientStore } from './types.js';
 
 export interface DirectoryOptions {
   /** Backstop lifetime of a cached client, in milliseconds; the change feed normally invalidates sooner. */
@@ -112,72 +105,6 @@ const PRUNE_EVERY_MS = 10 * 60 * 1000;
 const ID_PAGE = 10_000;
 /** After a failed build of the id set, the next is tried this much later at the earliest (ms). */
 const ID_RETRY_MS = 10_000;
-
-/** Custom claims as the signer appends them: the inside of their JSON object, or undefined for none. */
-function claimsFragment(claims: Record<string, unknown>): string | undefined {
-  const json = JSON.stringify(claims);
-  return json === '{}' ? undefined : json.slice(1, -1);
-}
-
-export function toKnownClient(client: Client): KnownClient {
-  return {
-    id: client.id,
-    enabled: client.enabled,
-    secrets: client.secrets.map((s) => ({
-      id: s.id,
-      digest: digestBytes(s.digest),
-      expiresAt: s.expiresAt === null ? Infinity : Date.parse(s.expiresAt),
-    })),
-    grants: new Map(
-      client.grants.map((g) => [
-        g.audience,
-        {
-          scopes: new Set(g.scopes),
-          scope: g.scopes.length === 0 ? undefined : g.scopes.join(' '),
-          claims: claimsFragment({ ...client.claims, ...g.claims }),
-        },
-      ]),
-    ),
-    tokenTtl: client.tokenTtl,
-    quota: { perMinute: client.quotaPerMinute, perDay: client.quotaPerDay },
-    keys: keysOf(client),
-    dpopBound: client.dpopBoundAccessTokens,
-  };
-}
-
-/**
- * A private_key_jwt client's keys as the token path uses them: an inline set becomes jose's resolver once,
- * when the client is cached (it imports each key on first use and keeps it); a URL is fetched by the runtime's
- * JwksFetcher. A client with neither authenticates with its federated credentials (none yet: no token). A
- * client of a secret method has none.
- */
-function keysOf(client: Client): ClientKeys | undefined {
-  if (client.authMethod !== 'private_key_jwt') return undefined;
-  if (client.jwks !== null) return { inline: createLocalJWKSet(client.jwks) };
-  if (client.jwksUri !== null) return { uri: client.jwksUri };
-  return { federated: client.federatedCredentials.map(knownCredential) };
-}
-
-/**
- * A federated credential as the token path checks it, made once per caching of its client: an inline set as
- * jose's resolver, the required claims as a list, the audit trail's note of a token it issues.
- */
-function knownCredential(credential: FederatedCredential): KnownFederatedCredential {
-  return {
-    id: credential.id,
-    issuer: credential.issuer,
-    keys:
-      credential.jwks !== null
-        ? { inline: createLocalJWKSet(credential.jwks) }
-        : { issuer: credential.issuer, uri: credential.jwksUri },
-    subject: credential.subject,
-    audience: credential.audience,
-    claims: Object.entries(credential.claims),
-    maxLifetime: credential.maxLifetime,
-    once: credential.once,
-    note: `federated ${credential.id} sub ${credential.subject}`,
-  };
-}
 
 /**
  * The in-memory view of clients, grants and audiences that the token path reads, so that a warm request

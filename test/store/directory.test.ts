@@ -8,7 +8,8 @@ import type { KnownClient } from '../../src/domain/token-types.js';
 import { OAuthError } from '../../src/domain/errors.js';
 import { rejection } from '../helpers/assert.js';
 import { sleep } from '../helpers/wait.js';
-import { Directory, toKnownClient, type DirectoryOptions } from '../../src/store/directory.js';
+import { Directory, type DirectoryOptions } from '../../src/store/directory.js';
+import { toKnownClient } from '../../src/store/known-client.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Audience, SigningKey, Store } from '../../src/store/types.js';
 
