@@ -191,3 +191,31 @@ export function TableBox({
     </div>
   );
 }
+
+/**
+ * The actions cell of a row that can be changed and removed: an Edit link-button and a button that asks first
+ * (its text ends in an ellipsis). `what` names the row for screen readers (`Edit grant of …`).
+ */
+export function EditRemoveCell({
+  what,
+  onEdit,
+  onRemove,
+  remove,
+}: {
+  what: string;
+  onEdit: () => void;
+  onRemove: () => void;
+  /** The removing verb as the button shows it: `Remove`, `Withdraw`. */
+  remove: string;
+}) {
+  return (
+    <td class="nowrap">
+      <button type="button" class="link" onClick={onEdit} aria-label={`Edit ${what}`}>
+        Edit
+      </button>{' '}
+      <button type="button" onClick={onRemove} aria-label={`${remove} ${what}`}>
+        {remove}…
+      </button>
+    </td>
+  );
+}

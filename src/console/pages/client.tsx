@@ -4,6 +4,7 @@ import { api, seg, type Client, type Grant, type Page, type Secret } from '../ap
 import { useSession } from '../session';
 import {
   DeletePanel,
+  EditRemoveCell,
   formatSeconds,
   OnceValue,
   PageTitle,
@@ -437,23 +438,12 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
                     {g.claims ? <code>{JSON.stringify(g.claims)}</code> : <span class="muted">none</span>}
                   </td>
                   {writable && (
-                    <td class="nowrap">
-                      <button
-                        type="button"
-                        class="link"
-                        onClick={() => edit(g)}
-                        aria-label={`Edit grant of ${g.audience}`}
-                      >
-                        Edit
-                      </button>{' '}
-                      <button
-                        type="button"
-                        onClick={() => withdraw(g)}
-                        aria-label={`Withdraw grant of ${g.audience}`}
-                      >
-                        Withdraw…
-                      </button>
-                    </td>
+                    <EditRemoveCell
+                      what={`grant of ${g.audience}`}
+                      onEdit={() => edit(g)}
+                      onRemove={() => withdraw(g)}
+                      remove="Withdraw"
+                    />
                   )}
                 </tr>
               ))}

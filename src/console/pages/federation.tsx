@@ -5,7 +5,7 @@
  */
 import { useState } from 'preact/hooks';
 import { api, seg, type FederatedCredential } from '../api';
-import { formatSeconds, ReadOnly, TableBox, type Ask } from '../components';
+import { EditRemoveCell, formatSeconds, ReadOnly, TableBox, type Ask } from '../components';
 import {
   ChangeForm,
   Done,
@@ -252,23 +252,12 @@ export function FederatedCredentials({
                   <td class="nowrap">{formatSeconds(c.max_lifetime)}</td>
                   <td>{c.once ? 'yes' : 'no'}</td>
                   {writable && (
-                    <td class="nowrap">
-                      <button
-                        type="button"
-                        class="link"
-                        onClick={() => edit(c)}
-                        aria-label={`Edit federated credential ${c.name}`}
-                      >
-                        Edit
-                      </button>{' '}
-                      <button
-                        type="button"
-                        onClick={() => remove(c)}
-                        aria-label={`Remove federated credential ${c.name}`}
-                      >
-                        Remove…
-                      </button>
-                    </td>
+                    <EditRemoveCell
+                      what={`federated credential ${c.name}`}
+                      onEdit={() => edit(c)}
+                      onRemove={() => remove(c)}
+                      remove="Remove"
+                    />
                   )}
                 </tr>
               ))}
