@@ -85,6 +85,8 @@ export interface KnownGrant {
    * the inside of a JSON object; undefined: none.
    */
   claims?: string | undefined;
+  /** The grant's `token_exchange` (INTERFACE.md, "Token exchange"): the client may exchange into this audience. */
+  tokenExchange: boolean;
 }
 
 /** A client as the token path sees it: what authentication and the grant check need, nothing more. */
@@ -156,6 +158,11 @@ export interface KnownAudience {
   url: string;
   tokenTtl: number | null;
   signingAlg: SigningAlg | null;
+  /**
+   * The audience's `resource_server_client_ids`: the clients that receive its tokens, and so may exchange a
+   * token of this audience for one of another (INTERFACE.md, "Token exchange").
+   */
+  resourceServers: ReadonlySet<string>;
 }
 
 /** The events of the token endpoint in the audit trail, written through the audit spool (audit/recorder.ts). */

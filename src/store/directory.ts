@@ -521,7 +521,10 @@ export class Directory {
   private async reloadAudiences(): Promise<void> {
     const list = await this.store.listAudiences();
     this.audiences = new Map(
-      list.map((a) => [a.url, { url: a.url, tokenTtl: a.tokenTtl, signingAlg: a.signingAlg }]),
+      list.map((a) => [
+        a.url,
+        { url: a.url, tokenTtl: a.tokenTtl, signingAlg: a.signingAlg, resourceServers: new Set<string>() },
+      ]),
     );
     this.audienceList = list;
     await this.options.onAudiencesChanged?.(list);
