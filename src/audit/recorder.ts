@@ -27,8 +27,9 @@ export const THROTTLE_WINDOW_MS = 60_000;
 /** Callers summed at once; past it, the rest of a window's throttled refusals are summed under no address. */
 const THROTTLE_KEYS = 10_000;
 /**
- * Retention deletes in statements sized to take about this long, paced by PRUNE_PAUSE_MS: on SQLite they run
- * on the server's own thread, and a request waits for at most one of them.
+ * Retention deletes in statements sized to take about this long, paced by PRUNE_PAUSE_MS: each holds the
+ * store's write lock while it runs (on SQLite, in the store's maintenance thread, see store/sqlite.ts), and the
+ * audit trail's own writes wait for at most one of them.
  */
 const PRUNE_STATEMENT_MS = 4;
 const PRUNE_PAUSE_MS = 12;
@@ -382,7 +383,7 @@ export class AuditRecorder {
 
   /**
    * Deletes expired events in small statements, each sized to take a few milliseconds, with a pause between
-   * them: a request never waits behind more than one (on SQLite they run on this thread).
+   * them: a write of the audit trail never waits behind more than one for the lock.
    */
   private async prune(now: number): Promise<void> {
     const before = new Date(now - this.options.retentionSeconds * 1000);

@@ -140,17 +140,23 @@ const isBusy = (error: unknown): boolean =>
   ((error as { errcode: number }).errcode & 0xff) === 5;
 
 /**
- * The checkpointer: a thread of its own, with its own connection, that copies the write-ahead log into the
- * database file (a PASSIVE checkpoint: it never blocks a writer) every CHECKPOINT_EVERY_MS. SQLite would
- * otherwise checkpoint inside whichever write crosses 1000 log pages, on the server's only thread, and a
- * checkpoint fsyncs: 10–80 ms on this project's machine, a stall for every request in flight (the audit
- * trail's batches and retention's deletes cross that line over and over under load). It ends when the store
- * closes; the last connection to close checkpoints what is left, as usual.
+ * The maintenance thread: a thread of its own, with its own connection, for the store's work that no request
+ * waits for but that would otherwise run on the server's only thread, stalling every request in flight:
+ * - checkpoints: it copies the write-ahead log into the database file (a PASSIVE checkpoint: it never blocks a
+ *   writer) every CHECKPOINT_EVERY_MS. SQLite would otherwise checkpoint inside whichever write crosses 1000
+ *   log pages, and a checkpoint fsyncs: 10–80 ms on this project's machine (the audit trail's batches and
+ *   retention's deletes cross that line over and over under load);
+ * - retention's deletes (pruneAuditEvents, pruneTokenCounts): each a few milliseconds of synchronous work, and
+ *   a million of them in a row on the server's thread left a request waiting over 50 ms now and then. Here it
+ *   waits for the write lock inside SQLite (this thread answers nothing), and the server's own writes wait for
+ *   the lock on timers meanwhile (ImmediateSqliteDriver).
+ * It ends when the store closes; the last connection to close checkpoints what is left, as usual.
  */
-const CHECKPOINTER = `
+const MAINTENANCE = `
 const { workerData, parentPort } = require('node:worker_threads');
 const { DatabaseSync } = require('node:sqlite');
 const db = new DatabaseSync(workerData.file);
+db.exec('PRAGMA busy_timeout = ' + workerData.lockWaitMs);
 const timer = setInterval(() => {
   try {
     db.exec('PRAGMA wal_checkpoint(PASSIVE)');
@@ -158,23 +164,99 @@ const timer = setInterval(() => {
     // busy (another checkpointer, a writer switching the log): the next round does it
   }
 }, workerData.everyMs);
-parentPort.once('message', () => {
-  clearInterval(timer);
-  db.close();
-  parentPort.close();
+// Prepared at first use: on a new file, the tables are made by the migrations after this thread starts.
+const SQL = {
+  pruneAuditEvents:
+    'delete from audit_events where id in (select id from audit_events where at < ? order by at limit ?)',
+  pruneTokenCounts: 'delete from token_counts where minute < ?',
+};
+const statements = {};
+parentPort.on('message', (message) => {
+  if (message === 'stop') {
+    clearInterval(timer);
+    db.close();
+    parentPort.close();
+    return;
+  }
+  try {
+    statements[message.op] ??= db.prepare(SQL[message.op]);
+    const { changes } = statements[message.op].run(...message.args);
+    parentPort.postMessage({ id: message.id, changes: Number(changes) });
+  } catch (error) {
+    parentPort.postMessage({ id: message.id, error: { message: String(error && error.message), errcode: error && error.errcode } });
+  }
 });
 `;
 const CHECKPOINT_EVERY_MS = 250;
+
+type MaintenanceOp = 'pruneAuditEvents' | 'pruneTokenCounts';
+type MaintenanceAnswer =
+  { id: number; changes: number } | { id: number; error: { message: string; errcode?: number } };
+
+/** The server's side of the maintenance thread: starts it, asks it for retention's deletes, stops it. */
+class MaintenanceThread {
+  private readonly worker: Worker;
+  private readonly pending = new Map<
+    number,
+    { resolve(changes: number): void; reject(error: Error): void }
+  >();
+  private nextId = 0;
+  private stopped = false;
+
+  constructor(file: string, everyMs: number) {
+    this.worker = new Worker(MAINTENANCE, {
+      eval: true,
+      workerData: { file, everyMs, lockWaitMs: LOCK_WAIT_MS },
+    });
+    // Its timer alone does not keep the process up; a delete that was asked for does, until it is answered.
+    this.worker.unref();
+    this.worker.on('message', (answer: MaintenanceAnswer) => {
+      const waiting = this.pending.get(answer.id);
+      if (waiting === undefined) return;
+      this.pending.delete(answer.id);
+      if (this.pending.size === 0) this.worker.unref();
+      if ('error' in answer)
+        waiting.reject(Object.assign(new Error(answer.error.message), { errcode: answer.error.errcode }));
+      else waiting.resolve(answer.changes);
+    });
+    this.worker.on('error', (error) => this.fail(error));
+    this.worker.on('exit', () => this.fail(new Error("the store's maintenance thread ended")));
+  }
+
+  run(op: MaintenanceOp, args: readonly (number | string)[]): Promise<number> {
+    if (this.stopped) return Promise.reject(new Error('the store is closed'));
+    const id = this.nextId++;
+    return new Promise<number>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.ref();
+      this.worker.postMessage({ id, op, args });
+    });
+  }
+
+  /** It closes its connection and ends by itself; what was asked of it and not answered is refused. */
+  stop(): void {
+    if (this.stopped) return;
+    this.worker.postMessage('stop');
+    this.fail(new Error('the store is closed'));
+  }
+
+  private fail(error: Error): void {
+    this.stopped = true;
+    for (const waiting of this.pending.values()) waiting.reject(error);
+    this.pending.clear();
+    this.worker.unref();
+  }
+}
 
 export interface SqliteStoreOptions {
   now?: () => Date;
   /**
    * For the server, whose thread answers requests: checkpoint the write-ahead log on a thread of its own
-   * instead of inside writes (see CHECKPOINTER), and wait for another process's write lock without blocking
+   * and run retention's deletes there, instead of inside writes on this one (see MAINTENANCE), and wait for another process's write lock without blocking
    * the thread (ImmediateSqliteDriver). The CLI's few writes do not need either.
    */
   backgroundCheckpoints?: boolean;
-  /** How often the checkpointer runs (tests slow it down). */
+  /** How often the maintenance thread checkpoints (tests slow it down). */
   checkpointEveryMs?: number;
 }
 
@@ -198,24 +280,27 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
   db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA foreign_keys = ON');
   db.exec('PRAGMA synchronous = NORMAL');
-  let checkpointer: Worker | undefined;
+  let maintenance: MaintenanceThread | undefined;
   if (backgroundCheckpoints && file !== ':memory:') {
     db.exec('PRAGMA wal_autocheckpoint = 0');
-    checkpointer = new Worker(CHECKPOINTER, {
-      eval: true,
-      workerData: { file, everyMs: checkpointEveryMs },
-    });
-    checkpointer.unref();
+    maintenance = new MaintenanceThread(file, checkpointEveryMs);
   }
   const adapted = adapt(db);
   const close = adapted.close.bind(adapted);
   adapted.close = () => {
-    // The checkpointer closes its connection and ends by itself; this one closes at once.
-    checkpointer?.postMessage('stop');
+    // The maintenance thread closes its connection and ends by itself; this one closes at once.
+    maintenance?.stop();
     close();
   };
   const kysely = new Kysely<Database>({
     dialect: new ImmediateSqliteDialect(adapted, backgroundCheckpoints),
   });
-  return openKyselyStore(kysely, 'sqlite', { now });
+  const store = openKyselyStore(kysely, 'sqlite', { now });
+  if (maintenance !== undefined) {
+    const thread = maintenance;
+    store.pruneAuditEvents = (olderThan, limit) =>
+      thread.run('pruneAuditEvents', [olderThan.getTime(), limit]);
+    store.pruneTokenCounts = (olderThan) => thread.run('pruneTokenCounts', [olderThan.getTime()]);
+  }
+  return store;
 }

@@ -199,6 +199,63 @@ describe('openSqliteStore', () => {
     }
   });
 
+  it("the server's store deletes old audit events on its maintenance thread: a lock it waits for never stops this one", async () => {
+    const file = path.join(dir, 'tessera.db');
+    const server = openSqliteStore(file, { backgroundCheckpoints: true });
+    open.push(server);
+    await server.migrate();
+    const event = (at: number, jti: string) => ({
+      at,
+      type: 'token.issued' as const,
+      clientId: 'svc',
+      audience: 'https://api.example.com',
+      jti,
+      reason: null,
+      source: '127.0.0.1',
+      count: null,
+    });
+    const old = Date.parse('2026-01-01T00:00:00Z');
+    const recent = Date.parse('2026-06-01T00:00:00Z');
+    await server.appendAuditEvents([
+      ...Array.from({ length: 5 }, (_, i) => event(old + i, `old-${i}`)),
+      event(recent, 'recent'),
+    ]);
+    // Another connection holds the write lock for 600 ms: the deletes wait for it inside SQLite, as a statement
+    // outside a transaction does, which on this thread would stop it for those 600 ms.
+    const holder = new DatabaseSync(file);
+    holder.exec('BEGIN IMMEDIATE');
+    const held = performance.now();
+    setTimeout(() => holder.exec('COMMIT'), 600);
+    let last = performance.now();
+    let worstGap = 0;
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      worstGap = Math.max(worstGap, now - last);
+      last = now;
+    }, 5);
+    try {
+      const before = new Date(Date.parse('2026-03-01T00:00:00Z'));
+      expect(await server.pruneAuditEvents(before, 3)).toBe(3);
+      expect(performance.now() - held).toBeGreaterThanOrEqual(590); // it did wait for the lock...
+      expect(worstGap).toBeLessThan(200); // ...on another thread: this one kept running
+      expect(await server.pruneAuditEvents(before, 3)).toBe(2);
+      expect(await server.pruneAuditEvents(before, 3)).toBe(0);
+      const left = await server.queryAuditEvents({ limit: 10 });
+      expect(left.map((e) => e.jti)).toEqual(['recent']);
+      expect(await server.pruneTokenCounts(before)).toBeGreaterThanOrEqual(1); // the old events' minute
+      expect(await server.tokenCounts(0, Date.parse('2027-01-01T00:00:00Z'))).toEqual([
+        { minute: '2026-06-01T00:00:00.000Z', issued: 1, refused: 0 },
+      ]);
+    } finally {
+      clearInterval(ticker);
+      holder.close();
+    }
+    // Closed, the store refuses further deletes instead of leaving them waiting.
+    await server.close();
+    open.splice(open.indexOf(server), 1);
+    await expect(server.pruneAuditEvents(new Date(), 10)).rejects.toThrow('the store is closed');
+  });
+
   it('tightens the mode of an existing database file to 0600', async () => {
     const file = path.join(dir, 'tessera.db');
     const first = openSqliteStore(file);
