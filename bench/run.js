@@ -54,6 +54,21 @@ import { assertionMaker, dpopProofMaker, platformToken } from './lib/assertions.
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const AUDIENCE = 'https://api.bench.example';
 
+/**
+ * Tessera's tessera_event_loop_delay_max_seconds (the longest event-loop delay since the previous scrape), in
+ * milliseconds; undefined where the server has no metrics (TESSERA_METRICS=false).
+ */
+async function loopDelayMaxMs(metricsUrl) {
+  try {
+    const response = await fetch(metricsUrl);
+    if (!response.ok) return undefined;
+    const match = /^tessera_event_loop_delay_max_seconds (\S+)$/m.exec(await response.text());
+    return match ? Number(match[1]) * 1000 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 const SCENARIOS = [
   'ceiling',
   'ceiling-at-once',
@@ -799,12 +814,18 @@ async function main() {
             if (cores >= 0.15)
               log(`still ${cores.toFixed(2)} CPU in use by others after ${settings.waitQuietSeconds} s`);
           }
+          // Tessera's longest event-loop stall over the measurement: the scrape before starts the window over.
+          const loopDelayUrl = started.readyUrl.endsWith('/readyz')
+            ? started.readyUrl.replace(/\/readyz$/, '/metrics')
+            : undefined;
+          if (loopDelayUrl) await loopDelayMaxMs(loopDelayUrl);
           const result = await measure(started.target, {
             seconds: settings.seconds,
             connections,
             serverPid: started.server.pid,
             storeComm: definition.store === 'postgres' ? 'postgres' : undefined,
           });
+          result.loopDelayMaxMs = loopDelayUrl ? await loopDelayMaxMs(loopDelayUrl) : undefined;
           if (started.server.exitCode !== undefined)
             throw new Error(
               `${id} exited (${started.server.exitCode}) during the measurement:\n${started.server.output}`,
@@ -818,7 +839,11 @@ async function main() {
           });
           log(
             `${id} c${connections}: ${Math.round(result.reqPerSec)} req/s, p50 ${result.p50Ms.toFixed(2)} ms, ` +
-              `p99 ${result.p99Ms.toFixed(2)} ms, errors ${result.errors + result.timeouts}, non-2xx ${result.non2xx}, ` +
+              `p99 ${result.p99Ms.toFixed(2)} ms, p99.9 ${result.p999Ms.toFixed(2)} ms, max ${result.maxMs.toFixed(2)} ms` +
+              (result.loopDelayMaxMs === undefined
+                ? ''
+                : `, loop stall max ${result.loopDelayMaxMs.toFixed(1)} ms`) +
+              `, errors ${result.errors + result.timeouts}, non-2xx ${result.non2xx}, ` +
               `server CPU ${result.serverCpuCores.toFixed(2)}, RSS ${result.serverRssMb.toFixed(0)} MB`,
           );
         }

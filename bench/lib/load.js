@@ -215,6 +215,7 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
     reqPerSec: okCount / wall,
     p50Ms: percentile(sorted, 50),
     p99Ms: percentile(sorted, 99),
+    p999Ms: percentile(sorted, 99.9),
     maxMs: sorted.length > 0 ? sorted[sorted.length - 1] : NaN,
     errors: result.errors,
     timeouts: result.timeouts,

@@ -1,3 +1,4 @@
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
 import type { AuditEntry } from '../domain/token-types.js';
 import type { Store } from '../store/types.js';
@@ -5,6 +6,14 @@ import type { Store } from '../store/types.js';
 /** Seconds: a warm token answer takes well under a millisecond, a cold one a store round trip. */
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const STORE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/**
+ * Seconds: how late the event loop ran a timer. Anything over a millisecond or two is a request held up by
+ * synchronous work (a store call, a big JSON document, a garbage collection) of another.
+ */
+const LOOP_DELAY_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+/** Milliseconds between two samples of the event loop's delay (a timer of libuv's own, not of JavaScript). */
+const LOOP_DELAY_RESOLUTION_MS = 1;
 
 /** A Prometheus text exposition and its content type. */
 export interface Exposition {
@@ -102,6 +111,77 @@ class KeyedHistogram {
 }
 
 /**
+ * The event loop's delay (perf_hooks.monitorEventLoopDelay: how late a timer sampled every millisecond ran), as a
+ * Prometheus histogram, and the longest delay since the previous scrape as a gauge: every stall of the thread
+ * that answers requests, whatever caused it. At each scrape the samples since the last one are added to the
+ * buckets (the count of samples at or under each bound, read from the sampler's own histogram) and the sampler
+ * starts over.
+ */
+class LoopDelay {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  readonly name = 'tessera_event_loop_delay_seconds';
+  readonly help =
+    'How late the event loop ran a timer sampled every millisecond: each stall of the thread that answers requests (synchronous work, garbage collection).';
+  private readonly sampler: IntervalHistogram = monitorEventLoopDelay({
+    resolution: LOOP_DELAY_RESOLUTION_MS,
+  });
+  private readonly cumulative = new Array<number>(LOOP_DELAY_BUCKETS.length).fill(0);
+  private count = 0;
+  private sum = 0;
+  /** Seconds: the longest delay sampled since the previous scrape. */
+  windowMax = 0;
+
+  constructor() {
+    this.sampler.enable();
+  }
+
+  /** Moves the samples taken since the last call into the buckets, and starts the sampler over. */
+  private take(): void {
+    const h = this.sampler;
+    const count = h.count;
+    this.windowMax = count === 0 ? 0 : h.max / 1e9;
+    if (count > 0) {
+      for (let i = 0; i < LOOP_DELAY_BUCKETS.length; i++)
+        this.cumulative[i]! += Math.round((count * atOrUnder(h, LOOP_DELAY_BUCKETS[i]! * 1e9)) / 100);
+      this.count += count;
+      this.sum += (h.mean * count) / 1e9;
+    }
+    h.reset();
+  }
+
+  get() {
+    this.take();
+    const values: { labels: Labels; value: number; metricName: string }[] = [];
+    LOOP_DELAY_BUCKETS.forEach((le, i) =>
+      values.push({ labels: { le }, value: this.cumulative[i]!, metricName: `${this.name}_bucket` }),
+    );
+    values.push({ labels: { le: '+Inf' }, value: this.count, metricName: `${this.name}_bucket` });
+    values.push({ labels: {}, value: this.sum, metricName: `${this.name}_sum` });
+    values.push({ labels: {}, value: this.count, metricName: `${this.name}_count` });
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+
+  close(): void {
+    this.sampler.disable();
+  }
+}
+
+/** The percentage of a histogram's samples at or under `bound` (nanoseconds), found by bisection. */
+function atOrUnder(h: IntervalHistogram, bound: number): number {
+  if (h.max <= bound) return 100;
+  if (h.min > bound) return 0;
+  let low = 0;
+  let high = 100;
+  for (let i = 0; i < 24; i++) {
+    const mid = (low + high) / 2;
+    if (h.percentile(mid) <= bound) low = mid;
+    else high = mid;
+  }
+  return low;
+}
+
+/**
  * Tessera's Prometheus metrics (prom-client), in a registry of their own (one per server, so tests running
  * several servers in one process do not share counters). Label values are bounded: routes as declared,
  * methods Node's parser accepts, OAuth error codes, registered audiences only, store operation names;
@@ -128,6 +208,8 @@ export class Metrics {
     { labels: { reason: string; audience: string }; count: number }
   >();
 
+  private readonly loopDelay = new LoopDelay();
+
   /** Fetches of issuers' keys, by issuer: how many, how many failed. */
   private readonly issuerFetches = new Map<string, { fetches: number; failures: number }>();
 
@@ -135,6 +217,19 @@ export class Metrics {
     const registers = [this.registry];
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
     this.registry.registerMetric(this.requestDuration as unknown as Metric);
+    const loopDelay = this.loopDelay;
+    this.registry.registerMetric(loopDelay as unknown as Metric);
+    new Gauge({
+      name: 'tessera_event_loop_delay_max_seconds',
+      // Under --workers, the cluster figure is the worst worker's.
+      aggregator: 'max',
+      help: 'The longest event loop delay since the previous scrape (see tessera_event_loop_delay_seconds).',
+      registers,
+      collect() {
+        // Exposed after the histogram, which moved the window's samples and measured this.
+        this.set(loopDelay.windowMax);
+      },
+    });
 
     const issued = this.issued;
     new Counter({
@@ -180,6 +275,11 @@ export class Metrics {
         for (const [issuer, { failures }] of issuerFetches) this.inc({ issuer }, failures);
       },
     });
+  }
+
+  /** Stops what samples on its own (the event loop's delay). */
+  close(): void {
+    this.loopDelay.close();
   }
 
   /** One fetch of an issuer's keys (keys/jwks-fetcher.ts) and whether it gave keys. */

@@ -86,6 +86,7 @@ export async function openRuntime(
     closers: new Closers(),
   };
   const { now, metrics, closers } = opening;
+  if (metrics) closers.push(() => metrics.close());
   try {
     // Opened in the reverse of the order they close in: the writers (replay, usage, rotator) stop first,
     // then the audit trail writes what it holds, then Redis, the change feed, and the store last.

@@ -219,6 +219,54 @@ describe('GET /metrics', () => {
   });
 });
 
+describe('the event loop delay', () => {
+  const buckets = (samples: Sample[]) =>
+    samples
+      .filter((s) => s.name === 'tessera_event_loop_delay_seconds_bucket')
+      .map((s) => [s.labels.le!, s.value] as const);
+
+  it('a stall of the thread shows in the histogram and, until the next scrape, as the max', async () => {
+    const first = await scrape();
+    expect(first.types.get('tessera_event_loop_delay_seconds')).toBe('histogram');
+    expect(first.types.get('tessera_event_loop_delay_max_seconds')).toBe('gauge');
+    expect(buckets(first.samples).map(([le]) => le)).toEqual([
+      '0.001',
+      '0.002',
+      '0.005',
+      '0.01',
+      '0.02',
+      '0.05',
+      '0.1',
+      '0.25',
+      '0.5',
+      '1',
+      '2.5',
+      '5',
+      '+Inf',
+    ]);
+    // The server runs in this process: 80 ms of synchronous work here stops its thread too.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const until = performance.now() + 80;
+    while (performance.now() < until);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const { samples } = await scrape();
+    const stalled = value(samples, 'tessera_event_loop_delay_max_seconds', {})!;
+    expect(stalled).toBeGreaterThanOrEqual(0.07);
+    expect(stalled).toBeLessThan(1);
+    const counts = buckets(samples).map(([, count]) => count);
+    // Cumulative, and the stall's sample is above 50 ms: counted in +Inf and 0.1 but not in 0.05.
+    for (let i = 1; i < counts.length; i++) expect(counts[i]!).toBeGreaterThanOrEqual(counts[i - 1]!);
+    const at = (le: string) => buckets(samples).find(([bound]) => bound === le)![1];
+    const before = (le: string) => buckets(first.samples).find(([bound]) => bound === le)![1];
+    expect(at('+Inf') - at('0.05')).toBeGreaterThan(before('+Inf') - before('0.05'));
+    expect(value(samples, 'tessera_event_loop_delay_seconds_count', {})).toBe(at('+Inf'));
+    expect(value(samples, 'tessera_event_loop_delay_seconds_sum', {})).toBeGreaterThanOrEqual(0.07);
+    // The max is the window's since the previous scrape: the stall is behind it now.
+    const { samples: after } = await scrape();
+    expect(value(after, 'tessera_event_loop_delay_max_seconds', {})).toBeLessThan(stalled);
+  });
+});
+
 describe('TESSERA_METRICS=false', () => {
   it('has no /metrics: a 404 like any unknown path', async () => {
     const off = await startTestServer({ TESSERA_METRICS: 'false' });
