@@ -72,6 +72,7 @@ async function loopDelayMaxMs(metricsUrl) {
 const SCENARIOS = [
   'ceiling',
   'ceiling-at-once',
+  'floor',
   'tessera-sqlite',
   'tessera-sqlite-baseline',
   'tessera-sqlite-no-metrics',
@@ -551,6 +552,34 @@ async function main() {
     };
   }
 
+  /** The ceiling's signature alone, in a tight loop pinned like a server (bench/servers/sign-loop.js). */
+  async function measureSignature() {
+    const child = startPinned({
+      name: 'sign-loop',
+      cpus: settings.serverCpus,
+      command: settings.nodePath,
+      args: [join(ROOT, 'bench/servers/sign-loop.js')],
+      env: {
+        ...tesseraEnv({}),
+        BENCH_PORT: '0',
+        BENCH_ISSUER: 'http://127.0.0.1',
+        BENCH_AUDIENCE: AUDIENCE,
+        BENCH_CLIENT_ID: 'bench-client',
+        BENCH_CLIENT_SECRET: 'unused',
+      },
+      cwd: ROOT,
+    });
+    try {
+      const code = await child.exited;
+      const json = child.output.split('\n').find((line) => line.startsWith('{"usPerSignature"'));
+      if (code !== 0 || json === undefined)
+        throw new Error(`bench/servers/sign-loop.js exited ${code}:\n${child.output}`);
+      return JSON.parse(json);
+    } finally {
+      await stopServer(child);
+    }
+  }
+
   function startPeer({ id, script, port, audienceParam = 'audience', extraEnv = {} }) {
     const url = `http://127.0.0.1:${port}`;
     const client = {
@@ -610,6 +639,20 @@ async function main() {
         'event-loop iteration; the difference is what batching saves in the kernel on loopback',
       start: (port) =>
         startPeer({ id: 'ceiling-at-once', script: 'ceiling.js', port, extraEnv: { BENCH_AT_ONCE: '1' } }),
+    },
+    floor: {
+      label: 'HTTP floor (the ceiling, one fixed token)',
+      note: () =>
+        signature === undefined
+          ? undefined
+          : `physical limit on one core ("vs limit"): one core doing nothing but the HTTP floor's work per answer (the ` +
+            `ceiling answering one token signed at start; its server CPU per answer) plus one ES256 signature as a ` +
+            `tight loop measures it on the server's CPU (${signature.usPerSignature.toFixed(1)} µs)`,
+      start: async (port) => {
+        signature = await measureSignature();
+        log(`floor: one signature in a tight loop costs ${signature.usPerSignature.toFixed(1)} µs`);
+        return startPeer({ id: 'floor', script: 'ceiling.js', port, extraEnv: { BENCH_FIXED: '1' } });
+      },
     },
     'tessera-sqlite': {
       label: 'Tessera, SQLite',
@@ -773,6 +816,8 @@ async function main() {
       `load generator on CPU ${settings.loadCpus}`,
   );
   const notedOnce = new Set();
+  /** The signature alone, measured when the floor scenario runs: {usPerSignature}. */
+  let signature;
   try {
     for (const id of settings.scenarios) {
       if (aborting) break;
@@ -865,9 +910,36 @@ async function main() {
     await runCleanups();
   }
 
+  // Every ratio is against the best bare server of the run at that concurrency (the ceiling, or the ceiling
+  // writing each answer at once when that was faster), and against the physical limit on one core.
   for (const row of rows) {
-    const ceiling = rows.find((r) => r.scenario === 'ceiling' && r.connections === row.connections);
-    row.ratioToCeiling = ceiling ? row.reqPerSec / ceiling.reqPerSec : undefined;
+    const bare = rows.filter(
+      (r) =>
+        (r.scenario === 'ceiling' || r.scenario === 'ceiling-at-once') && r.connections === row.connections,
+    );
+    const best = bare.reduce((a, b) => (b.reqPerSec > a.reqPerSec ? b : a), bare[0]);
+    row.ratioToCeiling = best ? row.reqPerSec / best.reqPerSec : undefined;
+    row.bestBare = best?.scenario;
+    const floorRow = rows.find((r) => r.scenario === 'floor' && r.connections === row.connections);
+    if (floorRow && signature) {
+      // One core busy with nothing else: the floor's server CPU per answer (from /proc, so a floor held back by
+      // the load generator still counts only its own work) plus the signature.
+      row.physicalLimit = 1e6 / (floorRow.serverCpuUsPerRequest + signature.usPerSignature);
+      row.ratioToLimit = row.reqPerSec / row.physicalLimit;
+    }
+  }
+  // Where Tessera's CPU per token goes beyond the floor's and the signature's (--profile names the functions).
+  for (const row of rows.filter((r) => r.scenario === 'tessera-sqlite')) {
+    const floorRow = rows.find((r) => r.scenario === 'floor' && r.connections === row.connections);
+    if (floorRow && signature)
+      notes.push(
+        `Tessera (SQLite) at concurrency ${row.connections}: ${(row.ratioToLimit * 100).toFixed(0)} % of the physical limit ` +
+          `(${Math.round(row.physicalLimit)} req/s); server CPU per token ${row.serverCpuUsPerRequest.toFixed(0)} µs = ` +
+          `the floor's ${floorRow.serverCpuUsPerRequest.toFixed(0)} µs (HTTP, parse, authenticate, serialize) + ` +
+          `${signature.usPerSignature.toFixed(0)} µs signature + ` +
+          `${(row.serverCpuUsPerRequest - floorRow.serverCpuUsPerRequest - signature.usPerSignature).toFixed(0)} µs ` +
+          `Tessera's own (routing, validation, audit, logs, metrics; --profile names them)`,
+      );
   }
   for (const row of rows)
     if (row.errors + row.timeouts + row.non2xx > 0)

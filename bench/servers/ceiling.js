@@ -9,25 +9,23 @@
 // batch is signed, and then every answer written, back to back. Writes in a row are far cheaper for the
 // kernel on loopback than writes spaced by a signature each (see bench/README.md). BENCH_AT_ONCE=1 answers
 // each request as soon as its body is read instead (the scenario ceiling-at-once).
+//
+// BENCH_FIXED=1 makes it the HTTP floor (the scenario floor): every answer carries one token signed at start, so
+// a request costs everything the ceiling does but the signature. The floor plus one signature as measured in a
+// tight loop (sign-loop.js) is the physical limit on one core.
 import { createServer } from 'node:http';
-import { sign } from 'node:crypto';
-import { authenticate, claims, es256Key, settings, TOKEN_HEADERS } from './common.js';
+import { accessTokenSigner, authenticate, es256Key, settings, TOKEN_HEADERS } from './common.js';
 
 const key = es256Key();
-const header = Buffer.from(JSON.stringify({ alg: 'ES256', kid: key.kid, typ: 'at+jwt' })).toString(
-  'base64url',
-);
+const signToken = accessTokenSigner(key);
 const JWKS_HEADERS = {
   'content-type': 'application/json; charset=utf-8',
   'cache-control': 'public, max-age=1800',
 };
 const KNOWN = new Set(['grant_type', 'client_id', 'client_secret', 'audience', 'resource', 'scope']);
 
-function accessToken(clientId, audience) {
-  const input = header + '.' + Buffer.from(JSON.stringify(claims(clientId, audience))).toString('base64url');
-  const signature = sign('sha256', Buffer.from(input), { key: key.privateKey, dsaEncoding: 'ieee-p1363' });
-  return input + '.' + signature.toString('base64url');
-}
+const FIXED = process.env.BENCH_FIXED === '1' ? signToken(settings.clientId, settings.audience) : undefined;
+const accessToken = (clientId, audience) => FIXED ?? signToken(clientId, audience);
 
 function send(res, [status, body, headers = TOKEN_HEADERS]) {
   res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });

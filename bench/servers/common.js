@@ -1,7 +1,7 @@
 /* global process, Buffer */
 // Shared by the reference servers: their settings (from the harness, through the environment) and the
 // RFC 9068 access token every one of them issues: the same header and claims as Tessera's.
-import { createHash, generateKeyPairSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomBytes, sign, timingSafeEqual } from 'node:crypto';
 
 // Exit normally on SIGTERM, so that --cpu-prof (bench --profile) writes its profile.
 process.once('SIGTERM', () => process.exit(0));
@@ -66,6 +66,22 @@ export function claims(clientId, audience) {
     iat,
     exp: iat + settings.ttl,
     jti: jti(),
+  };
+}
+
+/**
+ * A signer of RFC 9068 access tokens as the ceiling makes them: Tessera's header, its claims, ES256 by
+ * node:crypto (ieee-p1363) with a key made once. Returns (clientId, audience) => token.
+ */
+export function accessTokenSigner(key = es256Key()) {
+  const header = Buffer.from(JSON.stringify({ alg: 'ES256', kid: key.kid, typ: 'at+jwt' })).toString(
+    'base64url',
+  );
+  return (clientId, audience) => {
+    const input =
+      header + '.' + Buffer.from(JSON.stringify(claims(clientId, audience))).toString('base64url');
+    const signature = sign('sha256', Buffer.from(input), { key: key.privateKey, dsaEncoding: 'ieee-p1363' });
+    return input + '.' + signature.toString('base64url');
   };
 }
 
