@@ -403,6 +403,9 @@ export class Directory {
       await this.apply(changes);
       this.lastSeq = changes[changes.length - 1]!.seq;
       if (changes.length < CHANGE_BATCH) break;
+      // A big change (an apply of 20k clients is 40k records) is read a batch at a time with requests answered in
+      // between: on SQLite a read is synchronous, and an awaited promise that is already settled lets nothing in.
+      await new Promise((resolve) => setImmediate(resolve));
     }
     this.lastRead = Date.now();
     const now = (this.options.now ?? (() => new Date()))();

@@ -566,6 +566,20 @@ describe('Directory', () => {
       expect((await pollAndReload())?.enabled).toBe(false);
     });
 
+    it('a backlog of several batches is read with the event loop let in between: a timer runs during the poll', async () => {
+      await createClient('noisy', []);
+      for (let i = 0; i < 1100; i++) {
+        await cli.addGrant('noisy', A);
+        await cli.removeGrant('noisy', A);
+      }
+      // 2 200 changes: three batches. On SQLite every read is synchronous; without a yield between batches the
+      // whole poll is one task, and a timer due meanwhile waits for its end.
+      let ticked = false;
+      const done = directory.poll().then(() => ticked);
+      setImmediate(() => (ticked = true));
+      expect(await done).toBe(true);
+    });
+
     it('does not read anything when nothing changed', async () => {
       await directory.poll();
       expect(spy.calls.filter((c) => c !== 'pruneChanges')).toEqual(['changesSince']);
