@@ -29,6 +29,8 @@ import {
 } from './lib/proc.js';
 import {
   clientIdsText,
+  compareRows,
+  compareText,
   markdown,
   profileTop,
   svgChart,
@@ -110,6 +112,8 @@ const USAGE = `npm run bench [-- options]
   --label TEXT            a label for the results (shown in the report, appended to the file name)
   --baseline REF          also run Tessera as of this git commit (built into a temporary directory) on SQLite:
                           the tessera-sqlite-baseline scenario, a before/after in one run
+  --compare REF           run every Tessera scenario of the run twice, as of now and as of this git commit (built
+                          like --baseline), one after the other, and print a table of each one's ratio
   --pg URL                PostgreSQL admin URL (default postgres://postgres@127.0.0.1:5432/postgres)
   --server-cpus 0         CPUs of a single-process server
   --load-cpus 1           CPUs of the load generator (this process)
@@ -135,6 +139,7 @@ function options() {
       profile: { type: 'boolean', default: false },
       label: { type: 'string' },
       baseline: { type: 'string' },
+      compare: { type: 'string' },
       pg: { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
       'server-cpus': { type: 'string', default: '0' },
       'load-cpus': { type: 'string', default: '1' },
@@ -185,6 +190,7 @@ function options() {
     profile: values.profile,
     label: values.label,
     baseline: values.baseline,
+    compare: values.compare,
     pgAdminUrl: values.pg,
     serverCpus: values['server-cpus'],
     loadCpus: values['load-cpus'],
@@ -309,7 +315,10 @@ async function main() {
     settings.warmupSeconds +
     settings.concurrencies.length * (settings.seconds + 2 + settings.waitQuietSeconds) +
     60;
-  const budgetMs = (settings.scenarios.length * perScenario + 180) * 1000;
+  const turns =
+    settings.scenarios.length +
+    (settings.compare ? settings.scenarios.filter((id) => id.startsWith('tessera-')).length : 0);
+  const budgetMs = (turns * perScenario + 180) * 1000;
   const watchdog = setTimeout(
     () => void abort(`the run exceeded its time budget (${budgetMs / 1000} s): stopped`, 1),
     budgetMs,
@@ -319,6 +328,9 @@ async function main() {
   const baseline = settings.scenarios.includes('tessera-sqlite-baseline')
     ? buildBaseline(settings.baseline, cleanups)
     : undefined;
+  /** --compare: the revision every Tessera scenario also runs as, built apart like the baseline. */
+  const compare = settings.compare ? buildBaseline(settings.compare, cleanups) : undefined;
+  const isTessera = (id) => id.startsWith('tessera-') && id !== 'tessera-sqlite-baseline';
   const pgUp = settings.scenarios.some((s) => s.startsWith('tessera-pg'))
     ? await postgresAnswers(settings.pgAdminUrl)
     : false;
@@ -339,6 +351,7 @@ async function main() {
     autocannon: versionOf('autocannon'),
     tesseraCommit: gitDescription(),
     baselineCommit: baseline?.commit,
+    compareCommit: compare?.commit,
     postgres: undefined,
     versions: Object.fromEntries(
       ['oidc-provider', '@node-oauth/oauth2-server', 'jose', 'fastify', 'autocannon', 'pg'].map((p) => [
@@ -368,8 +381,13 @@ async function main() {
       ? { TESSERA_DATABASE_URL: store.databaseUrl }
       : { TESSERA_DATA_DIR: store.dataDir }),
   });
+  /**
+   * The Tessera that the stores are made with and that serves: this checkout's, or the --compare revision's while
+   * its turn of a scenario runs.
+   */
+  let tesseraRoot = ROOT;
   /** A fresh SQLite store, its schema made by the Tessera at `root` (the baseline's may be older). */
-  async function sqliteStore(root = ROOT) {
+  async function sqliteStore(root = tesseraRoot) {
     const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
     const store = { engine: 'sqlite', dataDir };
@@ -381,7 +399,7 @@ async function main() {
     const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
     const store = { engine: 'sqlite', dataDir };
-    store.client = await provisionScoped(ROOT, tesseraEnv(storeSettings(store)), AUDIENCE);
+    store.client = await provisionScoped(tesseraRoot, tesseraEnv(storeSettings(store)), AUDIENCE);
     return store;
   }
   /** Like sqliteStore, with a private_key_jwt client (an ES256 key, inline) and the maker of its assertions. */
@@ -390,7 +408,7 @@ async function main() {
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
     const store = { engine: 'sqlite', dataDir, assertions: assertionMaker() };
     store.client = await provisionKeyClient(
-      ROOT,
+      tesseraRoot,
       tesseraEnv(storeSettings(store)),
       AUDIENCE,
       store.assertions.jwks,
@@ -418,10 +436,16 @@ async function main() {
     };
     const { jwks, token } = platformToken(trust);
     const store = { engine: 'sqlite', dataDir };
-    store.client = await provisionFederatedClient(ROOT, tesseraEnv(storeSettings(store)), AUDIENCE, dataDir, {
-      ...trust,
-      jwks,
-    });
+    store.client = await provisionFederatedClient(
+      tesseraRoot,
+      tesseraEnv(storeSettings(store)),
+      AUDIENCE,
+      dataDir,
+      {
+        ...trust,
+        jwks,
+      },
+    );
     store.body = Buffer.from(
       form({
         grant_type: 'client_credentials',
@@ -440,7 +464,7 @@ async function main() {
   async function introspectionSqliteStore(port) {
     const store = await sqliteStore();
     store.resourceServer = await provisionResourceServer(
-      ROOT,
+      tesseraRoot,
       tesseraEnv({ ...storeSettings(store), TESSERA_ISSUER: `http://127.0.0.1:${port}` }),
     );
     return store;
@@ -451,7 +475,7 @@ async function main() {
     cleanups.push(() => db.drop());
     environment.postgres = db.version;
     const store = { engine: 'postgres', databaseUrl: db.url };
-    store.client = await provision(ROOT, tesseraEnv(storeSettings(store)), AUDIENCE);
+    store.client = await provision(tesseraRoot, tesseraEnv(storeSettings(store)), AUDIENCE);
     return store;
   }
   async function loadCold(store) {
@@ -495,7 +519,7 @@ async function main() {
     workers = 1,
     cold: isCold = false,
     env: own = {},
-    root = ROOT,
+    root = tesseraRoot,
   }) {
     const env = tesseraEnv({
       ...storeSettings(store),
@@ -815,6 +839,75 @@ async function main() {
     `${settings.mode} run: ${settings.scenarios.join(', ')}; servers on Node ${serverNode}, CPUs ${settings.serverCpus}; ` +
       `load generator on CPU ${settings.loadCpus}`,
   );
+  /**
+   * One load scenario: its server started, warmed up (every answer checked), measured at each concurrency, stopped.
+   * `id` names its rows (`<scenario>@<commit>` for a --compare turn); `labelSuffix` is added to its label.
+   */
+  async function runLoad(id, definition, labelSuffix = '') {
+    let started;
+    try {
+      const port = await freePort();
+      started = await definition.start(port);
+      await waitUntilReady(started.server, started.readyUrl, { timeoutMs: 30_000 });
+      await started.target.prepare?.();
+      const warm = await checkedWarmup(started.target, {
+        seconds: settings.warmupSeconds,
+        connections: Math.max(...settings.concurrencies),
+      });
+      log(`${id}: warm-up ${warm.answers} answers, every token verified`);
+      for (const connections of settings.concurrencies) {
+        if (settings.waitQuietSeconds > 0) {
+          const cores = await waitForQuiet(settings.waitQuietSeconds);
+          if (cores >= 0.15)
+            log(`still ${cores.toFixed(2)} CPU in use by others after ${settings.waitQuietSeconds} s`);
+        }
+        // Tessera's longest event-loop stall over the measurement: the scrape before starts the window over.
+        const loopDelayUrl = started.readyUrl.endsWith('/readyz')
+          ? started.readyUrl.replace(/\/readyz$/, '/metrics')
+          : undefined;
+        if (loopDelayUrl) await loopDelayMaxMs(loopDelayUrl);
+        const result = await measure(started.target, {
+          seconds: settings.seconds,
+          connections,
+          serverPid: started.server.pid,
+          storeComm: definition.store === 'postgres' ? 'postgres' : undefined,
+        });
+        result.loopDelayMaxMs = loopDelayUrl ? await loopDelayMaxMs(loopDelayUrl) : undefined;
+        if (started.server.exitCode !== undefined)
+          throw new Error(
+            `${id} exited (${started.server.exitCode}) during the measurement:\n${started.server.output}`,
+          );
+        rows.push({
+          scenario: id,
+          label: definition.label + labelSuffix,
+          workers: definition.workers ?? 1,
+          nodeVersion: serverNode,
+          ...result,
+        });
+        log(
+          `${id} c${connections}: ${Math.round(result.reqPerSec)} req/s, p50 ${result.p50Ms.toFixed(2)} ms, ` +
+            `p99 ${result.p99Ms.toFixed(2)} ms, p99.9 ${result.p999Ms.toFixed(2)} ms, max ${result.maxMs.toFixed(2)} ms` +
+            (result.loopDelayMaxMs === undefined
+              ? ''
+              : `, loop stall max ${result.loopDelayMaxMs.toFixed(1)} ms`) +
+            `, errors ${result.errors + result.timeouts}, non-2xx ${result.non2xx}, ` +
+            `server CPU ${result.serverCpuCores.toFixed(2)}, RSS ${result.serverRssMb.toFixed(0)} MB`,
+        );
+      }
+      const note = definition.note?.();
+      if (note && !notedOnce.has(note)) {
+        notedOnce.add(note);
+        notes.push(note);
+      }
+    } catch (error) {
+      failures.push({ scenario: id, error: error.stack ?? String(error) });
+      log(`${id} FAILED: ${error.message}`);
+    } finally {
+      if (started) await stopServer(started.server);
+    }
+    if (settings.profile) profiles.push(...readProfiles(profileDir, id));
+  }
+
   const notedOnce = new Set();
   /** The signature alone, measured when the floor scenario runs: {usPerSignature}. */
   let signature;
@@ -842,68 +935,16 @@ async function main() {
         log(`${id}: skipped, PostgreSQL does not answer`);
         continue;
       }
-      let started;
-      try {
-        const port = await freePort();
-        started = await definition.start(port);
-        await waitUntilReady(started.server, started.readyUrl, { timeoutMs: 30_000 });
-        await started.target.prepare?.();
-        const warm = await checkedWarmup(started.target, {
-          seconds: settings.warmupSeconds,
-          connections: Math.max(...settings.concurrencies),
-        });
-        log(`${id}: warm-up ${warm.answers} answers, every token verified`);
-        for (const connections of settings.concurrencies) {
-          if (settings.waitQuietSeconds > 0) {
-            const cores = await waitForQuiet(settings.waitQuietSeconds);
-            if (cores >= 0.15)
-              log(`still ${cores.toFixed(2)} CPU in use by others after ${settings.waitQuietSeconds} s`);
-          }
-          // Tessera's longest event-loop stall over the measurement: the scrape before starts the window over.
-          const loopDelayUrl = started.readyUrl.endsWith('/readyz')
-            ? started.readyUrl.replace(/\/readyz$/, '/metrics')
-            : undefined;
-          if (loopDelayUrl) await loopDelayMaxMs(loopDelayUrl);
-          const result = await measure(started.target, {
-            seconds: settings.seconds,
-            connections,
-            serverPid: started.server.pid,
-            storeComm: definition.store === 'postgres' ? 'postgres' : undefined,
-          });
-          result.loopDelayMaxMs = loopDelayUrl ? await loopDelayMaxMs(loopDelayUrl) : undefined;
-          if (started.server.exitCode !== undefined)
-            throw new Error(
-              `${id} exited (${started.server.exitCode}) during the measurement:\n${started.server.output}`,
-            );
-          rows.push({
-            scenario: id,
-            label: definition.label,
-            workers: definition.workers ?? 1,
-            nodeVersion: serverNode,
-            ...result,
-          });
-          log(
-            `${id} c${connections}: ${Math.round(result.reqPerSec)} req/s, p50 ${result.p50Ms.toFixed(2)} ms, ` +
-              `p99 ${result.p99Ms.toFixed(2)} ms, p99.9 ${result.p999Ms.toFixed(2)} ms, max ${result.maxMs.toFixed(2)} ms` +
-              (result.loopDelayMaxMs === undefined
-                ? ''
-                : `, loop stall max ${result.loopDelayMaxMs.toFixed(1)} ms`) +
-              `, errors ${result.errors + result.timeouts}, non-2xx ${result.non2xx}, ` +
-              `server CPU ${result.serverCpuCores.toFixed(2)}, RSS ${result.serverRssMb.toFixed(0)} MB`,
-          );
+      await runLoad(id, definition);
+      if (compare && isTessera(id)) {
+        // The same scenario as of the --compare revision, right after, so that both see the same machine.
+        tesseraRoot = compare.root;
+        try {
+          await runLoad(`${id}@${compare.commit}`, definition, ` @ ${compare.commit}`);
+        } finally {
+          tesseraRoot = ROOT;
         }
-        const note = definition.note?.();
-        if (note && !notedOnce.has(note)) {
-          notedOnce.add(note);
-          notes.push(note);
-        }
-      } catch (error) {
-        failures.push({ scenario: id, error: error.stack ?? String(error) });
-        log(`${id} FAILED: ${error.message}`);
-      } finally {
-        if (started) await stopServer(started.server);
       }
-      if (settings.profile) profiles.push(...readProfiles(profileDir, id));
     }
   } finally {
     killAllNow();
@@ -993,6 +1034,7 @@ async function main() {
     rows,
     clientIds,
     targets: targets(rows, settings.concurrencies),
+    compare: compareRows(rows, compare?.commit),
     failures,
     notes,
     profiles,
@@ -1009,6 +1051,7 @@ async function main() {
   ];
   // Without a load scenario (--only client-ids) there is no table and no target to print.
   if (rows.length > 0) out.push('', textTable(rows), '', targetsText(result.targets));
+  if (result.compare.length > 0) out.push('', compareText(result.compare, compare.commit));
   if (clientIds) out.push('', clientIdsText(clientIds));
   for (const f of failures) out.push(`FAILED  ${f.scenario}: ${f.error.split('\n')[0]}`);
   for (const note of notes) out.push(`note: ${note}`);

@@ -29,6 +29,58 @@ const COLUMNS = [
   ['node', (r) => r.nodeVersion],
 ];
 
+/**
+ * --compare: each Tessera scenario beside its run as of the compared revision (rows `<scenario>@<commit>`), one
+ * line per scenario and concurrency: req/s, p99 and CPU per answer, now and then, and the ratios. [] without.
+ */
+export function compareRows(rows, commit) {
+  if (!commit) return [];
+  const out = [];
+  for (const now of rows) {
+    const then = rows.find(
+      (r) => r.scenario === `${now.scenario}@${commit}` && r.connections === now.connections,
+    );
+    if (!then) continue;
+    out.push({
+      scenario: now.scenario,
+      connections: now.connections,
+      reqPerSec: now.reqPerSec,
+      thenReqPerSec: then.reqPerSec,
+      ratio: now.reqPerSec / then.reqPerSec,
+      p99Ms: now.p99Ms,
+      thenP99Ms: then.p99Ms,
+      cpuUs: now.serverCpuUsPerRequest,
+      thenCpuUs: then.serverCpuUsPerRequest,
+    });
+  }
+  return out;
+}
+
+/** The --compare table for the terminal. */
+export function compareText(list, commit) {
+  const columns = [
+    ['scenario', (r) => r.scenario],
+    ['conc.', (r) => String(r.connections)],
+    ['req/s now', (r) => thousands(r.reqPerSec)],
+    [`req/s ${commit}`, (r) => thousands(r.thenReqPerSec)],
+    ['ratio', (r) => `${fixed(r.ratio, 3)}×`],
+    ['p99 ms now', (r) => fixed(r.p99Ms, 2)],
+    [`p99 ms ${commit}`, (r) => fixed(r.thenP99Ms, 2)],
+    ['CPU µs/req now', (r) => fixed(r.cpuUs, 0)],
+    [`CPU µs/req ${commit}`, (r) => fixed(r.thenCpuUs, 0)],
+  ];
+  const cells = list.map((row) => columns.map(([, cell]) => cell(row)));
+  const widths = columns.map(([title], i) => Math.max(title.length, ...cells.map((c) => c[i].length)));
+  const line = (values) =>
+    values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join('  ');
+  return [
+    `Against ${commit} (--compare), each scenario run as of both, one after the other; ratio = now / then:`,
+    line(columns.map(([title]) => title)),
+    line(widths.map((w) => '-'.repeat(w))),
+    ...cells.map(line),
+  ].join('\n');
+}
+
 /** Plain-text table for the terminal. */
 export function textTable(rows) {
   const cells = rows.map((row) => COLUMNS.map(([, cell]) => cell(row)));
@@ -210,6 +262,9 @@ export function markdown(result) {
       `Tessera ${env.tesseraCommit} (fastify ${env.versions.fastify}, jose ${env.versions.jose})`,
     '',
     markdownTable(result.rows),
+    ...(result.compare?.length > 0
+      ? ['', '```text', compareText(result.compare, result.environment.compareCommit), '```']
+      : []),
     '',
     'req/s counts 2xx answers over the wall time of the measurement; p50/p99 are of 2xx answers. Server CPU is ' +
       'user+system time of the server process and its children over the same wall time (1.00 = one core busy); ' +
