@@ -10,6 +10,7 @@ import {
   SqliteDriver,
   type DatabaseConnection,
   type Driver,
+  type QueryResult,
   type SqliteDatabase,
   type SqliteStatement,
 } from 'kysely';
@@ -73,11 +74,43 @@ function adapt(db: DatabaseSync): SqliteDatabase {
 }
 
 /**
+ * A connection whose statements, when SQLite answers SQLITE_BUSY (another process, the CLI or another server,
+ * holds the write lock), are tried again on timers, with the thread serving requests in between, for as long
+ * as busy_timeout would have waited. For the server, busy_timeout is 0: node:sqlite's calls are synchronous, so
+ * SQLite waiting for the lock inside a call would stop the thread that answers every request (an apply from the
+ * CLI holding the lock for seconds stalled every token request for as long; a private_key_jwt or DPoP request,
+ * whose replay guard inserts a row outside any transaction, stopped the thread once per request). A statement
+ * that SQLite refused with SQLITE_BUSY did nothing, so trying it again is safe; that is true of COMMIT too.
+ */
+class LockWaitingConnection implements DatabaseConnection {
+  constructor(private readonly inner: DatabaseConnection) {}
+
+  async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    const started = performance.now();
+    for (let pause = 1; ; pause = Math.min(pause * 2, MAX_LOCK_PAUSE_MS)) {
+      try {
+        return await this.inner.executeQuery<R>(query);
+      } catch (error) {
+        if (!isBusy(error) || performance.now() - started >= LOCK_WAIT_MS) throw error;
+      }
+      await sleep(pause);
+    }
+  }
+
+  streamQuery<R>(query: CompiledQuery, chunkSize: number): AsyncIterableIterator<QueryResult<R>> {
+    return this.inner.streamQuery<R>(query, chunkSize);
+  }
+}
+
+/**
  * Every transaction of the store writes. BEGIN IMMEDIATE takes the write lock at the start, waiting for it up
- * to busy_timeout; a plain BEGIN reads first and then fails at once with SQLITE_BUSY when another process
- * wrote meanwhile (a WAL reader cannot upgrade a stale snapshot, and SQLite does not retry that).
+ * to busy_timeout (the server: on timers, see LockWaitingConnection); a plain BEGIN reads first and then fails
+ * at once with SQLITE_BUSY when another process wrote meanwhile (a WAL reader cannot upgrade a stale snapshot,
+ * and SQLite does not retry that).
  */
 class ImmediateSqliteDriver extends SqliteDriver {
+  private waiting: LockWaitingConnection | undefined;
+
   constructor(
     config: { database: SqliteDatabase },
     private readonly waitAsync: boolean,
@@ -85,33 +118,16 @@ class ImmediateSqliteDriver extends SqliteDriver {
     super(config);
   }
 
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    const connection = await super.acquireConnection();
+    if (!this.waitAsync) return connection;
+    // SQLite's driver has one connection, always the same: wrapped once.
+    this.waiting ??= new LockWaitingConnection(connection);
+    return this.waiting;
+  }
+
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {
-    const begin = CompiledQuery.raw('begin immediate');
-    if (!this.waitAsync) {
-      await connection.executeQuery(begin);
-      return;
-    }
-    // For the server, SQLite must not wait for the lock inside the call: node:sqlite's calls are synchronous,
-    // so the thread that answers every request would sleep there (an apply from the CLI holding the lock for
-    // seconds stalled every token request for as long). Here the wait is timers instead: the lock is tried
-    // again and again, the thread serving requests in between, for as long as busy_timeout would have waited.
-    // Only the attempt to take the lock does not wait (statements outside a transaction, such as the
-    // migrations' at start, still wait inside SQLite, as the CLI's do).
-    const started = performance.now();
-    await connection.executeQuery(NO_WAIT);
-    try {
-      for (let pause = 1; ; pause = Math.min(pause * 2, MAX_LOCK_PAUSE_MS)) {
-        try {
-          await connection.executeQuery(begin);
-          return;
-        } catch (error) {
-          if (!isBusy(error) || performance.now() - started >= LOCK_WAIT_MS) throw error;
-        }
-        await sleep(pause);
-      }
-    } finally {
-      await connection.executeQuery(WAIT);
-    }
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
   }
 }
 
@@ -129,8 +145,6 @@ class ImmediateSqliteDialect extends SqliteDialect {
 
 /** How long a write waits for another process's lock (the CLI's, another server's) before it fails. */
 const LOCK_WAIT_MS = 5000;
-const NO_WAIT = CompiledQuery.raw('pragma busy_timeout = 0');
-const WAIT = CompiledQuery.raw(`pragma busy_timeout = ${LOCK_WAIT_MS}`);
 /** The longest pause between two tries for the lock while waiting without blocking. */
 const MAX_LOCK_PAUSE_MS = 20;
 
@@ -251,9 +265,9 @@ class MaintenanceThread {
 export interface SqliteStoreOptions {
   now?: () => Date;
   /**
-   * For the server, whose thread answers requests: checkpoint the write-ahead log on a thread of its own
-   * and run retention's deletes there, instead of inside writes on this one (see MAINTENANCE), and wait for another process's write lock without blocking
-   * the thread (ImmediateSqliteDriver). The CLI's few writes do not need either.
+   * For the server, whose thread answers requests: every statement waits for another process's write lock on
+   * timers, not inside SQLite (LockWaitingConnection); the write-ahead log is checkpointed, and retention's
+   * deletes run, on a thread of its own (see MAINTENANCE). The CLI's few writes need neither.
    */
   backgroundCheckpoints?: boolean;
   /** How often the maintenance thread checkpoints (tests slow it down). */
@@ -280,6 +294,8 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
   db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA foreign_keys = ON');
   db.exec('PRAGMA synchronous = NORMAL');
+  // The server never lets SQLite wait inside a call: its statements wait for the lock on timers instead.
+  if (backgroundCheckpoints) db.exec('PRAGMA busy_timeout = 0');
   let maintenance: MaintenanceThread | undefined;
   if (backgroundCheckpoints && file !== ':memory:') {
     db.exec('PRAGMA wal_autocheckpoint = 0');

@@ -199,6 +199,65 @@ describe('openSqliteStore', () => {
     }
   });
 
+  it("the server's store: a statement outside a transaction (the replay guard's insert) waits for another process's lock on timers", async () => {
+    const file = path.join(dir, 'tessera.db');
+    const server = openSqliteStore(file, { backgroundCheckpoints: true });
+    open.push(server);
+    await server.migrate();
+    // Another connection (an apply from the CLI) holds the write lock for 600 ms.
+    const holder = new DatabaseSync(file);
+    holder.exec('BEGIN IMMEDIATE');
+    const held = performance.now();
+    setTimeout(() => holder.exec('COMMIT'), 600);
+    let last = performance.now();
+    let worstGap = 0;
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      worstGap = Math.max(worstGap, now - last);
+      last = now;
+    }, 5);
+    try {
+      const expires = Date.now() + 60_000;
+      const first = await server.useAssertionJti('jti-1', expires);
+      expect(first).toBe(true);
+      expect(performance.now() - held).toBeGreaterThanOrEqual(590); // it did wait for the lock...
+      expect(worstGap).toBeLessThan(200); // ...without stopping the thread (it was stopped for the 600 ms)
+      expect(await server.useAssertionJti('jti-1', expires)).toBe(false); // and it was recorded once
+    } finally {
+      clearInterval(ticker);
+      holder.close();
+    }
+  });
+
+  it("the server's store gives up on a lock held past the wait (5 s) with SQLITE_BUSY, its thread free all along", async () => {
+    const file = path.join(dir, 'tessera.db');
+    const server = openSqliteStore(file, { backgroundCheckpoints: true });
+    open.push(server);
+    await server.migrate();
+    const holder = new DatabaseSync(file);
+    holder.exec('BEGIN IMMEDIATE');
+    let last = performance.now();
+    let worstGap = 0;
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      worstGap = Math.max(worstGap, now - last);
+      last = now;
+    }, 5);
+    const started = performance.now();
+    try {
+      await expect(server.useAssertionJti('jti-2', Date.now() + 60_000)).rejects.toMatchObject({
+        errcode: 5,
+      });
+      expect(performance.now() - started).toBeGreaterThanOrEqual(4990);
+      await sleep(20); // the ticker's turn: a thread stopped until now would show its gap here
+      expect(worstGap).toBeLessThan(200);
+    } finally {
+      clearInterval(ticker);
+      holder.exec('ROLLBACK');
+      holder.close();
+    }
+  }, 15_000);
+
   it("the server's store deletes old audit events on its maintenance thread: a lock it waits for never stops this one", async () => {
     const file = path.join(dir, 'tessera.db');
     const server = openSqliteStore(file, { backgroundCheckpoints: true });
