@@ -55,7 +55,7 @@ function checkResourceServerIds(ids: readonly string[], checks: FieldChecks): st
  * Refuses (invalid_field, naming its place) a resource server that is not an existing client, read in the
  * transaction that writes the audience. `ids` as given (their places), checked by checkResourceServerIds.
  */
-export async function requireResourceServers(store: Store, ids: readonly string[]): Promise<void> {
+async function requireResourceServers(store: Store, ids: readonly string[]): Promise<void> {
   if (ids.length === 0) return;
   const found = new Set((await store.findClients([...new Set(ids)])).map((c) => c.id));
   const missing = ids.findIndex((id) => !found.has(id));
