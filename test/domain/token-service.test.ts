@@ -25,9 +25,9 @@ const SHORT = 'https://short.example.com'; // tokenTtl 300, signingAlg EdDSA
 const OTHER = 'https://other.example.com'; // registered, granted to nobody
 
 const AUDIENCES: KnownAudience[] = [
-  { url: API, tokenTtl: null, signingAlg: null },
-  { url: SHORT, tokenTtl: 300, signingAlg: 'EdDSA' },
-  { url: OTHER, tokenTtl: null, signingAlg: 'RS256' },
+  { url: API, tokenTtl: null, signingAlg: null, resourceServers: new Set() },
+  { url: SHORT, tokenTtl: 300, signingAlg: 'EdDSA', resourceServers: new Set() },
+  { url: OTHER, tokenTtl: null, signingAlg: 'RS256', resourceServers: new Set() },
 ];
 
 const client = (id: string, extra: Partial<KnownClient> = {}): KnownClient => ({
@@ -35,8 +35,8 @@ const client = (id: string, extra: Partial<KnownClient> = {}): KnownClient => ({
   enabled: true,
   secrets: [{ id: `sec_${id}`, digest: digestBytes(digestSecret(SECRET)), expiresAt: Infinity }],
   grants: new Map([
-    [API, { scopes: new Set(), scope: undefined }],
-    [SHORT, { scopes: new Set(), scope: undefined }],
+    [API, { scopes: new Set(), scope: undefined, tokenExchange: false }],
+    [SHORT, { scopes: new Set(), scope: undefined, tokenExchange: false }],
   ]),
   tokenTtl: null,
   quota: { perMinute: null, perDay: null },
@@ -57,6 +57,7 @@ const CLIENTS = new Map<string, KnownClient>([
           {
             scopes: new Set(['orders:read', 'orders:write', 'audit:read']),
             scope: 'audit:read orders:read orders:write',
+            tokenExchange: false,
           },
         ],
       ]),
