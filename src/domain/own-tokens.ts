@@ -1,8 +1,8 @@
 import type { SigningAlg } from './algorithms.js';
 
 /*
- * Verifying Tessera's own access tokens (docs/design.md): introspection's, and later token exchange's subject
- * and actor tokens. One function over what this process holds in memory: the keyring's published keys, the
+ * Verifying Tessera's own access tokens (docs/design.md): introspection's, the admin API's, and token exchange's
+ * subject and actor tokens. One function over what this process holds in memory: the keyring's published keys, the
  * denylist, and the standing of clients (revocations.ts and the directory keep both current through the change
  * feed). No store operation, no await: a verdict per call, from memory.
  */
@@ -48,6 +48,8 @@ export interface OwnTokenClaims {
   nbf?: number;
   scope?: string;
   cnf?: Record<string, unknown>;
+  /** RFC 8693 §4.1: who acted for `sub` (an exchanged token), nesting who acted before. */
+  act?: unknown;
   [claim: string]: unknown;
 }
 
@@ -94,7 +96,8 @@ const isAudience = (value: unknown): value is string | string[] =>
  * introspection"): a JWS signed by a key this server publishes (by its `kid`, with that key's `alg`), `typ`
  * at+jwt (RFC 9068 §2.1), `iss` this server, not expired (no clock leeway for our own tokens: inactive from
  * `exp`), not before its `nbf` if it has one, not on the denylist, issued to a client that exists, is enabled,
- * and whose tokens were not revoked at or after the token's `iat`.
+ * and whose tokens were not revoked at or after the token's `iat`; and when its `sub` is another client than its
+ * `client_id` (an exchanged token's original caller), that client too.
  */
 export function verifyOwnToken(token: string, deps: OwnTokenDeps): OwnTokenVerdict {
   if (token.length > MAX_TOKEN_LENGTH) return inactive('not a token of this server');
@@ -133,5 +136,15 @@ export function verifyOwnToken(token: string, deps: OwnTokenDeps): OwnTokenVerdi
   const cut = deps.cutOf(clientId);
   if (cut === Infinity) return inactive('its client is disabled or deleted', 'client');
   if (iat <= cut) return inactive("its client's tokens were revoked", 'revoked');
+  // A token obtained by token exchange (RFC 8693) is for its `sub`, the original caller, a client too: it is
+  // worth no more than a token of that client would be (never a token for a disabled or deleted original client;
+  // Keycloak's CVE-2025-14559). A client credentials token has sub = client_id, and pays nothing for this.
+  const sub = claims.sub;
+  if (sub !== clientId) {
+    if (!deps.clientExists(sub)) return inactive('its subject client is deleted', 'client');
+    const subjectCut = deps.cutOf(sub);
+    if (subjectCut === Infinity) return inactive('its subject client is disabled or deleted', 'client');
+    if (iat <= subjectCut) return inactive("its subject client's tokens were revoked", 'revoked');
+  }
   return { active: true, claims: claims as OwnTokenClaims };
 }
