@@ -348,7 +348,7 @@ describe('the token service with DPoP', () => {
     id,
     enabled: true,
     secrets: [{ id: `sec_${id}`, digest: digestBytes(digestSecret(SECRET)), expiresAt: Infinity }],
-    grants: new Map([[API, { scopes: new Set(['a:read']), scope: 'a:read' }]]),
+    grants: new Map([[API, { scopes: new Set(['a:read']), scope: 'a:read', tokenExchange: false }]]),
     tokenTtl: null,
     quota: { perMinute: null, perDay: null },
     ...extra,
@@ -367,7 +367,8 @@ describe('the token service with DPoP', () => {
     const service = new TokenService({
       findClient: (id) => clients.get(id),
       peekClient: (id) => clients.get(id),
-      findAudience: (url) => (url === API ? { url, tokenTtl: null, signingAlg: null } : undefined),
+      findAudience: (url) =>
+        url === API ? { url, tokenTtl: null, signingAlg: null, resourceServers: new Set<string>() } : undefined,
       sign: (payload) => {
         signed.push(payload);
         return 'signed.token.here';

@@ -25,9 +25,9 @@ const SHORT = 'https://short.example.com'; // tokenTtl 300, signingAlg EdDSA
 const OTHER = 'https://other.example.com'; // registered, granted to nobody
 
 const AUDIENCES: KnownAudience[] = [
-  { url: API, tokenTtl: null, signingAlg: null },
-  { url: SHORT, tokenTtl: 300, signingAlg: 'EdDSA' },
-  { url: OTHER, tokenTtl: null, signingAlg: 'RS256' },
+  { url: API, tokenTtl: null, signingAlg: null, resourceServers: new Set() },
+  { url: SHORT, tokenTtl: 300, signingAlg: 'EdDSA', resourceServers: new Set() },
+  { url: OTHER, tokenTtl: null, signingAlg: 'RS256', resourceServers: new Set() },
 ];
 
 const client = (id: string, extra: Partial<KnownClient> = {}): KnownClient => ({
@@ -35,8 +35,8 @@ const client = (id: string, extra: Partial<KnownClient> = {}): KnownClient => ({
   enabled: true,
   secrets: [{ id: `sec_${id}`, digest: digestBytes(digestSecret(SECRET)), expiresAt: Infinity }],
   grants: new Map([
-    [API, { scopes: new Set(), scope: undefined }],
-    [SHORT, { scopes: new Set(), scope: undefined }],
+    [API, { scopes: new Set(), scope: undefined, tokenExchange: false }],
+    [SHORT, { scopes: new Set(), scope: undefined, tokenExchange: false }],
   ]),
   tokenTtl: null,
   quota: { perMinute: null, perDay: null },
@@ -57,6 +57,7 @@ const CLIENTS = new Map<string, KnownClient>([
           {
             scopes: new Set(['orders:read', 'orders:write', 'audit:read']),
             scope: 'audit:read orders:read orders:write',
+            tokenExchange: false,
           },
         ],
       ]),
@@ -144,7 +145,7 @@ const invalidRequest = (description: string): Failure => ({
 });
 const UNSUPPORTED_GRANT: Failure = {
   error: 'unsupported_grant_type',
-  description: 'only grant_type=client_credentials is supported',
+  description: 'grant_type must be client_credentials',
   status: 400,
   headers: {},
 };
@@ -251,6 +252,7 @@ describe('TokenService: issuing', () => {
       clientId: 'svc',
       audience: API,
       jti: JTI,
+      type: 'token.issued',
     });
     expect(t.signed).toEqual([{ payload, alg: 'ES256' }]);
     expect(Object.keys(issued.response)).toEqual(['access_token', 'token_type', 'expires_in']);
