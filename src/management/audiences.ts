@@ -1,4 +1,6 @@
 import {
+  ValidationError,
+  validateClientId,
   validateAudienceUrl,
   validateName,
   validateSigningAlg,
@@ -7,7 +9,7 @@ import {
   validateTokenTtl,
 } from '../domain/validate.js';
 import { newAudienceId } from '../store/migrations.js';
-import type { Audience, AudiencePatch, NewAudience } from '../store/types.js';
+import type { Audience, AudiencePatch, NewAudience, Store } from '../store/types.js';
 import { writeAudience } from './audience-scopes.js';
 import { assertNotBuiltIn } from './builtin.js';
 import {
@@ -27,6 +29,42 @@ export interface AudienceFields {
   signingAlg?: string | null;
   /** Every scope it defines (a change replaces the list; scopes left out are taken from its grants too). */
   scopes?: { name: string; description?: string | null }[];
+  /**
+   * Its resource servers (`resource_server_client_ids`): the clients that receive its tokens, and so may exchange
+   * them (INTERFACE.md, "Token exchange"). Each an existing client id; the whole list ([] clears it).
+   */
+  resourceServerClientIds?: readonly string[];
+}
+
+/** The most resource servers an audience names. */
+export const MAX_RESOURCE_SERVERS = 100;
+
+/** An audience's resource servers as the rules make them: client ids (their syntax), each once, sorted. */
+function checkResourceServerIds(ids: readonly string[], checks: FieldChecks): string[] | undefined {
+  const before = checks.errors.length;
+  if (ids.length > MAX_RESOURCE_SERVERS)
+    checks.run('resource_server_client_ids', () => {
+      throw new ValidationError(`an audience names at most ${MAX_RESOURCE_SERVERS} resource servers`);
+    });
+  else ids.forEach((id, i) => checks.run(`resource_server_client_ids/${i}`, () => validateClientId(id)));
+  // Each once, sorted, as grant scopes are: naming a client twice is naming it.
+  return checks.errors.length === before ? [...new Set(ids)].sort() : undefined;
+}
+
+/**
+ * Refuses (invalid_field, naming its place) a resource server that is not an existing client, read in the
+ * transaction that writes the audience. `ids` as given (their places), checked by checkResourceServerIds.
+ */
+export async function requireResourceServers(store: Store, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  const found = new Set((await store.findClients([...new Set(ids)])).map((c) => c.id));
+  const missing = ids.findIndex((id) => !found.has(id));
+  if (missing >= 0)
+    throw new ManagementError(
+      'invalid_field',
+      `client ${ids[missing]} does not exist: an audience's resource servers are existing clients`,
+      `resource_server_client_ids/${missing}`,
+    );
 }
 
 export interface AudienceInput extends AudienceFields {
@@ -54,6 +92,10 @@ function checkAudienceFields(input: AudienceFields, checks: FieldChecks): Audien
     if (checks.errors.length === before)
       patch.scopes = checks.run('scopes', () => validateAudienceScopes(input.scopes!));
   }
+  if (input.resourceServerClientIds !== undefined) {
+    const ids = checkResourceServerIds(input.resourceServerClientIds, checks);
+    if (ids !== undefined) patch.resourceServerClientIds = ids;
+  }
   return patch;
 }
 
@@ -67,6 +109,7 @@ export function checkNewAudience(input: AudienceInput, checks: FieldChecks): New
     tokenTtl: fields.tokenTtl ?? null,
     signingAlg: fields.signingAlg ?? null,
     scopes: fields.scopes ?? [],
+    resourceServerClientIds: fields.resourceServerClientIds ?? [],
   };
 }
 
@@ -76,6 +119,7 @@ export async function addAudience(ctx: ManagementContext, input: AudienceInput):
   const audience = { ...checkNewAudience(input, checks), id: newAudienceId() };
   checks.throwFirst();
   assertNotBuiltIn(ctx, audience.url);
+  const resourceServers = audience.resourceServerClientIds ?? [];
   const audit = changeAudit(ctx, 'audience.created', audience.id, {
     audience: audience.url,
     changes: {
@@ -83,9 +127,15 @@ export async function addAudience(ctx: ManagementContext, input: AudienceInput):
       token_ttl: audience.tokenTtl,
       signing_alg: audience.signingAlg,
       scopes: audience.scopes,
+      ...(resourceServers.length > 0 ? { resource_server_client_ids: resourceServers } : {}),
     },
   });
-  return storeCall(() => ctx.store.addAudience(audience, audit));
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      await requireResourceServers(store, input.resourceServerClientIds ?? []);
+      return store.addAudience(audience, audit);
+    }),
+  );
 }
 
 /** Changes the fields given of an audience (null clears one). */
@@ -104,6 +154,7 @@ export async function updateAudience(
     ctx.store.transaction(async (store) => {
       const current = await getAudience({ ...ctx, store }, url);
       checkPrecondition(condition, audienceJson(current), `audience ${url}`);
+      await requireResourceServers(store, change.resourceServerClientIds ?? []);
       const patched = patchChanges(current, patch, audienceJson, AUDIENCE_FIELDS);
       if (!patched) return current;
       const { changes } = patched;

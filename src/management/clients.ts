@@ -34,7 +34,7 @@ import { requireClientHeld, requireHeld } from './authority.js';
 import { changeClient, requireSecretClient } from './client-access.js';
 
 export { getClient } from './client-access.js';
-import { checkGrantScopes } from './grants.js';
+import { checkGrantScopes, checkGrantTokenExchange } from './grants.js';
 import { addingSecret } from './secret-rules.js';
 import { CLIENT_FIELDS, clientJson, federatedCredentialJson } from './views.js';
 import { checkNewCredentials, type FederatedCredentialInput } from './federation.js';
@@ -67,6 +67,8 @@ export interface ClientInput extends ClientFields {
   scopes?: Record<string, string[]>;
   /** The custom claims of some of those grants, by audience URL. */
   grantClaims?: Record<string, Record<string, unknown>>;
+  /** The audience URLs of those grants that allow token exchange (never the admin audience's). */
+  grantTokenExchange?: readonly string[];
   /** An admin client: granted the admin API with these of its scopes (ADMIN_SCOPES for all). */
   adminScopes?: readonly string[];
   /** Workload identity federation: its federated credentials (a private_key_jwt client without jwks or jwks_uri). */
@@ -287,6 +289,16 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
         const checked = field('claims', () => validateClaims(claims));
         if (checked) grantClaims[url] = checked;
       }
+      const exchanging = [...new Set(input.grantTokenExchange ?? [])].sort();
+      for (const url of exchanging) {
+        if (!client.audiences.includes(url))
+          throw new ManagementError(
+            'invalid_field',
+            `token_exchange is given for ${url}, which is not granted`,
+            'token_exchange',
+          );
+        checkGrantTokenExchange(ctx, url);
+      }
       const audit = changeAudit(ctx, 'client.created', client.id, {
         clientId: client.id,
         // Never the secret, nor its digest.
@@ -307,6 +319,7 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
             audience,
             scopes: scopes[audience] ?? [],
             ...(grantClaims[audience] ? { claims: grantClaims[audience] } : {}),
+            ...(exchanging.includes(audience) ? { token_exchange: true } : {}),
           })),
         },
       });
@@ -316,6 +329,7 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
             ...client,
             scopes,
             grantClaims,
+            grantTokenExchange: exchanging,
             federatedCredentials: federated,
             secretDigest: secret === undefined ? null : digestSecret(secret),
           },
@@ -435,15 +449,25 @@ export function revokeClientTokens(ctx: ManagementContext, id: string): Promise<
   });
 }
 
-/** Deletes a client and its grants. */
+/**
+ * Deletes a client and its grants, and takes it off the resource servers of every audience that names it (in the
+ * same transaction: an audience never names a client that does not exist). The event says which audiences those
+ * were: `resource_server_of: { from: [identifiers], to: [] }`.
+ */
 export async function deleteClient(
   ctx: ManagementContext,
   id: string,
   condition: Precondition = {},
 ): Promise<void> {
-  const audit = changeAudit(ctx, 'client.deleted', id, { clientId: id });
   return changeClient(ctx, id, async (store, client) => {
     checkPrecondition(condition, clientJson(client), `client ${id}`);
+    const served = (await store.listAudiences())
+      .filter((a) => a.resourceServerClientIds.includes(id))
+      .map((a) => a.url);
+    const audit = changeAudit(ctx, 'client.deleted', id, {
+      clientId: id,
+      ...(served.length > 0 ? { changes: { resource_server_of: { from: served, to: [] } } } : {}),
+    });
     await store.deleteClient(id, audit);
   });
 }

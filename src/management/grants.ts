@@ -30,6 +30,19 @@ export function checkGrantScopes(audience: Audience, scopes: readonly string[]):
   return [...new Set(scopes)].sort();
 }
 
+/**
+ * Refuses token_exchange on a grant of the admin audience: a token is exchanged only for one a resource server
+ * of Tessera's passes on, and the admin API is not one (an exchanged token never reaches it).
+ */
+export function checkGrantTokenExchange(ctx: Pick<ManagementContext, 'config'>, url: string): void {
+  if (url === adminAudienceUrl(ctx.config))
+    throw new ManagementError(
+      'invalid_field',
+      `a grant of ${url} (Tessera's admin API) cannot allow token exchange: exchanged tokens never reach the admin API`,
+      'token_exchange',
+    );
+}
+
 /** Allows a client an audience. False if it already had it. */
 export async function addGrant(ctx: ManagementContext, clientId: string, audience: string): Promise<boolean> {
   const url = checkGrantAudience(audience);
@@ -77,14 +90,26 @@ export async function authorizeGrant(
     requireGrantHeld(ctx, client, audience.url, adminScopesIn(Array.isArray(scopes) ? scopes : []));
 }
 
+/** The fields of a grant an operator sets, in the audit trail's names. */
+const grantFields = (grant: Grant) => ({
+  scopes: grant.scopes,
+  claims: grant.claims,
+  token_exchange: grant.tokenExchange,
+});
+
 /** A client's grant of an audience, if it has one. */
 export const grantOf = (client: Client, url: string): Grant | undefined =>
   client.grants.find((g) => g.audience === url);
 
-/** What a grant is set to: its scopes, its claims; one left undefined stays as it is (none, for a new grant). */
+/**
+ * What a grant is set to: its scopes, its claims, whether it allows token exchange; one left undefined stays as
+ * it is (none, or false, for a new grant).
+ */
 export interface GrantInput {
   scopes?: readonly string[];
   claims?: Record<string, unknown> | null;
+  /** `token_exchange` (INTERFACE.md, "Token exchange"): never true on a grant of the admin audience. */
+  tokenExchange?: boolean;
 }
 
 /**
@@ -103,6 +128,7 @@ export async function putGrant(
     input.claims === undefined || input.claims === null
       ? input.claims
       : field('claims', () => validateClaims(input.claims));
+  if (input.tokenExchange === true) checkGrantTokenExchange(ctx, audience.url);
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       const client = await store.findClient(clientId);
@@ -112,22 +138,38 @@ export async function putGrant(
         audience: audience.url,
         scopes: scopes ?? current?.scopes ?? [],
         claims: claims === undefined ? (current?.claims ?? null) : claims,
+        tokenExchange: input.tokenExchange ?? current?.tokenExchange ?? false,
       };
       requireGrantHeld(ctx, client, audience.url, grant.scopes);
       // If-Match on a grant that does not exist fails, `*` included (RFC 9110 §13.1.1).
       if (current) checkPrecondition(condition, grantJson(clientId, audience, current), 'the grant');
       else if (condition.ifMatch !== undefined)
         throw new ManagementError('precondition_failed', 'the grant does not exist: If-Match fails');
-      const changed = changedFields(['scopes', 'claims'], current ?? {}, grant);
+      const changed = changedFields(
+        ['scopes', 'claims', 'token_exchange'],
+        current ? grantFields(current) : {},
+        grantFields(grant),
+      );
       if (current && changed.length === 0) return { grant, created: false };
       const audit = changeAudit(ctx, current ? 'grant.updated' : 'grant.created', clientId, {
         clientId,
         audience: audience.url,
         changes: current
           ? asAuditChanges(changed)
-          : { scopes: grant.scopes, ...(grant.claims ? { claims: grant.claims } : {}) },
+          : {
+              scopes: grant.scopes,
+              ...(grant.claims ? { claims: grant.claims } : {}),
+              ...(grant.tokenExchange ? { token_exchange: true } : {}),
+            },
       });
-      const created = await store.putGrant(clientId, audience.url, grant.scopes, audit, grant.claims);
+      const created = await store.putGrant(
+        clientId,
+        audience.url,
+        grant.scopes,
+        audit,
+        grant.claims,
+        grant.tokenExchange,
+      );
       return { grant, created };
     }),
   );

@@ -11,7 +11,13 @@ import type { KeyView, Retirement, RotationResult } from './keys.js';
 export { etagOf } from './etag.js';
 
 /** The fields of an audience an operator sets (in audienceJson's names); the others are the store's. */
-export const AUDIENCE_FIELDS = ['name', 'token_ttl', 'signing_alg', 'scopes'] as const;
+export const AUDIENCE_FIELDS = [
+  'name',
+  'token_ttl',
+  'signing_alg',
+  'scopes',
+  'resource_server_client_ids',
+] as const;
 /** The fields of a client an operator sets, but its grants and secret (in clientJson's names). */
 export const CLIENT_FIELDS = [
   'name',
@@ -34,6 +40,7 @@ export const audienceJson = (a: Audience) => ({
   token_ttl: a.tokenTtl,
   signing_alg: a.signingAlg,
   scopes: a.scopes,
+  resource_server_client_ids: a.resourceServerClientIds,
   created_at: a.createdAt,
   updated_at: a.updatedAt,
 });
@@ -95,6 +102,7 @@ export const grantJson = (clientId: string, audience: Pick<Audience, 'id' | 'url
   audience: audience.url,
   scopes: grant.scopes,
   claims: grant.claims,
+  token_exchange: grant.tokenExchange,
 });
 
 export const secretJson = (s: ClientSecret) => ({

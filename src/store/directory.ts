@@ -523,7 +523,12 @@ export class Directory {
     this.audiences = new Map(
       list.map((a) => [
         a.url,
-        { url: a.url, tokenTtl: a.tokenTtl, signingAlg: a.signingAlg, resourceServers: new Set<string>() },
+        {
+          url: a.url,
+          tokenTtl: a.tokenTtl,
+          signingAlg: a.signingAlg,
+          resourceServers: new Set(a.resourceServerClientIds),
+        },
       ]),
     );
     this.audienceList = list;

@@ -32,7 +32,7 @@ export function toKnownClient(client: Client): KnownClient {
           scopes: new Set(g.scopes),
           scope: g.scopes.length === 0 ? undefined : g.scopes.join(' '),
           claims: claimsFragment({ ...client.claims, ...g.claims }),
-          tokenExchange: false,
+          tokenExchange: g.tokenExchange,
         },
       ]),
     ),

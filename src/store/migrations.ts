@@ -332,6 +332,21 @@ export function migrations(engine: Engine): Record<string, Migration> {
         await db.schema.createIndex('revoked_tokens_exp_idx').on('revoked_tokens').column('exp').execute();
       },
     },
+    // Token exchange (INTERFACE.md, "Token exchange"): a grant that lets its client exchange a token it received for
+    // one of the grant's audience (0 for every grant there is), and an audience's resource servers, the clients that
+    // receive its tokens (a JSON list of client ids, sorted; read with the audiences, which every server keeps whole).
+    '0015_token_exchange': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .alterTable('grants')
+          .addColumn('token_exchange', 'integer', (c) => c.notNull().defaultTo(0))
+          .execute();
+        await db.schema
+          .alterTable('audiences')
+          .addColumn('resource_server_client_ids', 'text', (c) => c.notNull().defaultTo('[]'))
+          .execute();
+      },
+    },
   };
 }
 

@@ -122,6 +122,8 @@ export interface AudiencesTable {
   signing_alg: string | null;
   /** The scopes it defines: JSON `[{ "name", "description" }]`, sorted by name. */
   scopes: string;
+  /** The clients that receive its tokens (token exchange): JSON list of client ids, sorted (migration 0015). */
+  resource_server_client_ids: Generated<string>;
   created_at: string;
   updated_at: string;
 }
@@ -161,6 +163,8 @@ interface GrantsTable {
   scopes: string;
   /** Custom claims for this audience, overriding the client's: a JSON object, or null. */
   claims: string | null;
+  /** 1: its client may exchange a token it received for one of this audience (RFC 8693; migration 0015). */
+  token_exchange: Generated<number>;
   created_at: string;
 }
 

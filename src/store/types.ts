@@ -28,6 +28,11 @@ export interface Audience {
   signingAlg: SigningAlg | null;
   /** The scopes it defines, sorted by name. */
   scopes: AudienceScope[];
+  /**
+   * Its resource servers (`resource_server_client_ids`): the clients that receive its tokens, and so may exchange
+   * one for a token of another audience (INTERFACE.md, "Token exchange"). Client ids, sorted, each once.
+   */
+  resourceServerClientIds: string[];
   createdAt: string;
   updatedAt: string;
 }
@@ -39,6 +44,8 @@ export interface Grant {
   scopes: string[];
   /** Custom claims for tokens of this audience, over the client's; null for none. */
   claims: Claims | null;
+  /** `token_exchange`: the client may exchange a token it received for one of this audience (RFC 8693). */
+  tokenExchange: boolean;
 }
 
 /** A grant as seen from its audience: which client holds it. */
@@ -159,6 +166,8 @@ export interface NewAudience {
   tokenTtl: number | null;
   signingAlg: SigningAlg | null;
   scopes?: AudienceScope[];
+  /** Its resource servers: client ids, sorted, each once; none when left out. */
+  resourceServerClientIds?: string[];
 }
 
 export interface NewClient {
@@ -185,6 +194,8 @@ export interface NewClient {
   scopes?: Record<string, string[]>;
   /** The custom claims of some of those grants (by audience URL). */
   grantClaims?: Record<string, Claims>;
+  /** The audience URLs of those grants that allow token exchange; none when left out. */
+  grantTokenExchange?: readonly string[];
   claims?: Claims | null;
 }
 
@@ -194,6 +205,8 @@ export interface AudiencePatch {
   tokenTtl?: number | null;
   signingAlg?: SigningAlg | null;
   scopes?: AudienceScope[];
+  /** Its resource servers: client ids, sorted, each once (the whole list). */
+  resourceServerClientIds?: string[];
 }
 
 /** The fields of a client to change; those left undefined keep their value. */
@@ -266,7 +279,10 @@ export interface ClientStore {
    * secrets in the same write (see SecretStore.changeSecrets).
    */
   updateClient(id: string, patch: ClientPatch, audit?: ChangeAudit, secrets?: SecretChange): Promise<Client>;
-  /** Deletes the client with its grants and secrets. */
+  /**
+   * Deletes the client with its grants and secrets, and takes it off every audience's resource servers (each
+   * such audience stamped and recorded as changed), in one transaction.
+   */
   deleteClient(id: string, audit?: ChangeAudit): Promise<void>;
 }
 
@@ -337,13 +353,14 @@ export interface RevocationStore {
 export interface GrantStore {
   /** Returns false if the grant already existed. */
   addGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<boolean>;
-  /** Creates the grant with these scopes and claims, or sets them; returns true if it created it. */
+  /** Creates the grant with these scopes, claims and token_exchange (false when left out), or sets them; returns true if it created it. */
   putGrant(
     clientId: string,
     audienceUrl: string,
     scopes: string[],
     audit?: ChangeAudit,
     claims?: Claims | null,
+    tokenExchange?: boolean,
   ): Promise<boolean>;
   removeGrant(clientId: string, audienceUrl: string, audit?: ChangeAudit): Promise<void>;
   /** Every grant of an audience, by client id. */

@@ -137,6 +137,7 @@ export function storeContract(name: string, open: OpenStore): void {
             '0012_federated_credentials',
             '0013_dpop_bound_access_tokens',
             '0014_revocation',
+            '0015_token_exchange',
           ]);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
@@ -168,6 +169,7 @@ export function storeContract(name: string, open: OpenStore): void {
             '0012_federated_credentials',
             '0013_dpop_bound_access_tokens',
             '0014_revocation',
+            '0015_token_exchange',
           ]);
           const events = await fresh.queryAuditEvents({ limit: 10 });
           expect(events.reverse().map((e) => [e.actor, e.source, e.type])).toEqual([
@@ -209,6 +211,7 @@ export function storeContract(name: string, open: OpenStore): void {
           tokenTtl: 600,
           signingAlg: 'RS256',
           scopes: [],
+          resourceServerClientIds: [],
           createdAt: at,
           updatedAt: at,
         };
@@ -226,6 +229,7 @@ export function storeContract(name: string, open: OpenStore): void {
           tokenTtl: null,
           signingAlg: null,
           scopes: [],
+          resourceServerClientIds: [],
           createdAt: at,
           updatedAt: at,
         });
@@ -337,6 +341,7 @@ export function storeContract(name: string, open: OpenStore): void {
           tokenTtl: 300,
           signingAlg: 'ES256',
           scopes: [read],
+          resourceServerClientIds: [],
         });
         expect(added.scopes).toEqual([read]);
         expect(await store.findAudience(A)).toEqual(added);
@@ -413,8 +418,8 @@ export function storeContract(name: string, open: OpenStore): void {
           ],
           audiences: [A, C],
           grants: [
-            { audience: A, scopes: [], claims: null },
-            { audience: C, scopes: [], claims: null },
+            { audience: A, scopes: [], claims: null, tokenExchange: false },
+            { audience: C, scopes: [], claims: null, tokenExchange: false },
           ],
         };
         expect(created).toEqual(expected);
@@ -779,9 +784,9 @@ export function storeContract(name: string, open: OpenStore): void {
           ],
           audiences: [A, B, C],
           grants: [
-            { audience: A, scopes: [], claims: null },
-            { audience: B, scopes: ['admin', 'read', 'write'], claims: null },
-            { audience: C, scopes: [], claims: null },
+            { audience: A, scopes: [], claims: null, tokenExchange: false },
+            { audience: B, scopes: ['admin', 'read', 'write'], claims: null, tokenExchange: false },
+            { audience: C, scopes: [], claims: null, tokenExchange: false },
           ],
         };
         expect(created).toEqual(expected);
@@ -834,13 +839,13 @@ export function storeContract(name: string, open: OpenStore): void {
         const all = await Promise.all(ids.map(async (id) => (await store.findClient(id))!));
         expect(all.map((c) => c.id)).toEqual(ids);
         expect(all[3]!.grants).toEqual([
-          { audience: A, scopes: [], claims: null },
-          { audience: B, scopes: [], claims: null },
-          { audience: C, scopes: ['x', 'y'], claims: null },
+          { audience: A, scopes: [], claims: null, tokenExchange: false },
+          { audience: B, scopes: [], claims: null, tokenExchange: false },
+          { audience: C, scopes: ['x', 'y'], claims: null, tokenExchange: false },
         ]);
         expect(all[4]!.grants).toEqual([
-          { audience: A, scopes: ['read'], claims: null },
-          { audience: B, scopes: [], claims: null },
+          { audience: A, scopes: ['read'], claims: null, tokenExchange: false },
+          { audience: B, scopes: [], claims: null, tokenExchange: false },
         ]);
 
         const first = await store.listClientsPage(null, 2);
@@ -1000,8 +1005,8 @@ export function storeContract(name: string, open: OpenStore): void {
           ...before,
           audiences: [A, B],
           grants: [
-            { audience: A, scopes: [], claims: null },
-            { audience: B, scopes: [], claims: null },
+            { audience: A, scopes: [], claims: null, tokenExchange: false },
+            { audience: B, scopes: [], claims: null, tokenExchange: false },
           ],
         });
       });
@@ -1039,8 +1044,8 @@ export function storeContract(name: string, open: OpenStore): void {
           ...before,
           audiences: [A, B],
           grants: [
-            { audience: A, scopes: [], claims: null },
-            { audience: B, scopes: ['read', 'write'], claims: null },
+            { audience: A, scopes: [], claims: null, tokenExchange: false },
+            { audience: B, scopes: ['read', 'write'], claims: null, tokenExchange: false },
           ],
         });
         expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
@@ -1066,8 +1071,8 @@ export function storeContract(name: string, open: OpenStore): void {
         const seq2 = await store.latestChange();
         expect(seq2).toBeGreaterThan(seq1);
         expect((await store.findClient('svc'))?.grants).toEqual([
-          { audience: A, scopes: [], claims: null },
-          { audience: B, scopes: ['admin'], claims: null },
+          { audience: A, scopes: [], claims: null, tokenExchange: false },
+          { audience: B, scopes: ['admin'], claims: null, tokenExchange: false },
         ]);
 
         // The grant createClient made takes scopes too; an empty list clears them.
@@ -1083,8 +1088,8 @@ export function storeContract(name: string, open: OpenStore): void {
           ...before,
           audiences: [A, B],
           grants: [
-            { audience: A, scopes: ['read'], claims: null },
-            { audience: B, scopes: [], claims: null },
+            { audience: A, scopes: ['read'], claims: null, tokenExchange: false },
+            { audience: B, scopes: [], claims: null, tokenExchange: false },
           ],
         });
         expect(await store.listClients()).toEqual([after]);
@@ -1096,12 +1101,13 @@ export function storeContract(name: string, open: OpenStore): void {
           audience: A,
           scopes: ['read'],
           claims: null,
+          tokenExchange: false,
         });
         await store.removeGrant('svc', A);
         expect(await store.putGrant('svc', A, ['x'])).toBe(true);
         expect((await store.findClient('svc'))?.grants).toEqual([
-          { audience: A, scopes: ['x'], claims: null },
-          { audience: B, scopes: [], claims: null },
+          { audience: A, scopes: ['x'], claims: null, tokenExchange: false },
+          { audience: B, scopes: [], claims: null, tokenExchange: false },
         ]);
       });
 
@@ -1115,9 +1121,15 @@ export function storeContract(name: string, open: OpenStore): void {
         await store.createClient(newClient('bare', [B]));
         await store.createClient(newClient('reader', [A, B], { scopes: { [B]: ['read'], [A]: ['x'] } }));
         expect(await store.listGrantsOf(B)).toEqual([
-          { clientId: 'bare', audience: B, scopes: [], claims: null },
-          { clientId: 'reader', audience: B, scopes: ['read'], claims: null },
-          { clientId: 'svc', audience: B, scopes: ['read', 'write'], claims: { tier: 'gold' } },
+          { clientId: 'bare', audience: B, scopes: [], claims: null, tokenExchange: false },
+          { clientId: 'reader', audience: B, scopes: ['read'], claims: null, tokenExchange: false },
+          {
+            clientId: 'svc',
+            audience: B,
+            scopes: ['read', 'write'],
+            claims: { tier: 'gold' },
+            tokenExchange: false,
+          },
         ]);
         expect(await store.listGrantsOf(C)).toEqual([]);
         // The audience's change and its grants' new scopes: one write, one change of the audience.
@@ -1133,9 +1145,9 @@ export function storeContract(name: string, open: OpenStore): void {
         );
         expect(updated).toMatchObject({ scopes: [scopes[0]], updatedAt: clock.iso() });
         expect(await store.listGrantsOf(B)).toEqual([
-          { clientId: 'bare', audience: B, scopes: ['read', 'write'], claims: null },
-          { clientId: 'reader', audience: B, scopes: ['read'], claims: null },
-          { clientId: 'svc', audience: B, scopes: ['read'], claims: { tier: 'gold' } },
+          { clientId: 'bare', audience: B, scopes: ['read', 'write'], claims: null, tokenExchange: false },
+          { clientId: 'reader', audience: B, scopes: ['read'], claims: null, tokenExchange: false },
+          { clientId: 'svc', audience: B, scopes: ['read'], claims: { tier: 'gold' }, tokenExchange: false },
         ]);
         // The other audience's grant is untouched; without `grants` the grants stay as they are (the rule
         // that a grant holds only its audience's scopes is the management layer's).
@@ -1143,6 +1155,7 @@ export function storeContract(name: string, open: OpenStore): void {
           audience: A,
           scopes: ['x'],
           claims: null,
+          tokenExchange: false,
         });
         await store.updateAudience(B, { scopes: [] });
         expect((await store.listGrantsOf(B)).map((g) => g.scopes)).toEqual([
@@ -2581,7 +2594,7 @@ export function storeContract(name: string, open: OpenStore): void {
             );
           }
           const before = Date.now();
-          expect(await fresh.migrate()).toEqual(['0014_revocation']);
+          expect(await fresh.migrate()).toEqual(['0014_revocation', '0015_token_exchange']);
           expect((await fresh.findClient('on'))!.revokedBefore).toBeNull();
           // The moment of the migration, by the wall clock (a migration has no other).
           const at = Date.parse((await fresh.findClient('off'))!.revokedBefore!);
@@ -2638,6 +2651,7 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     '0012_federated_credentials',
     '0013_dpop_bound_access_tokens',
     '0014_revocation',
+    '0015_token_exchange',
   ]);
   expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
     event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
@@ -2721,6 +2735,7 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     '0012_federated_credentials',
     '0013_dpop_bound_access_tokens',
     '0014_revocation',
+    '0015_token_exchange',
   ]);
   const audiences = await store.listAudiences();
   expect(audiences).toEqual(
@@ -2731,6 +2746,7 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
       tokenTtl: row.token_ttl,
       signingAlg: row.signing_alg,
       scopes: [],
+      resourceServerClientIds: [],
       createdAt: row.created_at,
       updatedAt: row.updated_at,
     })),
@@ -2773,7 +2789,7 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
       },
     ],
     audiences: ['https://api.example.com'],
-    grants: [{ audience: 'https://api.example.com', scopes: [], claims: null }],
+    grants: [{ audience: 'https://api.example.com', scopes: [], claims: null, tokenExchange: false }],
   });
   // The ids are unique from now on: one given again is refused, a new one is another.
   const third = { url: 'https://third.example.com', name: null, tokenTtl: null, signingAlg: null };

@@ -142,8 +142,18 @@ describe('Directory', () => {
   describe('audiences', () => {
     it('loads every audience at start and hands them to onAudiencesChanged', async () => {
       await startDirectory();
-      expect(directory.findAudience(A)).toEqual({ url: A, tokenTtl: 600, signingAlg: 'RS256' });
-      expect(directory.findAudience(B)).toEqual({ url: B, tokenTtl: null, signingAlg: null });
+      expect(directory.findAudience(A)).toEqual({
+        url: A,
+        tokenTtl: 600,
+        signingAlg: 'RS256',
+        resourceServers: new Set(),
+      });
+      expect(directory.findAudience(B)).toEqual({
+        url: B,
+        tokenTtl: null,
+        signingAlg: null,
+        resourceServers: new Set(),
+      });
       expect(directory.findAudience('https://unknown.example.com')).toBeUndefined();
       const listed = await server.listAudiences();
       expect(directory.listAudiences()).toEqual(listed);
@@ -172,9 +182,30 @@ describe('Directory', () => {
         url: 'https://api.c.example.com',
         tokenTtl: 120,
         signingAlg: 'EdDSA',
+        resourceServers: new Set(),
       });
       expect(directory.listAudiences().map((a) => a.url)).toEqual([A, B, 'https://api.c.example.com']);
       expect(onAudiencesChanged).toHaveBeenCalledTimes(2);
+    });
+
+    it("carries an audience's resource servers to the token path, and every change of them: set, changed, a client deleted", async () => {
+      await createClient('rs-1', []);
+      await createClient('rs-2', []);
+      await cli.updateAudience(A, { resourceServerClientIds: ['rs-1', 'rs-2'] });
+      await startDirectory();
+      expect(directory.findAudience(A)?.resourceServers).toEqual(new Set(['rs-1', 'rs-2']));
+      expect(directory.findAudience(B)?.resourceServers).toEqual(new Set());
+
+      await cli.updateAudience(B, { resourceServerClientIds: ['rs-2'] });
+      await directory.poll();
+      expect(directory.findAudience(B)?.resourceServers).toEqual(new Set(['rs-2']));
+
+      // Deleting a client takes it off every audience that names it, and the feed says the audiences changed.
+      await cli.deleteClient('rs-2');
+      await directory.poll();
+      expect(directory.findAudience(A)?.resourceServers).toEqual(new Set(['rs-1']));
+      expect(directory.findAudience(B)?.resourceServers).toEqual(new Set());
+      expect((await server.findAudience(A))?.resourceServerClientIds).toEqual(['rs-1']);
     });
 
     it('forgets a removed audience and the cached grants of it', async () => {
@@ -213,8 +244,8 @@ describe('Directory', () => {
           },
         ],
         grants: new Map([
-          [A, { scopes: new Set(), scope: undefined }],
-          [B, { scopes: new Set(), scope: undefined }],
+          [A, { scopes: new Set(), scope: undefined, tokenExchange: false }],
+          [B, { scopes: new Set(), scope: undefined, tokenExchange: false }],
         ]),
         tokenTtl: null,
         quota: { perMinute: null, perDay: null },
@@ -232,6 +263,22 @@ describe('Directory', () => {
       await cli.updateClient('svc', { dpopBoundAccessTokens: false });
       await directory.poll();
       expect((await lookup('svc')).client).toMatchObject({ id: 'svc', dpopBound: false });
+    });
+
+    it("carries a grant's token_exchange to the token path, and its change (the grant's change reloads the client)", async () => {
+      await createClient('svc', [A, B]);
+      await cli.putGrant('svc', A, [], undefined, null, true);
+      await startDirectory();
+      const first = (await lookup('svc')).client!;
+      expect(first.grants.get(A)?.tokenExchange).toBe(true);
+      expect(first.grants.get(B)?.tokenExchange).toBe(false);
+      await cli.putGrant('svc', A, [], undefined, null, false);
+      await cli.putGrant('svc', B, [], undefined, null, true);
+      await directory.poll();
+      const after = await lookup('svc');
+      expect(after.hit).toBe(false);
+      expect(after.client!.grants.get(A)?.tokenExchange).toBe(false);
+      expect(after.client!.grants.get(B)?.tokenExchange).toBe(true);
     });
 
     it("keeps a cached client's digest in 32 bytes of its own, not in a slice of Node's shared buffer pool", async () => {

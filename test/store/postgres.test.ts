@@ -5,6 +5,7 @@ import type { Store } from '../../src/store/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { sleep } from '../helpers/wait.js';
 import { EVENTS_BEFORE_0004, expectCompactAuditConverted, storeContract } from './contract.js';
+import { tokenExchangeContract } from './token-exchange-contract.js';
 
 /** The same contract as SQLite, on the machine's real PostgreSQL: a fresh database per run, dropped after. */
 let db: TestDatabase;
@@ -18,6 +19,11 @@ afterAll(async () => {
 });
 
 storeContract('postgres', async (now) => {
+  const store = openPostgresStore(await db.freshSchema(), { max: 3, now });
+  opened.push(store);
+  return store;
+});
+tokenExchangeContract('postgres', async (now) => {
   const store = openPostgresStore(await db.freshSchema(), { max: 3, now });
   opened.push(store);
   return store;

@@ -12,6 +12,7 @@ import {
   ROWS_BEFORE_0006,
   storeContract,
 } from './contract.js';
+import { tokenExchangeContract } from './token-exchange-contract.js';
 import { sleep } from '../helpers/wait.js';
 
 const dirs: string[] = [];
@@ -26,6 +27,9 @@ afterAll(() => {
 
 let counter = 0;
 storeContract('sqlite', async (now) => openSqliteStore(path.join(tempDir(), `store-${++counter}.db`), now));
+tokenExchangeContract('sqlite', async (now) =>
+  openSqliteStore(path.join(tempDir(), `store-${++counter}.db`), now),
+);
 
 const mode = (file: string) => statSync(file).mode & 0o777;
 

@@ -16,6 +16,8 @@ export interface GrantEntry {
   scopes?: string[];
   /** Custom claims for this audience's tokens, over the client's. */
   claims?: Record<string, unknown> | null;
+  /** The client may exchange a token it received for one of this audience (RFC 8693); false when left out. */
+  token_exchange?: boolean;
 }
 
 /** A scope an audience defines; a description only when it has one. */
@@ -32,6 +34,8 @@ export interface AudienceEntry {
   signing_alg?: string | null;
   /** The scopes it defines, sorted by name; none when left out. */
   scopes?: ScopeEntry[];
+  /** The clients that receive its tokens (token exchange), by client_id, sorted; none when left out. */
+  resource_server_client_ids?: string[];
 }
 
 /**
@@ -101,6 +105,7 @@ export const audienceOfEntry = (entry: AudienceEntry): Audience => ({
   tokenTtl: entry.token_ttl ?? null,
   signingAlg: (entry.signing_alg ?? null) as Audience['signingAlg'],
   scopes: (entry.scopes ?? []).map((s) => ({ name: s.name, description: s.description ?? null })),
+  resourceServerClientIds: [...new Set(entry.resource_server_client_ids ?? [])].sort(byCodeUnit),
   createdAt: '',
   updatedAt: '',
 });

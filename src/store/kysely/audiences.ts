@@ -3,7 +3,7 @@ import { newAudienceId } from '../migrations.js';
 import type { AudiencesTable } from '../schema.js';
 import { StoreError, type AudienceStore } from '../types.js';
 import { mustTouch, notFound, type StoreBase, type Tx } from './base.js';
-import { columnsOf, scopeText, toAudience } from './rows.js';
+import { clientIdsText, columnsOf, scopeText, toAudience } from './rows.js';
 
 /** Refuses (not_found, audience) unless every one of `urls` is registered. */
 export async function requireAudiences(tx: Tx, urls: readonly string[]): Promise<void> {
@@ -33,6 +33,7 @@ export function audienceStore(base: StoreBase): AudienceStore {
         (tx) => tx.selectFrom('audiences').select('url').where('url', '=', audience.url).executeTakeFirst(),
         async (tx) => {
           const at = base.stamp();
+          const resourceServers = clientIdsText(audience.resourceServerClientIds ?? []);
           const row = {
             id: audience.id ?? newAudienceId(),
             url: audience.url,
@@ -43,9 +44,13 @@ export function audienceStore(base: StoreBase): AudienceStore {
             created_at: at,
             updated_at: at,
           };
-          await tx.insertInto('audiences').values(row).execute();
+          // None is the column's default: left out then, as a store before 0015 has no such column.
+          await tx
+            .insertInto('audiences')
+            .values(resourceServers === '[]' ? row : { ...row, resource_server_client_ids: resourceServers })
+            .execute();
           await base.record(tx, 'audience', audience.url, audit);
-          return toAudience(row);
+          return toAudience({ ...row, resource_server_client_ids: resourceServers });
         },
       ),
 
@@ -65,6 +70,7 @@ export function audienceStore(base: StoreBase): AudienceStore {
           tokenTtl: (ttl) => ({ token_ttl: ttl }),
           signingAlg: (alg) => ({ signing_alg: alg }),
           scopes: (scopes) => ({ scopes: JSON.stringify(scopes) }),
+          resourceServerClientIds: (ids) => ({ resource_server_client_ids: clientIdsText(ids) }),
         });
         const result = await tx
           .updateTable('audiences')

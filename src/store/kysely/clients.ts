@@ -10,6 +10,7 @@ import {
   byClient,
   claimsOf,
   claimsText,
+  clientIdsText,
   columnsOf,
   scopeList,
   scopeText,
@@ -29,7 +30,12 @@ function clientsByIds(db: Kysely<Database>, engine: Engine, ids: unknown) {
     .leftJoin('grants', 'grants.client_id', 'clients.id')
     .leftJoin('client_secrets', 'client_secrets.client_id', 'clients.id')
     .selectAll('clients')
-    .select(['grants.audience_url', 'grants.scopes as grant_scopes', 'grants.claims as grant_claims'])
+    .select([
+      'grants.audience_url',
+      'grants.scopes as grant_scopes',
+      'grants.claims as grant_claims',
+      'grants.token_exchange as grant_token_exchange',
+    ])
     .select([
       'client_secrets.id as secret_id',
       'client_secrets.digest as secret_digest_',
@@ -58,6 +64,7 @@ function clientsOfRows(rows: ClientRow[]): Client[] {
       audience_url: _grant,
       grant_scopes: _scopes,
       grant_claims: _claims,
+      grant_token_exchange: _exchange,
       secret_id: _secret,
       secret_digest_: _digest,
       secret_created_at: _created,
@@ -75,6 +82,7 @@ function clientsOfRows(rows: ClientRow[]): Client[] {
           audience: r.audience_url,
           scopes: scopeList(r.grant_scopes ?? ''),
           claims: claimsOf(r.grant_claims),
+          tokenExchange: Number(r.grant_token_exchange) === 1,
         });
       if (r.secret_id !== null && !secrets.some((s) => s.id === r.secret_id))
         secrets.push({
@@ -99,9 +107,10 @@ export async function requireClient(db: Kysely<Database>, id: string): Promise<v
 /** A client with its grants and secrets, read on a transaction that just wrote it. */
 async function readClient(db: Kysely<Database>, id: string): Promise<Client> {
   const row = await db.selectFrom('clients').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  // Every column: what a store whose schema is older than this code has (a migration's test writes on one).
   const grants = await db
     .selectFrom('grants')
-    .select(['audience_url', 'scopes', 'claims'])
+    .selectAll()
     .where('client_id', '=', id)
     .orderBy('audience_url')
     .execute();
@@ -120,7 +129,7 @@ async function withGrantsAndSecrets(
 ): Promise<Client[]> {
   let grants = db
     .selectFrom('grants')
-    .select(['client_id', 'audience_url', 'scopes', 'claims'])
+    .select(['client_id', 'audience_url', 'scopes', 'claims', 'token_exchange'])
     .orderBy('audience_url');
   let secrets = db.selectFrom('client_secrets').selectAll();
   if (ids !== undefined) {
@@ -180,7 +189,9 @@ export function clientStore(base: StoreBase): ClientStore {
             audience,
             scopes: scopeList(scopeText(client.scopes?.[audience] ?? [])),
             claims: client.grantClaims?.[audience] ?? null,
+            tokenExchange: client.grantTokenExchange?.includes(audience) ?? false,
           }));
+          const exchanging = grants.some((g) => g.tokenExchange);
           if (grants.length > 0)
             await tx
               .insertInto('grants')
@@ -190,6 +201,8 @@ export function clientStore(base: StoreBase): ClientStore {
                   audience_url: g.audience,
                   scopes: g.scopes.join(' '),
                   claims: claimsText(g.claims),
+                  // Left to its default (0) unless a grant allows it, as a store before 0015 has no such column.
+                  ...(exchanging ? { token_exchange: g.tokenExchange ? 1 : 0 } : {}),
                   created_at: at,
                 })),
               )
@@ -292,6 +305,26 @@ export function clientStore(base: StoreBase): ClientStore {
           notFound.client(id),
         );
         await base.record(tx, 'client', id, audit);
+        // No audience names a client that does not exist as its resource server: it goes from their lists in the
+        // same transaction, and each of them is recorded as changed, so that every server reloads its audiences.
+        const naming = await tx
+          .selectFrom('audiences')
+          .select(['url', 'resource_server_client_ids'])
+          .where('resource_server_client_ids', '<>', '[]')
+          .execute();
+        for (const row of naming) {
+          const ids = JSON.parse(row.resource_server_client_ids) as string[];
+          if (!ids.includes(id)) continue;
+          await tx
+            .updateTable('audiences')
+            .set({
+              resource_server_client_ids: clientIdsText(ids.filter((other) => other !== id)),
+              updated_at: base.stamp(),
+            })
+            .where('url', '=', row.url)
+            .execute();
+          await base.record(tx, 'audience', row.url);
+        }
       });
     },
   };

@@ -15,10 +15,18 @@ export function grantStore(base: StoreBase): GrantStore {
     audienceUrl: string,
     scopes: string,
     claims: string | null,
+    tokenExchange: number,
   ) =>
     tx
       .insertInto('grants')
-      .values({ client_id: clientId, audience_url: audienceUrl, scopes, claims, created_at: base.stamp() })
+      .values({
+        client_id: clientId,
+        audience_url: audienceUrl,
+        scopes,
+        claims,
+        token_exchange: tokenExchange,
+        created_at: base.stamp(),
+      })
       .execute();
 
   return {
@@ -33,16 +41,20 @@ export function grantStore(base: StoreBase): GrantStore {
           .where('audience_url', '=', audienceUrl)
           .executeTakeFirst();
         if (existing) return false;
-        await insertGrant(tx, clientId, audienceUrl, '', null);
+        await insertGrant(tx, clientId, audienceUrl, '', null, 0);
         await base.record(tx, 'grant', grantKey(clientId, audienceUrl), audit);
         return true;
       }),
 
-    putGrant: (clientId, audienceUrl, scopes, audit, claims = null) =>
+    putGrant: (clientId, audienceUrl, scopes, audit, claims = null, tokenExchange = false) =>
       base.write(async (tx) => {
         await requireClient(tx, clientId);
         await requireAudiences(tx, [audienceUrl]);
-        const values = { scopes: scopeText(scopes), claims: claimsText(claims) };
+        const values = {
+          scopes: scopeText(scopes),
+          claims: claimsText(claims),
+          token_exchange: tokenExchange ? 1 : 0,
+        };
         const updated = await tx
           .updateTable('grants')
           .set(values)
@@ -50,7 +62,8 @@ export function grantStore(base: StoreBase): GrantStore {
           .where('audience_url', '=', audienceUrl)
           .executeTakeFirst();
         const created = Number(updated.numUpdatedRows) === 0;
-        if (created) await insertGrant(tx, clientId, audienceUrl, values.scopes, values.claims);
+        if (created)
+          await insertGrant(tx, clientId, audienceUrl, values.scopes, values.claims, values.token_exchange);
         await base.record(tx, 'grant', grantKey(clientId, audienceUrl), audit);
         return created;
       }),
@@ -70,7 +83,7 @@ export function grantStore(base: StoreBase): GrantStore {
     async listGrantsOf(audienceUrl) {
       const rows = await base.conn
         .selectFrom('grants')
-        .select(['client_id', 'audience_url', 'scopes', 'claims'])
+        .select(['client_id', 'audience_url', 'scopes', 'claims', 'token_exchange'])
         .where('audience_url', '=', audienceUrl)
         .orderBy('client_id')
         .execute();

@@ -47,15 +47,25 @@ export const toAudience = (row: Selectable<AudiencesTable>): Audience => ({
   tokenTtl: numberOrNull(row.token_ttl),
   signingAlg: row.signing_alg as SigningAlg | null,
   scopes: JSON.parse(row.scopes) as AudienceScope[],
+  resourceServerClientIds: JSON.parse(row.resource_server_client_ids) as string[],
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
 
-export const toGrant = (row: { audience_url: string; scopes: string; claims: string | null }): Grant => ({
+export const toGrant = (row: {
+  audience_url: string;
+  scopes: string;
+  claims: string | null;
+  token_exchange: number;
+}): Grant => ({
   audience: row.audience_url,
   scopes: scopeList(row.scopes),
   claims: claimsOf(row.claims),
+  tokenExchange: Number(row.token_exchange) === 1,
 });
+
+/** An audience's resource servers as stored: a JSON list of client ids, sorted, each once. */
+export const clientIdsText = (ids: readonly string[]): string => JSON.stringify([...new Set(ids)].sort());
 
 export const toSecret = (row: Selectable<ClientSecretsTable>): ClientSecret => ({
   id: row.id,
