@@ -257,6 +257,7 @@ describe('audiences', () => {
       token_ttl: 900,
       signing_alg: null,
       scopes: [],
+      resource_server_client_ids: [],
       created_at: expect.stringMatching(/Z$/),
       updated_at: created.body.created_at,
     });
@@ -372,6 +373,7 @@ describe('clients and grants', () => {
       audience: 'https://billing.example.com',
       scopes: [],
       claims: null,
+      token_exchange: false,
     });
     const same = await call(token, 'putGrant', {
       params: { id: 'billing-svc', audience_id: audience.body.id },

@@ -53,6 +53,7 @@ export function audienceRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
         scopes: body.scopes,
         tokenTtl: seconds(body.token_ttl),
         signingAlg: body.signing_alg,
+        resourceServerClientIds: body.resource_server_client_ids,
       });
       reply.header('location', `${ctx.config.issuer}/admin/v1/audiences/${added.id}`);
       return sendResource(reply, views.audienceJson(added), 201);
@@ -93,6 +94,7 @@ export function audienceRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
             tokenTtl: seconds(body.token_ttl),
             signingAlg: body.signing_alg,
             scopes: body.scopes,
+            resourceServerClientIds: body.resource_server_client_ids,
           },
           condition,
         );

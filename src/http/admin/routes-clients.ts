@@ -234,7 +234,11 @@ export function clientRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
         mc,
         id,
         audience,
-        { scopes: body.scopes ?? [], claims: body.claims ?? null },
+        {
+          scopes: body.scopes ?? [],
+          claims: body.claims ?? null,
+          tokenExchange: body.token_exchange ?? false,
+        },
         ifMatch(request.headers),
       );
       if (created) reply.header('location', `${location(id)}/grants/${audience.id}`);

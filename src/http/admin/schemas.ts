@@ -18,6 +18,7 @@ import {
 } from '../../domain/client-auth/federation-rules.js';
 import { OPERATOR_ROLES } from '../../domain/validate.js';
 import { AUDIT_EVENT_TYPES } from '../../store/types.js';
+import { MAX_RESOURCE_SERVERS } from '../../management/audiences.js';
 
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 const Alg = Type.Enum([...SIGNING_ALGS]);
@@ -48,11 +49,26 @@ export const Audience = Type.Object(
     token_ttl: Nullable(Type.Integer({ description: 'seconds; null: the server default' })),
     signing_alg: Nullable(Alg),
     scopes: Type.Array(Scope),
+    resource_server_client_ids: Type.Array(Type.String(), {
+      description:
+        "token exchange (RFC 8693): the clients that receive this audience's tokens, and so may exchange one for a token of another audience; sorted, each once",
+    }),
     created_at: Time,
     updated_at: Time,
   },
   { additionalProperties: false },
 );
+
+/** An audience's resource servers as POST and PATCH take them: the whole list. */
+const ResourceServersInput = Type.Array(Type.String({ maxLength: 128 }), {
+  maxItems: MAX_RESOURCE_SERVERS,
+  description: `token exchange: the client ids of the audience's resource servers (at most ${MAX_RESOURCE_SERVERS}, each an existing client; a client named twice is named once); on PATCH the whole list, [] for none`,
+});
+
+/** A grant's token_exchange (INTERFACE.md, "Token exchange"). */
+const TOKEN_EXCHANGE =
+  "token exchange (RFC 8693): the client may exchange a token it received, as a resource server of the token's audience, for one of this grant's audience; never true on a grant of the admin API's audience";
+const TokenExchange = Type.Boolean({ description: TOKEN_EXCHANGE });
 
 const AuthMethod = Type.Union(
   AUTH_METHOD_NAMES.map((m) => Type.Literal(m)),
@@ -211,6 +227,7 @@ export const Grant = Type.Object(
     audience: Type.String({ description: 'the identifier of the audience' }),
     scopes: Type.Array(Type.String()),
     claims: Nullable(Claims),
+    token_exchange: TokenExchange,
   },
   { additionalProperties: false },
 );
@@ -389,6 +406,7 @@ export const NewAudience = Type.Object(
     name: Type.Optional(Nullable(Name)),
     token_ttl: Type.Optional(Ttl),
     signing_alg: Type.Optional(Nullable(Alg)),
+    resource_server_client_ids: Type.Optional(ResourceServersInput),
   },
   { additionalProperties: false },
 );
@@ -399,6 +417,7 @@ export const AudiencePatch = Type.Object(
     name: Type.Optional(Nullable(Name)),
     token_ttl: Type.Optional(Ttl),
     signing_alg: Type.Optional(Nullable(Alg)),
+    resource_server_client_ids: Type.Optional(ResourceServersInput),
   },
   { additionalProperties: false },
 );
@@ -508,6 +527,11 @@ export const GrantBody = Type.Object(
       Type.Array(Type.String(), { maxItems: 200, description: "the audience's scopes; none when left out" }),
     ),
     claims: Type.Optional(Nullable(Claims)),
+    token_exchange: Type.Optional(
+      Type.Boolean({
+        description: `${TOKEN_EXCHANGE}; false when left out (PUT sets the whole grant)`,
+      }),
+    ),
   },
   { additionalProperties: false },
 );
