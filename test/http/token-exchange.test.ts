@@ -17,7 +17,7 @@ import {
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVERY_SCOPE } from '../../src/management/context.js';
-import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
+import { audiences, audit, clients, type ManagementContext } from '../../src/management/index.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -238,6 +238,29 @@ describe('token exchange over HTTP', () => {
     expect(await auditTrail('token.exchanged', charlie.id)).toContainEqual({
       audience: BACK,
       reason: `sub ${caller.id} act ${bravo.id}>${charlie.id}`,
+    });
+  });
+
+  it("an exchange counts as an issued token: the console's per-minute counts, the audit trail's issued outcome", async () => {
+    const fromCaller = await tokenOf(caller, FRONT);
+    await t.server.runtime.audit.flush();
+    const since = Date.now() - 120_000;
+    const sum = async () => {
+      await t.server.runtime.audit.flush();
+      const counts = await ctx.store.tokenCounts(since, Date.now() + 60_000);
+      return counts.reduce<[number, number]>((a, c) => [a[0] + c.issued, a[1] + c.refused], [0, 0]);
+    };
+    const before = await sum();
+    const r = await exchange(bravo, fromCaller, MIDDLE);
+    expect(r.status).toBe(200);
+    expect(await sum()).toEqual([before[0] + 1, before[1]]);
+    const issued = await audit.queryAudit(ctx, { outcome: 'issued', clientId: bravo.id });
+    expect(issued[0]).toMatchObject({
+      type: 'token.exchanged',
+      clientId: bravo.id,
+      audience: MIDDLE,
+      jti: decodeJwt(r.body.access_token as string).jti,
+      reason: `sub ${caller.id} act ${bravo.id}`,
     });
   });
 

@@ -39,7 +39,7 @@ export interface GrantClaims extends JWTPayload {
 }
 
 /** What a grant handler reads: the audiences, the clock, token ids, and (token exchange) this server's tokens. */
-export interface GrantDeps {
+interface GrantDeps {
   findAudience(url: string): KnownAudience | undefined;
   /** Milliseconds since the epoch. */
   now(): number;

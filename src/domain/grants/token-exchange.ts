@@ -22,14 +22,14 @@ const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
  * and so on. An exchange makes a token one deeper than its subject token, so it is allowed while the new depth
  * is at most 5: a subject token whose `act` already nests 5 actors is refused.
  */
-export const MAX_ACTORS = 5;
+const MAX_ACTORS = 5;
 
 /**
  * The actors of an `act` claim, the one that acted last first (RFC 8693 §4.1: the outermost `act` is the current
  * actor); [] for none; undefined when it is not a chain of `{sub}` objects or is longer than MAX_ACTORS (no
  * token of this server is: refused without walking further).
  */
-export function actorsOf(act: unknown): string[] | undefined {
+function actorsOf(act: unknown): string[] | undefined {
   const actors: string[] = [];
   let level = act;
   while (level !== undefined) {
