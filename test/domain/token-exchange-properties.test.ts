@@ -102,10 +102,11 @@ function expected(
   step: { actor: string; target: string; scope: string[] | undefined },
   now: number,
 ): string | null {
-  if (now >= subject.exp * 1000) return 'invalid_request';
-  if (subject.depth >= 5) return 'invalid_request';
+  // The subject token was meant for the actor, before whether it is still active (only the actor may learn that).
   const served = w.audiences.find((a) => a.url === subject.aud)!.servers.some((id) => id === step.actor);
   if (!served) return 'unauthorized_client';
+  if (now >= subject.exp * 1000) return 'invalid_request';
+  if (subject.depth >= 5) return 'invalid_request';
   const client = w.clients.find((c) => c.id === step.actor)!;
   const grant = client.grants[AUDIENCE_URLS.indexOf(step.target as (typeof AUDIENCE_URLS)[number])];
   if (grant === undefined) return 'invalid_target';

@@ -537,7 +537,7 @@ describe('token exchange: each refusal, in the order of the checks', () => {
     });
   });
 
-  it('2. the subject token not active: invalid_request, the audit trail says why', async () => {
+  it('2, 4. the subject token not genuine, or not active: invalid_request, the audit trail says why', async () => {
     const [h, p, s] = fromA.split('.') as [string, string, string];
     const other = jwsSigner(generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey, 'ES256', 'k1');
     const cases: [string, () => void, string][] = [
@@ -572,7 +572,7 @@ describe('token exchange: each refusal, in the order of the checks', () => {
     }
   });
 
-  it("2. a subject token for a caller disabled after the exchange that made it: invalid_request (the original caller's standing)", async () => {
+  it("4. a subject token for a caller disabled after the exchange that made it: invalid_request (the original caller's standing)", async () => {
     const atC = (await t.service.issue(exchange('svc-b', fromA, MIDDLE))).response.access_token;
     for (const [arrange, why] of [
       [() => t.standing.deleted.add('svc-a'), 'its subject client is deleted'],
@@ -587,7 +587,7 @@ describe('token exchange: each refusal, in the order of the checks', () => {
     }
   });
 
-  it('3. an actor_token not active, or not the acting client’s own: invalid_request', async () => {
+  it('5. an actor_token not active, or not the acting client’s own: invalid_request', async () => {
     const ofC = await t.token('svc-c', BACK);
     const ofB = await t.token('svc-b', SHORT);
     // A token B holds for a caller (an exchanged one: client_id B, sub A) is not B's own.
@@ -619,12 +619,28 @@ describe('token exchange: each refusal, in the order of the checks', () => {
     expect(t.audit.at(-1)?.reason).toBe('invalid_request: actor_token: revoked');
   });
 
-  it('2 before 5: an inactive subject token is refused before whether the client serves its audience', async () => {
-    t.standing.denied.add('jti-1');
-    expect(await failure(t.service, exchange('svc-x', fromA, MIDDLE))).toEqual(INACTIVE_SUBJECT);
+  it('2, 3, 4: a client the token was not meant for learns whether it is genuine, never whether it is active', async () => {
+    // Not this server's token: anyone can tell that from the JWKS.
+    expect(await failure(t.service, exchange('svc-x', 'junk', MIDDLE))).toEqual(INACTIVE_SUBJECT);
+    // Genuine but expired, revoked, of a disabled client: to svc-x, the same answer as an active one.
+    for (const arrange of [
+      () => undefined,
+      () => t.at(NOW + 1800_000),
+      () => t.standing.denied.add('jti-1'),
+      () => t.standing.cut.set('svc-a', Infinity),
+    ]) {
+      t.standing.denied.clear();
+      t.standing.cut.clear();
+      t.at(NOW);
+      arrange();
+      expect(await failure(t.service, exchange('svc-x', fromA, MIDDLE))).toEqual(NOT_RESOURCE_SERVER);
+    }
+    // The resource server itself is told.
+    expect(await failure(t.service, exchange('svc-b', fromA, MIDDLE))).toEqual(INACTIVE_SUBJECT);
+    expect(t.audit.at(-1)?.reason).toBe('invalid_request: subject_token: its client is disabled or deleted');
   });
 
-  it('5. the acting client not a resource server of the subject token’s audience: unauthorized_client', async () => {
+  it('3. the acting client not a resource server of the subject token’s audience: unauthorized_client', async () => {
     expect(await failure(t.service, exchange('svc-x', fromA, MIDDLE))).toEqual(NOT_RESOURCE_SERVER);
     expect(t.audit.at(-1)).toMatchObject({
       type: 'token.refused',
@@ -639,7 +655,7 @@ describe('token exchange: each refusal, in the order of the checks', () => {
     );
   });
 
-  it('5. a subject token with an array aud is for the client if one of its audiences is', async () => {
+  it('3. a subject token with an array aud is for the client if one of its audiences is', async () => {
     const arrayAud = signJws({ ...decodeJwt(fromA), aud: [BACK, FRONT], jti: 'array-aud' });
     const issued = await t.service.issue(exchange('svc-b', arrayAud, MIDDLE));
     expect(decodeJwt(issued.response.access_token)).toMatchObject({ sub: 'svc-a', aud: MIDDLE });
@@ -647,7 +663,7 @@ describe('token exchange: each refusal, in the order of the checks', () => {
     expect(await failure(t.service, exchange('svc-b', none, MIDDLE))).toEqual(NOT_RESOURCE_SERVER);
   });
 
-  it('6. the target unknown, or not granted to the acting client: invalid_target', async () => {
+  it('7. the target unknown, or not granted to the acting client: invalid_target', async () => {
     expect(await failure(t.service, exchange('svc-b', fromA, 'https://unknown.example'))).toEqual(
       fail('invalid_target', 'the requested audience is not registered'),
     );
@@ -660,13 +676,13 @@ describe('token exchange: each refusal, in the order of the checks', () => {
     });
   });
 
-  it("7. exchange not enabled on the acting client's grant for the target: unauthorized_client", async () => {
+  it("8. exchange not enabled on the acting client's grant for the target: unauthorized_client", async () => {
     expect(await failure(t.service, exchange('svc-n', fromA, MIDDLE))).toEqual(NOT_ENABLED);
     // Granted, and allowed by client credentials: only exchange is off.
     await expect(t.token('svc-n', MIDDLE)).resolves.toEqual(expect.any(String));
   });
 
-  it('7 before 8: a scope is checked only once exchange is allowed', async () => {
+  it('8 before 9: a scope is checked only once exchange is allowed', async () => {
     expect(await failure(t.service, exchange('svc-n', fromA, MIDDLE, { scope: 'nope' }))).toEqual(
       NOT_ENABLED,
     );

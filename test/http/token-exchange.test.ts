@@ -299,6 +299,10 @@ describe('token exchange over HTTP', () => {
       audience: MIDDLE,
       reason: 'invalid_request: subject_token: revoked',
     });
+    // A client the token was not meant for is not told that it is revoked.
+    expect(await exchange(xray, fromCaller, MIDDLE)).toEqual(
+      refusal('unauthorized_client', "this client is not a resource server of the subject_token's audience"),
+    );
   });
 
   it('a caller disabled a moment ago: its token is refused, and so is a token exchanged for it earlier', async () => {

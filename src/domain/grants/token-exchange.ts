@@ -5,7 +5,13 @@ import {
   unauthorizedClient,
   unsupportedGrantType,
 } from '../errors.js';
-import { verifyOwnToken, type OwnTokenClaims, type OwnTokenDeps } from '../own-tokens.js';
+import {
+  activeNow,
+  readOwnToken,
+  verifyOwnToken,
+  type OwnTokenClaims,
+  type OwnTokenDeps,
+} from '../own-tokens.js';
 import { present, type KnownClient } from '../token-types.js';
 import { requestedAudience, scopeOf, type ActClaim, type GrantClaims, type GrantHandler } from './grant.js';
 
@@ -75,16 +81,19 @@ function servesAudienceOf(
   return aud.some((url) => findAudience(url)?.resourceServers.has(clientId) === true);
 }
 
-/** The subject token's claims if it is active now (own-tokens.ts: signature, iss, typ, exp, denylist, clients). */
-function activeSubject(token: string, deps: OwnTokenDeps): OwnTokenClaims {
-  const verdict = verifyOwnToken(token, deps);
-  if (!verdict.active)
-    throw unacceptableToken(
-      'subject_token',
-      'subject_token is not an active access token of this server',
-      verdict.reason,
-    );
-  return verdict.claims;
+const INACTIVE_SUBJECT = 'subject_token is not an active access token of this server';
+
+/** The subject token's claims if it is a genuine token of this server (signature, iss, typ), active or not. */
+function genuineSubject(token: string, deps: OwnTokenDeps): OwnTokenClaims {
+  const claims = readOwnToken(token, deps);
+  if (typeof claims === 'string') throw unacceptableToken('subject_token', INACTIVE_SUBJECT, claims);
+  return claims;
+}
+
+/** The subject token is active now (own-tokens.ts: exp, nbf, denylist, its client's and its caller's standing). */
+function checkActiveSubject(claims: OwnTokenClaims, deps: OwnTokenDeps): void {
+  const verdict = activeNow(claims, deps);
+  if (!verdict.active) throw unacceptableToken('subject_token', INACTIVE_SUBJECT, verdict.reason);
 }
 
 /** RFC 8693 §2.1 actor_token: an active token of this server that is the acting client's own. */
@@ -115,16 +124,19 @@ function checkActorToken(token: string, client: KnownClient, deps: OwnTokenDeps)
  * 1. The request's own parameters, as sent, before any token or audience is looked at (invalid_request):
  *    subject_token; subject_token_type (access_token, or jwt); actor_token_type with actor_token and only with
  *    it (same types); requested_token_type absent or access_token; the target, `audience` or `resource`, one.
- * 2. The subject token is an active token of this server: signature, iss, typ, exp, denylist, its client and its
- *    original client (`sub`) existing, enabled, their tokens not revoked since its iat (invalid_request).
- * 3. The actor token, if sent: active likewise, and the acting client's own (invalid_request).
- * 4. The subject token's chain: at most MAX_ACTORS - 1 actors already, so that the new one has at most
+ * 2. The subject token is a genuine token of this server: signature, iss, typ, its claims (invalid_request).
+ * 3. The acting client is a resource server of (one of) the subject token's audiences: the token was meant for
+ *    it (unauthorized_client). Before whether the token is active: a client that holds someone else's token
+ *    learns nothing of it (token exchange is no introspection for clients without tokens:introspect), nor of the
+ *    target.
+ * 4. The subject token is active now: exp, the denylist, its client and its original client (`sub`) existing,
+ *    enabled, their tokens not revoked since its iat (invalid_request).
+ * 5. The actor token, if sent: active likewise, and the acting client's own (invalid_request).
+ * 6. The subject token's chain: at most MAX_ACTORS - 1 actors already, so that the new one has at most
  *    MAX_ACTORS (invalid_request).
- * 5. The acting client is a resource server of (one of) the subject token's audiences: the token was meant for
- *    it (unauthorized_client). Before the target: a client that holds someone else's token learns nothing more.
- * 6. The target is registered and granted to the acting client (invalid_target).
- * 7. That grant allows token exchange (unauthorized_client).
- * 8. The scopes asked (default: every one of that grant) are within that grant (invalid_scope).
+ * 7. The target is registered and granted to the acting client (invalid_target).
+ * 8. That grant allows token exchange (unauthorized_client).
+ * 9. The scopes asked (default: every one of that grant) are within that grant (invalid_scope).
  * (token service) then the DPoP proof if any, the acting client's quota, signing, the answer and the audit.
  *
  * Scopes are bounded by the acting client's grant for the target, as the contract says, and not intersected
@@ -153,11 +165,16 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
     throw invalidRequest(`requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
   const target = requestedAudience(params);
 
-  // 2. The subject token.
-  const subject = activeSubject(subjectToken, own);
-  // 3. The actor token.
+  // 2. The subject token is this server's.
+  const subject = genuineSubject(subjectToken, own);
+  // 3. It was meant for the acting client.
+  if (!servesAudienceOf(subject.aud, client.id, deps.findAudience))
+    throw unauthorizedClient("this client is not a resource server of the subject_token's audience");
+  // 4. It is active.
+  checkActiveSubject(subject, own);
+  // 5. The actor token.
   if (actorToken !== undefined) checkActorToken(actorToken, client, own);
-  // 4. The chain so far.
+  // 6. The chain so far.
   const before = actorsOf(subject.act);
   if (before === undefined || before.length >= MAX_ACTORS)
     throw unacceptableToken(
@@ -165,20 +182,17 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
       `subject_token already nests ${MAX_ACTORS} actors (act); a chain stops at ${MAX_ACTORS}`,
       before === undefined ? 'act is malformed or nests more than 5 actors' : 'act nests 5 actors',
     );
-  // 5. The token was meant for the acting client.
-  if (!servesAudienceOf(subject.aud, client.id, deps.findAudience))
-    throw unauthorizedClient("this client is not a resource server of the subject_token's audience");
-  // 6. The target.
+  // 7. The target.
   const audience = deps.findAudience(target);
   if (!audience) throw invalidTarget('the requested audience is not registered');
   const granted = client.grants.get(audience.url);
   if (!granted) throw invalidTarget('the requested audience is not granted to this client');
-  // 7. Exchange allowed into it.
+  // 8. Exchange allowed into it.
   if (!granted.tokenExchange)
     throw unauthorizedClient(
       "token exchange is not enabled on this client's grant for the requested audience",
     );
-  // 8. The scopes, within the acting client's grant.
+  // 9. The scopes, within the acting client's grant.
   const scope = scopeOf(granted, present(params.scope));
 
   const ttl = client.tokenTtl ?? audience.tokenTtl ?? deps.defaultTtl;
