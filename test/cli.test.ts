@@ -149,6 +149,7 @@ group('tessera audience', (ws) => {
       id: expect.stringMatching(/^aud_/),
       identifier: API,
       scopes: [],
+      resource_server_client_ids: [],
       name: 'Production API',
       token_ttl: 600,
       signing_alg: 'RS256',
@@ -164,6 +165,7 @@ group('tessera audience', (ws) => {
       id: expect.stringMatching(/^aud_/),
       identifier: SANDBOX,
       scopes: [],
+      resource_server_client_ids: [],
       name: null,
       token_ttl: null,
       signing_alg: null,
@@ -186,6 +188,7 @@ group('tessera audience', (ws) => {
         id: expect.stringMatching(/^aud_/),
         identifier: STAGING,
         scopes: [],
+        resource_server_client_ids: [],
         name: 'Staging',
         token_ttl: null,
         signing_alg: 'EdDSA',
@@ -199,11 +202,11 @@ group('tessera audience', (ws) => {
   it('list in text mode prints a table', async () => {
     expectTable(
       (await ws.ok('audience', 'list')).stdout,
-      ['URL', 'NAME', 'TOKEN_TTL', 'SIGNING_ALG', 'SCOPES', 'CREATED_AT'],
+      ['URL', 'NAME', 'TOKEN_TTL', 'SIGNING_ALG', 'SCOPES', 'RESOURCE_SERVERS', 'CREATED_AT'],
       [
-        [API, 'Production API', '600', 'RS256', '-', production.created_at],
-        [SANDBOX, '-', '-', '-', '-', sandbox.created_at],
-        [STAGING, 'Staging', '-', 'EdDSA', '-', staging.created_at],
+        [API, 'Production API', '600', 'RS256', '-', '-', production.created_at],
+        [SANDBOX, '-', '-', '-', '-', '-', sandbox.created_at],
+        [STAGING, 'Staging', '-', 'EdDSA', '-', '-', staging.created_at],
       ],
     );
   });
@@ -223,7 +226,7 @@ group('tessera audience', (ws) => {
     await ws.ok('audience', 'remove', API);
     expect((await ws.ok('audience', 'list', '--json')).json).toEqual([]);
     expect((await ws.ok('audience', 'list')).stdout).toBe(
-      'URL  NAME  TOKEN_TTL  SIGNING_ALG  SCOPES  CREATED_AT\n',
+      'URL  NAME  TOKEN_TTL  SIGNING_ALG  SCOPES  RESOURCE_SERVERS  CREATED_AT\n',
     );
   });
 });
@@ -786,7 +789,14 @@ group('tessera grant', (ws) => {
     // The admin API's document of the grant (as its PUT answers), and whether this command created it.
     const listed = (await ws.ok('audience', 'list', '--json')).json as { id: string; identifier: string }[];
     const sandboxId = listed.find((a) => a.identifier === SANDBOX)!.id;
-    const document = { client_id: id, audience_id: sandboxId, audience: SANDBOX, scopes: [], claims: null };
+    const document = {
+      client_id: id,
+      audience_id: sandboxId,
+      audience: SANDBOX,
+      scopes: [],
+      claims: null,
+      token_exchange: false,
+    };
     const first = await ws.ok('grant', 'add', id, SANDBOX, '--json');
     expect(first.json).toEqual({ ...document, added: true });
     expect(await audiencesOf(id)).toEqual([API, SANDBOX]);
@@ -803,6 +813,7 @@ group('tessera grant', (ws) => {
       audience: SANDBOX,
       scopes: [],
       claims: { tier: 'gold' },
+      token_exchange: false,
       added: false,
     });
     expect((await ws.ok('grant', 'set-claims', id, SANDBOX, '{}')).stdout).toBe(

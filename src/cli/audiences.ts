@@ -1,7 +1,19 @@
 import { Option, type Command } from 'commander';
 import { SIGNING_ALGS } from '../domain/algorithms.js';
-import { audiences, views } from '../management/index.js';
+import { audiences, ManagementError, views } from '../management/index.js';
 import { action, collectText, parseName, parseTtl, withJson } from './common.js';
+
+const RESOURCE_SERVER_HELP =
+  'a client that receives its tokens, and so may exchange one for a token of another audience (RFC 8693): a client id, repeatable or comma-separated';
+
+/** `--resource-server a --resource-server b,c`: client ids, in the order given (the rules are management's). */
+const collectClientIds = (value: string, previous: string[] = []): string[] => [
+  ...previous,
+  ...value
+    .split(',')
+    .map((id) => id.trim())
+    .filter(Boolean),
+];
 import { formatTable, print, printJson } from './output.js';
 
 /** `tessera audience add|list|remove`. */
@@ -21,14 +33,15 @@ export function audienceCommands(program: Command): void {
         '--scope <name>',
         'a scope it defines (repeatable; descriptions: audience scope add)',
         collectText,
-      ),
+      )
+      .option('--resource-server <client-id>', RESOURCE_SERVER_HELP, collectClientIds),
   ).action(
     action(
       async (
         ctx,
         json,
         url: string,
-        options: { name?: string; ttl?: number; alg?: string; scope?: string[] },
+        options: { name?: string; ttl?: number; alg?: string; scope?: string[]; resourceServer?: string[] },
       ) => {
         const added = await audiences.addAudience(ctx, {
           url,
@@ -36,6 +49,7 @@ export function audienceCommands(program: Command): void {
           scopes: options.scope?.map((name) => ({ name })),
           tokenTtl: options.ttl,
           signingAlg: options.alg,
+          resourceServerClientIds: options.resourceServer,
         });
         if (json) printJson(views.audienceJson(added));
         else print(`Audience ${added.url} registered.\n`);
@@ -49,18 +63,50 @@ export function audienceCommands(program: Command): void {
       else
         print(
           formatTable(
-            ['url', 'name', 'token_ttl', 'signing_alg', 'scopes', 'created_at'],
+            ['url', 'name', 'token_ttl', 'signing_alg', 'scopes', 'resource_servers', 'created_at'],
             list.map((a) => [
               a.url,
               a.name,
               a.tokenTtl,
               a.signingAlg,
               a.scopes.map((sc) => sc.name).join(' ') || null,
+              a.resourceServerClientIds.join(', ') || null,
               a.createdAt,
             ]),
           ),
         );
     }),
+  );
+  withJson(
+    audience
+      .command('update <url>')
+      .description(
+        'change an audience: its resource servers (the clients that receive its tokens; token exchange)',
+      )
+      .option(
+        '--resource-server <client-id>',
+        `${RESOURCE_SERVER_HELP}; the whole list, replacing the current one`,
+        collectClientIds,
+      )
+      .option('--no-resource-servers', 'no client is its resource server any more'),
+  ).action(
+    action(
+      async (ctx, json, url: string, options: { resourceServer?: string[]; resourceServers?: boolean }) => {
+        const ids = options.resourceServers === false ? [] : options.resourceServer;
+        if (options.resourceServers === false && options.resourceServer !== undefined)
+          throw new ManagementError(
+            'invalid_field',
+            '--resource-server and --no-resource-servers say opposite things: give one',
+            'resource_server_client_ids',
+          );
+        const updated = await audiences.updateAudience(ctx, url, { resourceServerClientIds: ids });
+        if (json) printJson(views.audienceJson(updated));
+        else
+          print(
+            `Audience ${url}: resource servers ${updated.resourceServerClientIds.join(', ') || 'none'}.\n`,
+          );
+      },
+    ),
   );
   withJson(audience.command('remove <url>').description('remove an audience and every grant of it')).action(
     action(async (ctx, json, url: string) => {

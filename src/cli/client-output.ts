@@ -33,7 +33,11 @@ export function clientRecord(c: Client, secret?: string): string {
     [
       'grants',
       c.grants
-        .map((g) => (g.scopes.length ? `${g.audience} (${g.scopes.join(' ')})` : g.audience))
+        .map(
+          (g) =>
+            (g.scopes.length ? `${g.audience} (${g.scopes.join(' ')})` : g.audience) +
+            (g.tokenExchange ? ' [token exchange]' : ''),
+        )
         .join(', '),
     ],
     ['created_at', c.createdAt],

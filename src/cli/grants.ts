@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { Argument, type Command } from 'commander';
 import { clientGrants, grants, views, type ManagementContext } from '../management/index.js';
 import { action, parseClaims, withJson } from './common.js';
 import { print, printJson } from './output.js';
@@ -16,6 +16,13 @@ async function printGrant(ctx: ManagementContext, clientId: string, url: string,
 /** Scopes as the command line takes them: one argument, separated by spaces (as in a token request). */
 const scopeList = (value: string): string[] => value.split(/\s+/).filter(Boolean);
 
+const TOKEN_EXCHANGE_HELP =
+  'the client may exchange a token it received (as a resource server of its audience) for one of this audience (RFC 8693 token_exchange)';
+const NO_TOKEN_EXCHANGE_HELP = 'it may not (the default for a new grant)';
+
+/** What a grant's text line says of token exchange: nothing when it is off. */
+const exchangeText = (on: boolean): string => (on ? ', token exchange allowed' : '');
+
 /** `tessera grant add|set-scopes|remove`. */
 export function grantCommands(program: Command): void {
   const grant = program
@@ -26,23 +33,32 @@ export function grantCommands(program: Command): void {
     grant
       .command('add <client-id> <audience>')
       .description('allow a client an audience')
-      .option('--scopes <scopes>', 'the scopes it may have, space-separated (each one the audience defines)'),
+      .option('--scopes <scopes>', 'the scopes it may have, space-separated (each one the audience defines)')
+      .option('--token-exchange', TOKEN_EXCHANGE_HELP)
+      .option('--no-token-exchange', NO_TOKEN_EXCHANGE_HELP),
   ).action(
-    action(async (ctx, json, id: string, url: string, options: { scopes?: string }) => {
-      if (options.scopes !== undefined) {
-        const { grant: set, created } = await grants.setGrantScopes(ctx, id, url, scopeList(options.scopes));
-        if (json) await printGrant(ctx, id, url, created);
+    action(
+      async (ctx, json, id: string, url: string, options: { scopes?: string; tokenExchange?: boolean }) => {
+        if (options.scopes !== undefined || options.tokenExchange !== undefined) {
+          const { grant: set, created } = await grants.setGrant(ctx, id, url, {
+            ...(options.scopes === undefined ? {} : { scopes: scopeList(options.scopes) }),
+            tokenExchange: options.tokenExchange,
+          });
+          if (json) await printGrant(ctx, id, url, created);
+          else
+            print(
+              `Client ${id} may ${created ? 'now ' : ''}get tokens for ${url}, scopes: ${set.scopes.join(' ') || 'none'}${exchangeText(set.tokenExchange)}.\n`,
+            );
+          return;
+        }
+        const added = await grants.addGrant(ctx, id, url);
+        if (json) await printGrant(ctx, id, url, added);
         else
           print(
-            `Client ${id} may ${created ? 'now ' : ''}get tokens for ${url}, scopes: ${set.scopes.join(' ') || 'none'}.\n`,
+            added ? `Client ${id} may now get tokens for ${url}.\n` : `Client ${id} already had ${url}.\n`,
           );
-        return;
-      }
-      const added = await grants.addGrant(ctx, id, url);
-      if (json) await printGrant(ctx, id, url, added);
-      else
-        print(added ? `Client ${id} may now get tokens for ${url}.\n` : `Client ${id} already had ${url}.\n`);
-    }),
+      },
+    ),
   );
   withJson(
     grant
@@ -67,6 +83,22 @@ export function grantCommands(program: Command): void {
       if (json) await printGrant(ctx, id, url, created);
       else
         print(`Client ${id}, ${url}: claims ${set.claims === null ? 'none' : JSON.stringify(set.claims)}.\n`);
+    }),
+  );
+  withJson(
+    grant
+      .command('set-token-exchange <client-id> <audience>')
+      .addArgument(new Argument('<on|off>', 'on: allowed; off: not').choices(['on', 'off']))
+      .description(
+        'allow or forbid a grant token exchange: the client exchanging a token it received for one of this audience (RFC 8693); grants the audience if needed',
+      ),
+  ).action(
+    action(async (ctx, json, id: string, url: string, value: string) => {
+      const { grant: set, created } = await grants.setGrant(ctx, id, url, {
+        tokenExchange: value === 'on',
+      });
+      if (json) await printGrant(ctx, id, url, created);
+      else print(`Client ${id}, ${url}: token exchange ${set.tokenExchange ? 'allowed' : 'not allowed'}.\n`);
     }),
   );
   withJson(

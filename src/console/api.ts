@@ -138,6 +138,8 @@ export interface Audience {
   token_ttl: number | null;
   signing_alg: string | null;
   scopes: Scope[];
+  /** Token exchange: the clients that receive its tokens, and so may exchange them. */
+  resource_server_client_ids: string[];
   created_at: string;
   updated_at: string;
 }
@@ -196,6 +198,8 @@ export interface Grant {
   audience: string;
   scopes: string[];
   claims: Record<string, unknown> | null;
+  /** Token exchange: the client may exchange a token it received for one of this audience. */
+  token_exchange: boolean;
 }
 
 export interface Key {

@@ -1,8 +1,8 @@
 import type { Audience, Grant } from '../store/types.js';
-import { getAudience, listAudiences } from './audiences.js';
+import { getAudience, getAudienceById, listAudiences } from './audiences.js';
 import { getClient } from './client-access.js';
 import type { ManagementContext } from './context.js';
-import { ManagementError } from './errors.js';
+import { ManagementError, storeCall } from './errors.js';
 import { grantOf } from './grants.js';
 
 /*
@@ -27,6 +27,19 @@ export async function listGrants(ctx: ManagementContext, clientId: string): Prom
       return audience ? [{ clientId, audience, grant }] : [];
     })
     .sort((a, b) => (a.audience.id < b.audience.id ? -1 : a.audience.id > b.audience.id ? 1 : 0));
+}
+
+/**
+ * Every grant of an audience (by its server-made id), by client id: which clients may get its tokens, and which may
+ * exchange into it (token_exchange); audience_not_found if there is no such audience.
+ */
+export async function listGrantsOfAudience(
+  ctx: ManagementContext,
+  audienceId: string,
+): Promise<ClientGrant[]> {
+  const audience = await getAudienceById(ctx, audienceId);
+  const grants = await storeCall(() => ctx.store.listGrantsOf(audience.url));
+  return grants.map(({ clientId, ...grant }) => ({ clientId, audience, grant }));
 }
 
 /** A client's grant of an audience (by its URL); not_found for the client, the audience or the grant. */

@@ -157,6 +157,7 @@ describe('the OpenAPI document', () => {
         'GET /audiences/{id}',
         'PATCH /audiences/{id}',
         'DELETE /audiences/{id}',
+        'GET /audiences/{id}/grants',
         'GET /clients',
         'POST /clients',
         'GET /clients/{id}',
@@ -296,6 +297,36 @@ describe('audiences', () => {
     const gone = await call(token, 'getAudience', { params: { id } });
     expect(gone.status).toBe(404);
     expect(gone.body).toEqual(problem(404, 'audience_not_found', `audience ${id} does not exist`));
+  });
+
+  it("GET /audiences/{id}/grants: the audience's grants by client id; 404 for no such audience", async () => {
+    const created = await call(token, 'createAudience', {
+      body: { identifier: 'https://granted.example.com', scopes: [{ name: 'a' }] },
+    });
+    const id = created.body.id as string;
+    for (const client_id of ['granted-b', 'granted-a'])
+      await call(token, 'createClient', { body: { client_id, name: client_id } });
+    await call(token, 'putGrant', { params: { id: 'granted-b', audience_id: id }, body: { scopes: ['a'] } });
+    await call(token, 'putGrant', {
+      params: { id: 'granted-a', audience_id: id },
+      body: { token_exchange: true },
+    });
+    const listed = await call(token, 'listAudienceGrants', { params: { id } });
+    expect(listed.status).toBe(200);
+    const grant = { audience_id: id, audience: 'https://granted.example.com', claims: null };
+    expect(listed.body).toEqual({
+      items: [
+        { client_id: 'granted-a', ...grant, scopes: [], token_exchange: true },
+        { client_id: 'granted-b', ...grant, scopes: ['a'], token_exchange: false },
+      ],
+      next: null,
+    });
+    const missing = await call(token, 'listAudienceGrants', { params: { id: 'aud_nothing' } });
+    expect(missing.status).toBe(404);
+    expect(missing.body).toEqual(problem(404, 'audience_not_found', 'audience aud_nothing does not exist'));
+    for (const client_id of ['granted-a', 'granted-b'])
+      expect((await call(token, 'deleteClient', { params: { id: client_id } })).status).toBe(204);
+    expect((await call(token, 'deleteAudience', { params: { id } })).status).toBe(204);
   });
 
   it('409 on a duplicate identifier; 400 with pointers for bad fields and unknown ones', async () => {

@@ -1,6 +1,6 @@
 import { useLocation, useRoute } from 'preact-iso';
 import { useState } from 'preact/hooks';
-import { api, seg, type ApiError, type Audience, type Page } from '../api';
+import { api, seg, type ApiError, type Audience, type Grant, type Page } from '../api';
 import { useSession } from '../session';
 import { ALGS, DeletePanel, formatSeconds, PageTitle, ReadOnly, TableBox, Time } from '../components';
 import { ChangeForm, Done, ErrorMessage, numberOrNull, SelectField, TextField } from '../forms';
@@ -32,6 +32,8 @@ interface AudienceDraft {
   token_ttl: string;
   signing_alg: string;
   scopes: ScopeDraft[];
+  /** Its resource servers' client ids, as typed: separated by commas or spaces. */
+  resource_servers: string;
 }
 
 const draftOf = (a?: Audience): AudienceDraft => ({
@@ -40,7 +42,11 @@ const draftOf = (a?: Audience): AudienceDraft => ({
   token_ttl: a?.token_ttl === null || a?.token_ttl === undefined ? '' : String(a.token_ttl),
   signing_alg: a?.signing_alg ?? '',
   scopes: a?.scopes.map((s) => ({ name: s.name, description: s.description ?? '' })) ?? [],
+  resource_servers: a?.resource_server_client_ids.join(', ') ?? '',
 });
+
+/** Client ids as typed: separated by commas, spaces or lines. */
+const clientIdsOf = (text: string): string[] => text.split(/[\s,]+/).filter(Boolean);
 
 const bodyOf = (draft: AudienceDraft) => ({
   name: draft.name.trim() === '' ? null : draft.name,
@@ -49,7 +55,11 @@ const bodyOf = (draft: AudienceDraft) => ({
   scopes: draft.scopes
     .filter((s) => s.name.trim() !== '' || s.description.trim() !== '')
     .map((s) => ({ name: s.name.trim(), description: s.description.trim() === '' ? null : s.description })),
+  resource_server_client_ids: clientIdsOf(draft.resource_servers),
 });
+
+/** The fields of an audience's form, for the errors the API names by them. */
+const FIELDS = ['name', 'token_ttl', 'signing_alg', 'scopes', 'resource_server_client_ids'];
 
 /** The form of a new or an existing audience; the identifier is set once. */
 function AudienceForm({
@@ -150,6 +160,14 @@ function AudienceForm({
           </p>
         )}
       </fieldset>
+      <TextField
+        label="Resource servers (client ids)"
+        name="resource_server_client_ids"
+        hint="The clients that receive this audience's tokens, separated by commas: each may exchange such a token for one of another audience it is granted with token exchange (RFC 8693)"
+        error={error}
+        value={draft.resource_servers}
+        onValue={(resource_servers) => set({ resource_servers })}
+      />
     </>
   );
 }
@@ -180,7 +198,7 @@ export function AudiencesPage() {
           {(data) => (
             <TableBox
               label="Audiences"
-              columns={['Identifier', 'Name', 'Scopes', 'Token lifetime', 'Algorithm']}
+              columns={['Identifier', 'Name', 'Scopes', 'Resource servers', 'Token lifetime', 'Algorithm']}
             >
               {data.map((a) => (
                 <tr key={a.id}>
@@ -189,6 +207,7 @@ export function AudiencesPage() {
                   </td>
                   <td>{a.name ?? <span class="muted">—</span>}</td>
                   <td>{a.scopes.map((s) => s.name).join(' ') || <span class="muted">none</span>}</td>
+                  <td>{a.resource_server_client_ids.join(', ') || <span class="muted">none</span>}</td>
                   <td class="nowrap">{formatSeconds(a.token_ttl)}</td>
                   <td>{a.signing_alg ?? <span class="muted">default</span>}</td>
                 </tr>
@@ -203,7 +222,7 @@ export function AudiencesPage() {
           <ChangeForm
             onSubmit={create}
             action={add}
-            fields={['identifier', 'name', 'token_ttl', 'signing_alg', 'scopes']}
+            fields={['identifier', ...FIELDS]}
             submit="Create audience"
           >
             <AudienceForm draft={draft} setDraft={setDraft} error={add.error} isNew />
@@ -213,6 +232,61 @@ export function AudiencesPage() {
         )}
       </section>
     </>
+  );
+}
+
+/** Client links, or `none`. */
+function ClientList({ ids }: { ids: readonly string[] }) {
+  if (ids.length === 0) return <span class="muted">none</span>;
+  return (
+    <ul class="inline-list">
+      {ids.map((id) => (
+        <li key={id}>
+          <a href={`/console/clients/${seg(id)}`}>
+            <code>{id}</code>
+          </a>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/**
+ * An audience in token exchange (RFC 8693): the clients that receive its tokens (its resource servers, set in the
+ * form above), and the clients that may exchange a token for one of it (their grant of it allows token exchange).
+ */
+function TokenExchange({ audience, canReadClients }: { audience: Audience; canReadClients: boolean }) {
+  const grants = useLoad(
+    async () =>
+      canReadClients
+        ? (await api.get<Page<Grant>>(`/audiences/${seg(audience.id)}/grants?limit=500`)).body.items
+        : [],
+    [audience.id, audience.updated_at, canReadClients],
+  );
+  return (
+    <section class="panel" aria-labelledby="aud-exchange">
+      <h2 id="aud-exchange">Token exchange</h2>
+      <dl>
+        <dt>Resource servers</dt>
+        <dd>
+          <ClientList ids={audience.resource_server_client_ids} />
+          <p class="hint">They receive its tokens, and may exchange one for a token of another audience.</p>
+        </dd>
+        <dt>May exchange into it</dt>
+        <dd>
+          {canReadClients ? (
+            <Loaded state={grants} what="the grants of this audience">
+              {(data) => <ClientList ids={data.filter((g) => g.token_exchange).map((g) => g.client_id)} />}
+            </Loaded>
+          ) : (
+            <span class="muted">reading clients is not among your permissions</span>
+          )}
+          <p class="hint">
+            Clients whose grant of this audience allows token exchange (set on each client's page).
+          </p>
+        </dd>
+      </dl>
+    </section>
   );
 }
 
@@ -256,7 +330,7 @@ export function AudiencePage() {
           <ChangeForm
             onSubmit={submit(bodyOf)}
             action={save}
-            fields={['name', 'token_ttl', 'signing_alg', 'scopes']}
+            fields={FIELDS}
             done={saved && <Done>Saved.</Done>}
             submit="Save changes"
           >
@@ -278,6 +352,7 @@ export function AudiencePage() {
           </>
         )}
       </section>
+      <TokenExchange audience={audience} canReadClients={can('clients:read')} />
       {writable && (
         <DeletePanel id="aud-delete" action={remove} onDelete={confirmDelete} label="Delete audience…">
           <p>Deleting an audience removes every grant of it.</p>

@@ -15,6 +15,7 @@ import {
 } from '../components';
 import {
   ChangeForm,
+  CheckField,
   Done,
   ErrorMessage,
   fieldError,
@@ -358,6 +359,7 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
   const [audienceId, setAudienceId] = useState('');
   const [scopes, setScopes] = useState<string[]>([]);
   const [claims, setClaims] = useState('');
+  const [exchange, setExchange] = useState(false);
   const put = useAction();
   const removal = useAction();
   const [done, setDone] = useState<string>();
@@ -368,6 +370,7 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
     setAudienceId(grant.audience_id);
     setScopes(grant.scopes);
     setClaims(jsonText(grant.claims));
+    setExchange(grant.token_exchange);
     setDone(undefined);
     document.getElementById('grant-form')?.scrollIntoView({ block: 'nearest' });
   };
@@ -377,6 +380,7 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
     const existing = grants.data?.find((g) => g.audience_id === id);
     setScopes(existing?.scopes ?? []);
     setClaims(jsonText(existing?.claims));
+    setExchange(existing?.token_exchange ?? false);
   };
 
   const submit = async (event: Event) => {
@@ -387,6 +391,7 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
       return api.put<Grant>(`/clients/${seg(clientId)}/grants/${seg(audienceId)}`, {
         scopes,
         claims: jsonOrNull('claims', claims),
+        token_exchange: exchange,
       });
     });
     if (answer) {
@@ -427,7 +432,10 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
           data.length === 0 ? (
             <p class="muted">No audience granted: the client cannot get any token yet.</p>
           ) : (
-            <TableBox label="Grants" columns={['Audience', 'Scopes', 'Claims', writable && 'Actions']}>
+            <TableBox
+              label="Grants"
+              columns={['Audience', 'Scopes', 'Claims', 'Token exchange', writable && 'Actions']}
+            >
               {data.map((g) => (
                 <tr key={g.audience_id}>
                   <td>
@@ -437,6 +445,7 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
                   <td>
                     {g.claims ? <code>{JSON.stringify(g.claims)}</code> : <span class="muted">none</span>}
                   </td>
+                  <td>{g.token_exchange ? 'allowed' : <span class="muted">no</span>}</td>
                   {writable && (
                     <EditRemoveCell
                       what={`grant of ${g.audience}`}
@@ -457,7 +466,7 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
           id="grant-form"
           onSubmit={submit}
           action={put}
-          fields={['audience_id', 'scopes', 'claims']}
+          fields={['audience_id', 'scopes', 'claims', 'token_exchange']}
           done={done && <Done>{done}</Done>}
           submit="Save grant"
         >
@@ -511,6 +520,14 @@ function Grants({ clientId, writable, ask, changed }: SectionProps) {
             error={put.error}
             value={claims}
             onValue={setClaims}
+          />
+          <CheckField
+            label="Token exchange"
+            name="token_exchange"
+            hint="The client may exchange a token it received, as a resource server of that token's audience, for one of this audience (RFC 8693)"
+            error={put.error}
+            checked={exchange}
+            onChecked={setExchange}
           />
         </ChangeForm>
       ) : (

@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
-import { audiences, views } from '../../management/index.js';
+import { audiences, clientGrants, views } from '../../management/index.js';
 import type { AdminRouteContext } from './route-context.js';
 import { pageOfList } from './paging.js';
 import { adminRoute, deleteById, readById, seconds, sendResource, updateById } from './route.js';
@@ -70,6 +70,30 @@ export function audienceRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
       ok: { 200: S.Audience },
     }),
     readById(ctx, audiences.getAudienceById, views.audienceJson),
+  );
+  api.get(
+    '/audiences/:id/grants',
+    adminRoute({
+      operationId: 'listAudienceGrants',
+      summary:
+        "An audience's grants, by client id: the clients that may get its tokens, and those that may exchange into it (token_exchange)",
+      tags,
+      scope: 'clients:read',
+      params: S.IdParam,
+      querystring: S.ListQuery,
+      ok: { 200: S.Page(S.Grant) },
+    }),
+    async (request) => {
+      const { id } = request.params as Static<typeof S.IdParam>;
+      return pageOfList(
+        ctx.cursors,
+        `audience grants ${id}`,
+        request.query as Static<typeof S.ListQuery>,
+        () => clientGrants.listGrantsOfAudience(ctx.context(request), id),
+        (g) => g.clientId,
+        (g) => views.grantJson(g.clientId, g.audience, g.grant),
+      );
+    },
   );
   api.patch(
     '/audiences/:id',

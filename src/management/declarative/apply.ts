@@ -37,6 +37,15 @@ const audienceFields = (values: Record<string, unknown>) => ({
   ...('scopes' in values ? { scopes: (values.scopes as ScopeEntry[] | null) ?? [] } : {}),
 });
 
+/** A plan's values of an audience but its resource servers, which are set once every client exists. */
+function withoutResourceServers(values: Record<string, unknown>): {
+  rest: Record<string, unknown>;
+  ids: string[] | undefined;
+} {
+  const { resource_server_client_ids: ids, ...rest } = values;
+  return { rest, ids: ids === undefined ? undefined : ((ids as string[] | null) ?? []) };
+}
+
 /** A plan's values (the file's names) as a client operation takes them; a field left out stays as it is. */
 const clientFields = (values: Record<string, unknown>) => ({
   ...('name' in values ? { name: values.name as string } : {}),
@@ -75,6 +84,11 @@ const changed = (changes: FieldChange[]): Record<string, unknown> =>
 /** A plan being applied in a transaction (`ctx` is bound to it); a new client's grants are made with it. */
 class Applying {
   readonly secrets: CreatedSecret[] = [];
+  /**
+   * The audiences' resource servers, set after every other step: a file may name a client it creates, which
+   * exists only once its step ran (the audiences come first, for the clients' grants name them).
+   */
+  private readonly resourceServers: { url: string; ids: string[] }[] = [];
 
   constructor(
     private readonly ctx: ManagementContext,
@@ -83,11 +97,20 @@ class Applying {
   ) {}
 
   async audience(step: StepOf<'audience'>): Promise<void> {
+    if (step.action === 'delete') return removeAudience(this.ctx, step.identifier);
+    const { rest, ids } = withoutResourceServers(
+      step.action === 'create' ? step.values : changed(step.changes),
+    );
+    if (ids !== undefined) this.resourceServers.push({ url: step.identifier, ids });
     if (step.action === 'create')
-      await addAudience(this.ctx, { url: step.identifier, ...audienceFields(step.values) });
-    else if (step.action === 'update')
-      await updateAudience(this.ctx, step.identifier, audienceFields(changed(step.changes)));
-    else await removeAudience(this.ctx, step.identifier);
+      await addAudience(this.ctx, { url: step.identifier, ...audienceFields(rest) });
+    else await updateAudience(this.ctx, step.identifier, audienceFields(rest));
+  }
+
+  /** The audiences' resource servers, once every client of the plan exists. */
+  async setResourceServers(): Promise<void> {
+    for (const { url, ids } of this.resourceServers)
+      await updateAudience(this.ctx, url, { resourceServerClientIds: ids });
   }
 
   async client(step: StepOf<'client'>): Promise<void> {
@@ -104,12 +127,14 @@ class Applying {
         await putGrant(this.ctx, step.client_id, await this.audienceOf(step.audience), {
           scopes: step.scopes,
           claims: step.claims ?? null,
+          tokenExchange: step.token_exchange === true,
         });
     } else if (step.action === 'update') {
       const to = changed(step.changes);
       await putGrant(this.ctx, step.client_id, await this.audienceOf(step.audience), {
         ...('scopes' in to ? { scopes: String(to.scopes).split(' ').filter(Boolean) } : {}),
         ...('claims' in to ? { claims: to.claims as Record<string, unknown> | null } : {}),
+        ...('token_exchange' in to ? { tokenExchange: to.token_exchange === true } : {}),
       });
     } else await removeGrant(this.ctx, step.client_id, step.audience);
   }
@@ -146,6 +171,7 @@ class Applying {
       grants: grants.map((g) => g.audience),
       scopes: Object.fromEntries(grants.map((g) => [g.audience, g.scopes])),
       grantClaims: Object.fromEntries(grants.flatMap((g) => (g.claims ? [[g.audience, g.claims]] : []))),
+      grantTokenExchange: grants.filter((g) => g.token_exchange === true).map((g) => g.audience),
     });
     if (secret !== undefined) this.secrets.push({ client_id: step.client_id, client_secret: secret });
   }
@@ -211,6 +237,7 @@ export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<Cre
         else if (step.type === 'federated_credential') await applying.credential(step);
         else await applying.grant(step);
       }
+      await applying.setResourceServers();
       return applying.secrets;
     }),
   );

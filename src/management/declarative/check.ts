@@ -18,7 +18,7 @@ import { checkNewClient, type ClientInput } from '../clients.js';
 import type { ManagementContext } from '../context.js';
 import { field, FieldChecks, ManagementError } from '../errors.js';
 import { checkNewCredentialFields, type FederatedCredentialInput } from '../federation.js';
-import { checkGrantAudience, checkGrantScopes } from '../grants.js';
+import { checkGrantAudience, checkGrantScopes, checkGrantTokenExchange } from '../grants.js';
 import type { CredentialView } from './export.js';
 import {
   audienceOfEntry,
@@ -55,6 +55,8 @@ interface Known {
   builtIn: string;
   /** The stored audiences but the built-in one, by identifier. */
   audiences: ReadonlyMap<string, Audience>;
+  /** The stored clients' ids: an audience's resource servers are clients of the file or of the store. */
+  clients: ReadonlySet<string>;
   /** With --prune a grant of an audience the file does not have is refused (the audience would go). */
   prune: boolean;
 }
@@ -126,6 +128,9 @@ const audienceInput = (url: string, raw: Record<string, unknown>): AudienceInput
           : [],
       )
     : undefined,
+  resourceServerClientIds: Array.isArray(raw.resource_server_client_ids)
+    ? (raw.resource_server_client_ids as unknown[]).filter((id): id is string => typeof id === 'string')
+    : undefined,
 });
 
 /** A client's entry as the rules take it, each value only if it is of the type the schema asks. */
@@ -194,6 +199,10 @@ class FileCheck {
   /** Where each audience and client was first written, for the message that refuses a second one. */
   private readonly audienceAt = new Map<string, string>();
   private readonly clientAt = new Map<string, string>();
+  /** Every client id the file names, even one whose other fields are refused. */
+  private readonly namedClients = new Set<string>();
+  /** The resource servers each audience names, checked once every client is read (places as in the file). */
+  private readonly resourceServers: { pointer: string; ids: unknown[] }[] = [];
   /** Inline key sets to import (with jose, asynchronously) once every client is read. */
   private readonly keySets: { pointer: string; jwks: PublicJwks }[] = [];
 
@@ -228,6 +237,11 @@ class FileCheck {
     // Named in the file, even if another of its fields is refused: its grants are not errors too.
     if (!checks.errors.some((e) => e.field === 'identifier')) this.named.add(checked.url);
     if (checks.errors.length > 0) return;
+    if (Array.isArray(raw.resource_server_client_ids))
+      this.resourceServers.push({
+        pointer: `${base}/resource_server_client_ids`,
+        ids: raw.resource_server_client_ids as unknown[],
+      });
     const first = this.audienceAt.get(checked.url);
     if (first !== undefined) {
       this.problems.add(`${base}/identifier`, `audience ${checked.url} is already in the file (${first})`);
@@ -240,7 +254,26 @@ class FileCheck {
       token_ttl: checked.tokenTtl,
       signing_alg: checked.signingAlg,
       scopes: scopeEntries(checked.scopes ?? []),
+      // As the export writes it: only when it names any.
+      ...(checked.resourceServerClientIds?.length
+        ? { resource_server_client_ids: checked.resourceServerClientIds }
+        : {}),
     });
+  }
+
+  /**
+   * The resource servers of the file's audiences: each a client of the file, or a registered one that stays (with
+   * --prune, a client left out of the file would be deleted). Refusals name the id's place.
+   */
+  checkResourceServers(): void {
+    for (const { pointer, ids } of this.resourceServers)
+      ids.forEach((id, j) => {
+        if (typeof id !== 'string' || this.namedClients.has(id)) return;
+        if (!this.known.clients.has(id))
+          this.problems.add(`${pointer}/${j}`, `client ${id} is neither in the file nor registered`);
+        else if (this.known.prune)
+          this.problems.add(`${pointer}/${j}`, `client ${id} is not in the file, so --prune would delete it`);
+      });
   }
 
   /** A client by the rules of a new one, and its grants (read even when the client is refused). */
@@ -251,6 +284,7 @@ class FileCheck {
     const id = str(raw.client_id);
     const name = str(raw.name);
     if (id === undefined || name === undefined) return;
+    this.namedClients.add(id);
     const { production, jwksAllowPrivate } = this.ctx.config;
     const checked = checkNewClient(clientInput(id, name, raw), checks, production, jwksAllowPrivate);
     this.problems.addRules(base, checks);
@@ -384,7 +418,18 @@ class FileCheck {
       if (checked === undefined) return;
       claims = checked.value;
     }
-    grants.push({ audience: url, scopes, ...(claims === null ? {} : { claims }) });
+    const exchange = grant.token_exchange === true;
+    if (
+      exchange &&
+      !this.problems.check(`${base}/token_exchange`, () => checkGrantTokenExchange(this.ctx, url))
+    )
+      return;
+    grants.push({
+      audience: url,
+      scopes,
+      ...(claims === null ? {} : { claims }),
+      ...(exchange ? { token_exchange: true } : {}),
+    });
   }
 
   /** The scopes an audience defines, for the grants' scopes: the file's where it has it, else the store's. */
@@ -418,6 +463,7 @@ export async function checkFile(ctx: ManagementContext, file: ParsedFile, known:
   // Audiences first: the grants of the clients refer to them.
   listOf(data.audiences).forEach((raw, i) => check.readAudience(raw, i));
   listOf(data.clients).forEach((raw, i) => check.readClient(raw, i));
+  check.checkResourceServers();
   await check.checkKeySets();
   check.problems.throwIfAny();
   return { audiences: check.audiences, clients: check.clients };

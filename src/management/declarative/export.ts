@@ -26,14 +26,18 @@ export function audienceEntry(a: Audience): AudienceEntry {
     ...(a.tokenTtl === null ? {} : { token_ttl: a.tokenTtl }),
     ...(a.signingAlg === null ? {} : { signing_alg: a.signingAlg }),
     ...(a.scopes.length === 0 ? {} : { scopes: scopeEntries(a.scopes) }),
+    ...(a.resourceServerClientIds.length === 0
+      ? {}
+      : { resource_server_client_ids: a.resourceServerClientIds }),
   };
 }
 
-/** A grant as a file has it: no scopes or claims when it has none. */
+/** A grant as a file has it: no scopes or claims when it has none, token_exchange only when true. */
 const grantEntry = (g: Client['grants'][number]): GrantEntry => ({
   audience: g.audience,
   ...(g.scopes.length === 0 ? {} : { scopes: g.scopes }),
   ...(g.claims === null ? {} : { claims: g.claims }),
+  ...(g.tokenExchange ? { token_exchange: true } : {}),
 });
 
 /** A federated credential with every field, as the plan compares it (federatedCredentialJson's, but id and times). */

@@ -2,13 +2,18 @@
 import type { ScopeEntry } from './file.js';
 import type { Plan, PlanStep } from './plan.js';
 
-/** A value as a plan line shows it: scopes by name, strings and objects as JSON, the rest as they are. */
+/**
+ * A value as a plan line shows it: scopes by name, a list of ids (resource servers) in brackets, strings and
+ * objects as JSON, the rest as they are.
+ */
 const show = (value: unknown): string =>
-  Array.isArray(value)
-    ? (value as ScopeEntry[]).map((s) => s.name).join(' ')
-    : typeof value === 'string' || (typeof value === 'object' && value !== null)
-      ? JSON.stringify(value)
-      : String(value);
+  Array.isArray(value) && value.every((v) => typeof v === 'string')
+    ? `[${value.join(', ')}]`
+    : Array.isArray(value)
+      ? (value as ScopeEntry[]).map((s) => s.name).join(' ')
+      : typeof value === 'string' || (typeof value === 'object' && value !== null)
+        ? JSON.stringify(value)
+        : String(value);
 
 /** A new resource's values: ` (name "x", token_ttl 60)`, the fields left out or null not shown. */
 const values = (v: Record<string, unknown>): string => {
@@ -18,8 +23,13 @@ const values = (v: Record<string, unknown>): string => {
 
 function grantLines(s: Extract<PlanStep, { type: 'grant' }>): string[] {
   const grant = `grant ${s.client_id} → ${s.audience}`;
-  if (s.action === 'create')
-    return [`+ ${grant}${s.scopes.length ? ` (scopes ${show(s.scopes.join(' '))})` : ''}`];
+  if (s.action === 'create') {
+    const notes = [
+      ...(s.scopes.length ? [`scopes ${show(s.scopes.join(' '))}`] : []),
+      ...(s.token_exchange ? ['token_exchange true'] : []),
+    ];
+    return [`+ ${grant}${notes.length ? ` (${notes.join(', ')})` : ''}`];
+  }
   if (s.action === 'delete') return [`- ${grant}`];
   return s.changes.map((c) => `~ ${grant}: ${c.field} ${show(c.from)} → ${show(c.to)}`);
 }

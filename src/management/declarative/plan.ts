@@ -46,6 +46,7 @@ export type PlanStep =
       audience: string;
       scopes: string[];
       claims?: Record<string, unknown>;
+      token_exchange?: boolean;
     }
   | { action: 'update'; type: 'grant'; client_id: string; audience: string; changes: FieldChange[] }
   | { action: 'delete'; type: 'grant'; client_id: string; audience: string }
@@ -81,6 +82,9 @@ export interface Plan {
 
 const sortedKeys = (map: ReadonlyMap<string, unknown>): string[] => [...map.keys()].sort(byCodeUnit);
 
+/** The audience fields the export leaves out at their default (which is not null). */
+const AUDIENCE_DEFAULTS = { resource_server_client_ids: [] };
+
 /** The audiences the file creates or changes, by identifier. */
 function audienceSteps(
   wanted: ReadonlyMap<string, AudienceEntry>,
@@ -96,7 +100,12 @@ function audienceSteps(
       steps.push({ action: 'create', type: 'audience', identifier: url, values });
       continue;
     }
-    const changes = changedFields(AUDIENCE_FIELDS, audienceEntry(have), want);
+    // A list the file leaves out is its default: a change back to it reads `[a] → []`, not `→ null`.
+    const changes = changedFields(
+      AUDIENCE_FIELDS,
+      { ...AUDIENCE_DEFAULTS, ...audienceEntry(have) },
+      { ...AUDIENCE_DEFAULTS, ...want },
+    );
     if (changes.length > 0) steps.push({ action: 'update', type: 'audience', identifier: url, changes });
   }
   return steps;
@@ -109,6 +118,7 @@ const createGrant = (clientId: string, g: GrantEntry): PlanStep => ({
   audience: g.audience,
   scopes: g.scopes ?? [],
   ...(g.claims ? { claims: g.claims } : {}),
+  ...(g.token_exchange ? { token_exchange: true } : {}),
 });
 
 /** The grants of a stored client that the file creates, changes, or (with --prune) deletes. */
@@ -123,9 +133,13 @@ function grantSteps(have: Client, grants: readonly GrantEntry[], prune: boolean,
     }
     // Scopes as one string (`a b`), as a token has them; claims as objects.
     const changes = changedFields(
-      ['scopes', 'claims'],
-      { scopes: current.scopes.join(' '), claims: current.claims },
-      { scopes: (g.scopes ?? []).join(' '), claims: g.claims ?? null },
+      ['scopes', 'claims', 'token_exchange'],
+      { scopes: current.scopes.join(' '), claims: current.claims, token_exchange: current.tokenExchange },
+      {
+        scopes: (g.scopes ?? []).join(' '),
+        claims: g.claims ?? null,
+        token_exchange: g.token_exchange ?? false,
+      },
     );
     if (changes.length > 0)
       steps.push({ action: 'update', type: 'grant', client_id: have.id, audience: g.audience, changes });
@@ -261,7 +275,12 @@ export async function planApply(
     audiences: new Map(audiences.filter((a) => a.url !== builtIn).map((a) => [a.url, a])),
     clients,
   };
-  const wanted = await checkFile(ctx, file, { builtIn, audiences: stored.audiences, prune });
+  const wanted = await checkFile(ctx, file, {
+    builtIn,
+    audiences: stored.audiences,
+    clients: new Set(clients.map((c) => c.id)),
+    prune,
+  });
 
   // The differences, in a stable order: audiences, then clients (each with its grants), then deletions.
   const kept: Kept = { audiences: 0, clients: 0, grants: 0 };

@@ -29,6 +29,12 @@ const AUDIENCE = {
         properties: { name: { type: 'string' }, description: nullable({ type: 'string' }) },
       },
     },
+    resource_server_client_ids: {
+      type: 'array',
+      items: { type: 'string' },
+      description:
+        'token exchange (RFC 8693): the clients that receive its tokens, and so may exchange one for a token of another audience, by client_id (each a client in the file or registered); none when left out',
+    },
   },
 };
 
@@ -117,6 +123,12 @@ const GRANT = {
       type: 'object',
       description: "custom claims for this audience, over the client's",
     }),
+    token_exchange: {
+      type: 'boolean',
+      default: false,
+      description:
+        "token exchange (RFC 8693): the client may exchange a token it received, as a resource server of the token's audience, for one of this audience; never for the admin API's audience",
+    },
   },
 };
 
