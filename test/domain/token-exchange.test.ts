@@ -587,7 +587,7 @@ describe('token exchange: each refusal, in the order of the checks', () => {
     }
   });
 
-  it('5. an actor_token not active, or not the acting client’s own: invalid_request', async () => {
+  it('5. an actor_token not the acting client’s own, or not active: invalid_request', async () => {
     const ofC = await t.token('svc-c', BACK);
     const ofB = await t.token('svc-b', SHORT);
     // A token B holds for a caller (an exchanged one: client_id B, sub A) is not B's own.
@@ -609,6 +609,14 @@ describe('token exchange: each refusal, in the order of the checks', () => {
       ).toEqual(expected);
       expect(t.audit.at(-1)?.reason).toBe(`invalid_request: ${reason}`);
     }
+    // Another client's token tells nothing of whether it is active: revoked, the same answer.
+    t.standing.denied.add(decodeJwt(ofC).jti!);
+    expect(
+      await failure(
+        t.service,
+        exchange('svc-b', fromA, MIDDLE, { actor_token: ofC, actor_token_type: ACCESS_TOKEN }),
+      ),
+    ).toEqual(notOwn);
     t.standing.denied.add(decodeJwt(ofB).jti!);
     expect(
       await failure(

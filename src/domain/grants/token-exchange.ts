@@ -5,13 +5,7 @@ import {
   unauthorizedClient,
   unsupportedGrantType,
 } from '../errors.js';
-import {
-  activeNow,
-  readOwnToken,
-  verifyOwnToken,
-  type OwnTokenClaims,
-  type OwnTokenDeps,
-} from '../own-tokens.js';
+import { activeNow, readOwnToken, type OwnTokenClaims, type OwnTokenDeps } from '../own-tokens.js';
 import { present, type KnownClient } from '../token-types.js';
 import { requestedAudience, scopeOf, type ActClaim, type GrantClaims, type GrantHandler } from './grant.js';
 
@@ -82,6 +76,7 @@ function servesAudienceOf(
 }
 
 const INACTIVE_SUBJECT = 'subject_token is not an active access token of this server';
+const INACTIVE_ACTOR = 'actor_token is not an active access token of this server';
 
 /** The subject token's claims if it is a genuine token of this server (signature, iss, typ), active or not. */
 function genuineSubject(token: string, deps: OwnTokenDeps): OwnTokenClaims {
@@ -96,23 +91,23 @@ function checkActiveSubject(claims: OwnTokenClaims, deps: OwnTokenDeps): void {
   if (!verdict.active) throw unacceptableToken('subject_token', INACTIVE_SUBJECT, verdict.reason);
 }
 
-/** RFC 8693 §2.1 actor_token: an active token of this server that is the acting client's own. */
+/**
+ * RFC 8693 §2.1 actor_token: a token of this server that is the acting client's own, and active. Whose it is comes
+ * before whether it is active: a client learns nothing of another client's token it presents.
+ */
 function checkActorToken(token: string, client: KnownClient, deps: OwnTokenDeps): void {
-  const verdict = verifyOwnToken(token, deps);
-  if (!verdict.active)
-    throw unacceptableToken(
-      'actor_token',
-      'actor_token is not an active access token of this server',
-      verdict.reason,
-    );
+  const claims = readOwnToken(token, deps);
+  if (typeof claims === 'string') throw unacceptableToken('actor_token', INACTIVE_ACTOR, claims);
   // The acting client's own token: issued to it (client_id), and for itself (sub), not one it holds for a caller.
-  const { client_id: clientId, sub } = verdict.claims;
+  const { client_id: clientId, sub } = claims;
   if (clientId !== client.id || sub !== client.id)
     throw unacceptableToken(
       'actor_token',
       'actor_token is not a token of the authenticated client',
       `a token of ${clientId === sub ? clientId : `${clientId} for ${sub}`}`.slice(0, 300),
     );
+  const verdict = activeNow(claims, deps);
+  if (!verdict.active) throw unacceptableToken('actor_token', INACTIVE_ACTOR, verdict.reason);
 }
 
 /**
@@ -131,7 +126,7 @@ function checkActorToken(token: string, client: KnownClient, deps: OwnTokenDeps)
  *    target.
  * 4. The subject token is active now: exp, the denylist, its client and its original client (`sub`) existing,
  *    enabled, their tokens not revoked since its iat (invalid_request).
- * 5. The actor token, if sent: active likewise, and the acting client's own (invalid_request).
+ * 5. The actor token, if sent: a genuine token of the acting client's own, then active (invalid_request).
  * 6. The subject token's chain: at most MAX_ACTORS - 1 actors already, so that the new one has at most
  *    MAX_ACTORS (invalid_request).
  * 7. The target is registered and granted to the acting client (invalid_target).
