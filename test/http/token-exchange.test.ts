@@ -222,13 +222,19 @@ describe('token exchange over HTTP', () => {
     expect(second.exp).toBeLessThanOrEqual(claims.exp!);
     expect(atBack.body.expires_in).toBe(second.exp! - second.iat!);
 
-    // Introspection answers the exchanged token as any other: client_id the actor, sub the caller.
-    expect(await introspect(atBack.body.access_token as string)).toMatchObject({
+    // Introspection answers the exchanged token as any other (client_id the actor, sub the caller), with act.
+    expect(await introspect(atBack.body.access_token as string)).toEqual({
       active: true,
+      scope: 'back:read',
       client_id: charlie.id,
       sub: caller.id,
       aud: BACK,
+      iss: t.url,
+      exp: second.exp,
+      iat: second.iat,
+      jti: second.jti,
       token_type: 'Bearer',
+      act: { sub: charlie.id, act: { sub: bravo.id } },
     });
     // The audit trail: the subject, the actor chain, the target.
     expect(await auditTrail('token.exchanged', bravo.id)).toContainEqual({
