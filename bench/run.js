@@ -47,6 +47,7 @@ import {
   provision,
   provisionFederatedClient,
   provisionKeyClient,
+  provisionExchange,
   provisionResourceServer,
   provisionScoped,
   tesseraEnv,
@@ -55,6 +56,8 @@ import { assertionMaker, dpopProofMaker, platformToken } from './lib/assertions.
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const AUDIENCE = 'https://api.bench.example';
+/** The API the token exchange scenario's service calls for its caller. */
+const DOWNSTREAM = 'https://downstream.bench.example';
 
 /**
  * Tessera's tessera_event_loop_delay_max_seconds (the longest event-loop delay since the previous scrape), in
@@ -83,6 +86,7 @@ const SCENARIOS = [
   'tessera-sqlite-dpop',
   'tessera-sqlite-federated',
   'tessera-sqlite-introspect',
+  'tessera-sqlite-exchange',
   'tessera-sqlite-cold',
   'tessera-workers2',
   'tessera-pg',
@@ -469,6 +473,21 @@ async function main() {
     );
     return store;
   }
+  /**
+   * Like sqliteStore, with a service (the resource server of AUDIENCE, granted DOWNSTREAM with token_exchange)
+   * that exchanges the client's tokens for DOWNSTREAM ones.
+   */
+  async function exchangeSqliteStore() {
+    const store = await sqliteStore();
+    store.service = await provisionExchange(
+      tesseraRoot,
+      tesseraEnv(storeSettings(store)),
+      store.dataDir,
+      AUDIENCE,
+      DOWNSTREAM,
+    );
+    return store;
+  }
   async function postgresStore() {
     if (!pgUp) throw new Error(`PostgreSQL does not answer at ${settings.pgAdminUrl}`);
     const db = await createPostgresDatabase(settings.pgAdminUrl);
@@ -770,6 +789,44 @@ async function main() {
         return started;
       },
     },
+    'tessera-sqlite-exchange': {
+      label: 'Tessera, SQLite, token exchange',
+      note: () =>
+        'token exchange (RFC 8693): a service (client_secret_post) exchanges one active ES256 token of the client ' +
+        '(its caller, for the API the service serves) for a token of the API it calls, with act: the subject ' +
+        "token verified from memory (the signature, the denylist, both clients' standing), then signed as a " +
+        "client credentials token; against tessera-sqlite, the token endpoint's rate on the same server build",
+      start: async (port) => {
+        const store = await exchangeSqliteStore();
+        const started = await startTessera({ id: 'tessera-sqlite-exchange', store, port });
+        const { target } = started;
+        // Once the server answers: a token of the client (the caller), which every request then exchanges.
+        target.prepare = async () => {
+          const response = await fetch(`${target.url}/oauth/token`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: target.body,
+          });
+          if (response.status !== 200) throw new Error(`no token to exchange: status ${response.status}`);
+          const { access_token: token } = await response.json();
+          const service = store.service;
+          target.exchange = { sub: target.clientId };
+          target.clientId = service.clientId;
+          target.audience = DOWNSTREAM;
+          target.body = Buffer.from(
+            form({
+              grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+              client_id: service.clientId,
+              client_secret: service.clientSecret,
+              subject_token: token,
+              subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+              audience: DOWNSTREAM,
+            }),
+          );
+        };
+        return started;
+      },
+    },
     'tessera-sqlite-cold': coldScenario('tessera-sqlite-cold', 'Tessera, SQLite, cold cache', sqliteStore),
     'tessera-workers2': {
       label: 'Tessera, SQLite, --workers 2 *',
@@ -995,6 +1052,15 @@ async function main() {
         `metrics cost at concurrency ${row.connections}: ${Math.round(on.reqPerSec)} req/s with /metrics on (the ` +
           `default), ${Math.round(row.reqPerSec)} with TESSERA_METRICS=false (${((on.reqPerSec / row.reqPerSec - 1) * 100).toFixed(1)} %); ` +
           `CPU per token ${on.serverCpuUsPerRequest?.toFixed(1)} vs ${row.serverCpuUsPerRequest?.toFixed(1)} µs`,
+      );
+  }
+  for (const row of rows.filter((r) => r.scenario === 'tessera-sqlite-exchange')) {
+    const tokens = rows.find((r) => r.scenario === 'tessera-sqlite' && r.connections === row.connections);
+    if (tokens)
+      notes.push(
+        `token exchange at concurrency ${row.connections}: ${Math.round(row.reqPerSec)} req/s, client credentials ` +
+          `${Math.round(tokens.reqPerSec)} req/s (${(row.reqPerSec / tokens.reqPerSec).toFixed(2)}×); CPU per ` +
+          `token ${row.serverCpuUsPerRequest?.toFixed(1)} vs ${tokens.serverCpuUsPerRequest?.toFixed(1)} µs`,
       );
   }
   for (const row of rows.filter((r) => r.scenario === 'tessera-sqlite-introspect')) {

@@ -87,8 +87,8 @@ function checkIntrospection(target, json) {
 /**
  * A warm-up of `seconds` at `connections` in which every answer is kept, then checked: status 200, a JSON
  * body with a Bearer token (a DPoP token bound to the proofs' key, with DPoP proofs) that jose verifies against
- * the server's JWKS (issuer, audience, typ at+jwt, ES256) and names the client that asked; or, for an
- * introspection target, the active token's claims. Throws on the first failures.
+ * the server's JWKS (issuer, audience, typ at+jwt, ES256) and names the client that asked (for a token
+ * exchange, as the actor for the caller); or, for an introspection target, the active token's claims. Throws on the first failures.
  */
 export async function checkedWarmup(target, { seconds, connections }) {
   const plan = requestPlan(target);
@@ -131,7 +131,14 @@ export async function checkedWarmup(target, { seconds, connections }) {
         algorithms: ['ES256'],
         requiredClaims: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'client_id'],
       });
-      if (payload.client_id !== clientId || payload.sub !== clientId)
+      if (target.exchange) {
+        // Token exchange (RFC 8693): the caller stays the subject, the service that asked acts for it.
+        if (json.issued_token_type !== 'urn:ietf:params:oauth:token-type:access_token')
+          throw new Error(`issued_token_type ${json.issued_token_type}`);
+        if (payload.client_id !== clientId || payload.sub !== target.exchange.sub)
+          throw new Error(`token of ${payload.client_id} for ${payload.sub}, asked by ${clientId}`);
+        if (payload.act?.sub !== clientId) throw new Error(`act ${JSON.stringify(payload.act)}`);
+      } else if (payload.client_id !== clientId || payload.sub !== clientId)
         throw new Error(`token for ${payload.client_id}, asked by ${clientId}`);
       if (target.dpop && payload.cnf?.jkt !== target.dpop.jkt)
         throw new Error(`token bound to ${JSON.stringify(payload.cnf)}, not to the proof's key`);

@@ -58,6 +58,32 @@ export async function provisionResourceServer(root, env) {
   return { clientId: client.client_id, clientSecret: client.client_secret };
 }
 
+/**
+ * Token exchange (README, "Calling another service for your caller"): a service that is the resource server of
+ * `audience` (the caller's tokens are for it), granted `downstream` with token_exchange. The service and its grant
+ * through the CLI; token_exchange and the audience's resource_server_client_ids written to the store, as the
+ * management layer would.
+ */
+export async function provisionExchange(root, env, dataDir, audience, downstream) {
+  await tesseraCli(root, env, ['audience', 'add', downstream, '--name', 'Downstream API']);
+  const service = await tesseraCli(root, env, [
+    'client',
+    'create',
+    '--name',
+    'bench-service',
+    '--grant',
+    downstream,
+  ]);
+  const store = openSqliteStore(join(dataDir, 'tessera.db'));
+  try {
+    await store.putGrant(service.client_id, downstream, [], undefined, null, true);
+    await store.updateAudience(audience, { resourceServerClientIds: [service.client_id] });
+  } finally {
+    await store.close();
+  }
+  return { clientId: service.client_id, clientSecret: service.client_secret };
+}
+
 /** Ten scopes and five custom claims, as a client with permissions and a tenant would have. */
 const SCOPES = Array.from({ length: 10 }, (_, i) => `orders.${i}:read`);
 const CLAIMS = { tenant_id: 'acme', plan: 'gold', region: 'eu-west-1', org: 'org_8fK2', tier: 3 };

@@ -78,6 +78,7 @@ const MAX_REASONS = 5;
 
 const MESSAGES: Record<AuditRecord['type'], string> = {
   'token.issued': 'token issued',
+  'token.exchanged': 'token issued by token exchange',
   'token.refused': 'token refused',
   'token.throttled': 'token requests throttled',
   'admin.auth_failed': 'admin API authentications failed',

@@ -35,7 +35,7 @@ export function auditCommand(program: Command): void {
       .addOption(
         new Option(
           '--outcome <outcome>',
-          'issued (token.issued) or refused (token.refused, token.throttled)',
+          'issued (token.issued, token.exchanged) or refused (token.refused, token.throttled)',
         ).choices(['issued', 'refused']),
       )
       .option('--since <time>', 'from this time: ISO 8601, or a duration ago such as 15m, 12h, 7d', parseTime)

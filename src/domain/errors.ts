@@ -45,8 +45,20 @@ export const invalidClient = (debug?: string): OAuthError =>
 export const invalidRequest = (description: string, status = 400): OAuthError =>
   new OAuthError('invalid_request', description, status);
 
-export const unsupportedGrantType = (): OAuthError =>
-  new OAuthError('unsupported_grant_type', 'only grant_type=client_credentials is supported', 400);
+/** The grant types the token service dispatches on, named in the description (e.g. `a or b`). */
+export const unsupportedGrantType = (supported: string): OAuthError =>
+  new OAuthError('unsupported_grant_type', `grant_type must be ${supported}`, 400);
+
+/**
+ * RFC 8693 §2.2.2: a subject_token or actor_token that is invalid or unacceptable is an invalid_request. The
+ * description is for the caller; the debug text (the audit trail's reason) names the token and why.
+ */
+export const unacceptableToken = (param: string, description: string, why: string): OAuthError =>
+  new OAuthError('invalid_request', description, 400, {}, `${param}: ${why}`);
+
+/** RFC 6749 §5.2: the authenticated client may not use this grant so (token exchange, RFC 8693 §2.2.2). */
+export const unauthorizedClient = (description: string): OAuthError =>
+  new OAuthError('unauthorized_client', description, 400);
 
 // RFC 8707 §2: invalid_target for an audience (resource) that is unknown or not allowed.
 export const invalidTarget = (description: string): OAuthError =>

@@ -1,8 +1,8 @@
 import type { SigningAlg } from './algorithms.js';
 
 /*
- * Verifying Tessera's own access tokens (docs/design.md): introspection's, and later token exchange's subject
- * and actor tokens. One function over what this process holds in memory: the keyring's published keys, the
+ * Verifying Tessera's own access tokens (docs/design.md): introspection's, the admin API's, and token exchange's
+ * subject and actor tokens. One function over what this process holds in memory: the keyring's published keys, the
  * denylist, and the standing of clients (revocations.ts and the directory keep both current through the change
  * feed). No store operation, no await: a verdict per call, from memory.
  */
@@ -48,6 +48,8 @@ export interface OwnTokenClaims {
   nbf?: number;
   scope?: string;
   cnf?: Record<string, unknown>;
+  /** RFC 8693 §4.1: who acted for `sub` (an exchanged token), nesting who acted before. */
+  act?: unknown;
   [claim: string]: unknown;
 }
 
@@ -91,29 +93,40 @@ const isAudience = (value: unknown): value is string | string[] =>
 
 /**
  * Whether `token` is one of this server's access tokens that is active now (INTERFACE.md, "Revocation and
- * introspection"): a JWS signed by a key this server publishes (by its `kid`, with that key's `alg`), `typ`
- * at+jwt (RFC 9068 §2.1), `iss` this server, not expired (no clock leeway for our own tokens: inactive from
- * `exp`), not before its `nbf` if it has one, not on the denylist, issued to a client that exists, is enabled,
- * and whose tokens were not revoked at or after the token's `iat`.
+ * introspection"): a genuine one (readOwnToken) that is active now (activeNow).
  */
 export function verifyOwnToken(token: string, deps: OwnTokenDeps): OwnTokenVerdict {
-  if (token.length > MAX_TOKEN_LENGTH) return inactive('not a token of this server');
+  const claims = readOwnToken(token, deps);
+  return typeof claims === 'string' ? inactive(claims) : activeNow(claims, deps);
+}
+
+/**
+ * The claims of `token` if it is a genuine access token of this server, active or not: a JWS signed by a key this
+ * server publishes (by its `kid`, with that key's `alg`), `typ` at+jwt (RFC 9068 §2.1), `iss` this server, its
+ * claims of the right types; else why it is not one. Token exchange reads its subject token so before it tells
+ * whether the token is active, which only a client the token was meant for may learn.
+ */
+export function readOwnToken(
+  token: string,
+  deps: Pick<OwnTokenDeps, 'issuer' | 'key'>,
+): OwnTokenClaims | string {
+  if (token.length > MAX_TOKEN_LENGTH) return 'not a token of this server';
   const parts = token.split('.');
-  if (parts.length !== 3 || !parts.every((part) => PART.test(part))) return inactive('not a compact JWS');
+  if (parts.length !== 3 || !parts.every((part) => PART.test(part))) return 'not a compact JWS';
   const [encodedHeader, encodedPayload, encodedSignature] = parts as [string, string, string];
   const header = decodeObject(encodedHeader);
-  if (header === undefined) return inactive('not a compact JWS');
+  if (header === undefined) return 'not a compact JWS';
   // RFC 9068 §2.1 (and RFC 7515 §4.1.11: Tessera understands no critical extension).
-  if (header.typ !== 'at+jwt' || header.crit !== undefined) return inactive('not an access token');
-  if (typeof header.kid !== 'string') return inactive('not signed by a key of this server');
+  if (header.typ !== 'at+jwt' || header.crit !== undefined) return 'not an access token';
+  if (typeof header.kid !== 'string') return 'not signed by a key of this server';
   const key = deps.key(header.kid);
-  if (key === undefined || header.alg !== key.alg) return inactive('not signed by a key of this server');
+  if (key === undefined || header.alg !== key.alg) return 'not signed by a key of this server';
   if (!key.check(`${encodedHeader}.${encodedPayload}`, Buffer.from(encodedSignature, 'base64url')))
-    return inactive('bad signature');
+    return 'bad signature';
 
   const claims = decodeObject(encodedPayload);
-  if (claims === undefined) return inactive('not a JWT');
-  if (claims.iss !== deps.issuer) return inactive('issued by another issuer');
+  if (claims === undefined) return 'not a JWT';
+  if (claims.iss !== deps.issuer) return 'issued by another issuer';
   const { exp, iat, nbf, jti, client_id: clientId } = claims;
   if (
     !isTime(exp) ||
@@ -124,7 +137,18 @@ export function verifyOwnToken(token: string, deps: OwnTokenDeps): OwnTokenVerdi
     !isText(claims.sub) ||
     !isAudience(claims.aud)
   )
-    return inactive('a claim is missing or malformed');
+    return 'a claim is missing or malformed';
+  return claims as OwnTokenClaims;
+}
+
+/**
+ * Whether a genuine token of this server (readOwnToken's claims) is active now: not expired (no clock leeway for
+ * our own tokens: inactive from `exp`), not before its `nbf` if it has one, not on the denylist, issued to a client
+ * that exists, is enabled, and whose tokens were not revoked at or after the token's `iat`; and when its `sub` is
+ * another client than its `client_id` (an exchanged token's original caller), that client too.
+ */
+export function activeNow(claims: OwnTokenClaims, deps: OwnTokenDeps): OwnTokenVerdict {
+  const { exp, iat, nbf, jti, client_id: clientId } = claims;
   const now = deps.now();
   if (now >= exp * 1000) return inactive('expired');
   if (nbf !== undefined && now < nbf * 1000) return inactive('not valid yet');
@@ -133,5 +157,15 @@ export function verifyOwnToken(token: string, deps: OwnTokenDeps): OwnTokenVerdi
   const cut = deps.cutOf(clientId);
   if (cut === Infinity) return inactive('its client is disabled or deleted', 'client');
   if (iat <= cut) return inactive("its client's tokens were revoked", 'revoked');
-  return { active: true, claims: claims as OwnTokenClaims };
+  // A token obtained by token exchange (RFC 8693) is for its `sub`, the original caller, a client too: it is
+  // worth no more than a token of that client would be (never a token for a disabled or deleted original client;
+  // Keycloak's CVE-2025-14559). A client credentials token has sub = client_id, and pays nothing for this.
+  const sub = claims.sub;
+  if (sub !== clientId) {
+    if (!deps.clientExists(sub)) return inactive('its subject client is deleted', 'client');
+    const subjectCut = deps.cutOf(sub);
+    if (subjectCut === Infinity) return inactive('its subject client is disabled or deleted', 'client');
+    if (iat <= subjectCut) return inactive("its subject client's tokens were revoked", 'revoked');
+  }
+  return { active: true, claims };
 }

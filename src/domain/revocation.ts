@@ -25,6 +25,8 @@ export type Introspection =
       jti: string;
       token_type: 'Bearer' | 'DPoP';
       cnf?: Record<string, unknown>;
+      /** RFC 8693 §4.1: who acted for `sub`, as an exchanged token carries it. */
+      act?: unknown;
     };
 
 const INACTIVE: Introspection = { active: false };
@@ -45,6 +47,8 @@ function introspectionOf(claims: OwnTokenClaims): Introspection {
     // RFC 9449 §6.2: a token bound to a DPoP key (cnf.jkt) is a DPoP token; RFC 8705's x5t#S256 stays Bearer.
     token_type: claims.cnf !== undefined && 'jkt' in claims.cnf ? 'DPoP' : 'Bearer',
     ...(claims.cnf === undefined ? {} : { cnf: claims.cnf }),
+    // RFC 8693 §4.1: the act claim may be in an introspection answer; a resource server sees the chain.
+    ...(claims.act === undefined ? {} : { act: claims.act }),
   };
 }
 

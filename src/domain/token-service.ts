@@ -13,23 +13,23 @@ import {
   OAuthError,
   invalidDpopProof,
   invalidRequest,
-  invalidScope,
-  invalidTarget,
   quotaExceeded,
   unsupportedGrantType,
 } from './errors.js';
+import { clientCredentials } from './grants/client-credentials.js';
+import type { GrantClaims, GrantHandler } from './grants/grant.js';
+import { ACCESS_TOKEN_TYPE, exchangeNote, TOKEN_EXCHANGE, tokenExchange } from './grants/token-exchange.js';
+import type { OwnTokenDeps } from './own-tokens.js';
 import {
   present,
   type AuditEntry,
   type KnownAudience,
   type KnownClient,
-  type KnownGrant,
   type QuotaLimiter,
-  type TokenParams,
   type TokenRequest,
   type TokenResponse,
 } from './token-types.js';
-import { isPossibleClientId, ownString, SCOPE_TOKEN } from './validate.js';
+import { isPossibleClientId, ownString } from './validate.js';
 
 /** What the token service needs: client authentication's (client-auth/authenticator.ts), and its own. */
 export interface TokenServiceDeps extends ClientAuthenticatorDeps {
@@ -51,6 +51,11 @@ export interface TokenServiceDeps extends ClientAuthenticatorDeps {
   dpop?: DpopVerifier;
   /** Receives every issued token and every refusal (no secrets, no tokens in them). */
   audit?: (event: AuditEntry) => void;
+  /**
+   * What verifying this server's own tokens reads, all in memory (own-tokens.ts): with it, token exchange
+   * (RFC 8693) is offered, its subject and actor tokens verified as introspection verifies tokens.
+   */
+  ownTokens?: OwnTokenDeps;
   issuer: string;
   defaultTtl: number;
   defaultAlg: SigningAlg;
@@ -71,38 +76,43 @@ export interface IssuedToken {
   clientId: string;
   audience: string;
   jti: string;
-  /** What the audit trail says of how the client authenticated, if its method said anything (a federated credential). */
+  /** The audit event: token.exchanged for a token exchange (RFC 8693), token.issued for any other grant. */
+  type: 'token.issued' | 'token.exchanged';
+  /**
+   * What the audit trail says of the token beyond its client and audience: how the client authenticated, if its
+   * method said anything (a federated credential); for an exchange, the original caller and the actors first.
+   */
   note?: string | undefined;
 }
 
-/**
- * The scopes a token carries (INTERFACE.md, Scopes): without `scope` in the request every granted one; with
- * it exactly those asked for (each once, sorted), each granted, else invalid_scope naming the first that is not.
- */
-function scopeOf(grant: KnownGrant, requested: string | undefined): string | undefined {
-  if (requested === undefined) return grant.scope;
-  const asked = requested.split(' ');
-  for (const token of asked) {
-    if (!SCOPE_TOKEN.test(token))
-      // "section", not the sign: an error_description is printable ASCII only (RFC 6749 §5.2).
-      throw invalidScope('scope must be scope tokens separated by single spaces (RFC 6749 section 3.3)');
-    if (!grant.scopes.has(token))
-      throw invalidScope(`scope ${token.slice(0, 128)} is not granted to this client for this audience`);
-  }
-  return [...new Set(asked)].sort().join(' ');
-}
+/** The grant types (RFC 6749 §4.4, RFC 8693 §2.1), each a handler (grants/): looked up by grant_type, as sent. */
+const CLIENT_CREDENTIALS = 'client_credentials';
 
 /**
- * The client credentials grant (RFC 6749 §4.4) as a list of small steps: pick the authentication method,
- * authenticate, check the grant type, resolve the audience, check the grant, sign. Credentials are checked
- * before anything else about the request is revealed (INTERFACE.md).
+ * The token endpoint as a list of small steps: pick the authentication method, authenticate, look up the grant
+ * type's handler (grants/), which checks what its grant needs and returns the claims; then, for every grant, the
+ * DPoP proof, the quota, signing, the answer and the audit event. Credentials are checked before anything else
+ * about the request is revealed (INTERFACE.md).
  */
 export class TokenService {
   /** Client authentication and its limits, as the revocation and introspection endpoints share it. */
   readonly clients: ClientAuthenticator;
+  /** By grant_type; a Map, so that no name (`__proto__`, `constructor`) finds anything it was not given. */
+  private readonly grants: ReadonlyMap<string, GrantHandler>;
+  /** The unsupported_grant_type description: the grant types offered. */
+  private readonly grantTypes: string;
 
   constructor(private readonly deps: TokenServiceDeps) {
     this.clients = new ClientAuthenticator(deps, deps.methods ?? SECRET_METHODS);
+    const grants = new Map<string, GrantHandler>([[CLIENT_CREDENTIALS, clientCredentials]]);
+    if (deps.ownTokens !== undefined) grants.set(TOKEN_EXCHANGE, tokenExchange);
+    this.grants = grants;
+    this.grantTypes = [...grants.keys()].join(' or ');
+  }
+
+  /** The grant types this service issues tokens for (discovery's grant_types_supported). */
+  get grantTypesSupported(): string[] {
+    return [...this.grants.keys()];
   }
 
   async issue(request: TokenRequest): Promise<IssuedToken> {
@@ -112,7 +122,7 @@ export class TokenService {
       const issued = await this.grant(request);
       audit({
         at: this.deps.now(),
-        type: 'token.issued',
+        type: issued.type,
         clientId: issued.clientId,
         audience: issued.audience,
         jti: issued.jti,
@@ -148,14 +158,12 @@ export class TokenService {
 
     const grantType = present(params.grant_type);
     if (grantType === undefined) throw invalidRequest('grant_type is required');
-    if (grantType !== 'client_credentials') throw unsupportedGrantType();
-
-    const audienceUrl = this.requestedAudience(params);
-    const audience = this.deps.findAudience(audienceUrl);
-    if (!audience) throw invalidTarget('the requested audience is not registered');
+    const handler = this.grants.get(grantType);
+    if (handler === undefined) throw unsupportedGrantType(this.grantTypes);
+    // The grant's checks, synchronous: the claims to sign, or its refusal.
+    const claims: GrantClaims = handler(params, client, this.deps);
+    const audience = this.deps.findAudience(claims.aud) as KnownAudience;
     const granted = client.grants.get(audience.url);
-    if (!granted) throw invalidTarget('the requested audience is not granted to this client');
-    const scope = scopeOf(granted, present(params.scope));
 
     // Proof of possession (RFC 9449): nothing at all to do for a request without a proof from a client that is
     // not bound to DPoP. Before the quota: a refused proof costs no token of it.
@@ -164,40 +172,47 @@ export class TokenService {
         ? await this.proofKey(request, client)
         : undefined;
 
-    // Only clients with a quota pay for counting it.
+    // Only clients with a quota pay for counting it (an exchanged token counts as one of the acting client's).
     if (this.deps.quotas && (client.quota.perMinute !== null || client.quota.perDay !== null)) {
       const wait = await this.deps.quotas.take(client.id, client.quota);
       if (wait > 0) throw quotaExceeded(wait);
     }
 
-    const ttl = client.tokenTtl ?? audience.tokenTtl ?? this.deps.defaultTtl;
-    const iat = Math.floor(this.deps.now() / 1000);
-    const jti = this.deps.newJti();
-    // RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti. For client credentials, sub is the client.
-    const payload: JWTPayload = {
-      iss: this.deps.issuer,
-      sub: client.id,
-      aud: audience.url,
-      client_id: client.id,
-      iat,
-      exp: iat + ttl,
-      jti,
-    };
-    if (scope !== undefined) payload.scope = scope;
     // RFC 9449 §6.1: the token is bound to the proof's key.
-    if (jkt !== undefined) payload.cnf = { jkt };
-    const signed = this.deps.sign(payload, audience.signingAlg ?? this.deps.defaultAlg, granted.claims);
+    if (jkt !== undefined) claims.cnf = { jkt };
+    const signed = this.deps.sign(claims, audience.signingAlg ?? this.deps.defaultAlg, granted?.claims);
     const accessToken = typeof signed === 'string' ? signed : await signed;
     const tokenType = jkt === undefined ? 'Bearer' : 'DPoP';
+    const expiresIn = claims.exp - claims.iat;
+    const scope = claims.scope;
+    if (claims.act === undefined)
+      return {
+        response:
+          scope === undefined
+            ? { access_token: accessToken, token_type: tokenType, expires_in: expiresIn }
+            : { access_token: accessToken, token_type: tokenType, expires_in: expiresIn, scope },
+        clientId: client.id,
+        audience: audience.url,
+        jti: claims.jti,
+        type: 'token.issued',
+        note: credentials?.note,
+      };
+    // RFC 8693 §2.2.1: an exchange's answer says what it issued.
+    const response: TokenResponse = {
+      access_token: accessToken,
+      issued_token_type: ACCESS_TOKEN_TYPE,
+      token_type: tokenType,
+      expires_in: expiresIn,
+    };
+    if (scope !== undefined) response.scope = scope;
+    const note = exchangeNote(claims);
     return {
-      response:
-        scope === undefined
-          ? { access_token: accessToken, token_type: tokenType, expires_in: ttl }
-          : { access_token: accessToken, token_type: tokenType, expires_in: ttl, scope },
+      response,
       clientId: client.id,
       audience: audience.url,
-      jti,
-      note: credentials?.note,
+      jti: claims.jti,
+      type: 'token.exchanged',
+      note: credentials?.note === undefined ? note : `${note}; ${credentials.note}`,
     };
   }
 
@@ -221,17 +236,5 @@ export class TokenService {
   /** The nonce DPoP clients are to use now (every answer of the token endpoint carries it); else undefined. */
   dpopNonce(): string | undefined {
     return this.deps.dpop?.nonce(this.deps.now());
-  }
-
-  /** `audience` (Auth0, Hydra) and `resource` (RFC 8707) name the same thing; one of them, not both. */
-  private requestedAudience(params: TokenParams): string {
-    const audience = present(params.audience);
-    const resource = present(params.resource);
-    if (audience !== undefined && resource !== undefined) {
-      throw invalidRequest('send audience or resource, not both');
-    }
-    const value = audience ?? resource;
-    if (value === undefined) throw invalidRequest('audience is required');
-    return value;
   }
 }

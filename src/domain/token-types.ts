@@ -10,7 +10,8 @@ import type { SigningAlg } from './algorithms.js';
 
 /**
  * The request parameters Tessera reads at the endpoints where a client authenticates (RFC 6749 §4.4.2, RFC 8707
- * §2; the token of revocation and introspection, RFC 7009 §2.1 and RFC 7662 §2.1); others are ignored.
+ * §2; token exchange's, RFC 8693 §2.1; the token of revocation and introspection, RFC 7009 §2.1 and RFC 7662
+ * §2.1); others are ignored.
  */
 export const TOKEN_PARAMS = [
   'grant_type',
@@ -21,6 +22,11 @@ export const TOKEN_PARAMS = [
   'scope',
   'client_assertion_type',
   'client_assertion',
+  'subject_token',
+  'subject_token_type',
+  'actor_token',
+  'actor_token_type',
+  'requested_token_type',
   'token',
   'token_type_hint',
 ] as const;
@@ -62,6 +68,8 @@ export interface AttemptLimiter {
 
 export interface TokenResponse {
   access_token: string;
+  /** Token exchange's answer only (RFC 8693 §2.2.1): the type of the token issued, always an access token. */
+  issued_token_type?: 'urn:ietf:params:oauth:token-type:access_token';
   /** DPoP when the token is bound to the key of a DPoP proof (RFC 9449 §5). */
   token_type: 'Bearer' | 'DPoP';
   expires_in: number;
@@ -165,8 +173,16 @@ export interface KnownAudience {
   resourceServers: ReadonlySet<string>;
 }
 
-/** The events of the token endpoint in the audit trail, written through the audit spool (audit/recorder.ts). */
-export const TOKEN_EVENT_TYPES = ['token.issued', 'token.refused', 'token.throttled'] as const;
+/**
+ * The events of the token endpoint in the audit trail, written through the audit spool (audit/recorder.ts):
+ * `token.exchanged` is a token issued by token exchange (RFC 8693), its reason `sub <caller> act <B>...<actor>`.
+ */
+export const TOKEN_EVENT_TYPES = [
+  'token.issued',
+  'token.exchanged',
+  'token.refused',
+  'token.throttled',
+] as const;
 type TokenEventType = (typeof TOKEN_EVENT_TYPES)[number];
 
 /**

@@ -141,7 +141,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerErrorHandlers(app);
   tokenRoutes(app, deps.tokens);
   revocationRoutes(app, deps.revocation);
-  discoveryRoutes(app, deps.issuer, deps.directory, deps.keyring);
+  discoveryRoutes(app, deps.issuer, deps.directory, deps.keyring, deps.tokens.grantTypesSupported);
   healthRoutes(app, deps.store, deps.keyring, deps.directory, deps.defaultAlg, {
     shutdown,
     storeOutage: deps.storeOutage,

@@ -11,7 +11,7 @@ const EXPORT_PAGE = 1000;
 export type AuditOutcome = 'issued' | 'refused';
 
 const OUTCOME_TYPES: Record<AuditOutcome, AuditEventType[]> = {
-  issued: ['token.issued'],
+  issued: ['token.issued', 'token.exchanged'],
   refused: ['token.refused', 'token.throttled'],
 };
 
@@ -20,7 +20,7 @@ export interface AuditQuery {
   audience?: string;
   /** Any of these types. */
   types?: AuditEventType[];
-  /** issued: token.issued; refused: token.refused and token.throttled. With types, both must hold. */
+  /** issued: token.issued and token.exchanged; refused: token.refused and token.throttled. With types, both must hold. */
   outcome?: AuditOutcome;
   /** ISO 8601 bounds: since inclusive, until exclusive. */
   since?: string;

@@ -418,7 +418,7 @@ export class Metrics {
    * requested audience is a registered one, so that made-up audiences collapse into one label value.
    */
   tokenOutcome(entry: AuditEntry, registered: (audience: string) => boolean): void {
-    if (entry.type === 'token.issued') {
+    if (entry.type === 'token.issued' || entry.type === 'token.exchanged') {
       const audience = entry.audience ?? UNREGISTERED;
       this.issued.set(audience, (this.issued.get(audience) ?? 0) + 1);
       return;

@@ -115,8 +115,17 @@ export async function openRuntime(
 
     const usage = openSecretUsage(opening, store);
     const replay = openReplay(opening, store, redis);
-    const tokens = openTokenService(opening, { master, directory, keyring, usage, replay, limits, audit });
     const verifying = ownTokens(opening, { keyring, directory, revocations });
+    const tokens = openTokenService(opening, {
+      master,
+      directory,
+      keyring,
+      usage,
+      replay,
+      limits,
+      audit,
+      ownTokens: verifying,
+    });
     const revocation = openRevocationService(opening, { tokens, ownTokens: verifying, revocations });
     const policy = sessionPolicy(opening, master, limits.logins);
     const app = appDeps(opening, {

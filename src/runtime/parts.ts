@@ -262,6 +262,8 @@ export function openTokenService(
     replay: AssertionReplay;
     limits: Pick<ReturnType<typeof openLimits>, 'attempts' | 'quotas'>;
     audit: AuditRecorder;
+    /** This server's own tokens, verified from memory: token exchange's subject and actor tokens. */
+    ownTokens: OwnTokenDeps;
   },
 ): TokenService {
   const { directory, keyring, usage, replay, limits, audit } = parts;
@@ -297,13 +299,14 @@ export function openTokenService(
     issuer: config.issuer,
     defaultTtl: config.tokenTtl,
     defaultAlg: config.signingAlg,
+    ownTokens: parts.ownTokens,
   });
 }
 
 /**
  * What verifying this server's own tokens reads, all in memory (domain/own-tokens.ts): the keyring's published
- * keys, the denylist, the clients (the directory's id set) and their standing. Introspection and the admin API
- * share it.
+ * keys, the denylist, the clients (the directory's id set) and their standing. Introspection, the admin API and
+ * token exchange share it.
  */
 export function ownTokens(
   { config, now }: Opening,

@@ -5,8 +5,9 @@
  */
 
 // Events of the token endpoint (the domain's, written through the audit spool, audit/recorder.ts): `token.issued`,
-// `token.refused`, and `token.throttled` (refusals of a blocked caller or a client over its quota, summed per
-// caller and minute: `count`).
+// `token.exchanged` (a token issued by token exchange, RFC 8693: client_id the acting client, audience the target,
+// reason `sub <original caller> act <first actor>>...><acting client>`), `token.refused`, and `token.throttled`
+// (refusals of a blocked caller or a client over its quota, summed per caller and minute: `count`).
 import { TOKEN_EVENT_TYPES, type AuditEntry } from '../domain/token-types.js';
 
 /**

@@ -368,7 +368,9 @@ describe('the token service with DPoP', () => {
       findClient: (id) => clients.get(id),
       peekClient: (id) => clients.get(id),
       findAudience: (url) =>
-        url === API ? { url, tokenTtl: null, signingAlg: null, resourceServers: new Set() } : undefined,
+        url === API
+          ? { url, tokenTtl: null, signingAlg: null, resourceServers: new Set<string>() }
+          : undefined,
       sign: (payload) => {
         signed.push(payload);
         return 'signed.token.here';

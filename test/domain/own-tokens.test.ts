@@ -189,6 +189,61 @@ describe('verifyOwnToken', () => {
     });
   });
 
+  describe('an exchanged token (sub another client than client_id): its original caller counts too', () => {
+    // RFC 8693: `sub` is the original caller, `client_id` the acting client. Never active for a caller that is
+    // disabled, deleted, or whose tokens were revoked after the token was issued (Keycloak's CVE-2025-14559).
+    const exchanged = token(claims({ sub: 'caller', client_id: 'svc', act: { sub: 'svc' } }));
+
+    it('active while both clients are in good standing; the act claim as signed', () => {
+      expect(verifyOwnToken(exchanged, deps())).toEqual({
+        active: true,
+        claims: claims({ sub: 'caller', client_id: 'svc', act: { sub: 'svc' } }),
+      });
+    });
+
+    it('its original caller deleted, or disabled: inactive', () => {
+      expect(verifyOwnToken(exchanged, deps({ clientExists: (id) => id !== 'caller' }))).toEqual({
+        active: false,
+        why: 'client',
+        reason: 'its subject client is deleted',
+      });
+      expect(
+        verifyOwnToken(exchanged, deps({ cutOf: (id) => (id === 'caller' ? Infinity : -Infinity) })),
+      ).toEqual({ active: false, why: 'client', reason: 'its subject client is disabled or deleted' });
+    });
+
+    it("its original caller's tokens revoked at or after its iat: inactive; before it: active", () => {
+      const cut = (at: number) => (id: string) => (id === 'caller' ? at : -Infinity);
+      expect(verifyOwnToken(exchanged, deps({ cutOf: cut(IAT) }))).toEqual({
+        active: false,
+        why: 'revoked',
+        reason: "its subject client's tokens were revoked",
+      });
+      expect(verifyOwnToken(exchanged, deps({ cutOf: cut(IAT - 1) })).active).toBe(true);
+    });
+
+    it('its acting client is checked first, as for any token', () => {
+      expect(verifyOwnToken(exchanged, deps({ cutOf: () => Infinity }))).toEqual({
+        active: false,
+        why: 'client',
+        reason: 'its client is disabled or deleted',
+      });
+    });
+
+    it('a client credentials token (sub = client_id) does not ask about a second client', () => {
+      const asked: string[] = [];
+      const verdict = verifyOwnToken(
+        token(claims()),
+        deps({
+          clientExists: (id) => (asked.push(id), true),
+          cutOf: (id) => (asked.push(id), -Infinity),
+        }),
+      );
+      expect(verdict.active).toBe(true);
+      expect(asked).toEqual(['svc', 'svc']);
+    });
+  });
+
   it('asks nothing of the store: a view that cannot tell is an error, not a verdict', () => {
     const stale = new Error('stale');
     expect(() =>

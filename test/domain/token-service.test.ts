@@ -145,7 +145,7 @@ const invalidRequest = (description: string): Failure => ({
 });
 const UNSUPPORTED_GRANT: Failure = {
   error: 'unsupported_grant_type',
-  description: 'only grant_type=client_credentials is supported',
+  description: 'grant_type must be client_credentials',
   status: 400,
   headers: {},
 };
@@ -252,6 +252,7 @@ describe('TokenService: issuing', () => {
       clientId: 'svc',
       audience: API,
       jti: JTI,
+      type: 'token.issued',
     });
     expect(t.signed).toEqual([{ payload, alg: 'ES256' }]);
     expect(Object.keys(issued.response)).toEqual(['access_token', 'token_type', 'expires_in']);

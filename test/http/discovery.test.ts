@@ -23,7 +23,7 @@ function expectedMetadata(audiences: string[]): Record<string, unknown> {
     issuer: t.url,
     token_endpoint: t.url + '/oauth/token',
     jwks_uri: t.url + '/.well-known/jwks.json',
-    grant_types_supported: ['client_credentials'],
+    grant_types_supported: ['client_credentials', 'urn:ietf:params:oauth:grant-type:token-exchange'],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
     token_endpoint_auth_signing_alg_values_supported: [...ASSERTION_SIGNING_ALGS],
     revocation_endpoint: t.url + '/oauth/revoke',

@@ -96,7 +96,10 @@ describe('openid-client 6', () => {
       'client_secret_post',
       'private_key_jwt',
     ]);
-    expect(md.grant_types_supported).toEqual(['client_credentials']);
+    expect(md.grant_types_supported).toEqual([
+      'client_credentials',
+      'urn:ietf:params:oauth:grant-type:token-exchange',
+    ]);
   });
 
   it('discovers by the RFC 8414 path too (algorithm: oauth2)', async () => {

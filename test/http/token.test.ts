@@ -375,7 +375,8 @@ describe('POST /oauth/token', () => {
       for (const grant of ['password', 'authorization_code', 'refresh_token', 'CLIENT_CREDENTIALS']) {
         expectError(await postToken(t.url, form({ grant_type: grant })), 400, {
           error: 'unsupported_grant_type',
-          error_description: 'only grant_type=client_credentials is supported',
+          error_description:
+            'grant_type must be client_credentials or urn:ietf:params:oauth:grant-type:token-exchange',
         });
       }
     });

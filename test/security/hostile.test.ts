@@ -26,7 +26,7 @@ const CHALLENGE = 'Basic realm="tessera"';
 const INVALID_CLIENT = ['invalid_client', 'client authentication failed'] as const;
 const UNSUPPORTED_GRANT = [
   'unsupported_grant_type',
-  'only grant_type=client_credentials is supported',
+  'grant_type must be client_credentials or urn:ietf:params:oauth:grant-type:token-exchange',
 ] as const;
 const NOT_REGISTERED = ['invalid_target', 'the requested audience is not registered'] as const;
 const NOT_GRANTED = ['invalid_target', 'the requested audience is not granted to this client'] as const;

@@ -17,6 +17,7 @@ const METADATA_MAX_AGE = 60;
  */
 function metadata(
   issuer: string,
+  grantTypes: readonly string[],
   audiences: readonly string[],
   scopes: readonly string[] = [],
 ): Record<string, unknown> {
@@ -24,7 +25,8 @@ function metadata(
     issuer,
     token_endpoint: issuer + TOKEN_PATH,
     jwks_uri: issuer + JWKS_PATH,
-    grant_types_supported: ['client_credentials'],
+    // The token service's grant types: client_credentials, and RFC 8693's token exchange.
+    grant_types_supported: grantTypes,
     token_endpoint_auth_methods_supported: AUTH_METHOD_NAMES,
     token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     // RFC 7009 and RFC 7662, as RFC 8414 §2 names them: clients authenticate there as at the token endpoint.
@@ -49,6 +51,7 @@ export function discoveryRoutes(
   issuer: string,
   directory: Directory,
   keyring: Keyring,
+  grantTypes: readonly string[],
 ): void {
   let audiences: readonly unknown[] | undefined;
   let body = '';
@@ -60,6 +63,7 @@ export function discoveryRoutes(
       body = JSON.stringify(
         metadata(
           issuer,
+          grantTypes,
           list.map((a) => a.url),
           scopes,
         ),

@@ -14,7 +14,10 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  */
 function tokenJson(response: TokenResponse): string {
   const scope = response.scope === undefined ? '' : `,"scope":${JSON.stringify(response.scope)}`;
-  return `{"access_token":"${response.access_token}","token_type":"${response.token_type}","expires_in":${response.expires_in}${scope}}`;
+  // RFC 8693 §2.2.1: a token exchange's answer names the issued token's type (a fixed URN).
+  const issued =
+    response.issued_token_type === undefined ? '' : `,"issued_token_type":"${response.issued_token_type}"`;
+  return `{"access_token":"${response.access_token}"${issued},"token_type":"${response.token_type}","expires_in":${response.expires_in}${scope}}`;
 }
 
 let turn: Promise<void> | undefined;

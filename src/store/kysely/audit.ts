@@ -5,8 +5,8 @@ import { compileOnce, type StoreBase } from './base.js';
 import { toAuditEvent } from './rows.js';
 
 /**
- * A batch of token events as the console's chart counts them: per minute (its start, ms), issued and refused
- * requests (a token.throttled summary stands for `count` refusals).
+ * A batch of token events as the console's chart counts them: per minute (its start, ms), issued (token.issued,
+ * token.exchanged) and refused requests (a token.throttled summary stands for `count` refusals).
  */
 function countsByMinute(events: readonly AuditRecord[]): Map<number, [number, number]> {
   const byMinute = new Map<number, [number, number]>();
@@ -16,7 +16,7 @@ function countsByMinute(events: readonly AuditRecord[]): Map<number, [number, nu
     const minute = e.at - (e.at % 60_000);
     let counts = byMinute.get(minute);
     if (counts === undefined) byMinute.set(minute, (counts = [0, 0]));
-    if (e.type === 'token.issued') counts[0] += 1;
+    if (e.type === 'token.issued' || e.type === 'token.exchanged') counts[0] += 1;
     else counts[1] += e.count ?? 1;
   }
   return byMinute;

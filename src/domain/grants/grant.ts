@@ -1,0 +1,86 @@
+import type { JWTPayload } from 'jose';
+import { invalidRequest, invalidScope } from '../errors.js';
+import type { OwnTokenDeps } from '../own-tokens.js';
+import {
+  present,
+  type KnownAudience,
+  type KnownClient,
+  type KnownGrant,
+  type TokenParams,
+} from '../token-types.js';
+import { SCOPE_TOKEN } from '../validate.js';
+
+/*
+ * Grant types (docs/design.md, "Where the next capabilities plug in"): each is a handler the token service
+ * dispatches on by `grant_type`, as fosite and oidc-provider do. A handler is given the authenticated client and
+ * the request's parameters, checks what its grant requires, and returns the claims to sign; what every grant
+ * shares (client authentication before it, the DPoP proof, the quota, signing, the answer and the audit trail
+ * after it) stays in the token service.
+ */
+
+/** RFC 8693 §4.1: the acting party, nesting the one that acted before it. */
+export interface ActClaim {
+  sub: string;
+  act?: ActClaim;
+}
+
+/** The claims a grant handler returns: RFC 9068 §2.2's, the scopes, and for an exchange the actor chain. */
+export interface GrantClaims extends JWTPayload {
+  iss: string;
+  sub: string;
+  /** A registered audience's URL: the token service signs with its algorithm and the grant's custom claims. */
+  aud: string;
+  client_id: string;
+  iat: number;
+  exp: number;
+  jti: string;
+  scope?: string;
+  act?: ActClaim;
+}
+
+/** What a grant handler reads: the audiences, the clock, token ids, and (token exchange) this server's tokens. */
+interface GrantDeps {
+  findAudience(url: string): KnownAudience | undefined;
+  /** Milliseconds since the epoch. */
+  now(): number;
+  newJti(): string;
+  issuer: string;
+  defaultTtl: number;
+  /** What verifying this server's own tokens reads, all in memory (own-tokens.ts); token exchange needs it. */
+  ownTokens?: OwnTokenDeps | undefined;
+}
+
+/**
+ * One grant type: synchronous (everything it reads is in memory once the client is authenticated), so the
+ * warm path awaits nothing more than it did. Throws an OAuthError for a refusal.
+ */
+export type GrantHandler = (params: TokenParams, client: KnownClient, deps: GrantDeps) => GrantClaims;
+
+/** `audience` (Auth0, Hydra) and `resource` (RFC 8707) name the same thing; one of them, not both. */
+export function requestedAudience(params: TokenParams): string {
+  const audience = present(params.audience);
+  const resource = present(params.resource);
+  if (audience !== undefined && resource !== undefined) {
+    throw invalidRequest('send audience or resource, not both');
+  }
+  const value = audience ?? resource;
+  if (value === undefined) throw invalidRequest('audience is required');
+  return value;
+}
+
+/**
+ * The scopes a token carries (INTERFACE.md, Scopes): without `scope` in the request every granted one; with
+ * it exactly those asked for (each once, sorted), each granted, else invalid_scope naming the first that is not.
+ */
+export function scopeOf(grant: KnownGrant, requested: string | undefined): string | undefined {
+  if (requested === undefined) return grant.scope;
+  const asked = requested.split(' ');
+  for (const token of asked) {
+    if (!SCOPE_TOKEN.test(token))
+      // "section", not the sign: an error_description is printable ASCII only (RFC 6749 §5.2).
+      throw invalidScope('scope must be scope tokens separated by single spaces (RFC 6749 section 3.3)');
+    if (!grant.scopes.has(token))
+      throw invalidScope(`scope ${token.slice(0, 128)} is not granted to this client for this audience`);
+  }
+  return [...new Set(asked)].sort().join(' ');
+}
