@@ -255,7 +255,7 @@ describe('managing scopes', () => {
     await grants.setGrantScopes(ctx, bare.id, API, ['orders:delete', 'orders:read']);
     await audiences.removeScopes(ctx, API, ['orders:delete']);
     expect((await ctx.store.findClient(bare.id))?.grants).toEqual([
-      { audience: API, scopes: ['orders:read'], claims: null },
+      { audience: API, scopes: ['orders:read'], claims: null, tokenExchange: false },
     ]);
     await t.sync();
     expect((await token(bare)).body.scope).toBe('orders:read');
