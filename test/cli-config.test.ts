@@ -390,6 +390,7 @@ describe('tessera export / apply', { concurrent: true, ...SLOW }, () => {
       audience: API,
       scopes: ['orders:read', 'orders:write'],
       claims: null,
+      token_exchange: false,
       added: false,
     });
     const refused = await ws.run('grant', 'add', 'svc', API, '--scopes', 'orders:delete', '--json');
