@@ -197,6 +197,7 @@ class FileCheck {
   /** Every audience identifier the file names, even one whose other fields are refused. */
   private readonly named = new Set<string>();
   /** Where each audience and client was first written, for the message that refuses a second one. */
+  /** Where each audience and client first stood (its entry's pointer), to say so of a second one. */
   private readonly audienceAt = new Map<string, string>();
   private readonly clientAt = new Map<string, string>();
   /** Every client id the file names, even one whose other fields are refused. */
@@ -214,7 +215,10 @@ class FileCheck {
     this.problems = new Problems(file);
   }
 
-  /** Where an entry first stood: `line 3`. */
+  /**
+   * Where an entry first stood: `line 3`. Found only for a problem: a place is looked up in yaml's document of
+   * the file, which a JSON file does not make unless it has to (json-file.ts).
+   */
   private firstAt(base: string, key: string): string {
     const at = this.file.locate(`${base}/${key}`);
     return at ? `line ${at.line}` : base;
@@ -244,10 +248,13 @@ class FileCheck {
       });
     const first = this.audienceAt.get(checked.url);
     if (first !== undefined) {
-      this.problems.add(`${base}/identifier`, `audience ${checked.url} is already in the file (${first})`);
+      this.problems.add(
+        `${base}/identifier`,
+        `audience ${checked.url} is already in the file (${this.firstAt(first, 'identifier')})`,
+      );
       return;
     }
-    this.audienceAt.set(checked.url, this.firstAt(base, 'identifier'));
+    this.audienceAt.set(checked.url, base);
     this.audiences.set(checked.url, {
       identifier: checked.url,
       name: checked.name,
@@ -295,10 +302,13 @@ class FileCheck {
     if (checks.errors.length > 0 || credentials === undefined) return;
     const first = this.clientAt.get(checked.id);
     if (first !== undefined) {
-      this.problems.add(`${base}/client_id`, `client ${checked.id} is already in the file (${first})`);
+      this.problems.add(
+        `${base}/client_id`,
+        `client ${checked.id} is already in the file (${this.firstAt(first, 'client_id')})`,
+      );
       return;
     }
-    this.clientAt.set(checked.id, this.firstAt(base, 'client_id'));
+    this.clientAt.set(checked.id, base);
     this.clients.set(checked.id, wantedClient(checked, grants, credentials));
   }
 
@@ -346,12 +356,12 @@ class FileCheck {
       if (first !== undefined) {
         this.problems.add(
           `${place}/name`,
-          `federated credential ${fields.name} is already in this client (${first})`,
+          `federated credential ${fields.name} is already in this client (${this.firstAt(first, 'name')})`,
         );
         refused = true;
         return;
       }
-      named.set(fields.name, this.firstAt(place, 'name'));
+      named.set(fields.name, place);
       if (fields.jwks !== null) this.keySets.push({ pointer: `${place}/jwks`, jwks: fields.jwks });
       credentials.push({
         name: fields.name,

@@ -9,6 +9,7 @@ import type { AuthMethodName, ClaimValue, PublicJwks } from '../../domain/client
 import type { Audience, AudienceScope } from '../../store/types.js';
 import { ManagementError } from '../errors.js';
 import { deepPlaceInText } from './file-depth.js';
+import { readJsonFile } from './json-file.js';
 
 /** A grant of an audience to a client, with the audience's scopes it carries (none when left out). */
 export interface GrantEntry {
@@ -193,6 +194,17 @@ function locator(doc: Document, lineCounter: LineCounter): ParsedFile['locate'] 
  */
 const MAX_ALIAS_COUNT = 100;
 
+/** The line and column (1-based) of an offset of a text, as yaml's LineCounter counts them. */
+function lineOf(text: string, offset: number): { line: number; col: number } {
+  let line = 1;
+  let start = 0;
+  for (let i = text.indexOf('\n'); i !== -1 && i < offset; i = text.indexOf('\n', i + 1)) {
+    line++;
+    start = i + 1;
+  }
+  return { line, col: offset - start + 1 };
+}
+
 /** The first alias of a document, in the order of its text (where an alias bomb is reported). */
 function firstAlias(doc: Document): Node | undefined {
   let found: Node | undefined;
@@ -210,6 +222,27 @@ function firstAlias(doc: Document): Node | undefined {
  * refuse the file at once, each with its line and column.
  */
 export function parseConfigFile(text: string, name: string): ParsedFile {
+  // JSON (an export's, a program's) is read without yaml's syntax tree and document of places (a hundred bytes of
+  // memory per byte of text): a place is found, with yaml, only if an error needs one.
+  const json = readJsonFile(text, MAX_JSON_DEPTH);
+  if (json !== undefined && 'duplicateKeyAt' in json) {
+    const { line, col } = lineOf(text, json.duplicateKeyAt);
+    throw new ConfigFileError(name, [{ pointer: '', line, column: col, message: 'Map keys must be unique' }]);
+  }
+  if (json !== undefined && 'data' in json) {
+    let located: ParsedFile['locate'] | undefined;
+    return {
+      name,
+      data: json.data,
+      locate: (pointer, key) => {
+        if (located === undefined) {
+          const lines = new LineCounter();
+          located = locator(parseDocument(text, { lineCounter: lines }), lines);
+        }
+        return located(pointer, key);
+      },
+    };
+  }
   // A file nests at most 32 levels, as every JSON body does (MANAGEMENT.md). On the text first: the composer
   // (parseDocument) recurses per level, and what reads the data after it (JSON.stringify) too.
   const deep = deepPlaceInText(text, MAX_JSON_DEPTH);
