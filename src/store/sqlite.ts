@@ -156,8 +156,6 @@ const isBusy = (error: unknown): boolean =>
 /**
  * The maintenance thread: a thread of its own, with its own connection, for the store's work that no request
  * waits for but that would otherwise run on the server's only thread, stalling every request in flight:
- * - the audit trail's batches (StoreBase.runWrites): a thousand rows a statement, several milliseconds of
- *   synchronous SQLite work each, in one transaction with their minutes' counts and the spool's position;
  * - checkpoints: it copies the write-ahead log into the database file (a PASSIVE checkpoint: it never blocks a
  *   writer) every CHECKPOINT_EVERY_MS. SQLite would otherwise checkpoint inside whichever write crosses 1000
  *   log pages, and a checkpoint fsyncs: 10–80 ms on this project's machine (the audit trail's batches and
@@ -173,8 +171,6 @@ const { workerData, parentPort } = require('node:worker_threads');
 const { DatabaseSync } = require('node:sqlite');
 const db = new DatabaseSync(workerData.file);
 db.exec('PRAGMA busy_timeout = ' + workerData.lockWaitMs);
-// Its writes (the audit trail's) are checkpointed by its timer, as the server's: never inside a commit.
-db.exec('PRAGMA wal_autocheckpoint = 0');
 const timer = setInterval(() => {
   try {
     db.exec('PRAGMA wal_checkpoint(PASSIVE)');
@@ -189,46 +185,14 @@ const SQL = {
   pruneTokenCounts: 'delete from token_counts where minute < ?',
 };
 const statements = {};
-// Statements of the writes the server hands over, by SQL text: a few shapes (a full batch of the audit trail, a
-// partial one, its minutes' counts, the spool position), each prepared once; past 8, the cache starts over.
-const prepared = new Map();
-const preparedFor = (sql) => {
-  let statement = prepared.get(sql);
-  if (statement === undefined) {
-    if (prepared.size >= 8) prepared.clear();
-    prepared.set(sql, (statement = db.prepare(sql)));
-  }
-  return statement;
-};
-// Statements in one transaction, all or nothing.
-const transaction = (list) => {
-  db.exec('BEGIN IMMEDIATE');
-  try {
-    for (const { sql, parameters } of list) preparedFor(sql).run(...parameters);
-    db.exec('COMMIT');
-  } catch (error) {
-    try {
-      db.exec('ROLLBACK');
-    } catch {
-      // SQLite rolled it back already
-    }
-    throw error;
-  }
-  return 0;
-};
 parentPort.on('message', (message) => {
   if (message === 'stop') {
     clearInterval(timer);
-    prepared.clear();
     db.close();
     parentPort.close();
     return;
   }
   try {
-    if (message.op === 'transaction') {
-      parentPort.postMessage({ id: message.id, changes: transaction(message.args) });
-      return;
-    }
     statements[message.op] ??= db.prepare(SQL[message.op]);
     const { changes } = statements[message.op].run(...message.args);
     parentPort.postMessage({ id: message.id, changes: Number(changes) });
@@ -239,7 +203,7 @@ parentPort.on('message', (message) => {
 `;
 const CHECKPOINT_EVERY_MS = 250;
 
-type MaintenanceOp = 'pruneAuditEvents' | 'pruneTokenCounts' | 'transaction';
+type MaintenanceOp = 'pruneAuditEvents' | 'pruneTokenCounts';
 type MaintenanceAnswer =
   { id: number; changes: number } | { id: number; error: { message: string; errcode?: number } };
 
@@ -273,7 +237,7 @@ class MaintenanceThread {
     this.worker.on('exit', () => this.fail(new Error("the store's maintenance thread ended")));
   }
 
-  run(op: MaintenanceOp, args: readonly unknown[]): Promise<number> {
+  run(op: MaintenanceOp, args: readonly (number | string)[]): Promise<number> {
     if (this.stopped) return Promise.reject(new Error('the store is closed'));
     const id = this.nextId++;
     return new Promise<number>((resolve, reject) => {
@@ -302,9 +266,8 @@ export interface SqliteStoreOptions {
   now?: () => Date;
   /**
    * For the server, whose thread answers requests: every statement waits for another process's write lock on
-   * timers, not inside SQLite (LockWaitingConnection); the write-ahead log is checkpointed, and the audit
-   * trail's batches and retention's deletes run, on a thread of its own (see MAINTENANCE). The CLI's few writes
-   * need neither.
+   * timers, not inside SQLite (LockWaitingConnection); the write-ahead log is checkpointed, and retention's
+   * deletes run, on a thread of its own (see MAINTENANCE). The CLI's few writes need neither.
    */
   backgroundCheckpoints?: boolean;
   /** How often the maintenance thread checkpoints (tests slow it down). */
@@ -348,18 +311,9 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
   const kysely = new Kysely<Database>({
     dialect: new ImmediateSqliteDialect(adapted, backgroundCheckpoints),
   });
-  const thread = maintenance;
-  const store = openKyselyStore(kysely, 'sqlite', {
-    now,
-    // The audit trail's batches: SQLite inserts a thousand rows in several milliseconds, synchronously.
-    runWrites:
-      thread === undefined
-        ? undefined
-        : async (statements) => {
-            await thread.run('transaction', statements);
-          },
-  });
-  if (thread !== undefined) {
+  const store = openKyselyStore(kysely, 'sqlite', { now });
+  if (maintenance !== undefined) {
+    const thread = maintenance;
     store.pruneAuditEvents = (olderThan, limit) =>
       thread.run('pruneAuditEvents', [olderThan.getTime(), limit]);
     store.pruneTokenCounts = (olderThan) => thread.run('pruneTokenCounts', [olderThan.getTime()]);

@@ -262,64 +262,6 @@ describe('openSqliteStore', () => {
     }
   }, 15_000);
 
-  it("the server's store writes the audit trail's batches on its maintenance thread: the rows, their minutes' counts and the spool position together, the thread free while it waits for a lock", async () => {
-    const file = path.join(dir, 'tessera.db');
-    const server = openSqliteStore(file, { backgroundCheckpoints: true });
-    open.push(server);
-    await server.migrate();
-    const minute = Date.parse('2026-06-01T10:00:00Z');
-    const events = Array.from({ length: 1000 }, (_, i) => ({
-      at: minute + i,
-      type: i % 10 === 0 ? ('token.refused' as const) : ('token.issued' as const),
-      clientId: 'svc',
-      audience: 'https://api.example.com',
-      jti: i % 10 === 0 ? null : `jti-${i}`,
-      reason: i % 10 === 0 ? 'invalid_client: wrong secret' : null,
-      source: '127.0.0.1',
-      count: null,
-    }));
-    // A first batch is written while this thread never yields: only another thread can write it meanwhile.
-    const reader = new DatabaseSync(file);
-    try {
-      const pending = server.appendAuditEvents(events.slice(0, 10));
-      const count = reader.prepare('select count(*) as n from audit_events');
-      const until = performance.now() + 3000;
-      let seen = 0;
-      while (seen < 10 && performance.now() < until) seen = Number(count.get()!.n);
-      expect(seen).toBe(10);
-      await pending;
-      reader.exec('delete from audit_events');
-      reader.exec('delete from token_counts');
-    } finally {
-      reader.close();
-    }
-    const holder = new DatabaseSync(file);
-    holder.exec('BEGIN IMMEDIATE');
-    const held = performance.now();
-    setTimeout(() => holder.exec('COMMIT'), 600);
-    let last = performance.now();
-    let worstGap = 0;
-    const ticker = setInterval(() => {
-      const now = performance.now();
-      worstGap = Math.max(worstGap, now - last);
-      last = now;
-    }, 5);
-    try {
-      await server.appendAuditEvents(events, { segment: 'seg-1', offset: 4096 });
-      expect(performance.now() - held).toBeGreaterThanOrEqual(590); // it waited for the lock...
-      await sleep(20);
-      expect(worstGap).toBeLessThan(200); // ...on the other thread
-    } finally {
-      clearInterval(ticker);
-      holder.close();
-    }
-    expect((await server.queryAuditEvents({ limit: 2000 })).length).toBe(1000);
-    expect(await server.tokenCounts(minute, minute + 60_000)).toEqual([
-      { minute: '2026-06-01T10:00:00.000Z', issued: 900, refused: 100 },
-    ]);
-    expect(await server.spoolPosition('seg-1')).toBe(4096);
-  });
-
   it("the server's store deletes old audit events on its maintenance thread: a lock it waits for never stops this one", async () => {
     const file = path.join(dir, 'tessera.db');
     const server = openSqliteStore(file, { backgroundCheckpoints: true });

@@ -108,25 +108,25 @@ export function auditStore(base: StoreBase): AuditStore {
         else await base.conn.executeQuery(CompiledQuery.raw(text, values));
         return;
       }
-      // SQLite has no data-modifying CTE: the statements in one transaction.
-      const statements = [{ sql: auditSql(events.length, 0, false), parameters }];
-      if (minutes > 0)
-        statements.push({
-          sql: base.statements.shape(`counts ${minutes}`, () =>
-            compileOnce(addCounts(base.db, minutes), minutes * 3),
-          ),
-          parameters: counts,
-        });
-      if (position !== undefined)
-        statements.push({
-          sql: base.statements.get('spool position', () => compileOnce(setPosition(base.db), 3)),
-          parameters: at,
-        });
-      // The server's: on the store's maintenance thread, where a thousand rows' insert stops nothing.
-      if (base.runWrites !== undefined && base.tx === undefined) return base.runWrites(statements);
+      // SQLite has no data-modifying CTE: the statements in one transaction (all run in this process, at once).
       await base.write(async (tx) => {
-        for (const { sql, parameters: values } of statements)
-          await tx.executeQuery(CompiledQuery.raw(sql, values));
+        await tx.executeQuery(CompiledQuery.raw(auditSql(events.length, 0, false), parameters));
+        if (minutes > 0)
+          await tx.executeQuery(
+            CompiledQuery.raw(
+              base.statements.shape(`counts ${minutes}`, () =>
+                compileOnce(addCounts(base.db, minutes), minutes * 3),
+              ),
+              counts,
+            ),
+          );
+        if (position !== undefined)
+          await tx.executeQuery(
+            CompiledQuery.raw(
+              base.statements.get('spool position', () => compileOnce(setPosition(base.db), 3)),
+              at,
+            ),
+          );
       });
     },
 

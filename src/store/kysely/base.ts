@@ -75,11 +75,6 @@ export class Statements {
   }
 }
 
-/** Statements (SQL text and parameters) run in order in one transaction, elsewhere; rejects if any fails. */
-export type RunWrites = (
-  statements: readonly { sql: string; parameters: readonly unknown[] }[],
-) => Promise<void>;
-
 /**
  * What every resource of the store shares (kysely/*.ts): the connection, the store's clock, writes in a
  * transaction, the change record with its audit event, and the statements compiled once. A base is the store's
@@ -89,12 +84,6 @@ export type RunWrites = (
 export class StoreBase {
   /** Set on a bound base once its transaction has committed or rolled back: it cannot be used any more. */
   private over = false;
-  /**
-   * The embedded store's server only (sqlite.ts): runs statements in one transaction on a thread of their own,
-   * for the writes no request waits for (the audit trail's batches), so that SQLite's synchronous work on them
-   * never stops the thread that answers requests. Unset on a bound base.
-   */
-  runWrites: RunWrites | undefined;
 
   constructor(
     readonly db: Kysely<Database>,

@@ -5,7 +5,7 @@ import type { ChangeFeed, Store } from '../types.js';
 import { assertionJtiStore } from './assertion-jtis.js';
 import { audienceStore } from './audiences.js';
 import { auditStore } from './audit.js';
-import { StoreBase, type RunPrepared, type RunWrites } from './base.js';
+import { StoreBase, type RunPrepared } from './base.js';
 import { changeFeed } from './changes.js';
 import { clientStore } from './clients.js';
 import { grantStore } from './grants.js';
@@ -20,8 +20,6 @@ interface KyselyStoreOptions {
   now?: () => Date;
   /** The engine's named prepared statements (see RunPrepared). */
   runPrepared?: RunPrepared;
-  /** Writes no request waits for, run off the server's thread (see StoreBase.runWrites). */
-  runWrites?: RunWrites;
   /** The engine's push of committed changes (PostgreSQL LISTEN). */
   subscribe?: ChangeFeed['subscribe'];
 }
@@ -76,6 +74,5 @@ export function openKyselyStore(
   options: KyselyStoreOptions = {},
 ): Store {
   const base = new StoreBase(db, engine, options.now ?? (() => new Date()), options.runPrepared);
-  base.runWrites = options.runWrites;
   return compose(base, options.subscribe);
 }
