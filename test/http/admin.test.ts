@@ -321,6 +321,17 @@ describe('audiences', () => {
       ],
       next: null,
     });
+    // Who holds which grant is the clients' business: audiences:read alone does not show it.
+    const { token: audiencesOnly } = await adminToken(['audiences:read']);
+    expect((await call(audiencesOnly, 'getAudience', { params: { id } })).status).toBe(200);
+    const refused = await call(audiencesOnly, 'listAudienceGrants', { params: { id } });
+    expect(refused.status).toBe(403);
+    expect(refused.headers.get('www-authenticate')).toBe(
+      'Bearer error="insufficient_scope", scope="clients:read"',
+    );
+    expect(refused.body).toEqual(
+      problem(403, 'insufficient_scope', 'this call needs the scope clients:read'),
+    );
     const missing = await call(token, 'listAudienceGrants', { params: { id: 'aud_nothing' } });
     expect(missing.status).toBe(404);
     expect(missing.body).toEqual(problem(404, 'audience_not_found', 'audience aud_nothing does not exist'));
