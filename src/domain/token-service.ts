@@ -17,7 +17,7 @@ import {
   unsupportedGrantType,
 } from './errors.js';
 import { clientCredentials } from './grants/client-credentials.js';
-import type { GrantClaims, GrantHandler } from './grants/grant.js';
+import type { GrantHandler } from './grants/grant.js';
 import { ACCESS_TOKEN_TYPE, exchangeNote, TOKEN_EXCHANGE, tokenExchange } from './grants/token-exchange.js';
 import type { OwnTokenDeps } from './own-tokens.js';
 import {
@@ -160,10 +160,8 @@ export class TokenService {
     if (grantType === undefined) throw invalidRequest('grant_type is required');
     const handler = this.grants.get(grantType);
     if (handler === undefined) throw unsupportedGrantType(this.grantTypes);
-    // The grant's checks, synchronous: the claims to sign, or its refusal.
-    const claims: GrantClaims = handler(params, client, this.deps);
-    const audience = this.deps.findAudience(claims.aud) as KnownAudience;
-    const granted = client.grants.get(audience.url);
+    // The grant's checks, synchronous: the claims to sign and what they were checked against, or its refusal.
+    const { claims, audience, grant: granted } = handler(params, client, this.deps);
 
     // Proof of possession (RFC 9449): nothing at all to do for a request without a proof from a client that is
     // not bound to DPoP. Before the quota: a refused proof costs no token of it.
@@ -180,7 +178,7 @@ export class TokenService {
 
     // RFC 9449 §6.1: the token is bound to the proof's key.
     if (jkt !== undefined) claims.cnf = { jkt };
-    const signed = this.deps.sign(claims, audience.signingAlg ?? this.deps.defaultAlg, granted?.claims);
+    const signed = this.deps.sign(claims, audience.signingAlg ?? this.deps.defaultAlg, granted.claims);
     const accessToken = typeof signed === 'string' ? signed : await signed;
     const tokenType = jkt === undefined ? 'Bearer' : 'DPoP';
     const expiresIn = claims.exp - claims.iat;

@@ -51,10 +51,20 @@ interface GrantDeps {
 }
 
 /**
+ * What a grant handler decided: the claims to sign, and the audience and grant it checked them against (whose
+ * signing algorithm and custom claims the token service signs with, without looking them up again).
+ */
+export interface GrantResult {
+  claims: GrantClaims;
+  audience: KnownAudience;
+  grant: KnownGrant;
+}
+
+/**
  * One grant type: synchronous (everything it reads is in memory once the client is authenticated), so the
  * warm path awaits nothing more than it did. Throws an OAuthError for a refusal.
  */
-export type GrantHandler = (params: TokenParams, client: KnownClient, deps: GrantDeps) => GrantClaims;
+export type GrantHandler = (params: TokenParams, client: KnownClient, deps: GrantDeps) => GrantResult;
 
 /** `audience` (Auth0, Hydra) and `resource` (RFC 8707) name the same thing; one of them, not both. */
 export function requestedAudience(params: TokenParams): string {

@@ -205,7 +205,7 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
   };
   if (scope !== undefined) claims.scope = scope;
   claims.act = actClaim(client.id, before);
-  return claims;
+  return { claims, audience, grant: granted };
 };
 
 /**
