@@ -670,6 +670,17 @@ async function main() {
     },
   });
 
+  /** One token of the scenario's client, got at its running server: what an introspection or exchange scenario sends. */
+  async function clientToken(target, purpose) {
+    const response = await fetch(`${target.url}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: target.body,
+    });
+    if (response.status !== 200) throw new Error(`no token to ${purpose}: status ${response.status}`);
+    return (await response.json()).access_token;
+  }
+
   const definitions = {
     ceiling: {
       label: 'ceiling (node:http + node:crypto)',
@@ -774,13 +785,7 @@ async function main() {
         const { target } = started;
         // Once the server answers: a token of the client, which every request then introspects.
         target.prepare = async () => {
-          const response = await fetch(`${target.url}/oauth/token`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/x-www-form-urlencoded' },
-            body: target.body,
-          });
-          if (response.status !== 200) throw new Error(`no token to introspect: status ${response.status}`);
-          const { access_token: token } = await response.json();
+          const token = await clientToken(target, 'introspect');
           const rs = store.resourceServer;
           target.path = '/oauth/introspect';
           target.introspection = true;
@@ -802,13 +807,7 @@ async function main() {
         const { target } = started;
         // Once the server answers: a token of the client (the caller), which every request then exchanges.
         target.prepare = async () => {
-          const response = await fetch(`${target.url}/oauth/token`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/x-www-form-urlencoded' },
-            body: target.body,
-          });
-          if (response.status !== 200) throw new Error(`no token to exchange: status ${response.status}`);
-          const { access_token: token } = await response.json();
+          const token = await clientToken(target, 'exchange');
           const service = store.service;
           target.exchange = { sub: target.clientId };
           target.clientId = service.clientId;
