@@ -3,12 +3,8 @@
  * credentials, their fields, and the rule that a client authenticates with federated credentials, or with its
  * own secrets or keys, never both. On a real SQLite store.
  */
-import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import { exportJWK, generateKeyPair } from 'jose';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/index.js';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { ManagementError } from '../../src/management/errors.js';
 import {
   audit,
@@ -18,11 +14,9 @@ import {
   views,
   type ManagementContext,
 } from '../../src/management/index.js';
-import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { rejection } from '../helpers/assert.js';
-import { stillClock } from '../helpers/clock.js';
-import { tempDir } from '../helpers/server.js';
+import { managementContext } from '../helpers/management.js';
 
 const GITHUB = 'https://token.actions.githubusercontent.com';
 const ISSUER = 'https://tessera.example.com';
@@ -30,16 +24,7 @@ const ISSUER = 'https://tessera.example.com';
 let store: Store;
 let ctx: ManagementContext;
 beforeEach(async () => {
-  const clock = stillClock();
-  const dataDir = tempDir();
-  store = openSqliteStore(path.join(dataDir, 'tessera.db'), clock.date);
-  await store.migrate();
-  const config = loadConfig({
-    TESSERA_DATA_DIR: dataDir,
-    TESSERA_MASTER_KEY: randomBytes(32).toString('base64url'),
-    TESSERA_ISSUER: ISSUER,
-  });
-  ctx = { store, config, actor: 'cli:test', holds: EVERY_SCOPE, now: clock.now };
+  ({ store, ctx } = await managementContext({ TESSERA_ISSUER: ISSUER }));
 });
 afterEach(async () => {
   await store.close();

@@ -5,12 +5,8 @@
  * disabled or reset operator's sessions ending. On a real SQLite store, the store and the operations on one
  * clock that stands still until moved.
  */
-import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/index.js';
 import { digestSecret } from '../../src/domain/secrets.js';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import {
   audiences,
   clients,
@@ -24,11 +20,10 @@ import {
   adminAudienceUrl,
   ensureAdminAudience,
 } from '../../src/management/builtin.js';
-import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { rejection } from '../helpers/assert.js';
-import { tempDir } from '../helpers/server.js';
-import { stillClock, type TestClock } from '../helpers/clock.js';
+import { managementContext } from '../helpers/management.js';
+import { type TestClock } from '../helpers/clock.js';
 import { ManagementError } from '../../src/management/errors.js';
 
 const API = 'https://api.example.com';
@@ -37,15 +32,7 @@ let clock: TestClock;
 let store: Store;
 let ctx: ManagementContext;
 beforeEach(async () => {
-  clock = stillClock();
-  const dataDir = tempDir();
-  store = openSqliteStore(path.join(dataDir, 'tessera.db'), clock.date);
-  await store.migrate();
-  const config = loadConfig({
-    TESSERA_DATA_DIR: dataDir,
-    TESSERA_MASTER_KEY: randomBytes(32).toString('base64url'),
-  });
-  ctx = { store, config, actor: 'cli:test', holds: EVERY_SCOPE, now: clock.now };
+  ({ store, ctx, clock } = await managementContext());
   await audiences.addAudience(ctx, { url: API });
 });
 afterEach(async () => {

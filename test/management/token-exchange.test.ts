@@ -3,11 +3,7 @@
  * token_exchange and an audience's resource_server_client_ids, their checks, their audit, the admin audience that
  * has neither, and a deleted client leaving every audience's list. On a real SQLite store.
  */
-import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/index.js';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { ManagementError } from '../../src/management/errors.js';
 import { adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
 import {
@@ -18,11 +14,9 @@ import {
   views,
   type ManagementContext,
 } from '../../src/management/index.js';
-import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { rejection } from '../helpers/assert.js';
-import { stillClock } from '../helpers/clock.js';
-import { tempDir } from '../helpers/server.js';
+import { managementContext } from '../helpers/management.js';
 
 const ISSUER = 'https://tessera.example.com';
 const ORDERS = 'https://orders.example.com';
@@ -31,16 +25,7 @@ const BILLING = 'https://billing.example.com';
 let store: Store;
 let ctx: ManagementContext;
 beforeEach(async () => {
-  const clock = stillClock();
-  const dataDir = tempDir();
-  store = openSqliteStore(path.join(dataDir, 'tessera.db'), clock.date);
-  await store.migrate();
-  const config = loadConfig({
-    TESSERA_DATA_DIR: dataDir,
-    TESSERA_MASTER_KEY: randomBytes(32).toString('base64url'),
-    TESSERA_ISSUER: ISSUER,
-  });
-  ctx = { store, config, actor: 'cli:test', holds: EVERY_SCOPE, now: clock.now };
+  ({ store, ctx } = await managementContext({ TESSERA_ISSUER: ISSUER }));
   await audiences.addAudience(ctx, { url: ORDERS, scopes: [{ name: 'orders:read' }] });
   await audiences.addAudience(ctx, { url: BILLING });
   for (const id of ['orders-api', 'billing-api', 'gateway'])
