@@ -16,6 +16,7 @@ import {
   eventually,
   expectLabelled,
   launchChromium,
+  logIn as logInAs,
   openWatched,
   shot,
   watchedContext,
@@ -37,13 +38,7 @@ let browser: Browser;
 const problems: string[] = [];
 const photo = (page: Page, name: string) => shot(page, SCREENSHOTS, name);
 
-async function logIn(page: Page, email: string): Promise<void> {
-  await page.goto('/console/login');
-  await page.getByLabel('Email').fill(email);
-  await page.getByLabel('Password').fill(PASSWORD);
-  await page.getByRole('button', { name: 'Log in' }).click();
-  await page.waitForURL(`${t.url}/console/`);
-}
+const logIn = (page: Page, email: string) => logInAs(page, t.url, email, PASSWORD);
 
 describe.skipIf(!chromiumAvailable)('token exchange in the web console', () => {
   beforeAll(async () => {

@@ -122,3 +122,12 @@ export async function go(page: Page, link: string): Promise<void> {
     .getByRole('link', { name: link, exact: true })
     .click();
 }
+
+/** Logs an operator in through the console's login page, and waits for the overview. */
+export async function logIn(page: Page, base: string, email: string, password: string): Promise<void> {
+  await page.goto('/console/login');
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.waitForURL(`${base}/console/`);
+}
