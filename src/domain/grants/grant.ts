@@ -54,7 +54,7 @@ interface GrantDeps {
  * What a grant handler decided: the claims to sign, and the audience and grant it checked them against (whose
  * signing algorithm and custom claims the token service signs with, without looking them up again).
  */
-export interface GrantResult {
+interface GrantResult {
   claims: GrantClaims;
   audience: KnownAudience;
   grant: KnownGrant;
