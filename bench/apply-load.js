@@ -199,8 +199,10 @@ console.log(
       slowest: [...samples]
         .sort((a, b) => b[1] - a[1])
         .slice(0, 5)
-        .map((s) => ({ atMs: Math.round(s[0] - applyStart), ms: +s[1].toFixed(1) })),
+        .map((s) => ({ atMs: Math.round(s[0] - applyStart), ms: +s[1].toFixed(1), status: s[2] })),
       after: stats(after),
+      // What the server logged (warnings and errors at TESSERA_LOG_LEVEL=warn): why a request was refused.
+      serverLog: server.output.split('\n').filter(Boolean).slice(-10),
     },
     null,
     2,
