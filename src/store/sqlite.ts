@@ -262,6 +262,48 @@ class MaintenanceThread {
   }
 }
 
+/**
+ * What the server reads in the background and on a cache miss: the change feed, the clients and audiences the
+ * directory loads, the revocations and client standings it follows, the signing keys it reloads.
+ */
+const SIDE_READS = [
+  'changesSince',
+  'latestChange',
+  'findClients',
+  'countClients',
+  'listClientIds',
+  'listAudiences',
+  'listRevokedTokens',
+  'listClientStandings',
+  'findClientStandings',
+  'listSigningKeys',
+] as const satisfies readonly (keyof Store)[];
+
+/**
+ * The server's reads of SIDE_READS on a second connection of their own (read only). Kysely's SQLite driver has
+ * one connection and runs one query or transaction on it at a time: a write waiting for another process's lock
+ * (an apply of 200k clients holds it for many seconds) held up every read queued behind it, and a client
+ * lookup on a cache miss answered 503 after its 2 s deadline while the store was perfectly readable. In WAL
+ * mode a reader never waits for a writer; each read sees what was committed when it began, as it would have on
+ * the one connection (every write of this process commits before its promise resolves).
+ */
+function readOnTheSide(store: Store, file: string, now: (() => Date) | undefined): void {
+  const db = new DatabaseSync(file, { readOnly: true });
+  db.exec('PRAGMA busy_timeout = 0');
+  const reader = openKyselyStore(
+    new Kysely<Database>({ dialect: new ImmediateSqliteDialect(adapt(db), true) }),
+    'sqlite',
+    { now },
+  );
+  const mutable = store as unknown as Record<string, unknown>;
+  for (const name of SIDE_READS) mutable[name] = reader[name];
+  const close = store.close.bind(store);
+  store.close = async () => {
+    await reader.close();
+    await close();
+  };
+}
+
 export interface SqliteStoreOptions {
   now?: () => Date;
   /**
@@ -312,6 +354,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
     dialect: new ImmediateSqliteDialect(adapted, backgroundCheckpoints),
   });
   const store = openKyselyStore(kysely, 'sqlite', { now });
+  if (backgroundCheckpoints && file !== ':memory:') readOnTheSide(store, file, now);
   if (maintenance !== undefined) {
     const thread = maintenance;
     store.pruneAuditEvents = (olderThan, limit) =>

@@ -236,6 +236,56 @@ describe('openSqliteStore', () => {
     }
   });
 
+  it("the server's store reads clients and the change feed at once while its own write waits for another process's lock", async () => {
+    const file = path.join(dir, 'tessera.db');
+    const server = openSqliteStore(file, { backgroundCheckpoints: true });
+    open.push(server);
+    await server.migrate();
+    await server.addAudience({
+      url: 'https://api.example.com',
+      name: null,
+      tokenTtl: null,
+      signingAlg: null,
+    });
+    const seq = await server.latestChange();
+    // Another process (an apply from the CLI) holds the write lock for 1.5 s, with a client it has not committed.
+    const holder = new DatabaseSync(file);
+    holder.exec('BEGIN IMMEDIATE');
+    holder.exec(
+      "insert into changes (entity, key, created_at) values ('client', 'uncommitted', '2026-01-01T00:00:00.000Z')",
+    );
+    const held = performance.now();
+    setTimeout(() => holder.exec('ROLLBACK'), 1500);
+    try {
+      // The server's audit writer (here: an audience update) waits for the lock, on timers...
+      const writing = server.addAudience({
+        url: 'https://other.example.com',
+        name: null,
+        tokenTtl: null,
+        signingAlg: null,
+      });
+      // ...and the reads a token request and the directory make are answered meanwhile, from what is committed;
+      // on the one connection they were queued behind the write, and a lookup gave up (503) after 2 s.
+      expect(await server.findClients(['nobody'])).toEqual([]);
+      expect(await server.changesSince(seq, 10)).toEqual([]);
+      expect(await server.latestChange()).toBe(seq);
+      expect((await server.listAudiences()).map((a) => a.url)).toEqual(['https://api.example.com']);
+      expect(performance.now() - held).toBeLessThan(500);
+      await writing;
+      expect(performance.now() - held).toBeGreaterThanOrEqual(1490);
+      // Once written, the write is read at once on the reading side too.
+      expect((await server.listAudiences()).map((a) => a.url).sort()).toEqual([
+        'https://api.example.com',
+        'https://other.example.com',
+      ]);
+      expect((await server.changesSince(seq, 10)).map((c) => [c.entity, c.key])).toEqual([
+        ['audience', 'https://other.example.com'],
+      ]);
+    } finally {
+      holder.close();
+    }
+  });
+
   it("the server's store gives up on a lock held past the wait (5 s) with SQLITE_BUSY, its thread free all along", async () => {
     const file = path.join(dir, 'tessera.db');
     const server = openSqliteStore(file, { backgroundCheckpoints: true });
