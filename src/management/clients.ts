@@ -9,7 +9,7 @@ import {
   validateQuota,
   validateTokenTtl,
 } from '../domain/validate.js';
-import type { Client, ClientPatch, NewClient } from '../store/types.js';
+import type { Audience, ChangeAudit, Client, ClientPatch, NewClient } from '../store/types.js';
 import {
   authMethodProblem,
   checkJwksKeys,
@@ -252,6 +252,30 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
       scopes: { ...input.scopes, [url]: [...input.adminScopes] },
     };
   }
+  const checked = await checkClient(ctx, input);
+  return storeCall(() =>
+    ctx.store.transaction(async (store) => {
+      const { client, audit } = await readyToStore(ctx, checked, (url) => store.findAudience(url));
+      return { client: await store.createClient(client, audit), secret: checked.secret };
+    }),
+  );
+}
+
+/** A new client checked as far as it can be without the store, with its secret (none for private_key_jwt). */
+export interface CheckedClient {
+  readonly input: ClientInput;
+  readonly client: ReturnType<typeof checkNewClient>;
+  readonly federated: FederatedCredential[];
+  readonly secret: string | undefined;
+}
+
+/**
+ * The checks of a new client that need no store (its fields, its keys, its federated credentials), and its
+ * secret: what can be done before a transaction takes the store's write lock (see createCheckedClients).
+ */
+export async function checkClient(ctx: ManagementContext, input: ClientInput): Promise<CheckedClient> {
+  if (input.adminScopes !== undefined)
+    throw new Error('an admin client is made by createClient (its audience may have to be made first)');
   const checks = new FieldChecks();
   const client = checkNewClient(input, checks, ctx.config.production, ctx.config.jwksAllowPrivate);
   checks.throwFirst();
@@ -259,86 +283,117 @@ export async function createClient(ctx: ManagementContext, input: ClientInput): 
   const federated = await newClientCredentials(ctx, client, input.federatedCredentials);
   // A private_key_jwt client has no secret at all.
   const secret = usesSecrets(client.authMethod) ? generateSecret() : undefined;
-  return storeCall(() =>
+  return { input, client, federated, secret };
+}
+
+/**
+ * Creates many clients checked by checkClient, in one transaction (or the caller's): each as createClient makes
+ * it — the same checks of its grants against their audiences, the same rows, audit event and change record —
+ * but written together, a few statements for them all, so that a big `apply` holds the write lock briefly.
+ */
+export async function createCheckedClients(
+  ctx: ManagementContext,
+  checked: readonly CheckedClient[],
+): Promise<void> {
+  if (checked.length === 0) return;
+  await storeCall(() =>
     ctx.store.transaction(async (store) => {
-      // Each grant's scopes must be its audience's (read in the transaction that writes the grants).
-      const scopes: Record<string, string[]> = {};
-      for (const [url, asked] of Object.entries(input.scopes ?? {})) {
-        if (!client.audiences.includes(url))
-          throw new ManagementError(
-            'invalid_field',
-            `scopes are given for ${url}, which is not granted`,
-            'scopes',
-          );
-        const audience = await store.findAudience(url);
-        if (!audience) throw new ManagementError('audience_not_found', `audience ${url} is not registered`);
-        scopes[url] = checkGrantScopes(audience, asked);
-      }
-      // A new client granted the admin audience: the caller must hold every scope that grant would hold.
-      const adminUrl = adminAudienceUrl(ctx.config);
-      if (client.audiences.includes(adminUrl))
-        requireHeld(ctx, `a grant of ${adminUrl}`, [], scopes[adminUrl] ?? []);
-      const grantClaims: Record<string, Record<string, unknown>> = {};
-      for (const [url, claims] of Object.entries(input.grantClaims ?? {})) {
-        if (!client.audiences.includes(url))
-          throw new ManagementError(
-            'invalid_field',
-            `claims are given for ${url}, which is not granted`,
-            'claims',
-          );
-        const checked = field('claims', () => validateClaims(claims));
-        if (checked) grantClaims[url] = checked;
-      }
-      const exchanging = [...new Set(input.grantTokenExchange ?? [])].sort();
-      for (const url of exchanging) {
-        if (!client.audiences.includes(url))
-          throw new ManagementError(
-            'invalid_field',
-            `token_exchange is given for ${url}, which is not granted`,
-            'token_exchange',
-          );
-        checkGrantTokenExchange(ctx, url);
-      }
-      const audit = changeAudit(ctx, 'client.created', client.id, {
-        clientId: client.id,
-        // Never the secret, nor its digest.
-        changes: {
-          name: client.name,
-          description: client.description,
-          enabled: client.enabled,
-          token_ttl: client.tokenTtl,
-          quota_per_minute: client.quotaPerMinute,
-          quota_per_day: client.quotaPerDay,
-          claims: client.claims,
-          token_endpoint_auth_method: client.authMethod,
-          jwks: client.jwks,
-          jwks_uri: client.jwksUri,
-          dpop_bound_access_tokens: client.dpopBoundAccessTokens,
-          ...(federated.length > 0 ? { federated_credentials: federated.map(federatedCredentialJson) } : {}),
-          grants: client.audiences.map((audience) => ({
-            audience,
-            scopes: scopes[audience] ?? [],
-            ...(grantClaims[audience] ? { claims: grantClaims[audience] } : {}),
-            ...(exchanging.includes(audience) ? { token_exchange: true } : {}),
-          })),
-        },
-      });
-      return {
-        client: await store.createClient(
-          {
-            ...client,
-            scopes,
-            grantClaims,
-            grantTokenExchange: exchanging,
-            federatedCredentials: federated,
-            secretDigest: secret === undefined ? null : digestSecret(secret),
-          },
-          audit,
-        ),
-        secret,
+      // Each audience read once: thousands of clients name the same few.
+      const audiences = new Map<string, Promise<Audience | undefined>>();
+      const audienceOf = (url: string) => {
+        let found = audiences.get(url);
+        if (found === undefined) audiences.set(url, (found = store.findAudience(url)));
+        return found;
       };
+      const ready: { client: NewClient; audit: ChangeAudit }[] = [];
+      for (const one of checked) ready.push(await readyToStore(ctx, one, audienceOf));
+      await store.createClients(ready);
     }),
   );
+}
+
+/**
+ * The checks of a new client's grants against their audiences (read in the transaction that writes them), and
+ * the client as the store takes it with its audit event.
+ */
+async function readyToStore(
+  ctx: ManagementContext,
+  { input, client, federated, secret }: CheckedClient,
+  audienceOf: (url: string) => Promise<Audience | undefined>,
+): Promise<{ client: NewClient; audit: ChangeAudit }> {
+  // Each grant's scopes must be its audience's.
+  const scopes: Record<string, string[]> = {};
+  for (const [url, asked] of Object.entries(input.scopes ?? {})) {
+    if (!client.audiences.includes(url))
+      throw new ManagementError(
+        'invalid_field',
+        `scopes are given for ${url}, which is not granted`,
+        'scopes',
+      );
+    const audience = await audienceOf(url);
+    if (!audience) throw new ManagementError('audience_not_found', `audience ${url} is not registered`);
+    scopes[url] = checkGrantScopes(audience, asked);
+  }
+  // A new client granted the admin audience: the caller must hold every scope that grant would hold.
+  const adminUrl = adminAudienceUrl(ctx.config);
+  if (client.audiences.includes(adminUrl))
+    requireHeld(ctx, `a grant of ${adminUrl}`, [], scopes[adminUrl] ?? []);
+  const grantClaims: Record<string, Record<string, unknown>> = {};
+  for (const [url, claims] of Object.entries(input.grantClaims ?? {})) {
+    if (!client.audiences.includes(url))
+      throw new ManagementError(
+        'invalid_field',
+        `claims are given for ${url}, which is not granted`,
+        'claims',
+      );
+    const checked = field('claims', () => validateClaims(claims));
+    if (checked) grantClaims[url] = checked;
+  }
+  const exchanging = [...new Set(input.grantTokenExchange ?? [])].sort();
+  for (const url of exchanging) {
+    if (!client.audiences.includes(url))
+      throw new ManagementError(
+        'invalid_field',
+        `token_exchange is given for ${url}, which is not granted`,
+        'token_exchange',
+      );
+    checkGrantTokenExchange(ctx, url);
+  }
+  const audit = changeAudit(ctx, 'client.created', client.id, {
+    clientId: client.id,
+    // Never the secret, nor its digest.
+    changes: {
+      name: client.name,
+      description: client.description,
+      enabled: client.enabled,
+      token_ttl: client.tokenTtl,
+      quota_per_minute: client.quotaPerMinute,
+      quota_per_day: client.quotaPerDay,
+      claims: client.claims,
+      token_endpoint_auth_method: client.authMethod,
+      jwks: client.jwks,
+      jwks_uri: client.jwksUri,
+      dpop_bound_access_tokens: client.dpopBoundAccessTokens,
+      ...(federated.length > 0 ? { federated_credentials: federated.map(federatedCredentialJson) } : {}),
+      grants: client.audiences.map((audience) => ({
+        audience,
+        scopes: scopes[audience] ?? [],
+        ...(grantClaims[audience] ? { claims: grantClaims[audience] } : {}),
+        ...(exchanging.includes(audience) ? { token_exchange: true } : {}),
+      })),
+    },
+  });
+  return {
+    client: {
+      ...client,
+      scopes,
+      grantClaims,
+      grantTokenExchange: exchanging,
+      federatedCredentials: federated,
+      secretDigest: secret === undefined ? null : digestSecret(secret),
+    },
+    audit,
+  };
 }
 
 /** Changes the fields given of a client (null clears a lifetime or a quota); never its secret. */

@@ -255,6 +255,12 @@ export interface AudienceStore {
 export interface ClientStore {
   /** Creates the client with its grants (and its first secret, if it has one) in one transaction. */
   createClient(client: NewClient, audit?: ChangeAudit): Promise<Client>;
+  /**
+   * Creates many clients as createClient does each (rows, audit event, change record), in one transaction with
+   * a few multi-row statements for them all: conflict for an id taken (or given twice), not_found for an
+   * audience that does not exist; nothing written then.
+   */
+  createClients(clients: readonly { client: NewClient; audit?: ChangeAudit }[]): Promise<void>;
   /** One client with its grants (the CLI's `client show`); the same query as findClients. */
   findClient(id: string): Promise<Client | undefined>;
   /**

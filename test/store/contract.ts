@@ -11,6 +11,7 @@ import {
   type AuditRecord,
   type Change,
   type ChangeAudit,
+  type Client,
   type KeyChange,
   type NewClient,
   type NewOperator,
@@ -500,6 +501,67 @@ export function storeContract(name: string, open: OpenStore): void {
         );
         expect(error.code).toBe('conflict');
         expect(await store.findClient('svc')).toEqual(first);
+        expect(await store.countClients()).toBe(1);
+      });
+
+      it('createClients makes each client as createClient does, with its audit event and change, in order, across insert batches', async () => {
+        // 1,203 clients: more than two of the store's multi-row inserts; every kind of field on some of them.
+        const many = Array.from({ length: 1203 }, (_, i) =>
+          newClient(`bulk-${i}`, i % 3 === 0 ? [] : i % 3 === 1 ? [A] : [C, A], {
+            ...(i % 5 === 0 ? { secretDigest: null, authMethod: 'private_key_jwt' as const } : {}),
+            ...(i % 7 === 0 ? { scopes: { [A]: ['read', 'write'] }, grantClaims: { [A]: { tier: i } } } : {}),
+            ...(i % 11 === 1 ? { grantTokenExchange: [A] } : {}),
+            ...(i % 13 === 0 ? { claims: { team: 'x' }, tokenTtl: 600, enabled: false } : {}),
+            ...(i % 17 === 0 ? { quotaPerMinute: 10, quotaPerDay: 1000, dpopBoundAccessTokens: true } : {}),
+          }),
+        );
+        const audit = (id: string): ChangeAudit => ({
+          type: 'client.created',
+          actor: 'operator:op_1',
+          source: 'cli',
+          target: id,
+          clientId: id,
+          audience: null,
+          changes: { name: `client ${id}` },
+          reason: null,
+        });
+        const before = await store.latestChange();
+        await store.createClients(many.map((client) => ({ client, audit: audit(client.id) })));
+        expect((await store.changesSince(before, 5000)).map((c) => [c.entity, c.key])).toEqual(
+          many.map((c) => ['client', c.id]),
+        );
+        // The same clients one by one, under other ids, read back the same but for their ids.
+        const sample = [0, 1, 2, 5, 7, 12, 13, 17, 500, 1001, 1202];
+        for (const i of sample) await store.createClient({ ...many[i]!, id: `one-${i}` });
+        const norm = (c: Client | undefined) => ({
+          ...c,
+          id: undefined,
+          secrets: c?.secrets.map((s) => ({ ...s, id: undefined })),
+          // A client without secrets has a random digest in the column older servers read.
+          secretDigest: c?.secrets.length === 0 ? undefined : c?.secretDigest,
+        });
+        for (const i of sample)
+          expect(norm(await store.findClient(`bulk-${i}`))).toEqual(norm(await store.findClient(`one-${i}`)));
+        expect(await store.countClients()).toBe(1203 + sample.length);
+        const events = await store.queryAuditEvents({ types: ['client.created'], limit: 2000 });
+        expect(events.filter((e) => e.target?.startsWith('bulk-'))).toHaveLength(1203);
+        expect(events.find((e) => e.target === 'bulk-42')).toMatchObject(audit('bulk-42'));
+      });
+
+      it('createClients writes nothing when an id is taken, given twice, or an audience is unknown', async () => {
+        await store.createClient(newClient('taken', [A]));
+        const batch = (ids: string[], audiences = [A]) =>
+          store.createClients(ids.map((id) => ({ client: newClient(id, audiences) })));
+        const ids = Array.from({ length: 700 }, (_, i) => `new-${i}`);
+        const taken = await expectNoChange(store, () => batch([...ids, 'taken', 'new-x']));
+        expect([taken.code, taken.message]).toEqual(['conflict', 'client taken already exists']);
+        const twice = await expectNoChange(store, () => batch([...ids, 'new-3']));
+        expect([twice.code, twice.message]).toEqual(['conflict', 'client new-3 already exists']);
+        const unknown = await expectNoChange(store, () => batch(ids, [A, 'https://unknown.example.com']));
+        expect(unknown.code).toBe('not_found');
+        expect(unknown.message).toContain('https://unknown.example.com');
+        expect(await store.countClients()).toBe(1);
+        await store.createClients([]);
         expect(await store.countClients()).toBe(1);
       });
 

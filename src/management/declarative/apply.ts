@@ -5,7 +5,13 @@
 import type { PublicJwks } from '../../domain/client-auth/index.js';
 import { addAudience, removeAudience, updateAudience } from '../audiences.js';
 import { adminAudienceUrl, ensureAdminAudience } from '../builtin.js';
-import { createClient, deleteClient, updateClient } from '../clients.js';
+import {
+  checkClient,
+  createCheckedClients,
+  deleteClient,
+  updateClient,
+  type CheckedClient,
+} from '../clients.js';
 import type { FieldChange, ManagementContext } from '../context.js';
 import { ManagementError, storeCall } from '../errors.js';
 import {
@@ -113,9 +119,8 @@ class Applying {
       await updateAudience(this.ctx, url, { resourceServerClientIds: ids });
   }
 
-  async client(step: StepOf<'client'>): Promise<void> {
-    if (step.action === 'create') await this.createClient(step);
-    else if (step.action === 'update')
+  async client(step: Exclude<StepOf<'client'>, { action: 'create' }>): Promise<void> {
+    if (step.action === 'update')
       await updateClient(this.ctx, step.client_id, clientFields(changed(step.changes)));
     else await deleteClient(this.ctx, step.client_id);
   }
@@ -155,25 +160,14 @@ class Applying {
     else await removeFederatedCredential(this.ctx, step.client_id, id);
   }
 
-  /** A new client with its grants and federated credentials; its secret kept to be shown once (none for private_key_jwt). */
-  private async createClient(step: Extract<StepOf<'client'>, { action: 'create' }>): Promise<void> {
-    const grants = this.grantsOfNew.get(step.client_id) ?? [];
-    const credentials = this.credentialsOfNew.get(step.client_id) ?? [];
-    const { secret } = await createClient(this.ctx, {
-      id: step.client_id,
-      ...clientFields(step.values),
-      name: step.values.name,
-      ...(credentials.length === 0
-        ? {}
-        : {
-            federatedCredentials: credentials.map((c) => ({ name: c.name, ...credentialFields(c.values) })),
-          }),
-      grants: grants.map((g) => g.audience),
-      scopes: Object.fromEntries(grants.map((g) => [g.audience, g.scopes])),
-      grantClaims: Object.fromEntries(grants.flatMap((g) => (g.claims ? [[g.audience, g.claims]] : []))),
-      grantTokenExchange: grants.filter((g) => g.token_exchange === true).map((g) => g.audience),
-    });
-    if (secret !== undefined) this.secrets.push({ client_id: step.client_id, client_secret: secret });
+  /**
+   * New clients, each with its grants and federated credentials, checked by checkNew before the transaction:
+   * created together; their secrets kept to be shown once (none for private_key_jwt).
+   */
+  async createClients(checked: readonly CheckedClient[]): Promise<void> {
+    await createCheckedClients(this.ctx, checked);
+    for (const { client, secret } of checked)
+      if (secret !== undefined) this.secrets.push({ client_id: client.id, client_secret: secret });
   }
 
   /** The id of a client's federated credential, by its name (how a file knows it). */
@@ -217,12 +211,49 @@ function partsOfNewClients(plan: Plan): {
 }
 
 /**
+ * The plan's new clients, each with its grants and federated credentials, checked as far as that needs no store
+ * (checkClient), and their secrets made: before the transaction, so that its write lock is held for the writes.
+ */
+async function checkNewClients(
+  ctx: ManagementContext,
+  plan: Plan,
+  ofNew: ReturnType<typeof partsOfNewClients>,
+): Promise<Map<string, CheckedClient>> {
+  const checked = new Map<string, CheckedClient>();
+  for (const step of plan.steps) {
+    if (step.type !== 'client' || step.action !== 'create') continue;
+    const grants = ofNew.grants.get(step.client_id) ?? [];
+    const credentials = ofNew.credentials.get(step.client_id) ?? [];
+    checked.set(
+      step.client_id,
+      await checkClient(ctx, {
+        id: step.client_id,
+        ...clientFields(step.values),
+        name: step.values.name,
+        ...(credentials.length === 0
+          ? {}
+          : {
+              federatedCredentials: credentials.map((c) => ({ name: c.name, ...credentialFields(c.values) })),
+            }),
+        grants: grants.map((g) => g.audience),
+        scopes: Object.fromEntries(grants.map((g) => [g.audience, g.scopes])),
+        grantClaims: Object.fromEntries(grants.flatMap((g) => (g.claims ? [[g.audience, g.claims]] : []))),
+        grantTokenExchange: grants.filter((g) => g.token_exchange === true).map((g) => g.audience),
+      }),
+    );
+  }
+  return checked;
+}
+
+/**
  * Applies a plan through the management operations, on a store bound to one transaction: every step or none.
- * A client created gets a secret, returned here once.
+ * A client created gets a secret, returned here once. The new clients of consecutive steps are created
+ * together (createCheckedClients: a few statements for thousands of clients, the lock held briefly).
  */
 export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<CreatedSecret[]> {
   if (plan.steps.length === 0) return [];
   const ofNew = partsOfNewClients(plan);
+  const checked = await checkNewClients(ctx, plan, ofNew);
   const builtIn = adminAudienceUrl(ctx.config);
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
@@ -231,12 +262,20 @@ export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<Cre
       if (plan.steps.some((s) => s.type === 'grant' && s.action !== 'delete' && s.audience === builtIn))
         await ensureAdminAudience(tx);
       const applying = new Applying(tx, ofNew.grants, ofNew.credentials);
+      let creating: CheckedClient[] = [];
       for (const step of plan.steps) {
+        if (step.type === 'client' && step.action === 'create') {
+          creating.push(checked.get(step.client_id)!);
+          continue;
+        }
+        if (creating.length > 0) await applying.createClients(creating);
+        creating = [];
         if (step.type === 'audience') await applying.audience(step);
         else if (step.type === 'client') await applying.client(step);
         else if (step.type === 'federated_credential') await applying.credential(step);
         else await applying.grant(step);
       }
+      await applying.createClients(creating);
       await applying.setResourceServers();
       return applying.secrets;
     }),

@@ -3,9 +3,16 @@ import type { FederatedCredential } from '../../domain/client-auth/index.js';
 import { digestSecret, generateSecret } from '../../domain/secrets.js';
 import { newSecretId, type Engine } from '../migrations.js';
 import type { ClientsTable, Database } from '../schema.js';
-import { StoreError, type Client, type ClientSecret, type ClientStore, type Grant } from '../types.js';
+import {
+  StoreError,
+  type Client,
+  type ClientSecret,
+  type ClientStore,
+  type Grant,
+  type NewClient,
+} from '../types.js';
 import { requireAudiences } from './audiences.js';
-import { compileOnce, mustTouch, notFound, type StoreBase } from './base.js';
+import { compileOnce, isUniqueViolation, mustTouch, notFound, type StoreBase } from './base.js';
 import {
   byClient,
   claimsOf,
@@ -142,6 +149,62 @@ async function withGrantsAndSecrets(
   return rows.map((row) => toClient(row, grantsOf.get(row.id) ?? [], secretsOf.get(row.id) ?? []));
 }
 
+/** Ids per `in (...)` list, and rows per multi-row insert: within both engines' limits on bound parameters. */
+const IDS_PER_QUERY = 500;
+const ROWS_PER_INSERT = 500;
+
+function* chunks<T>(items: readonly T[], size: number): Generator<T[]> {
+  for (let i = 0; i < items.length; i += size) yield items.slice(i, i + size);
+}
+
+/** The rows of a new client: its own, its grants', its first secret's (none for private_key_jwt). */
+function newClientRows(client: NewClient, at: string) {
+  const audiences = [...new Set(client.audiences)].sort();
+  const exchanging = client.grantTokenExchange?.length ?? 0;
+  return {
+    client: {
+      id: client.id,
+      name: client.name,
+      description: client.description ?? null,
+      // Read by servers of versions before 0008 only; a client without secrets gets a digest of nothing
+      // anyone has.
+      secret_digest: client.secretDigest ?? digestSecret(generateSecret()),
+      enabled: client.enabled === false ? 0 : 1,
+      token_ttl: client.tokenTtl,
+      created_at: at,
+      updated_at: at,
+      secret_rotated_at: at,
+      quota_per_minute: client.quotaPerMinute ?? null,
+      quota_per_day: client.quotaPerDay ?? null,
+      claims: claimsText(client.claims),
+      token_endpoint_auth_method: client.authMethod ?? 'client_secret_basic',
+      jwks: client.jwks == null ? null : JSON.stringify(client.jwks),
+      jwks_uri: client.jwksUri ?? null,
+      federated_credentials: federatedText(client.federatedCredentials ?? []),
+      dpop_bound_access_tokens: client.dpopBoundAccessTokens === true ? 1 : 0,
+    },
+    grants: audiences.map((audience) => ({
+      client_id: client.id,
+      audience_url: audience,
+      scopes: scopeText(client.scopes?.[audience] ?? []),
+      claims: claimsText(client.grantClaims?.[audience] ?? null),
+      // Left to its default (0) unless a grant allows it, as a store before 0015 has no such column.
+      ...(exchanging > 0 ? { token_exchange: client.grantTokenExchange!.includes(audience) ? 1 : 0 } : {}),
+      created_at: at,
+    })),
+    secret:
+      client.secretDigest === null
+        ? undefined
+        : {
+            id: newSecretId(),
+            client_id: client.id,
+            digest: client.secretDigest,
+            created_at: at,
+            expires_at: null,
+          },
+  };
+}
+
 export function clientStore(base: StoreBase): ClientStore {
   const compileFindClients = () => compileOnce(clientsByIds(base.db, base.engine, ''), 1);
   const findClients: ClientStore['findClients'] = async (ids) => {
@@ -160,64 +223,79 @@ export function clientStore(base: StoreBase): ClientStore {
         `client ${client.id} already exists`,
         (tx) => tx.selectFrom('clients').select('id').where('id', '=', client.id).executeTakeFirst(),
         async (tx) => {
-          const audiences = [...new Set(client.audiences)].sort();
-          await requireAudiences(tx, audiences);
-          const at = base.stamp();
-          const row = {
-            id: client.id,
-            name: client.name,
-            description: client.description ?? null,
-            // Read by servers of versions before 0008 only; a client without secrets gets a digest of nothing
-            // anyone has.
-            secret_digest: client.secretDigest ?? digestSecret(generateSecret()),
-            enabled: client.enabled === false ? 0 : 1,
-            token_ttl: client.tokenTtl,
-            created_at: at,
-            updated_at: at,
-            secret_rotated_at: at,
-            quota_per_minute: client.quotaPerMinute ?? null,
-            quota_per_day: client.quotaPerDay ?? null,
-            claims: claimsText(client.claims),
-            token_endpoint_auth_method: client.authMethod ?? 'client_secret_basic',
-            jwks: client.jwks == null ? null : JSON.stringify(client.jwks),
-            jwks_uri: client.jwksUri ?? null,
-            federated_credentials: federatedText(client.federatedCredentials ?? []),
-            dpop_bound_access_tokens: client.dpopBoundAccessTokens === true ? 1 : 0,
-          };
-          await tx.insertInto('clients').values(row).execute();
-          const grants: Grant[] = audiences.map((audience) => ({
-            audience,
-            scopes: scopeList(scopeText(client.scopes?.[audience] ?? [])),
-            claims: client.grantClaims?.[audience] ?? null,
-            tokenExchange: client.grantTokenExchange?.includes(audience) ?? false,
-          }));
-          const exchanging = grants.some((g) => g.tokenExchange);
-          if (grants.length > 0)
-            await tx
-              .insertInto('grants')
-              .values(
-                grants.map((g) => ({
-                  client_id: client.id,
-                  audience_url: g.audience,
-                  scopes: g.scopes.join(' '),
-                  claims: claimsText(g.claims),
-                  // Left to its default (0) unless a grant allows it, as a store before 0015 has no such column.
-                  ...(exchanging ? { token_exchange: g.tokenExchange ? 1 : 0 } : {}),
-                  created_at: at,
-                })),
-              )
-              .execute();
+          const rows = newClientRows(client, base.stamp());
+          await requireAudiences(
+            tx,
+            rows.grants.map((g) => g.audience_url),
+          );
+          await tx.insertInto('clients').values(rows.client).execute();
+          if (rows.grants.length > 0) await tx.insertInto('grants').values(rows.grants).execute();
           const secrets: ClientSecret[] = [];
-          if (client.secretDigest !== null) {
-            const secret = { id: newSecretId(), digest: client.secretDigest, createdAt: at, expiresAt: null };
-            await writeSecrets(tx, client.id, { add: secret });
-            secrets.push({ ...secret, lastUsedAt: null });
+          if (rows.secret !== undefined) {
+            const { id, digest, created_at: createdAt } = rows.secret;
+            await writeSecrets(tx, client.id, { add: { id, digest, createdAt, expiresAt: null } });
+            secrets.push({ id, digest, createdAt, expiresAt: null, lastUsedAt: null });
           }
           await base.record(tx, 'client', client.id, audit);
           // A new client's tokens have not been revoked: the column is left to its default.
-          return toClient({ ...row, revoked_before: null }, grants, secrets);
+          return toClient(
+            { ...rows.client, revoked_before: null },
+            rows.grants.map((g) => toGrant({ ...g, token_exchange: g.token_exchange ?? 0 })),
+            secrets,
+          );
         },
       ),
+
+    async createClients(clients) {
+      if (clients.length === 0) return;
+      const ids = clients.map((c) => c.client.id);
+      const conflict = (id: string) => new StoreError('conflict', `client ${id} already exists`, 'client');
+      const twice = ids.find((id, i) => ids.indexOf(id) !== i);
+      if (twice !== undefined) throw conflict(twice);
+      try {
+        await base.write(async (tx) => {
+          for (const chunk of chunks(ids, IDS_PER_QUERY)) {
+            const taken = new Set(
+              (await tx.selectFrom('clients').select('id').where('id', 'in', chunk).execute()).map(
+                (r) => r.id,
+              ),
+            );
+            const first = chunk.find((id) => taken.has(id));
+            if (first !== undefined) throw conflict(first);
+          }
+          const at = base.stamp();
+          const rows = clients.map(({ client }) => newClientRows(client, at));
+          await requireAudiences(tx, [...new Set(rows.flatMap((r) => r.grants.map((g) => g.audience_url)))]);
+          // Multi-row inserts of ROWS_PER_INSERT rows: within both engines' limits on bound parameters.
+          for (const chunk of chunks(rows, ROWS_PER_INSERT)) {
+            await tx
+              .insertInto('clients')
+              .values(chunk.map((r) => r.client))
+              .execute();
+            const grants = chunk.flatMap((r) => r.grants);
+            // Rows of one insert have the same columns: token_exchange only where some grant allows it.
+            const exchanging = grants.some((g) => g.token_exchange !== undefined);
+            if (grants.length > 0)
+              await tx
+                .insertInto('grants')
+                .values(
+                  exchanging ? grants.map((g) => ({ ...g, token_exchange: g.token_exchange ?? 0 })) : grants,
+                )
+                .execute();
+            const secrets = chunk.flatMap((r) => (r.secret === undefined ? [] : [r.secret]));
+            if (secrets.length > 0) await tx.insertInto('client_secrets').values(secrets).execute();
+          }
+          await base.recordMany(
+            tx,
+            'client',
+            clients.map(({ client, audit }) => ({ key: client.id, audit })),
+          );
+        });
+      } catch (error) {
+        if (isUniqueViolation(error)) throw conflict(ids[0]!);
+        throw error;
+      }
+    },
 
     /**
      * One round trip whether the client exists or not (the client row joined with its grants), so that a
