@@ -48,6 +48,7 @@ import {
   provisionFederatedClient,
   provisionKeyClient,
   provisionExchange,
+  provisionAdminReader,
   provisionResourceServer,
   provisionScoped,
   tesseraEnv,
@@ -58,6 +59,9 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const AUDIENCE = 'https://api.bench.example';
 /** The API the token exchange scenario's service calls for its caller. */
 const DOWNSTREAM = 'https://downstream.bench.example';
+/** The admin list scenario: clients in its store, and clients per page it reads. */
+const ADMIN_LIST_CLIENTS = 1000;
+const ADMIN_LIST_PAGE = 50;
 
 /**
  * Tessera's tessera_event_loop_delay_max_seconds (the longest event-loop delay since the previous scrape), in
@@ -87,6 +91,7 @@ const SCENARIOS = [
   'tessera-sqlite-federated',
   'tessera-sqlite-introspect',
   'tessera-sqlite-exchange',
+  'tessera-sqlite-admin-list',
   'tessera-sqlite-cold',
   'tessera-workers2',
   'tessera-pg',
@@ -488,6 +493,21 @@ async function main() {
     );
     return store;
   }
+  /**
+   * Like sqliteStore, with ADMIN_LIST_CLIENTS more clients and an admin client that may read them (clients:read),
+   * granted the admin audience of the server's issuer (`<issuer>/admin/v1`: the one the server on `port` will have).
+   */
+  async function adminListSqliteStore(port) {
+    const store = await sqliteStore();
+    store.admin = await provisionAdminReader(
+      tesseraRoot,
+      tesseraEnv({ ...storeSettings(store), TESSERA_ISSUER: `http://127.0.0.1:${port}` }),
+      store.dataDir,
+      AUDIENCE,
+      ADMIN_LIST_CLIENTS,
+    );
+    return store;
+  }
   async function postgresStore() {
     if (!pgUp) throw new Error(`PostgreSQL does not answer at ${settings.pgAdminUrl}`);
     const db = await createPostgresDatabase(settings.pgAdminUrl);
@@ -826,6 +846,41 @@ async function main() {
         return started;
       },
     },
+    'tessera-sqlite-admin-list': {
+      label: 'Tessera, SQLite, admin list',
+      note: () =>
+        `admin list: GET /admin/v1/clients?limit=${ADMIN_LIST_PAGE} by an operator's program (a Bearer token of an ` +
+        `admin client with clients:read) on a store of ${ADMIN_LIST_CLIENTS.toLocaleString('en-US')} clients: the ` +
+        'token verified, the page read from the store (clients, grants, secrets) and serialized with its schema; ' +
+        "against tessera-sqlite, the token endpoint's rate on the same server build",
+      start: async (port) => {
+        const store = await adminListSqliteStore(port);
+        const started = await startTessera({ id: 'tessera-sqlite-admin-list', store, port });
+        const { target } = started;
+        // Once the server answers: an admin token, with which every request reads the first page of clients.
+        target.prepare = async () => {
+          const admin = store.admin;
+          const token = await clientToken(
+            {
+              ...target,
+              body: form({
+                grant_type: 'client_credentials',
+                client_id: admin.clientId,
+                client_secret: admin.clientSecret,
+                audience: `${target.url}/admin/v1`,
+              }),
+            },
+            'list clients',
+          );
+          target.method = 'GET';
+          target.path = `/admin/v1/clients?limit=${ADMIN_LIST_PAGE}`;
+          target.headers = { authorization: `Bearer ${token}` };
+          target.body = undefined;
+          target.adminList = { count: ADMIN_LIST_PAGE };
+        };
+        return started;
+      },
+    },
     'tessera-sqlite-cold': coldScenario('tessera-sqlite-cold', 'Tessera, SQLite, cold cache', sqliteStore),
     'tessera-workers2': {
       label: 'Tessera, SQLite, --workers 2 *',
@@ -1053,24 +1108,21 @@ async function main() {
           `CPU per token ${on.serverCpuUsPerRequest?.toFixed(1)} vs ${row.serverCpuUsPerRequest?.toFixed(1)} µs`,
       );
   }
-  for (const row of rows.filter((r) => r.scenario === 'tessera-sqlite-exchange')) {
-    const tokens = rows.find((r) => r.scenario === 'tessera-sqlite' && r.connections === row.connections);
-    if (tokens)
-      notes.push(
-        `token exchange at concurrency ${row.connections}: ${Math.round(row.reqPerSec)} req/s, client credentials ` +
-          `${Math.round(tokens.reqPerSec)} req/s (${(row.reqPerSec / tokens.reqPerSec).toFixed(2)}×); CPU per ` +
-          `token ${row.serverCpuUsPerRequest?.toFixed(1)} vs ${tokens.serverCpuUsPerRequest?.toFixed(1)} µs`,
-      );
-  }
-  for (const row of rows.filter((r) => r.scenario === 'tessera-sqlite-introspect')) {
-    const tokens = rows.find((r) => r.scenario === 'tessera-sqlite' && r.connections === row.connections);
-    if (tokens)
-      notes.push(
-        `introspection at concurrency ${row.connections}: ${Math.round(row.reqPerSec)} req/s, the token endpoint ` +
-          `${Math.round(tokens.reqPerSec)} req/s (${(row.reqPerSec / tokens.reqPerSec).toFixed(2)}×); CPU per ` +
-          `answer ${row.serverCpuUsPerRequest?.toFixed(1)} vs ${tokens.serverCpuUsPerRequest?.toFixed(1)} µs`,
-      );
-  }
+  // Other requests of the same server build beside its token endpoint's rate.
+  for (const [scenario, what, per, tokenWhat] of [
+    ['tessera-sqlite-exchange', 'token exchange', 'token', 'client credentials'],
+    ['tessera-sqlite-introspect', 'introspection', 'answer', 'the token endpoint'],
+    ['tessera-sqlite-admin-list', 'admin list', 'answer', 'the token endpoint'],
+  ])
+    for (const row of rows.filter((r) => r.scenario === scenario)) {
+      const tokens = rows.find((r) => r.scenario === 'tessera-sqlite' && r.connections === row.connections);
+      if (tokens)
+        notes.push(
+          `${what} at concurrency ${row.connections}: ${Math.round(row.reqPerSec)} req/s, ${tokenWhat} ` +
+            `${Math.round(tokens.reqPerSec)} req/s (${(row.reqPerSec / tokens.reqPerSec).toFixed(2)}×); CPU per ` +
+            `${per} ${row.serverCpuUsPerRequest?.toFixed(1)} vs ${tokens.serverCpuUsPerRequest?.toFixed(1)} µs`,
+        );
+    }
   const noisy = rows.filter((r) => r.otherCpuCores >= 0.15);
   if (noisy.length > 0)
     notes.push(

@@ -27,9 +27,9 @@ function run(options, onResponse) {
  */
 function requestPlan(target) {
   const base = {
-    method: 'POST',
+    method: target.method ?? 'POST',
     path: target.path,
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    headers: target.headers ?? { 'content-type': 'application/x-www-form-urlencoded' },
   };
   if (target.dpop) {
     // DPoP: every request carries a proof of its own (a replay would be refused); the body stays the same.
@@ -84,6 +84,16 @@ function checkIntrospection(target, json) {
   if (json.token_type !== 'Bearer' || !(json.exp > json.iat)) throw new Error(JSON.stringify(json));
 }
 
+/** A page of the admin API's client list: full, each client with its id and audiences, and a cursor to the next. */
+function checkAdminList(target, json) {
+  const { items, next } = json;
+  if (!Array.isArray(items) || items.length !== target.adminList.count)
+    throw new Error(`a page of ${items?.length} clients, expected ${target.adminList.count}`);
+  if (items.some((c) => typeof c.client_id !== 'string' || !Array.isArray(c.audiences)))
+    throw new Error(`a client without client_id or audiences: ${JSON.stringify(items[0]).slice(0, 200)}`);
+  if (typeof next !== 'string') throw new Error(`next ${next}`);
+}
+
 /**
  * A warm-up of `seconds` at `connections` in which every answer is kept, then checked: status 200, a JSON
  * body with a Bearer token (a DPoP token bound to the proofs' key, with DPoP proofs) that jose verifies against
@@ -97,7 +107,7 @@ export async function checkedWarmup(target, { seconds, connections }) {
     answers.push([status, body, context?.clientId ?? target.clientId]);
   const request = plan.rotating
     ? { ...plan.base, setupRequest: plan.setupRequest, onResponse: record }
-    : { ...plan.base, body: target.body, onResponse: record };
+    : { ...plan.base, ...(target.body === undefined ? {} : { body: target.body }), onResponse: record };
   const result = await run({
     url: target.url,
     connections,
@@ -117,6 +127,11 @@ export async function checkedWarmup(target, { seconds, connections }) {
       const json = JSON.parse(body);
       if (target.introspection) {
         checkIntrospection(target, json);
+        verified++;
+        continue;
+      }
+      if (target.adminList) {
+        checkAdminList(target, json);
         verified++;
         continue;
       }
@@ -176,9 +191,9 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
   else
     Object.assign(options, {
       url: target.url + target.path,
-      method: 'POST',
+      method: plan.base.method,
       headers: plan.base.headers,
-      body: target.body,
+      ...(target.body === undefined ? {} : { body: target.body }),
     });
 
   let latencies = new Float64Array(1 << 16);

@@ -3,6 +3,7 @@
 // audience and a client made through the CLI, and for the cold-cache run many more clients written straight
 // into the store with SQL (one transaction), with digests of secrets the benchmark knows.
 import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 // Built by `npm run bench` before it starts: the same ids, secrets and digests as Tessera's own.
@@ -54,6 +55,34 @@ export async function provisionResourceServer(root, env) {
     'bench-resource-server',
     '--admin-scopes',
     'tokens:introspect',
+  ]);
+  return { clientId: client.client_id, clientSecret: client.client_secret };
+}
+
+/**
+ * An operator's program reading the admin API: a client whose only admin grant is the scope clients:read, and
+ * `count` more clients (each granted `audience`) made by `tessera apply` of a file, as README's bulk example does,
+ * so that every page of GET /admin/v1/clients is full.
+ */
+export async function provisionAdminReader(root, env, dataDir, audience, count) {
+  const lines = ['clients:'];
+  for (let i = 0; i < count; i++)
+    lines.push(
+      `  - client_id: listed-${String(i).padStart(6, '0')}`,
+      `    name: Listed ${i}`,
+      '    grants:',
+      `      - audience: ${audience}`,
+    );
+  const file = join(dataDir, 'listed.yaml');
+  writeFileSync(file, lines.join('\n') + '\n');
+  await tesseraCli(root, env, ['apply', '-f', file]);
+  const client = await tesseraCli(root, env, [
+    'client',
+    'create',
+    '--name',
+    'bench-admin-reader',
+    '--admin-scopes',
+    'clients:read',
   ]);
   return { clientId: client.client_id, clientSecret: client.client_secret };
 }
