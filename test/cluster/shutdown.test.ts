@@ -29,6 +29,8 @@ const AUDIENCE = 'https://api.example.com';
 /** Short, so the tests do not wait long; the defaults (5 s, 5 s) behave the same, only longer. */
 const DELAY_S = 2;
 const KEEPALIVE_S = 2;
+/** Under --workers, how long a worker keeps answering keep-alive after its listener closed, at most. */
+const LISTENERS_CLOSED_WAIT_MS = 2000; // src/main.ts
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 // --- raw HTTP/1.1 over one TCP connection ---
@@ -133,9 +135,11 @@ interface Sample {
 }
 
 /**
- * `connections` loops, each sending token requests back to back through one keep-alive Agent (so each loop
- * has a connection of its own, and a new one when the server closes it), until `stop()`. A loop stops at its
- * first error: a refused connection means the server has stopped listening.
+ * `connections` loops, each sending token requests back to back through one keep-alive Agent, until
+ * `stop()`. A loop stops at its first error: a refused connection means the server has stopped listening.
+ * The loops share the Agent's pool: a loop sends on whichever connection is free (the last freed first) or
+ * opens one, so nothing ties a connection to a loop, and one can be left idle after a keep-alive answer.
+ * The server then closes it at the end of its keep-alive timeout (the Agent sets no timeout of its own).
  */
 function keepAliveLoad(port: number, form: string, connections: number) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
@@ -143,6 +147,8 @@ function keepAliveLoad(port: number, form: string, connections: number) {
   const ids = new WeakMap<Socket, number>();
   /** When each connection was opened (Date.now()), by its number. */
   const opened: number[] = [];
+  /** When the server closed each connection (its FIN reached the client), by its number. */
+  const endedByServer: (number | undefined)[] = [];
   let stopped = false;
   const one = () =>
     new Promise<Sample>((resolve) => {
@@ -169,6 +175,7 @@ function keepAliveLoad(port: number, form: string, connections: number) {
           id = opened.length;
           ids.set(socket, id);
           opened.push(Date.now());
+          socket.once('end', () => (endedByServer[id!] = Date.now()));
         }
         sample.socket = id;
       });
@@ -203,6 +210,7 @@ function keepAliveLoad(port: number, form: string, connections: number) {
   return {
     samples,
     opened,
+    endedByServer,
     async stop() {
       stopped = true;
       await loops;
@@ -482,8 +490,10 @@ describe('graceful shutdown: requests in flight at SIGTERM are answered', () => 
   /**
    * 50 keep-alive clients send token requests back to back through the whole shutdown. Asserted: no request
    * is reset or left unanswered; the only failures are new connections refused once nothing listens; readyz
-   * is 503 from the signal on; the connections open at the signal are told to close during the delay; the
-   * server keeps serving until the listener closes; every process logs each phase once and exits 0.
+   * is 503 from the signal on; the connections open at the signal are told to close on their next answer,
+   * and every answer closes its connection once no listener is left; a connection left idle is closed at its
+   * keep-alive timeout; the server keeps serving until the listener closes; every process logs each phase
+   * once and exits 0.
    */
   async function shutdownUnderLoad(s: Serve, processes: number) {
     const load = keepAliveLoad(s.port, form, 50);
@@ -505,15 +515,20 @@ describe('graceful shutdown: requests in flight at SIGTERM are answered', () => 
       DELAY_S * 1000 + 10_000,
     );
     const listenerClosedAt = Math.max(...listenerClosed.map((line) => line.time as number));
-    // Each client stops at its first failure: a refused connection, once nothing listens.
+    // Each client stops at its first failure: a refused connection, once nothing listens. The Agent is
+    // destroyed only after the exit: the connections left idle in its pool are the server's to close.
     await Promise.race([load.ended, sleep(15_000)]);
-    await load.stop();
     const exit = await exitWithin(s, 15_000);
+    await load.stop();
 
-    const { samples, opened } = load;
+    const { samples, opened, endedByServer } = load;
     const answered = samples.filter((x) => x.error === undefined);
     const refused = samples.filter((x) => x.error === 'ECONNREFUSED');
     const failed = samples.filter((x) => x.error !== undefined && x.error !== 'ECONNREFUSED');
+    /** Each connection's answers, in the order they came. */
+    const bySocket = new Map<number, Sample[]>();
+    for (const x of [...answered].sort((a, b) => a.ended - b.ended))
+      bySocket.set(x.socket, [...(bySocket.get(x.socket) ?? []), x]);
     const counts = {
       requests: samples.length,
       // Written to a connection: everything but the refused connections.
@@ -528,6 +543,7 @@ describe('graceful shutdown: requests in flight at SIGTERM are answered', () => 
       refused: refused.length,
       connections: opened.length,
       connectionsOpenedAfterSignal: opened.filter((at) => at > signalled).length,
+      connectionsLeftIdle: [...bySocket.values()].filter((x) => x.at(-1)!.connection === 'keep-alive').length,
       readyz: probe.seen.reduce<Record<string, number>>((all, { outcome }) => {
         all[outcome] = (all[outcome] ?? 0) + 1;
         return all;
@@ -548,15 +564,40 @@ describe('graceful shutdown: requests in flight at SIGTERM are answered', () => 
     expect(refused.length).toBeGreaterThan(0);
     // The server kept serving through the delay.
     expect(counts.answeredDuringDrain).toBeGreaterThan(50);
-    // Every connection's last answer closed it; those open at the signal were closed during the delay.
-    const bySocket = new Map<number, Sample[]>();
-    for (const x of answered) bySocket.set(x.socket, [...(bySocket.get(x.socket) ?? []), x]);
+    // Each connection, as the README's Shutdown section has it: kept alive until its last answer, which
+    // either closes it or leaves it idle until the server closes it at the end of its keep-alive timeout.
+    // - One the server had accepted at the signal is told to close on its next answer. Certainly accepted:
+    //   one answered before the signal. One whose handshake the kernel had completed but that was still in
+    //   the accept queue (seen under load: accepted more than a second later) is, to the server, a
+    //   connection made during the delay, and is kept alive like those.
+    // - Every answer to a request sent once no listener is left closes its connection (under --workers, a
+    //   worker learns that within LISTENERS_CLOSED_WAIT_MS of closing its own; one process, at once).
+    // - A connection left idle after a keep-alive answer (see keepAliveLoad) is closed by the server at the
+    //   end of the keep-alive timeout it announced, not before: an idle connection is not cut.
+    const allCloseFrom = listenerClosedAt + (processes > 1 ? LISTENERS_CLOSED_WAIT_MS : 100);
     for (const [socket, answers] of bySocket) {
-      const last = answers.reduce((a, b) => (b.ended > a.ended ? b : a));
-      expect(last.connection, `connection ${socket}`).toBe('close');
-      if (opened[socket]! < signalled) expect(last.ended).toBeLessThan(drainingAt + DELAY_S * 1000);
-      // A connection is kept alive until its closing answer.
-      expect(answers.filter((x) => x !== last && x.connection !== 'keep-alive')).toEqual([]);
+      const what = `connection ${socket}`;
+      const last = answers.at(-1)!;
+      expect(
+        answers.slice(0, -1).filter((x) => x.connection !== 'keep-alive'),
+        what,
+      ).toEqual([]);
+      expect(
+        answers.filter((x) => x.started > allCloseFrom && x.connection !== 'close'),
+        what,
+      ).toEqual([]);
+      const afterSignal = answers.filter((x) => x.started >= drainingAt);
+      if (answers[0]!.ended < signalled && afterSignal.length > 0) {
+        expect(afterSignal, what).toEqual([last]);
+        expect(last.connection, what).toBe('close');
+      }
+      if (last.connection === 'keep-alive') {
+        expect(endedByServer[socket], `${what}: left idle, never closed by the server`).toBeDefined();
+        expect(
+          endedByServer[socket]! - last.ended,
+          `${what}: closed while idle, ms after its last answer`,
+        ).toBeGreaterThanOrEqual(KEEPALIVE_S * 1000);
+      }
     }
     // /readyz: 503 (draining) from the signal on, to every probe.
     expect(probe.seen.length).toBeGreaterThanOrEqual(1);
