@@ -142,6 +142,10 @@ export class ConfigFileError extends ManagementError {
 /** A file as read: its data, and where in its text a JSON pointer is. */
 export interface ParsedFile {
   name: string;
+  /**
+   * Planned once: planApply takes the entries of its lists as it reads them (they are undefined after), so that
+   * a big file's entries are not held beside what they ask for.
+   */
   data: unknown;
   locate(pointer: string, key?: boolean): { line: number; column: number } | undefined;
 }
