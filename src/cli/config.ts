@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
 import { stringify } from 'yaml';
-import { declarative } from '../management/index.js';
+import { declarative, type ManagementContext } from '../management/index.js';
 import { action, withJson } from './common.js';
-import { print, printJson } from './output.js';
+import { jsonPieces, print, printJson, writePieces } from './output.js';
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -24,29 +24,57 @@ function keptText({ kept }: declarative.Plan): string {
   return parts.length ? `Not in the file, kept (--prune deletes them): ${parts.join(', ')}.\n` : '';
 }
 
-/** `tessera apply`'s words: the plan, its summary, and the new clients' secrets, shown once. */
-function presentApply(plan: declarative.Plan, secrets: declarative.CreatedSecret[], dryRun: boolean): void {
+/**
+ * `tessera apply`'s words: the plan, its summary, and the new clients' secrets, shown once. In pieces, a line at a
+ * time: an apply may create hundreds of thousands of clients.
+ */
+function* applyText(
+  plan: declarative.Plan,
+  secrets: declarative.CreatedSecret[],
+  dryRun: boolean,
+): Generator<string> {
   if (plan.steps.length === 0) {
-    print(`No changes.\n${keptText(plan)}`);
+    yield `No changes.\n${keptText(plan)}`;
     return;
   }
   const summary = declarative.planSummary(plan);
-  print(declarative.planLines(plan).join('\n') + '\n\n');
-  print(`Plan: ${summary.create} to create, ${summary.update} to update, ${summary.delete} to delete.\n`);
-  print(keptText(plan));
+  for (const line of declarative.planLines(plan)) yield `${line}\n`;
+  yield '\n';
+  yield `Plan: ${summary.create} to create, ${summary.update} to update, ${summary.delete} to delete.\n`;
+  yield keptText(plan);
   if (dryRun) {
-    print('Dry run: nothing was changed.\n');
+    yield 'Dry run: nothing was changed.\n';
     return;
   }
-  print('Applied.\n');
+  yield 'Applied.\n';
   if (secrets.length > 0) {
-    print('\nSecrets of the new clients, shown this once: store them now.\n');
+    yield '\nSecrets of the new clients, shown this once: store them now.\n';
     // A loop, not Math.max(...): an apply may create hundreds of thousands of clients, more arguments than a call
     // takes.
     let width = 0;
     for (const s of secrets) width = Math.max(width, s.client_id.length);
-    for (const s of secrets) print(`  ${s.client_id.padEnd(width)}  ${s.client_secret}\n`);
+    for (const s of secrets) yield `  ${s.client_id.padEnd(width)}  ${s.client_secret}\n`;
   }
+}
+
+/** `tessera apply --json`'s document, as printJson would print it, in pieces (see jsonPieces). */
+function* applyJson(document: Record<string, unknown>): Generator<string> {
+  yield* jsonPieces(document);
+  yield '\n';
+}
+
+/**
+ * The plan of a file. Its text and data are let go when this returns, before the plan is applied and printed
+ * (for 200 000 clients, some 100 MB).
+ */
+async function planOf(
+  ctx: ManagementContext,
+  file: string,
+  name: string,
+  prune: boolean,
+): Promise<declarative.Plan> {
+  const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+  return declarative.planApply(ctx, declarative.parseConfigFile(text, name), { prune });
 }
 
 /** `tessera export` and `tessera apply`: the configuration as a file kept in git. */
@@ -79,25 +107,26 @@ export function configCommands(program: Command): void {
   ).action(
     action(async (ctx, json, options: { file: string; dryRun?: boolean; prune?: boolean }) => {
       const name = options.file === '-' ? '<stdin>' : options.file;
-      const text = options.file === '-' ? await readStdin() : await readFile(options.file, 'utf8');
-      const parsed = declarative.parseConfigFile(text, name);
-      const plan = await declarative.planApply(ctx, parsed, { prune: Boolean(options.prune) });
+      const plan = await planOf(ctx, options.file, name, Boolean(options.prune));
       const dryRun = Boolean(options.dryRun);
       const secrets = dryRun ? [] : await declarative.applyPlan(ctx, plan);
       if (json) {
-        printJson({
-          file: name,
-          dry_run: dryRun,
-          prune: plan.prune,
-          applied: !dryRun && plan.steps.length > 0,
-          summary: declarative.planSummary(plan),
-          changes: plan.steps,
-          kept: plan.kept,
-          secrets,
-        });
+        // Its changes and secrets are written one at a time: for 200 000 clients the document is 90 MB.
+        await writePieces(
+          applyJson({
+            file: name,
+            dry_run: dryRun,
+            prune: plan.prune,
+            applied: !dryRun && plan.steps.length > 0,
+            summary: declarative.planSummary(plan),
+            changes: plan.steps,
+            kept: plan.kept,
+            secrets,
+          }),
+        );
         return;
       }
-      presentApply(plan, secrets, dryRun);
+      await writePieces(applyText(plan, secrets, dryRun));
     }),
   );
 }

@@ -39,13 +39,27 @@ export function deepPlaceInText(text: string, maxDepth: number): DeepPlace | und
     if (document.type === 'document' && document.value)
       stack.push({ token: document.value, level: 1, pointer: '' });
   }
+  const deep = firstDeep(stack, maxDepth);
+  if (deep === undefined) return undefined;
+  const { line, col } = lines.linePos(deep.token.offset);
+  return { pointer: deep.pointer, line, column: col };
+}
+
+/**
+ * Whether a part of a text's syntax tree, at `level` (the document being level 1), has a collection past
+ * `maxDepth`, counted as deepPlaceInText counts: for a file read part by part (yaml-file.ts), which finds the
+ * place, if there is one, as deepPlaceInText does.
+ */
+export const tooDeepToken = (token: CST.Token, level: number, maxDepth: number): boolean =>
+  firstDeep([{ token, level, pointer: '' }], maxDepth) !== undefined;
+
+/** The first frame (popped from the end of `stack`) whose collection is past `maxDepth`. */
+function firstDeep(stack: Frame[], maxDepth: number): Frame | undefined {
   while (stack.length > 0) {
-    const { token, level, pointer } = stack.pop()!;
+    const frame = stack.pop()!;
+    const { token, level, pointer } = frame;
     if (!CST.isCollection(token)) continue;
-    if (level > maxDepth) {
-      const { line, col } = lines.linePos(token.offset);
-      return { pointer, line, column: col };
-    }
+    if (level > maxDepth) return frame;
     const isMap =
       token.type === 'block-map' || (token.type === 'flow-collection' && token.start.source === '{');
     const children: Frame[] = [];

@@ -10,6 +10,7 @@ import type { Audience, AudienceScope } from '../../store/types.js';
 import { ManagementError } from '../errors.js';
 import { deepPlaceInText } from './file-depth.js';
 import { readJsonFile } from './json-file.js';
+import { readYamlFile } from './yaml-file.js';
 
 /** A grant of an audience to a client, with the audience's scopes it carries (none when left out). */
 export interface GrantEntry {
@@ -141,6 +142,10 @@ export class ConfigFileError extends ManagementError {
 /** A file as read: its data, and where in its text a JSON pointer is. */
 export interface ParsedFile {
   name: string;
+  /**
+   * Planned once: planApply takes the entries of its lists as it reads them (they are undefined after), so that
+   * a big file's entries are not held beside what they ask for.
+   */
   data: unknown;
   locate(pointer: string, key?: boolean): { line: number; column: number } | undefined;
 }
@@ -189,6 +194,21 @@ function locator(doc: Document, lineCounter: LineCounter): ParsedFile['locate'] 
 }
 
 /**
+ * Where a JSON pointer is in a text read without yaml's document (json-file.ts, yaml-file.ts): found only if a
+ * problem needs a place, in the document yaml then makes of the text once.
+ */
+function lazyLocator(text: string): ParsedFile['locate'] {
+  let located: ParsedFile['locate'] | undefined;
+  return (pointer, key) => {
+    if (located === undefined) {
+      const lines = new LineCounter();
+      located = locator(parseDocument(text, { lineCounter: lines }), lines);
+    }
+    return located(pointer, key);
+  };
+}
+
+/**
  * How many nodes one alias may stand for, counted as yaml counts them (its default, 100, is kept: a
  * configuration file has no need of more, and a bomb of a few lines expands to millions).
  */
@@ -229,20 +249,11 @@ export function parseConfigFile(text: string, name: string): ParsedFile {
     const { line, col } = lineOf(text, json.duplicateKeyAt);
     throw new ConfigFileError(name, [{ pointer: '', line, column: col, message: 'Map keys must be unique' }]);
   }
-  if (json !== undefined && 'data' in json) {
-    let located: ParsedFile['locate'] | undefined;
-    return {
-      name,
-      data: json.data,
-      locate: (pointer, key) => {
-        if (located === undefined) {
-          const lines = new LineCounter();
-          located = locator(parseDocument(text, { lineCounter: lines }), lines);
-        }
-        return located(pointer, key);
-      },
-    };
-  }
+  if (json !== undefined && 'data' in json) return { name, data: json.data, locate: lazyLocator(text) };
+  // A YAML file is read entry by entry, without a syntax tree or document of the whole text, unless it has what
+  // only the whole text reads (anchors, an error: see yaml-file.ts).
+  const yaml = readYamlFile(text, MAX_JSON_DEPTH, MAX_ALIAS_COUNT);
+  if (yaml !== undefined) return { name, data: yaml.data, locate: lazyLocator(text) };
   // A file nests at most 32 levels, as every JSON body does (MANAGEMENT.md). On the text first: the composer
   // (parseDocument) recurses per level, and what reads the data after it (JSON.stringify) too.
   const deep = deepPlaceInText(text, MAX_JSON_DEPTH);

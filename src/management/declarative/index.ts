@@ -3,7 +3,8 @@
  * git, and the plan that makes the store match one.
  *
  * - file.ts: the file's entries, and reading one (YAML or JSON, with every value's line and column);
- *   file-depth.ts: its nesting limit, checked on the text before it is parsed;
+ *   file-depth.ts: its nesting limit, checked on the text before it is parsed; json-file.ts and yaml-file.ts:
+ *   reading one without yaml's document of the whole text, which takes a hundred bytes per byte of it;
  * - schema.ts: its JSON Schema (the shape);
  * - export.ts: the store as a file;
  * - check.ts: a file checked whole, by the schema, the management rules and its cross-references;

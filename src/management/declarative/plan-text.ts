@@ -52,20 +52,20 @@ function resourceLines(s: Exclude<PlanStep, { type: 'grant' | 'federated_credent
 
 /**
  * The plan, one line per change: `+ audience URL (...)`, `~ client ID: field from → to`, `- grant ID → URL`,
- * `+ federated credential "NAME" of ID (...)`.
+ * `+ federated credential "NAME" of ID (...)`. One at a time: a plan of 200 000 clients is 400 000 lines.
  */
-export function planLines(plan: Plan): string[] {
-  return plan.steps.flatMap((s) =>
-    s.type === 'grant'
+export function* planLines(plan: Plan): Generator<string> {
+  for (const s of plan.steps)
+    yield* s.type === 'grant'
       ? grantLines(s)
       : s.type === 'federated_credential'
         ? credentialLines(s)
-        : resourceLines(s),
-  );
+        : resourceLines(s);
 }
 
 /** How many resources a plan creates, updates and deletes. */
 export function planSummary(plan: Plan): { create: number; update: number; delete: number } {
-  const count = (action: string) => plan.steps.filter((s) => s.action === action).length;
-  return { create: count('create'), update: count('update'), delete: count('delete') };
+  const summary = { create: 0, update: 0, delete: 0 };
+  for (const s of plan.steps) summary[s.action]++;
+  return summary;
 }

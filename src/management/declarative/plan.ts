@@ -256,16 +256,14 @@ function leftOutSteps(
   return steps;
 }
 
-/**
- * Checks a file whole (schema, rules, cross-references against the store) and computes what applying it
- * changes, field by field. Throws ConfigFileError with every problem; reads the store, writes nothing.
- */
-export async function planApply(
-  ctx: ManagementContext,
-  file: ParsedFile,
-  options: { prune?: boolean } = {},
-): Promise<Plan> {
-  const prune = options.prune ?? false;
+/** A checked file and what the store has. */
+interface Checked {
+  stored: { audiences: Map<string, Audience>; clients: Client[] };
+  wanted: Awaited<ReturnType<typeof checkFile>>;
+}
+
+/** The store read, and the file checked against it. */
+async function checkAgainstStore(ctx: ManagementContext, file: ParsedFile, prune: boolean): Promise<Checked> {
   const [audiences, clients] = await storeCall(() =>
     Promise.all([ctx.store.listAudiences(), ctx.store.listClients()]),
   );
@@ -281,16 +279,47 @@ export async function planApply(
     clients: new Set(clients.map((c) => c.id)),
     prune,
   });
+  return { stored, wanted };
+}
 
-  // The differences, in a stable order: audiences, then clients (each with its grants), then deletions.
-  const kept: Kept = { audiences: 0, clients: 0, grants: 0 };
-  const byId = new Map(clients.map((c) => [c.id, c]));
-  const steps = [
-    ...audienceSteps(wanted.audiences, stored.audiences),
-    ...sortedKeys(wanted.clients).flatMap((id) =>
-      clientSteps(wanted.clients.get(id)!, byId.get(id), prune, kept, ctx.config.issuer),
-    ),
-    ...leftOutSteps(wanted, stored, prune, kept),
-  ];
-  return { file: file.name, prune, steps, kept };
+/**
+ * The differences, in a stable order: audiences, then clients (each with its grants), then deletions. Each
+ * client the file asks for is let go once its steps are made (a plan of 200 000 clients is made while what the
+ * file asks for is let go, not beside all of it).
+ */
+function planSteps(
+  ctx: ManagementContext,
+  { stored, wanted }: Checked,
+  prune: boolean,
+  kept: Kept,
+): PlanStep[] {
+  const leftOut = leftOutSteps(wanted, stored, prune, kept);
+  const steps = audienceSteps(wanted.audiences, stored.audiences);
+  const byId = new Map(stored.clients.map((c) => [c.id, c]));
+  for (const id of sortedKeys(wanted.clients)) {
+    const client = wanted.clients.get(id)!;
+    wanted.clients.delete(id);
+    for (const step of clientSteps(client, byId.get(id), prune, kept, ctx.config.issuer)) steps.push(step);
+  }
+  for (const step of leftOut) steps.push(step);
+  return steps;
+}
+
+/**
+ * Checks a file whole (schema, rules, cross-references against the store) and computes what applying it
+ * changes, field by field. Throws ConfigFileError with every problem; reads the store, writes nothing. The file
+ * (its text and data) is not held once it is checked: not a function that awaits, so that nothing keeps it
+ * while the steps are made.
+ */
+export function planApply(
+  ctx: ManagementContext,
+  file: ParsedFile,
+  options: { prune?: boolean } = {},
+): Promise<Plan> {
+  const prune = options.prune ?? false;
+  const name = file.name;
+  return checkAgainstStore(ctx, file, prune).then((checked) => {
+    const kept: Kept = { audiences: 0, clients: 0, grants: 0 };
+    return { file: name, prune, steps: planSteps(ctx, checked, prune, kept), kept };
+  });
 }
