@@ -271,7 +271,7 @@ export interface CheckedClient {
 
 /**
  * The checks of a new client that need no store (its fields, its keys, its federated credentials), and its
- * secret: what can be done before a transaction takes the store's write lock (see createCheckedClients).
+ * secret: the first half of createClient, for createCheckedClients.
  */
 export async function checkClient(ctx: ManagementContext, input: ClientInput): Promise<CheckedClient> {
   if (input.adminScopes !== undefined)

@@ -11,6 +11,7 @@ import {
   deleteClient,
   updateClient,
   type CheckedClient,
+  type ClientInput,
 } from '../clients.js';
 import type { FieldChange, ManagementContext } from '../context.js';
 import { ManagementError, storeCall } from '../errors.js';
@@ -34,6 +35,10 @@ export interface CreatedSecret {
 type StepOf<T extends PlanStep['type']> = Extract<PlanStep, { type: T }>;
 type NewGrant = Extract<StepOf<'grant'>, { action: 'create' }>;
 type NewCredential = Extract<StepOf<'federated_credential'>, { action: 'create' }>;
+type NewClientStep = Extract<StepOf<'client'>, { action: 'create' }>;
+
+/** New clients of consecutive steps checked and created together, at most this many at a time. */
+const CREATE_TOGETHER = 1000;
 
 /** A plan's values (the file's names) as an audience operation takes them; a field left out stays as it is. */
 const audienceFields = (values: Record<string, unknown>) => ({
@@ -161,13 +166,38 @@ class Applying {
   }
 
   /**
-   * New clients, each with its grants and federated credentials, checked by checkNew before the transaction:
-   * created together; their secrets kept to be shown once (none for private_key_jwt).
+   * New clients, each with its grants and federated credentials: checked (checkClient) and created together
+   * (createCheckedClients: a few statements for them all); their secrets kept to be shown once (none for
+   * private_key_jwt). Called with at most CREATE_TOGETHER steps, so that what a client takes in memory while it
+   * is made is let go before the next ones are.
    */
-  async createClients(checked: readonly CheckedClient[]): Promise<void> {
+  async createClients(steps: readonly NewClientStep[]): Promise<void> {
+    if (steps.length === 0) return;
+    const checked: CheckedClient[] = [];
+    for (const step of steps) checked.push(await checkClient(this.ctx, this.clientInput(step)));
     await createCheckedClients(this.ctx, checked);
     for (const { client, secret } of checked)
       if (secret !== undefined) this.secrets.push({ client_id: client.id, client_secret: secret });
+  }
+
+  /** A new client's step as createClient takes it, with its grants and federated credentials. */
+  private clientInput(step: NewClientStep): ClientInput {
+    const grants = this.grantsOfNew.get(step.client_id) ?? [];
+    const credentials = this.credentialsOfNew.get(step.client_id) ?? [];
+    return {
+      id: step.client_id,
+      ...clientFields(step.values),
+      name: step.values.name,
+      ...(credentials.length === 0
+        ? {}
+        : {
+            federatedCredentials: credentials.map((c) => ({ name: c.name, ...credentialFields(c.values) })),
+          }),
+      grants: grants.map((g) => g.audience),
+      scopes: Object.fromEntries(grants.map((g) => [g.audience, g.scopes])),
+      grantClaims: Object.fromEntries(grants.flatMap((g) => (g.claims ? [[g.audience, g.claims]] : []))),
+      grantTokenExchange: grants.filter((g) => g.token_exchange === true).map((g) => g.audience),
+    };
   }
 
   /** The id of a client's federated credential, by its name (how a file knows it). */
@@ -211,49 +241,14 @@ function partsOfNewClients(plan: Plan): {
 }
 
 /**
- * The plan's new clients, each with its grants and federated credentials, checked as far as that needs no store
- * (checkClient), and their secrets made: before the transaction, so that its write lock is held for the writes.
- */
-async function checkNewClients(
-  ctx: ManagementContext,
-  plan: Plan,
-  ofNew: ReturnType<typeof partsOfNewClients>,
-): Promise<Map<string, CheckedClient>> {
-  const checked = new Map<string, CheckedClient>();
-  for (const step of plan.steps) {
-    if (step.type !== 'client' || step.action !== 'create') continue;
-    const grants = ofNew.grants.get(step.client_id) ?? [];
-    const credentials = ofNew.credentials.get(step.client_id) ?? [];
-    checked.set(
-      step.client_id,
-      await checkClient(ctx, {
-        id: step.client_id,
-        ...clientFields(step.values),
-        name: step.values.name,
-        ...(credentials.length === 0
-          ? {}
-          : {
-              federatedCredentials: credentials.map((c) => ({ name: c.name, ...credentialFields(c.values) })),
-            }),
-        grants: grants.map((g) => g.audience),
-        scopes: Object.fromEntries(grants.map((g) => [g.audience, g.scopes])),
-        grantClaims: Object.fromEntries(grants.flatMap((g) => (g.claims ? [[g.audience, g.claims]] : []))),
-        grantTokenExchange: grants.filter((g) => g.token_exchange === true).map((g) => g.audience),
-      }),
-    );
-  }
-  return checked;
-}
-
-/**
  * Applies a plan through the management operations, on a store bound to one transaction: every step or none.
  * A client created gets a secret, returned here once. The new clients of consecutive steps are created
- * together (createCheckedClients: a few statements for thousands of clients, the lock held briefly).
+ * together, a thousand at a time (createCheckedClients: a few statements for them all, so that a big plan holds
+ * the write lock briefly).
  */
 export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<CreatedSecret[]> {
   if (plan.steps.length === 0) return [];
   const ofNew = partsOfNewClients(plan);
-  const checked = await checkNewClients(ctx, plan, ofNew);
   const builtIn = adminAudienceUrl(ctx.config);
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
@@ -262,13 +257,17 @@ export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<Cre
       if (plan.steps.some((s) => s.type === 'grant' && s.action !== 'delete' && s.audience === builtIn))
         await ensureAdminAudience(tx);
       const applying = new Applying(tx, ofNew.grants, ofNew.credentials);
-      let creating: CheckedClient[] = [];
+      let creating: NewClientStep[] = [];
       for (const step of plan.steps) {
         if (step.type === 'client' && step.action === 'create') {
-          creating.push(checked.get(step.client_id)!);
+          creating.push(step);
+          if (creating.length === CREATE_TOGETHER) {
+            await applying.createClients(creating);
+            creating = [];
+          }
           continue;
         }
-        if (creating.length > 0) await applying.createClients(creating);
+        await applying.createClients(creating);
         creating = [];
         if (step.type === 'audience') await applying.audience(step);
         else if (step.type === 'client') await applying.client(step);

@@ -268,22 +268,24 @@ export function clientStore(base: StoreBase): ClientStore {
           await requireAudiences(tx, [...new Set(rows.flatMap((r) => r.grants.map((g) => g.audience_url)))]);
           // Multi-row inserts of ROWS_PER_INSERT rows: within both engines' limits on bound parameters.
           for (const chunk of chunks(rows, ROWS_PER_INSERT)) {
-            await tx
-              .insertInto('clients')
-              .values(chunk.map((r) => r.client))
-              .execute();
+            await base.insertRows(
+              tx,
+              'clients',
+              chunk.map((r) => r.client),
+            );
             const grants = chunk.flatMap((r) => r.grants);
             // Rows of one insert have the same columns: token_exchange only where some grant allows it.
             const exchanging = grants.some((g) => g.token_exchange !== undefined);
-            if (grants.length > 0)
-              await tx
-                .insertInto('grants')
-                .values(
-                  exchanging ? grants.map((g) => ({ ...g, token_exchange: g.token_exchange ?? 0 })) : grants,
-                )
-                .execute();
-            const secrets = chunk.flatMap((r) => (r.secret === undefined ? [] : [r.secret]));
-            if (secrets.length > 0) await tx.insertInto('client_secrets').values(secrets).execute();
+            await base.insertRows(
+              tx,
+              'grants',
+              exchanging ? grants.map((g) => ({ ...g, token_exchange: g.token_exchange ?? 0 })) : grants,
+            );
+            await base.insertRows(
+              tx,
+              'client_secrets',
+              chunk.flatMap((r) => (r.secret === undefined ? [] : [r.secret])),
+            );
           }
           await base.recordMany(
             tx,
