@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ReplayGuard } from '../domain/client-auth/index.js';
+import { temporarilyUnavailable } from '../domain/errors.js';
 import type { AssertionJtiStore } from '../store/types.js';
 import type { SharedRedis } from './redis.js';
 
@@ -31,6 +32,10 @@ export class AssertionReplay implements ReplayGuard {
       keyPrefix: string;
       now?: () => number;
       onError?: (error: unknown) => void;
+      /** Seconds a 503 asks the client to wait (TESSERA_RETRY_AFTER) when the store cannot record a jti. */
+      retryAfter: number;
+      /** The store could not record a jti (the proof was refused with 503). */
+      onUnavailable?: (error: unknown) => void;
     },
   ) {}
 
@@ -52,7 +57,15 @@ export class AssertionReplay implements ReplayGuard {
       const answer = await redis.breaker.run(() => redis.client.set(key, '1', 'PX', ttl, 'NX'));
       if (answer !== undefined) return answer === 'OK';
     }
-    return this.store.useAssertionJti(id, until);
+    try {
+      return await this.store.useAssertionJti(id, until);
+    } catch (error) {
+      // Neither fresh nor a replay: the proof cannot be accepted safely, and the client may try again
+      // (INTERFACE.md: the store unreachable is a 503, for a client assertion as for a DPoP proof). On SQLite, a
+      // write lock another process holds past the wait (a very large apply) ends here too.
+      this.options.onUnavailable?.(error);
+      throw temporarilyUnavailable(this.options.retryAfter);
+    }
   }
 
   /** Deletes expired ids from the store once a minute (Redis expires its keys itself). */

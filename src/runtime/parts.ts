@@ -212,6 +212,9 @@ export function openReplay(
     redis,
     keyPrefix: config.redisPrefix,
     onError: (error) => logger.warn({ err: error }, 'could not delete expired client assertion ids'),
+    retryAfter: config.retryAfter,
+    onUnavailable: (error) =>
+      logger.warn({ err: error }, 'a proof id could not be recorded in the store: refused with 503'),
     now,
   });
   replay.start();

@@ -8,6 +8,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
+import path from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import type { AddressInfo } from 'node:net';
 import {
   decodeJwt,
@@ -247,6 +249,26 @@ describe('private_key_jwt: the rules, each with its exact answer', () => {
     expect((await withAssertion(jwt)).status).toBe(200);
     await expectRefused(jwt, id, 'assertion replayed');
   });
+
+  it('a jti the store cannot record (another process holds its write lock past the wait): 503 temporarily_unavailable, not a failed proof', async () => {
+    // An apply from the CLI holding SQLite's write lock for longer than a write waits (5 s).
+    const holder = new DatabaseSync(path.join(t.dataDir, 'tessera.db'));
+    holder.exec('BEGIN IMMEDIATE');
+    try {
+      const refused = await withAssertion(await assertion(key, id));
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe(t.config.retryAfter.toString());
+      expect(refused.body).toEqual({
+        error: 'temporarily_unavailable',
+        error_description: 'the service cannot answer right now; try again later',
+      });
+    } finally {
+      holder.exec('ROLLBACK');
+      holder.close();
+    }
+    // Not counted against the client: it gets its token at once.
+    expect((await withAssertion(await assertion(key, id))).status).toBe(200);
+  }, 20_000);
 
   it('alg none is refused', async () => {
     const unsigned = [

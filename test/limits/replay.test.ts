@@ -4,6 +4,7 @@
  */
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OAuthError } from '../../src/domain/errors.js';
 import { AssertionReplay } from '../../src/limits/replay.js';
 import { connectRedis, type SharedRedis } from '../../src/limits/redis.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
@@ -32,7 +33,7 @@ afterAll(async () => {
 
 describe('AssertionReplay', () => {
   it('in the store: a jti once per client while it could be valid', async () => {
-    const guard = new AssertionReplay(store, { keyPrefix: prefix });
+    const guard = new AssertionReplay(store, { keyPrefix: prefix, retryAfter: 7 });
     const until = Date.now() + 60_000;
     expect(await guard.use('svc', 'j1', until)).toBe(true);
     expect(await guard.use('svc', 'j1', until)).toBe(false);
@@ -40,8 +41,28 @@ describe('AssertionReplay', () => {
     expect(await guard.use('other', 'j1', until)).toBe(true);
   });
 
+  it('a store that cannot record the jti: temporarily_unavailable (503, Retry-After), neither fresh nor a replay', async () => {
+    const gone = openSqliteStore(path.join(tempDir(), 'gone.db'));
+    await gone.migrate();
+    await gone.close();
+    const seen: unknown[] = [];
+    const guard = new AssertionReplay(gone, {
+      keyPrefix: prefix,
+      retryAfter: 7,
+      onUnavailable: (error) => seen.push(error),
+    });
+    const refused = await guard.use('svc', 'u1', Date.now() + 60_000).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(OAuthError);
+    expect(refused).toMatchObject({ status: 503, error: 'temporarily_unavailable' });
+    expect((refused as OAuthError).headers).toEqual({ 'retry-after': '7' });
+    expect(seen).toHaveLength(1);
+  });
+
   it('in Redis when configured: the key expires with the assertion; nothing goes to the store', async () => {
-    const guard = new AssertionReplay(store, { keyPrefix: prefix, redis });
+    const guard = new AssertionReplay(store, { keyPrefix: prefix, redis, retryAfter: 7 });
     const until = Date.now() + 60_000;
     expect(await guard.use('svc', 'r1', until)).toBe(true);
     expect(await guard.use('svc', 'r1', until)).toBe(false);
@@ -54,7 +75,7 @@ describe('AssertionReplay', () => {
   });
 
   it('falls back to the store while the breaker is open', async () => {
-    const guard = new AssertionReplay(store, { keyPrefix: prefix, redis });
+    const guard = new AssertionReplay(store, { keyPrefix: prefix, redis, retryAfter: 7 });
     redis.breaker.failed(new Error('test: Redis is away'));
     try {
       const until = Date.now() + 60_000;
@@ -68,7 +89,7 @@ describe('AssertionReplay', () => {
 
   it('prunes every expired id, a batch at a time, and keeps the others', async () => {
     let now = Date.now();
-    const guard = new AssertionReplay(store, { keyPrefix: prefix, now: () => now });
+    const guard = new AssertionReplay(store, { keyPrefix: prefix, now: () => now, retryAfter: 7 });
     for (let i = 0; i < 4500; i++) await store.useAssertionJti(`old-${i}`, now + 1000);
     expect(await guard.use('svc', 'keep', now + 600_000)).toBe(true);
     now += 2000;

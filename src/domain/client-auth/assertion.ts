@@ -40,6 +40,7 @@ export interface ReplayGuard {
   /**
    * True if `jti` was not in use within `scope`; false if it is (a replay). `scope`: the client id for its own
    * assertions, the client and the issuer for a federated one (see federated.ts). `until`: ms since the epoch.
+   * Throws temporarily_unavailable (503) when it cannot tell (the store cannot record the jti).
    */
   use(scope: string, jti: string, until: number): Promise<boolean>;
 }

@@ -6,7 +6,7 @@ import {
   type JWTVerifyGetKey,
   type ProtectedHeaderParameters,
 } from 'jose';
-import { invalidClient, invalidRequest } from '../errors.js';
+import { invalidClient, invalidRequest, OAuthError } from '../errors.js';
 import { present, type KnownClient, type TokenRequest } from '../token-types.js';
 import {
   allowedAlg,
@@ -84,6 +84,8 @@ class AssertionCredentials implements PresentedCredentials {
     return this.verify(client, now).then(
       () => true,
       (error: unknown) => {
+        // The replay guard could not tell (503, temporarily_unavailable): not a failed proof, and not counted as one.
+        if (error instanceof OAuthError) throw error;
         this.failure = error instanceof AssertionFailed ? error.message : reasonOf(error);
         return false;
       },
