@@ -1,7 +1,7 @@
 import { constants, createHmac, KeyObject, verify } from 'node:crypto';
 import { calculateJwkThumbprint, EmbeddedJWK, type ProtectedHeaderParameters } from 'jose';
 import { ASSERTION_ALGS, type ReplayGuard } from './client-auth/index.js';
-import { invalidDpopProof, temporarilyUnavailable, useDpopNonce } from './errors.js';
+import { invalidDpopProof, useDpopNonce } from './errors.js';
 
 /*
  * DPoP (RFC 9449): a token request may carry a proof that its sender holds a private key; the token is then
@@ -76,8 +76,6 @@ export interface DpopOptions {
   replay: ReplayGuard;
   /** With TESSERA_DPOP_NONCE=true: the nonces a proof must carry. */
   nonces?: DpopNonces | undefined;
-  /** Seconds a 503 asks the client to wait when the replay guard cannot answer. */
-  retryAfter: number;
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -170,16 +168,12 @@ export class DpopVerifier {
 
     // RFC 9449 §11.1: a proof is used once, on every instance. Recorded while an instance whose clock is within
     // the window of this one's could still accept it.
-    let fresh: boolean;
-    try {
-      fresh = await this.options.replay.use(
-        REPLAY_SCOPE + key.jkt,
-        jti,
-        (iat + 2 * PROOF_WINDOW_SECONDS) * 1000,
-      );
-    } catch {
-      throw temporarilyUnavailable(this.options.retryAfter);
-    }
+    // A guard that cannot tell answers 503 itself (ReplayGuard).
+    const fresh = await this.options.replay.use(
+      REPLAY_SCOPE + key.jkt,
+      jti,
+      (iat + 2 * PROOF_WINDOW_SECONDS) * 1000,
+    );
     if (!fresh) throw invalidDpopProof('DPoP proof jti was already used');
     return key.jkt;
   }

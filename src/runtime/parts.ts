@@ -250,7 +250,6 @@ function dpopVerifier(config: Config, replay: AssertionReplay, master: MasterKey
     tokenEndpoint: config.issuer + TOKEN_PATH,
     replay,
     nonces: config.dpopNonce ? new DpopNonces(deriveKey(master, 'tessera dpop nonces')) : undefined,
-    retryAfter: config.retryAfter,
   });
 }
 

@@ -16,7 +16,7 @@ import {
 import { generateKeyPairSync, sign as nodeSign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DpopNonces, DpopVerifier } from '../../src/domain/dpop.js';
-import { OAuthError } from '../../src/domain/errors.js';
+import { OAuthError, temporarilyUnavailable } from '../../src/domain/errors.js';
 import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
 import { TokenService } from '../../src/domain/token-service.js';
 import type { KnownClient, TokenRequest } from '../../src/domain/token-types.js';
@@ -37,7 +37,8 @@ class MemoryReplay {
   failing = false;
   async use(scope: string, jti: string, until: number): Promise<boolean> {
     this.calls.push([scope, jti, until]);
-    if (this.failing) throw new Error('the store is down');
+    // As the store's guard does when it cannot record the id (limits/replay.ts).
+    if (this.failing) throw temporarilyUnavailable(7);
     const key = `${scope}\0${jti}`;
     if (this.used.has(key)) return false;
     this.used.set(key, until);
@@ -81,7 +82,7 @@ function verifier(options: { nonces?: boolean; replay?: MemoryReplay } = {}) {
   return {
     replay,
     nonces,
-    dpop: new DpopVerifier({ tokenEndpoint: ENDPOINT, replay, nonces, retryAfter: 7 }),
+    dpop: new DpopVerifier({ tokenEndpoint: ENDPOINT, replay, nonces }),
   };
 }
 
@@ -251,7 +252,7 @@ describe('DpopVerifier', () => {
     expect(await dpop.verify(await proof(b, { jti: 'same' }), NOW)).toBe(b.jkt);
   });
 
-  it('a replay guard that cannot answer is a 503, not a token and not a refused proof', async () => {
+  it('a replay guard that cannot answer: its 503 passes through, not a token and not a refused proof', async () => {
     const replay = new MemoryReplay();
     replay.failing = true;
     const { dpop } = verifier({ replay });
@@ -329,7 +330,6 @@ describe('DpopVerifier', () => {
         tokenEndpoint: ENDPOINT,
         replay: new MemoryReplay(),
         nonces: new DpopNonces(new Uint8Array(32).fill(8)),
-        retryAfter: 5,
       });
       expect(other.nonce(windowStart)).not.toBe(nonce);
     });
