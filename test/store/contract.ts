@@ -542,6 +542,17 @@ export function storeContract(name: string, open: OpenStore): void {
         });
         for (const i of sample)
           expect(norm(await store.findClient(`bulk-${i}`))).toEqual(norm(await store.findClient(`one-${i}`)));
+        // Every client's grants as asked, token_exchange where it was given (rows of mixed columns in one insert).
+        const all = await store.findClients(many.map((c) => c.id));
+        expect(all).toHaveLength(1203);
+        for (const c of all) {
+          const i = Number(c.id.slice('bulk-'.length));
+          const audiences = i % 3 === 0 ? [] : i % 3 === 1 ? [A] : [A, C];
+          expect(
+            c.grants.map((g) => [g.audience, g.tokenExchange]),
+            c.id,
+          ).toEqual(audiences.map((url) => [url, i % 11 === 1 && url === A]));
+        }
         expect(await store.countClients()).toBe(1203 + sample.length);
         const events = await store.queryAuditEvents({ types: ['client.created'], limit: 2000 });
         expect(events.filter((e) => e.target?.startsWith('bulk-'))).toHaveLength(1203);

@@ -7,8 +7,15 @@ export type Tx = Transaction<Database>;
 
 /** PostgreSQL NOTIFY channel on which every committed change is announced. */
 export const CHANGE_CHANNEL = 'tessera_changes';
-/** Rows per multi-row insert of recordMany: 500 audit events of 11 columns stay within both engines' limits. */
-const RECORDS_PER_INSERT = 500;
+/**
+ * Rows per multi-row insert (insertRows), and ids per `in (...)` list: 500 rows of a table's columns stay within
+ * both engines' limits on bound parameters (SQLite 32,766; PostgreSQL 65,535).
+ */
+export const ROWS_PER_STATEMENT = 500;
+
+export function* chunks<T>(items: readonly T[], size: number): Generator<T[]> {
+  for (let i = 0; i < items.length; i += size) yield items.slice(i, i + size);
+}
 /** The change feed's lock on PostgreSQL (an arbitrary constant key): writers commit one at a time. */
 const lockChangeFeed = () => sql`select pg_advisory_xact_lock(7215426781233001)`;
 
@@ -197,9 +204,9 @@ export class StoreBase {
   }
 
   /**
-   * Inserts rows that all have the same columns, in the same order, in one statement whose SQL is compiled once
-   * per table, columns and number of rows (Statements.shape): Kysely builds and compiles a multi-row insert value
-   * by value, which for a bulk create cost more than SQLite's own work.
+   * Inserts rows that all have the same columns, in the same order, ROWS_PER_STATEMENT a statement whose SQL is
+   * compiled once per table, columns and number of rows (Statements.shape): Kysely builds and compiles a
+   * multi-row insert value by value, which for a bulk create cost more than SQLite's own work.
    */
   async insertRows<T extends keyof Database & string>(
     tx: Tx,
@@ -208,18 +215,23 @@ export class StoreBase {
   ): Promise<void> {
     if (rows.length === 0) return;
     const columns = Object.keys(rows[0]!);
-    const parameters: unknown[] = [];
-    for (const row of rows) for (const column of columns) parameters.push(row[column]);
-    const text = this.statements.shape(`${table} (${columns.join(', ')}) × ${rows.length}`, () =>
-      compileOnce(this.db.insertInto(table).values(rows as never), parameters.length),
-    );
-    await tx.executeQuery(CompiledQuery.raw(text, parameters));
+    // Compiled from a row of these columns in this order (each a parameter), whatever order the rows' keys are in:
+    // the parameters are bound by column name, in the same order.
+    const shape = Object.fromEntries(columns.map((column) => [column, null]));
+    for (const chunk of chunks(rows, ROWS_PER_STATEMENT)) {
+      const parameters: unknown[] = [];
+      for (const row of chunk) for (const column of columns) parameters.push(row[column]);
+      const text = this.statements.shape(`${table} (${columns.join(', ')}) × ${chunk.length}`, () =>
+        compileOnce(
+          this.db.insertInto(table).values(Array.from({ length: chunk.length }, () => shape) as never),
+          parameters.length,
+        ),
+      );
+      await tx.executeQuery(CompiledQuery.raw(text, parameters));
+    }
   }
 
-  /**
-   * Many changes of one kind (a bulk create) as record writes them one by one, in multi-row inserts of
-   * RECORDS_PER_INSERT: each change's audit event, then the changes in the order given.
-   */
+  /** Many changes of one kind (a bulk create) as record writes them one by one, in multi-row inserts. */
   async recordMany(
     tx: Tx,
     entity: ChangeEntity,
@@ -228,19 +240,17 @@ export class StoreBase {
     if (changes.length === 0) return;
     if (this.engine === 'postgres') await lockChangeFeed().execute(tx);
     const at = this.stamp();
-    for (let i = 0; i < changes.length; i += RECORDS_PER_INSERT) {
-      const chunk = changes.slice(i, i + RECORDS_PER_INSERT);
-      await this.insertRows(
-        tx,
-        'audit_events',
-        chunk.flatMap((c) => (c.audit ? [this.auditRow(c.audit)] : [])),
-      );
-      await this.insertRows(
-        tx,
-        'changes',
-        chunk.map((c) => ({ entity, key: c.key, created_at: at })),
-      );
-    }
+    await this.insertRows(
+      tx,
+      'audit_events',
+      changes.flatMap((c) => (c.audit ? [this.auditRow(c.audit)] : [])),
+    );
+    // In the order given: the feed's order.
+    await this.insertRows(
+      tx,
+      'changes',
+      changes.map((c) => ({ entity, key: c.key, created_at: at })),
+    );
     if (this.engine === 'postgres') await sql`select pg_notify(${CHANGE_CHANNEL}, '')`.execute(tx);
   }
 

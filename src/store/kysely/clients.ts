@@ -6,13 +6,22 @@ import type { ClientsTable, Database } from '../schema.js';
 import {
   StoreError,
   type Client,
+  type ChangeAudit,
   type ClientSecret,
   type ClientStore,
   type Grant,
   type NewClient,
 } from '../types.js';
 import { requireAudiences } from './audiences.js';
-import { compileOnce, isUniqueViolation, mustTouch, notFound, type StoreBase } from './base.js';
+import {
+  chunks,
+  compileOnce,
+  isUniqueViolation,
+  mustTouch,
+  notFound,
+  ROWS_PER_STATEMENT,
+  type StoreBase,
+} from './base.js';
 import {
   byClient,
   claimsOf,
@@ -149,14 +158,6 @@ async function withGrantsAndSecrets(
   return rows.map((row) => toClient(row, grantsOf.get(row.id) ?? [], secretsOf.get(row.id) ?? []));
 }
 
-/** Ids per `in (...)` list, and rows per multi-row insert: within both engines' limits on bound parameters. */
-const IDS_PER_QUERY = 500;
-const ROWS_PER_INSERT = 500;
-
-function* chunks<T>(items: readonly T[], size: number): Generator<T[]> {
-  for (let i = 0; i < items.length; i += size) yield items.slice(i, i + size);
-}
-
 /** The rows of a new client: its own, its grants', its first secret's (none for private_key_jwt). */
 function newClientRows(client: NewClient, at: string) {
   const audiences = [...new Set(client.audiences)].sort();
@@ -216,87 +217,85 @@ export function clientStore(base: StoreBase): ClientStore {
     return clientsOfRows(await base.runQuery<ClientRow>('tessera_find_clients', text, [parameter]));
   };
 
+  /**
+   * New clients with their grants and first secrets, their audit events and change records, in one transaction
+   * (or the caller's), a few multi-row statements for them all; the rows written. Refuses (conflict) an id taken
+   * or given twice, (not_found) an audience that does not exist: nothing is written then.
+   */
+  const writeNewClients = async (clients: readonly { client: NewClient; audit?: ChangeAudit }[]) => {
+    const ids = clients.map((c) => c.client.id);
+    const conflict = (id: string) => new StoreError('conflict', `client ${id} already exists`, 'client');
+    const twice = ids.find((id, i) => ids.indexOf(id) !== i);
+    if (twice !== undefined) throw conflict(twice);
+    try {
+      return await base.write(async (tx) => {
+        for (const chunk of chunks(ids, ROWS_PER_STATEMENT)) {
+          const taken = await tx.selectFrom('clients').select('id').where('id', 'in', chunk).execute();
+          const first = chunk.find((id) => taken.some((r) => r.id === id));
+          if (first !== undefined) throw conflict(first);
+        }
+        const at = base.stamp();
+        const rows = clients.map(({ client }) => newClientRows(client, at));
+        const grants = rows.flatMap((r) => r.grants);
+        await requireAudiences(tx, [...new Set(grants.map((g) => g.audience_url))]);
+        await base.insertRows(
+          tx,
+          'clients',
+          rows.map((r) => r.client),
+        );
+        // Rows of one insert have the same columns: token_exchange only where some grant allows it.
+        const exchanging = grants.some((g) => g.token_exchange !== undefined);
+        await base.insertRows(
+          tx,
+          'grants',
+          exchanging ? grants.map((g) => ({ ...g, token_exchange: g.token_exchange ?? 0 })) : grants,
+        );
+        await base.insertRows(
+          tx,
+          'client_secrets',
+          rows.flatMap((r) => (r.secret === undefined ? [] : [r.secret])),
+        );
+        await base.recordMany(
+          tx,
+          'client',
+          clients.map(({ client, audit }) => ({ key: client.id, audit })),
+        );
+        return rows;
+      });
+    } catch (error) {
+      // Another writer got there between the look and the insert.
+      if (isUniqueViolation(error))
+        throw ids.length === 1
+          ? conflict(ids[0]!)
+          : new StoreError('conflict', 'one of the clients already exists', 'client');
+      throw error;
+    }
+  };
+
   return {
-    createClient: (client, audit) =>
-      base.create(
-        'client',
-        `client ${client.id} already exists`,
-        (tx) => tx.selectFrom('clients').select('id').where('id', '=', client.id).executeTakeFirst(),
-        async (tx) => {
-          const rows = newClientRows(client, base.stamp());
-          await requireAudiences(
-            tx,
-            rows.grants.map((g) => g.audience_url),
-          );
-          await tx.insertInto('clients').values(rows.client).execute();
-          if (rows.grants.length > 0) await tx.insertInto('grants').values(rows.grants).execute();
-          const secrets: ClientSecret[] = [];
-          if (rows.secret !== undefined) {
-            const { id, digest, created_at: createdAt } = rows.secret;
-            await writeSecrets(tx, client.id, { add: { id, digest, createdAt, expiresAt: null } });
-            secrets.push({ id, digest, createdAt, expiresAt: null, lastUsedAt: null });
-          }
-          await base.record(tx, 'client', client.id, audit);
-          // A new client's tokens have not been revoked: the column is left to its default.
-          return toClient(
-            { ...rows.client, revoked_before: null },
-            rows.grants.map((g) => toGrant({ ...g, token_exchange: g.token_exchange ?? 0 })),
-            secrets,
-          );
-        },
-      ),
+    createClient: async (client, audit) => {
+      const [rows] = await writeNewClients([{ client, audit }]);
+      const secret = rows!.secret;
+      // A new client's tokens have not been revoked: the column is left to its default.
+      return toClient(
+        { ...rows!.client, revoked_before: null },
+        rows!.grants.map((g) => toGrant({ ...g, token_exchange: g.token_exchange ?? 0 })),
+        secret === undefined
+          ? []
+          : [
+              {
+                id: secret.id,
+                digest: secret.digest,
+                createdAt: secret.created_at,
+                expiresAt: null,
+                lastUsedAt: null,
+              },
+            ],
+      );
+    },
 
     async createClients(clients) {
-      if (clients.length === 0) return;
-      const ids = clients.map((c) => c.client.id);
-      const conflict = (id: string) => new StoreError('conflict', `client ${id} already exists`, 'client');
-      const twice = ids.find((id, i) => ids.indexOf(id) !== i);
-      if (twice !== undefined) throw conflict(twice);
-      try {
-        await base.write(async (tx) => {
-          for (const chunk of chunks(ids, IDS_PER_QUERY)) {
-            const taken = new Set(
-              (await tx.selectFrom('clients').select('id').where('id', 'in', chunk).execute()).map(
-                (r) => r.id,
-              ),
-            );
-            const first = chunk.find((id) => taken.has(id));
-            if (first !== undefined) throw conflict(first);
-          }
-          const at = base.stamp();
-          const rows = clients.map(({ client }) => newClientRows(client, at));
-          await requireAudiences(tx, [...new Set(rows.flatMap((r) => r.grants.map((g) => g.audience_url)))]);
-          // Multi-row inserts of ROWS_PER_INSERT rows: within both engines' limits on bound parameters.
-          for (const chunk of chunks(rows, ROWS_PER_INSERT)) {
-            await base.insertRows(
-              tx,
-              'clients',
-              chunk.map((r) => r.client),
-            );
-            const grants = chunk.flatMap((r) => r.grants);
-            // Rows of one insert have the same columns: token_exchange only where some grant allows it.
-            const exchanging = grants.some((g) => g.token_exchange !== undefined);
-            await base.insertRows(
-              tx,
-              'grants',
-              exchanging ? grants.map((g) => ({ ...g, token_exchange: g.token_exchange ?? 0 })) : grants,
-            );
-            await base.insertRows(
-              tx,
-              'client_secrets',
-              chunk.flatMap((r) => (r.secret === undefined ? [] : [r.secret])),
-            );
-          }
-          await base.recordMany(
-            tx,
-            'client',
-            clients.map(({ client, audit }) => ({ key: client.id, audit })),
-          );
-        });
-      } catch (error) {
-        if (isUniqueViolation(error)) throw conflict(ids[0]!);
-        throw error;
-      }
+      if (clients.length > 0) await writeNewClients(clients);
     },
 
     /**
