@@ -312,6 +312,12 @@ export async function createCheckedClients(
   );
 }
 
+/** Refuses (invalid_field) a grant's `field` given for an audience the new client is not granted. */
+function requireGranted(audiences: readonly string[], url: string, field: string): void {
+  if (!audiences.includes(url))
+    throw new ManagementError('invalid_field', `${field} is given for ${url}, which is not granted`, field);
+}
+
 /**
  * The checks of a new client's grants against their audiences (read in the transaction that writes them), and
  * the client as the store takes it with its audit event.
@@ -324,12 +330,7 @@ async function readyToStore(
   // Each grant's scopes must be its audience's.
   const scopes: Record<string, string[]> = {};
   for (const [url, asked] of Object.entries(input.scopes ?? {})) {
-    if (!client.audiences.includes(url))
-      throw new ManagementError(
-        'invalid_field',
-        `scopes are given for ${url}, which is not granted`,
-        'scopes',
-      );
+    requireGranted(client.audiences, url, 'scopes');
     const audience = await audienceOf(url);
     if (!audience) throw new ManagementError('audience_not_found', `audience ${url} is not registered`);
     scopes[url] = checkGrantScopes(audience, asked);
@@ -340,23 +341,13 @@ async function readyToStore(
     requireHeld(ctx, `a grant of ${adminUrl}`, [], scopes[adminUrl] ?? []);
   const grantClaims: Record<string, Record<string, unknown>> = {};
   for (const [url, claims] of Object.entries(input.grantClaims ?? {})) {
-    if (!client.audiences.includes(url))
-      throw new ManagementError(
-        'invalid_field',
-        `claims are given for ${url}, which is not granted`,
-        'claims',
-      );
+    requireGranted(client.audiences, url, 'claims');
     const checked = field('claims', () => validateClaims(claims));
     if (checked) grantClaims[url] = checked;
   }
   const exchanging = [...new Set(input.grantTokenExchange ?? [])].sort();
   for (const url of exchanging) {
-    if (!client.audiences.includes(url))
-      throw new ManagementError(
-        'invalid_field',
-        `token_exchange is given for ${url}, which is not granted`,
-        'token_exchange',
-      );
+    requireGranted(client.audiences, url, 'token_exchange');
     checkGrantTokenExchange(ctx, url);
   }
   const audit = changeAudit(ctx, 'client.created', client.id, {
