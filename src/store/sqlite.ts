@@ -21,8 +21,8 @@ import type { Store } from './types.js';
 /** Prepared statements kept per SQL text; past this many, the cache starts over. */
 const STATEMENT_CACHE = 64;
 /**
- * Statements whose SQL is longer than this (multi-row audit inserts, a few hundred KiB of SQLite program
- * each) are kept two at a time: the full batch stays, a partial batch of a new size replaces the last one.
+ * Statements whose SQL is longer than this (multi-row inserts: the audit trail's largest piece, an apply's
+ * rows; a few hundred KiB of SQLite program each) are kept two at a time, the least recently used replaced.
  */
 const LONG_SQL = 4096;
 const LONG_CACHE = 2;

@@ -1729,6 +1729,13 @@ export function storeContract(name: string, open: OpenStore): void {
           store.appendAuditEvents([record(6), bad], { segment: 'a.00000001.spool', offset: 480 }),
         ).rejects.toThrow();
         expect(await store.spoolPosition('a.00000001.spool')).toBe(360);
+        // Nor does a long batch whose bad event comes late (SQLite writes a batch in several statements).
+        const long = Array.from({ length: 300 }, (_, i) => record(100 + i));
+        long[290] = bad;
+        await expect(
+          store.appendAuditEvents(long, { segment: 'a.00000001.spool', offset: 9000 }),
+        ).rejects.toThrow();
+        expect(await store.spoolPosition('a.00000001.spool')).toBe(360);
         expect(withoutIds(await store.queryAuditEvents(all))).toEqual(
           [4, 3, 2, 1].map((i) => read(record(i))),
         );
