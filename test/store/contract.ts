@@ -559,6 +559,28 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(events.find((e) => e.target === 'bulk-42')).toMatchObject(audit('bulk-42'));
       });
 
+      it('markSecretsUsed sets the last-used time of every secret given, across statements, never back in time', async () => {
+        const many = Array.from({ length: 250 }, (_, i) => newClient(`used-${i}`));
+        await store.createClients(many.map((client) => ({ client })));
+        const secretOf = new Map(
+          (await store.findClients(many.map((c) => c.id))).map((c) => [c.id, c.secrets[0]!.id]),
+        );
+        const T1 = '2026-11-27T10:00:00.000Z';
+        const T2 = '2026-11-27T10:05:00.000Z';
+        // 230 of them, in no order, more than two statements' worth; a later time for the first 20 after.
+        const marked = many.slice(20).map((c) => secretOf.get(c.id)!);
+        await store.markSecretsUsed([...marked].reverse(), T2);
+        await store.markSecretsUsed(
+          many.slice(0, 40).map((c) => secretOf.get(c.id)!),
+          T1,
+        );
+        const lastUsed = new Map(
+          (await store.findClients(many.map((c) => c.id))).map((c) => [c.id, c.secrets[0]!.lastUsedAt]),
+        );
+        for (const [i, c] of many.entries()) expect(lastUsed.get(c.id), c.id).toBe(i < 20 ? T1 : T2);
+        await store.markSecretsUsed([], T2);
+      });
+
       it('createClients writes nothing when an id is taken, given twice, or an audience is unknown', async () => {
         await store.createClient(newClient('taken', [A]));
         const batch = (ids: string[], audiences = [A]) =>
