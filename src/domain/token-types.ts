@@ -79,7 +79,8 @@ export interface TokenResponse {
 
 interface KnownSecret {
   id: string;
-  digest: Buffer;
+  /** The raw 32 bytes of its SHA-256, as a latin1 string (see digestBytes). */
+  digest: string;
   expiresAt: number;
 }
 
@@ -97,6 +98,13 @@ export interface KnownGrant {
   tokenExchange: boolean;
 }
 
+/** A client's grants, looked up by audience URL (a Map satisfies it; the cache keeps a smaller form). */
+export interface GrantsByAudience {
+  get(audience: string): KnownGrant | undefined;
+  /** The audiences, in the order of the client's grants. */
+  keys(): Iterable<string>;
+}
+
 /** A client as the token path sees it: what authentication and the grant check need, nothing more. */
 export interface KnownClient {
   id: string;
@@ -104,7 +112,7 @@ export interface KnownClient {
   /** Its secrets: the raw 32-byte SHA-256 of each, and when it expires (ms since the epoch; Infinity: never). */
   secrets: readonly KnownSecret[];
   /** By audience URL. */
-  grants: ReadonlyMap<string, KnownGrant>;
+  grants: GrantsByAudience;
   tokenTtl: number | null;
   quota: Quota;
   /**

@@ -352,7 +352,8 @@ export class Directory {
         this.options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS,
       );
       // Inside the try: nothing may escape this function, which nobody awaits.
-      byId = new Map(found.map((client) => [client.id, toKnownClient(client)]));
+      const url = (audience: string) => this.audiences.get(audience)?.url ?? audience;
+      byId = new Map(found.map((client) => [client.id, toKnownClient(client, url)]));
     } catch (error) {
       // The answer cannot be given safely without the store: 503, and the client may retry (INTERFACE.md).
       this.options.onError?.(error, 'client lookup');
@@ -365,7 +366,8 @@ export class Directory {
     for (const [id, waiter] of batch.waiting) {
       const known = byId.get(id);
       if (current) {
-        if (known) this.clients.set(id, known);
+        // Keyed by the client's own id string: the one from the request may be a slice of a longer one.
+        if (known) this.clients.set(known.id, known);
         else this.unknown.set(id, true);
       }
       waiter.resolve(known);

@@ -1,7 +1,14 @@
 import { createLocalJWKSet } from 'jose';
 import type { FederatedCredential } from '../domain/client-auth/index.js';
 import { digestBytes } from '../domain/secrets.js';
-import type { ClientKeys, KnownClient, KnownFederatedCredential } from '../domain/token-types.js';
+import type {
+  ClientKeys,
+  GrantsByAudience,
+  KnownClient,
+  KnownFederatedCredential,
+  KnownGrant,
+  Quota,
+} from '../domain/token-types.js';
 import type { Client } from './types.js';
 
 /*
@@ -16,7 +23,50 @@ function claimsFragment(claims: Record<string, unknown>): string | undefined {
   return json === '{}' ? undefined : json.slice(1, -1);
 }
 
-export function toKnownClient(client: Client): KnownClient {
+/*
+ * A cached client is held by every process for as long as it is used, by the hundred thousand: what most
+ * clients share is one object for all (no scopes, no quota), and a few grants are a list, not a Map (whose
+ * table alone takes ~260 bytes, a Set's ~200, for one entry).
+ */
+const NO_SCOPES: ReadonlySet<string> = new Set();
+const NO_QUOTA: Quota = Object.freeze({ perMinute: null, perDay: null });
+/** Past this many grants a client's are a Map: a list is searched in order. */
+const GRANTS_IN_A_LIST = 8;
+
+/** Audience URLs and their grants side by side in one array, searched in order. */
+class FewGrants implements GrantsByAudience {
+  constructor(private readonly pairs: readonly (string | KnownGrant)[]) {}
+
+  get(audience: string): KnownGrant | undefined {
+    const pairs = this.pairs;
+    for (let i = 0; i < pairs.length; i += 2) if (pairs[i] === audience) return pairs[i + 1] as KnownGrant;
+    return undefined;
+  }
+
+  *keys(): Iterable<string> {
+    for (let i = 0; i < this.pairs.length; i += 2) yield this.pairs[i] as string;
+  }
+}
+
+function grantsByAudience(grants: [string, KnownGrant][]): GrantsByAudience {
+  if (grants.length > GRANTS_IN_A_LIST) return new Map(grants);
+  // Of its exact length (flat() and push() leave room to grow, ~150 bytes of it).
+  const pairs = new Array<string | KnownGrant>(grants.length * 2);
+  for (const [i, [audience, grant]] of grants.entries()) {
+    pairs[2 * i] = audience;
+    pairs[2 * i + 1] = grant;
+  }
+  return new FewGrants(pairs);
+}
+
+/**
+ * `audienceUrl` gives the string to keep for an audience's URL: the directory's own, so that a hundred
+ * thousand cached clients of one audience do not each hold a copy read from the store.
+ */
+export function toKnownClient(
+  client: Client,
+  audienceUrl: (url: string) => string = (url) => url,
+): KnownClient {
   return {
     id: client.id,
     enabled: client.enabled,
@@ -25,11 +75,11 @@ export function toKnownClient(client: Client): KnownClient {
       digest: digestBytes(s.digest),
       expiresAt: s.expiresAt === null ? Infinity : Date.parse(s.expiresAt),
     })),
-    grants: new Map(
+    grants: grantsByAudience(
       client.grants.map((g) => [
-        g.audience,
+        audienceUrl(g.audience),
         {
-          scopes: new Set(g.scopes),
+          scopes: g.scopes.length === 0 ? NO_SCOPES : new Set(g.scopes),
           scope: g.scopes.length === 0 ? undefined : g.scopes.join(' '),
           claims: claimsFragment({ ...client.claims, ...g.claims }),
           tokenExchange: g.tokenExchange,
@@ -37,7 +87,10 @@ export function toKnownClient(client: Client): KnownClient {
       ]),
     ),
     tokenTtl: client.tokenTtl,
-    quota: { perMinute: client.quotaPerMinute, perDay: client.quotaPerDay },
+    quota:
+      client.quotaPerMinute === null && client.quotaPerDay === null
+        ? NO_QUOTA
+        : { perMinute: client.quotaPerMinute, perDay: client.quotaPerDay },
     keys: keysOf(client),
     dpopBound: client.dpopBoundAccessTokens,
   };

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -243,16 +244,45 @@ describe('Directory', () => {
             expiresAt: Infinity,
           },
         ],
-        grants: new Map([
-          [A, { scopes: new Set(), scope: undefined, tokenExchange: false }],
-          [B, { scopes: new Set(), scope: undefined, tokenExchange: false }],
-        ]),
+        grants: expect.any(Object) as unknown as KnownClient['grants'],
         tokenTtl: null,
         quota: { perMinute: null, perDay: null },
         dpopBound: false,
       });
+      // Looked up by audience (a list for a few grants, not a Map): each one, in the order of the grants.
+      const grants = first.client!.grants;
+      expect([...grants.keys()]).toEqual([A, B]);
+      for (const url of [A, B])
+        expect(grants.get(url)).toEqual({ scopes: new Set(), scope: undefined, tokenExchange: false });
+      expect(grants.get('https://api.c.example.com')).toBeUndefined();
       expect(first.client).toEqual(toKnownClient(created));
       expect(spy.calls).toEqual(['findClients']);
+    });
+
+    it('finds each of a client’s grants by audience, with one grant, a few, or more than a list holds', async () => {
+      const created = await createClient('svc', [A]);
+      for (const count of [1, 8, 9, 30]) {
+        const urls = Array.from({ length: count }, (_, i) => `https://api-${i}.example.com`);
+        const known = toKnownClient({
+          ...created,
+          grants: urls.map((audience, i) => ({
+            audience,
+            scopes: i % 2 === 0 ? [] : [`s${i}`],
+            claims: null,
+            tokenExchange: i % 3 === 0,
+          })),
+        });
+        expect([...known.grants.keys()], String(count)).toEqual(urls);
+        for (const [i, url] of urls.entries())
+          expect(known.grants.get(url), url).toEqual({
+            scopes: new Set(i % 2 === 0 ? [] : [`s${i}`]),
+            scope: i % 2 === 0 ? undefined : `s${i}`,
+            tokenExchange: i % 3 === 0,
+          });
+        expect(known.grants.get('https://api-x.example.com')).toBeUndefined();
+        // A URL is no audience by a prefix, nor a grant's object by its place in the list.
+        expect(known.grants.get('https://api-1.example.co')).toBeUndefined();
+      }
     });
 
     it('carries dpop_bound_access_tokens to the token path, and its change', async () => {
@@ -281,15 +311,17 @@ describe('Directory', () => {
       expect(after.client!.grants.get(B)?.tokenExchange).toBe(true);
     });
 
-    it("keeps a cached client's digest in 32 bytes of its own, not in a slice of Node's shared buffer pool", async () => {
-      // A slice would keep its whole 8 KiB pool slab alive, mostly other requests' garbage: up to 8 KiB per
-      // cached client (800 MB for the default 100 000) instead of 32 bytes.
+    it("keeps a cached client's digest as 32 latin1 characters of its own: no Buffer, no slice of Node's pool", async () => {
+      // A Buffer sliced from the pool would keep its whole 8 KiB slab alive, mostly other requests' garbage
+      // (800 MB for the default 100 000 cached clients); one of its own costs ~280 bytes, the string 48.
       await createClient('svc', [A]);
       await startDirectory();
       const { client } = await lookup('svc');
-      expect(client!.secrets[0]!.digest.length).toBe(32);
-      expect(client!.secrets[0]!.digest.buffer.byteLength).toBe(32);
-      expect(digestBytes(digestSecret(SECRET_1)).buffer.byteLength).toBe(32);
+      const digest = client!.secrets[0]!.digest;
+      expect(typeof digest).toBe('string');
+      expect(digest).toHaveLength(32);
+      expect(Buffer.from(digest, 'latin1')).toEqual(createHash('sha256').update(SECRET_1, 'utf8').digest());
+      expect(digestBytes(digestSecret(SECRET_1))).toBe(digest);
     });
 
     it('answers a hit synchronously with no store I/O', async () => {
