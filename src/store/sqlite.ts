@@ -263,10 +263,12 @@ class MaintenanceThread {
 }
 
 /**
- * What the server reads in the background and on a cache miss: the change feed, the clients and audiences the
- * directory loads, the revocations and client standings it follows, the signing keys it reloads.
+ * What the server reads in the background and on a cache miss (the change feed, the clients and audiences the
+ * directory loads, the revocations and client standings it follows, the signing keys it reloads), and what the
+ * admin API and the console read. Pure reads outside a transaction: a bound store reads on its transaction.
  */
 const SIDE_READS = [
+  // The token path's and the directory's.
   'changesSince',
   'latestChange',
   'findClients',
@@ -277,6 +279,19 @@ const SIDE_READS = [
   'listClientStandings',
   'findClientStandings',
   'listSigningKeys',
+  // The admin API's and the console's, so that operators can read while an apply holds the lock.
+  'findAudience',
+  'findAudienceById',
+  'findClient',
+  'listClients',
+  'listClientsPage',
+  'listGrantsOf',
+  'queryAuditEvents',
+  'tokenCounts',
+  'findOperator',
+  'findOperatorByEnrollment',
+  'listOperators',
+  'findOperatorSession',
 ] as const satisfies readonly (keyof Store)[];
 
 /**

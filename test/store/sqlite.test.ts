@@ -236,7 +236,7 @@ describe('openSqliteStore', () => {
     }
   });
 
-  it("the server's store reads clients and the change feed at once while its own write waits for another process's lock", async () => {
+  it("the server's store reads clients, the change feed and what operators read at once while its own write waits for another process's lock", async () => {
     const file = path.join(dir, 'tessera.db');
     const server = openSqliteStore(file, { backgroundCheckpoints: true });
     open.push(server);
@@ -270,6 +270,14 @@ describe('openSqliteStore', () => {
       expect(await server.changesSince(seq, 10)).toEqual([]);
       expect(await server.latestChange()).toBe(seq);
       expect((await server.listAudiences()).map((a) => a.url)).toEqual(['https://api.example.com']);
+      // So are the admin API's and the console's: operators can read while an apply runs.
+      expect(await server.findClient('uncommitted')).toBeUndefined();
+      expect(await server.listClientsPage(null, 50)).toEqual([]);
+      expect((await server.findAudience('https://api.example.com'))?.url).toBe('https://api.example.com');
+      expect(await server.findAudience('https://other.example.com')).toBeUndefined();
+      expect(await server.queryAuditEvents({ limit: 10 })).toEqual([]);
+      expect(await server.listOperators()).toEqual([]);
+      expect(await server.findOperatorSession('nope')).toBeUndefined();
       expect(performance.now() - held).toBeLessThan(500);
       await writing;
       expect(performance.now() - held).toBeGreaterThanOrEqual(1490);
