@@ -64,14 +64,15 @@ const ADMIN_LIST_CLIENTS = 1000;
 const ADMIN_LIST_PAGE = 50;
 
 /**
- * Tessera's tessera_event_loop_delay_max_seconds (the longest event-loop delay since the previous scrape), in
- * milliseconds; undefined where the server has no metrics (TESSERA_METRICS=false).
+ * Tessera's tessera_event_loop_delay_max_seconds (the longest event-loop delay since the previous scrape), or
+ * the ceiling's event_loop_delay_max_seconds (the same measure), in milliseconds; undefined where the server
+ * has no metrics (TESSERA_METRICS=false, the other peers).
  */
 async function loopDelayMaxMs(metricsUrl) {
   try {
     const response = await fetch(metricsUrl);
     if (!response.ok) return undefined;
-    const match = /^tessera_event_loop_delay_max_seconds (\S+)$/m.exec(await response.text());
+    const match = /^(?:tessera_)?event_loop_delay_max_seconds (\S+)$/m.exec(await response.text());
     return match ? Number(match[1]) * 1000 : undefined;
   } catch {
     return undefined;
@@ -671,7 +672,8 @@ async function main() {
       cwd: ROOT,
     });
     const target = tokenTarget(url, client, audienceParam);
-    return { server, target, readyUrl: target.jwksUrl };
+    const loopDelayUrl = script === 'ceiling.js' ? `${url}/metrics` : undefined;
+    return { server, target, readyUrl: target.jwksUrl, loopDelayUrl };
   }
 
   const coldNote = () =>
@@ -972,10 +974,13 @@ async function main() {
           if (cores >= 0.15)
             log(`still ${cores.toFixed(2)} CPU in use by others after ${settings.waitQuietSeconds} s`);
         }
-        // Tessera's longest event-loop stall over the measurement: the scrape before starts the window over.
-        const loopDelayUrl = started.readyUrl.endsWith('/readyz')
-          ? started.readyUrl.replace(/\/readyz$/, '/metrics')
-          : undefined;
+        // The longest event-loop stall over the measurement (Tessera's, the ceiling's): the scrape before starts
+        // the window over.
+        const loopDelayUrl =
+          started.loopDelayUrl ??
+          (started.readyUrl.endsWith('/readyz')
+            ? started.readyUrl.replace(/\/readyz$/, '/metrics')
+            : undefined);
         if (loopDelayUrl) await loopDelayMaxMs(loopDelayUrl);
         const result = await measure(started.target, {
           seconds: settings.seconds,

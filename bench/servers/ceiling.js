@@ -13,7 +13,12 @@
 // BENCH_FIXED=1 makes it the HTTP floor (the scenario floor): every answer carries one token signed at start, so
 // a request costs everything the ceiling does but the signature. The floor plus one signature as measured in a
 // tight loop (sign-loop.js) is the physical limit on one core.
+//
+// GET /metrics answers the longest event-loop delay since the previous one, measured as Tessera measures its own
+// (perf_hooks.monitorEventLoopDelay, a timer every millisecond): the stalls of bare Node on this machine, under
+// the same load, beside Tessera's.
 import { createServer } from 'node:http';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { accessTokenSigner, authenticate, es256Key, settings, TOKEN_HEADERS } from './common.js';
 
 const key = es256Key();
@@ -57,6 +62,14 @@ function answer(contentType, text) {
   return [200, body];
 }
 
+const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+loopDelay.enable();
+function loopDelayMax() {
+  const max = loopDelay.count === 0 ? 0 : loopDelay.max / 1e9;
+  loopDelay.reset();
+  return [200, `event_loop_delay_max_seconds ${max}\n`, { 'content-type': 'text/plain; version=0.0.4' }];
+}
+
 const AT_ONCE = process.env.BENCH_AT_ONCE === '1';
 let turn;
 const endOfTurn = () =>
@@ -82,6 +95,8 @@ createServer((req, res) => {
         .then(() => answer(req.headers['content-type'], text))
         .then((reply) => send(res, reply));
     });
+  } else if (req.url === '/metrics' && req.method === 'GET') {
+    send(res, loopDelayMax());
   } else if (req.url === '/.well-known/jwks.json' && req.method === 'GET') {
     send(res, [200, key.jwks, JWKS_HEADERS]);
   } else {
