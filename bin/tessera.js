@@ -9,7 +9,7 @@ if (major < 22 || (major === 22 && minor < 13)) {
   process.exit(2);
 }
 // Node keeps the compiled code of every module it loads (in $NODE_COMPILE_CACHE, or a directory of the system's
-// temporary one; NODE_DISABLE_COMPILE_CACHE=1 turns it off), so a command after the first starts a third faster.
+// temporary one; NODE_DISABLE_COMPILE_CACHE=1 turns it off), so a command after the first starts ~15 % faster.
 const { enableCompileCache } = await import('node:module');
 enableCompileCache?.();
 let cli;
