@@ -54,6 +54,7 @@ import {
   tesseraEnv,
 } from './lib/stores.js';
 import { assertionMaker, dpopProofMaker, platformToken } from './lib/assertions.js';
+import { namedStalls, stallsText } from './lib/stalls.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const AUDIENCE = 'https://api.bench.example';
@@ -119,6 +120,9 @@ const USAGE = `npm run bench [-- options]
   --node PATH             run every server under this Node binary (default: the one running npm)
   --env NAME=VALUE        extra environment for every Tessera server (repeatable)
   --profile               run every server with --cpu-prof and print the top self-time entries
+  --stalls                name every Tessera server's longest event-loop stalls: each callback that ran 5 ms or
+                          more (bench/servers/stalls.js) and the code its CPU profile sampled in it; async_hooks
+                          slow the servers down, so the figures of such a run are not the benchmark's
   --label TEXT            a label for the results (shown in the report, appended to the file name)
   --baseline REF          also run Tessera as of this git commit (built into a temporary directory) on SQLite:
                           the tessera-sqlite-baseline scenario, a before/after in one run
@@ -147,6 +151,7 @@ function options() {
       node: { type: 'string' },
       env: { type: 'string', multiple: true, default: [] },
       profile: { type: 'boolean', default: false },
+      stalls: { type: 'boolean', default: false },
       label: { type: 'string' },
       baseline: { type: 'string' },
       compare: { type: 'string' },
@@ -198,6 +203,7 @@ function options() {
     nodePath: values.node ? resolve(values.node) : process.execPath,
     extraEnv,
     profile: values.profile,
+    stalls: values.stalls,
     label: values.label,
     baseline: values.baseline,
     compare: values.compare,
@@ -307,6 +313,8 @@ async function main() {
   const failures = [];
   const notes = [];
   const profiles = [];
+  /** --stalls: each Tessera scenario's longest stalls, named. */
+  const stallReports = [];
 
   // Nothing outlives the benchmark: servers are killed on any exit, and the whole run has a deadline.
   process.on('exit', killAllNow);
@@ -569,7 +577,13 @@ async function main() {
       ...settings.extraEnv,
     });
     const flags = ['--disable-warning=ExperimentalWarning'];
-    if (settings.profile) flags.push('--cpu-prof', `--cpu-prof-dir=${join(profileDir, id)}`);
+    if (settings.profile || settings.stalls)
+      flags.push('--cpu-prof', `--cpu-prof-dir=${join(profileDir, id)}`);
+    if (settings.stalls) {
+      mkdirSync(join(profileDir, id), { recursive: true });
+      flags.push('--cpu-prof-interval', '250', '--import', join(ROOT, 'bench/servers/stalls.js'));
+      env.BENCH_STALLS_FILE = join(profileDir, id, 'stalls.log');
+    }
     const args = [
       ...flags,
       join(root, 'bin/tessera.js'),
@@ -958,11 +972,14 @@ async function main() {
    */
   async function runLoad(id, definition, labelSuffix = '') {
     let started;
+    /** When the server was ready and prepared (µs, the monotonic clock its stalls and profile use). */
+    let readyAt;
     try {
       const port = await freePort();
       started = await definition.start(port);
       await waitUntilReady(started.server, started.readyUrl, { timeoutMs: 30_000 });
       await started.target.prepare?.();
+      readyAt = Number(process.hrtime.bigint() / 1000n);
       const warm = await checkedWarmup(started.target, {
         seconds: settings.warmupSeconds,
         connections: Math.max(...settings.concurrencies),
@@ -1022,6 +1039,8 @@ async function main() {
       if (started) await stopServer(started.server);
     }
     if (settings.profile) profiles.push(...readProfiles(profileDir, id));
+    if (settings.stalls && isTessera(id))
+      stallReports.push({ scenario: id, stalls: readStalls(profileDir, id, readyAt) });
   }
 
   const notedOnce = new Set();
@@ -1160,6 +1179,7 @@ async function main() {
     failures,
     notes,
     profiles,
+    stalls: stallReports,
     jsonFile: relative(ROOT, jsonFile),
     svgFile: relative(ROOT, svgFile),
   };
@@ -1177,6 +1197,7 @@ async function main() {
   if (clientIds) out.push('', clientIdsText(clientIds));
   for (const f of failures) out.push(`FAILED  ${f.scenario}: ${f.error.split('\n')[0]}`);
   for (const note of notes) out.push(`note: ${note}`);
+  for (const report of stallReports) out.push('', ...stallsText(report.scenario, report.stalls));
   for (const profile of profiles) {
     out.push(
       '',
@@ -1211,6 +1232,24 @@ function buildBaseline(ref, cleanups) {
     stdio: 'inherit',
   });
   return { commit, root };
+}
+
+/**
+ * The longest stalls a Tessera server logged (--stalls) once it was ready (`from`, µs), named from its busiest
+ * thread's profile.
+ */
+function readStalls(profileDir, id, from) {
+  const dir = join(profileDir, id);
+  if (!existsSync(dir)) return [];
+  let busiest;
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
+    const profile = JSON.parse(readFileSync(join(dir, file), 'utf8'));
+    const busy = profileTop(profile, 0).busyMs;
+    if (busiest === undefined || busy > busiest.busy) busiest = { profile, busy };
+  }
+  return busiest === undefined || from === undefined
+    ? []
+    : namedStalls(busiest.profile, join(dir, 'stalls.log'), from);
 }
 
 /** The profiles a Tessera run left, summarised; a cluster primary that did nothing but wait is left out. */
