@@ -47,6 +47,11 @@ export const DUMMY_DIGEST: string = randomBytes(32).toString('latin1');
 export const digestOf = (presented: string): Buffer =>
   createHash('sha256').update(presented, 'utf8').digest();
 
+/** The kept digest being compared, as bytes: one buffer reused (comparisons are synchronous), none per slot. */
+const KEPT = Buffer.alloc(32);
+
 /** Constant-time comparison of a presented secret's digest with a kept one (digestBytes), 32 bytes each. */
-export const digestsEqual = (presented: Buffer, kept: string): boolean =>
-  timingSafeEqual(presented, Buffer.from(kept, 'latin1'));
+export function digestsEqual(presented: Buffer, kept: string): boolean {
+  KEPT.write(kept, 'latin1');
+  return timingSafeEqual(presented, KEPT);
+}
