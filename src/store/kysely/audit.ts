@@ -90,6 +90,28 @@ export function withRows(template: string, rows: number): string {
   return template.slice(0, at) + values + rest;
 }
 
+/**
+ * Kysely's compilation of the PostgreSQL audit insert: `rows` events, adding to `minutes` minutes' token counts
+ * and, `withPosition`, upserting the spool position, in one statement (a data-modifying CTE).
+ */
+export function compileAudit(
+  db: Kysely<Database>,
+  rows: number,
+  minutes: number,
+  withPosition: boolean,
+): string {
+  const insert = (into: Kysely<Database>) => insertEvents(into, rows);
+  const parameters = rows * PER_EVENT + minutes * 3;
+  // No minutes: a batch of the admin API's refusals only, which the token counts leave out.
+  if (minutes === 0 && !withPosition) return compileOnce(insert(db), parameters);
+  const written = db.with('written', (into) => insert(into as Kysely<Database>));
+  const counted =
+    minutes === 0 ? written : written.with('counted', (into) => addCounts(into as Kysely<Database>, minutes));
+  return withPosition
+    ? compileOnce(setPosition(counted as unknown as Kysely<Database>), parameters + 3)
+    : compileOnce(addCounts(written as unknown as Kysely<Database>, minutes), parameters);
+}
+
 export function auditStore(base: StoreBase): AuditStore {
   /**
    * PostgreSQL: the text of an insert of `rows` audit events that adds to `minutes` minutes' token counts and,
@@ -100,26 +122,12 @@ export function auditStore(base: StoreBase): AuditStore {
    */
   const auditSql = (rows: number, minutes: number, withPosition: boolean): string =>
     base.statements.shape(`${rows} ${minutes} ${withPosition}`, () => {
-      const one = () => compileAudit(1, minutes, withPosition);
+      const one = () => compileAudit(base.db, 1, minutes, withPosition);
       // Batches of one or two minutes are nearly all of them; a longer one (a backlog) compiles its own.
       const template =
         minutes <= 2 ? base.statements.get(`audit events ${minutes} ${withPosition}`, one) : one();
       return withRows(template, rows);
     });
-
-  /** Kysely's compilation of auditSql's statement. */
-  const compileAudit = (rows: number, minutes: number, withPosition: boolean): string => {
-    const insert = (db: Kysely<Database>) => insertEvents(db, rows);
-    const parameters = rows * PER_EVENT + minutes * 3;
-    // No minutes: a batch of the admin API's refusals only, which the token counts leave out.
-    if (minutes === 0 && !withPosition) return compileOnce(insert(base.db), parameters);
-    const written = base.db.with('written', (db) => insert(db as Kysely<Database>));
-    const counted =
-      minutes === 0 ? written : written.with('counted', (db) => addCounts(db as Kysely<Database>, minutes));
-    return withPosition
-      ? compileOnce(setPosition(counted as unknown as Kysely<Database>), parameters + 3)
-      : compileOnce(addCounts(written as unknown as Kysely<Database>, minutes), parameters);
-  };
 
   return {
     async appendAuditEvents(events, position) {
