@@ -690,6 +690,17 @@ async function main() {
     return { server, target, readyUrl: target.jwksUrl, loopDelayUrl };
   }
 
+  /**
+   * A Tessera scenario whose requests need something of the running server first (a token to introspect, to
+   * exchange, to call the admin API with): `prepare(target, store)` runs once it answers, before the warm-up.
+   */
+  const preparedTessera = (id, makeStore, prepare) => async (port) => {
+    const store = await makeStore(port);
+    const started = await startTessera({ id, store, port });
+    started.target.prepare = () => prepare(started.target, store);
+    return started;
+  };
+
   const coldNote = () =>
     `cold cache: ${settings.coldClients.toLocaleString('en-US')} clients in the store, requests rotate through all of ` +
     `them in random order, TESSERA_CACHE_MAX=${settings.coldCacheMax} so that practically every request is a cache miss`;
@@ -815,20 +826,14 @@ async function main() {
         'introspection: POST /oauth/introspect by a resource server (client_secret_post, admin scope ' +
         'tokens:introspect) of one active ES256 token of the client, verified from memory (the signature, the ' +
         "denylist, the client's standing); against tessera-sqlite, the token endpoint's rate on the same server build",
-      start: async (port) => {
-        const store = await introspectionSqliteStore(port);
-        const started = await startTessera({ id: 'tessera-sqlite-introspect', store, port });
-        const { target } = started;
-        // Once the server answers: a token of the client, which every request then introspects.
-        target.prepare = async () => {
-          const token = await clientToken(target, 'introspect');
-          const rs = store.resourceServer;
-          target.path = '/oauth/introspect';
-          target.introspection = true;
-          target.body = Buffer.from(form({ token, client_id: rs.clientId, client_secret: rs.clientSecret }));
-        };
-        return started;
-      },
+      // Once the server answers: a token of the client, which every request then introspects.
+      start: preparedTessera('tessera-sqlite-introspect', introspectionSqliteStore, async (target, store) => {
+        const token = await clientToken(target, 'introspect');
+        const rs = store.resourceServer;
+        target.path = '/oauth/introspect';
+        target.introspection = true;
+        target.body = Buffer.from(form({ token, client_id: rs.clientId, client_secret: rs.clientSecret }));
+      }),
     },
     'tessera-sqlite-exchange': {
       label: 'Tessera, SQLite, token exchange',
@@ -837,30 +842,24 @@ async function main() {
         '(its caller, for the API the service serves) for a token of the API it calls, with act: the subject ' +
         "token verified from memory (the signature, the denylist, both clients' standing), then signed as a " +
         "client credentials token; against tessera-sqlite, the token endpoint's rate on the same server build",
-      start: async (port) => {
-        const store = await exchangeSqliteStore();
-        const started = await startTessera({ id: 'tessera-sqlite-exchange', store, port });
-        const { target } = started;
-        // Once the server answers: a token of the client (the caller), which every request then exchanges.
-        target.prepare = async () => {
-          const token = await clientToken(target, 'exchange');
-          const service = store.service;
-          target.exchange = { sub: target.clientId };
-          target.clientId = service.clientId;
-          target.audience = DOWNSTREAM;
-          target.body = Buffer.from(
-            form({
-              grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
-              client_id: service.clientId,
-              client_secret: service.clientSecret,
-              subject_token: token,
-              subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
-              audience: DOWNSTREAM,
-            }),
-          );
-        };
-        return started;
-      },
+      // Once the server answers: a token of the client (the caller), which every request then exchanges.
+      start: preparedTessera('tessera-sqlite-exchange', exchangeSqliteStore, async (target, store) => {
+        const token = await clientToken(target, 'exchange');
+        const service = store.service;
+        target.exchange = { sub: target.clientId };
+        target.clientId = service.clientId;
+        target.audience = DOWNSTREAM;
+        target.body = Buffer.from(
+          form({
+            grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+            client_id: service.clientId,
+            client_secret: service.clientSecret,
+            subject_token: token,
+            subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+            audience: DOWNSTREAM,
+          }),
+        );
+      }),
     },
     'tessera-sqlite-admin-list': {
       label: 'Tessera, SQLite, admin list',
@@ -869,33 +868,27 @@ async function main() {
         `admin client with clients:read) on a store of ${ADMIN_LIST_CLIENTS.toLocaleString('en-US')} clients: the ` +
         'token verified, the page read from the store (clients, grants, secrets) and serialized with its schema; ' +
         "against tessera-sqlite, the token endpoint's rate on the same server build",
-      start: async (port) => {
-        const store = await adminListSqliteStore(port);
-        const started = await startTessera({ id: 'tessera-sqlite-admin-list', store, port });
-        const { target } = started;
-        // Once the server answers: an admin token, with which every request reads the first page of clients.
-        target.prepare = async () => {
-          const admin = store.admin;
-          const token = await clientToken(
-            {
-              ...target,
-              body: form({
-                grant_type: 'client_credentials',
-                client_id: admin.clientId,
-                client_secret: admin.clientSecret,
-                audience: `${target.url}/admin/v1`,
-              }),
-            },
-            'list clients',
-          );
-          target.method = 'GET';
-          target.path = `/admin/v1/clients?limit=${ADMIN_LIST_PAGE}`;
-          target.headers = { authorization: `Bearer ${token}` };
-          target.body = undefined;
-          target.adminList = { count: ADMIN_LIST_PAGE };
-        };
-        return started;
-      },
+      // Once the server answers: an admin token, with which every request reads the first page of clients.
+      start: preparedTessera('tessera-sqlite-admin-list', adminListSqliteStore, async (target, store) => {
+        const admin = store.admin;
+        const token = await clientToken(
+          {
+            ...target,
+            body: form({
+              grant_type: 'client_credentials',
+              client_id: admin.clientId,
+              client_secret: admin.clientSecret,
+              audience: `${target.url}/admin/v1`,
+            }),
+          },
+          'list clients',
+        );
+        target.method = 'GET';
+        target.path = `/admin/v1/clients?limit=${ADMIN_LIST_PAGE}`;
+        target.headers = { authorization: `Bearer ${token}` };
+        target.body = undefined;
+        target.adminList = { count: ADMIN_LIST_PAGE };
+      }),
     },
     'tessera-sqlite-cold': coldScenario('tessera-sqlite-cold', 'Tessera, SQLite, cold cache', sqliteStore),
     'tessera-workers2': {
