@@ -84,6 +84,7 @@ function adminFace(
     cursorKey: deriveKey(parts.master, 'tessera admin api cursors'),
     tokens: parts.ownTokens,
     findClient: (id) => directory.findClient(id),
+    catchUp: () => directory.catchUp(),
     sessions: parts.sessions,
   };
 }

@@ -374,6 +374,16 @@ export class Directory {
     }
   }
 
+  /**
+   * Reads the change feed once, at most as long as a lookup may take: a change this process has just made
+   * through the admin API (a client's tokens revoked, a secret added) is then in effect here before its answer
+   * goes out, as it is on the other instances within a second. Never rejects: a feed that does not answer in
+   * time is read on by the timer.
+   */
+  async catchUp(): Promise<void> {
+    await deadline(this.poll(), this.options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS).catch(() => undefined);
+  }
+
   /** Reads the change feed once; also run by the timer. Never rejects: errors go to onError. */
   poll(): Promise<void> {
     // A poll already in flight may have read the feed before the caller's write: run one more after it.

@@ -9,9 +9,11 @@ import * as client from 'openid-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { JWT_BEARER } from '../../src/domain/client-auth/index.js';
 import { adminAudienceUrl } from '../../src/management/builtin.js';
-import { clients } from '../../src/management/index.js';
+import { EVERY_SCOPE } from '../../src/management/context.js';
+import { audiences, clients } from '../../src/management/index.js';
+import { tokenParams } from '../helpers/provision.js';
 import { adminCall } from '../helpers/admin.js';
-import { basic, startTestServer, type TestServer } from '../helpers/server.js';
+import { basic, postToken, startTestServer, type TestServer } from '../helpers/server.js';
 import {
   API,
   app,
@@ -21,6 +23,7 @@ import {
   expectActive,
   expectInactive,
   expectNoStore,
+  INACTIVE,
   INVALID_CLIENT,
   newClient,
   now,
@@ -355,5 +358,60 @@ describe('the failed-attempt limits, shared with the token endpoint', () => {
     expect(issued.status).toBe(200);
     const { access_token } = (await issued.json()) as { access_token: string };
     expect((await send('/oauth/revoke', right, { token: access_token })).status).toBe(200);
+  });
+});
+
+describe('a change made through the admin API is in effect at that instance when its answer arrives', () => {
+  // The feed is read every 10 s here: only the admin API's own catch-up can make these changes seen in time.
+  let slow: TestServer;
+  let slowCtx: typeof ctx;
+  const make = async (input: Parameters<typeof clients.createClient>[1]) => {
+    const { client: created, secret } = await clients.createClient(slowCtx, input);
+    return { id: created.id, secret: secret! };
+  };
+  const tokenAt = async (as: { id: string; secret: string }, audience = API) => {
+    const answer = await postToken(slow.url, tokenParams(as.id, as.secret, audience));
+    return { status: answer.status, token: answer.body.access_token as string, body: answer.body };
+  };
+
+  afterAll(() => slow?.close());
+
+  it('revoke-tokens, then an introspection at once: inactive; a client deleted: its secret refused at once', async () => {
+    slow = await startTestServer({ TESSERA_CHANGE_POLL_MS: '10000' });
+    slowCtx = {
+      store: slow.server.runtime.store,
+      config: slow.config,
+      actor: 'cli:test',
+      holds: EVERY_SCOPE,
+    };
+    await audiences.addAudience(slowCtx, { url: API });
+    const svc = await make({ name: 'svc', grants: [API] });
+    const gone = await make({ name: 'gone', grants: [API] });
+    const checker = await make({ name: 'rs', adminScopes: ['tokens:introspect'] });
+    const operator = await make({ name: 'ops', adminScopes: ['clients:read', 'clients:write'] });
+    await slow.sync();
+
+    const { token } = await tokenAt(svc);
+    const introspected = async () => {
+      const response = await fetch(`${slow.url}/oauth/introspect`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          authorization: basic(checker.id, checker.secret),
+        },
+        body: new URLSearchParams({ token }).toString(),
+      });
+      return { status: response.status, text: await response.text() };
+    };
+    expect((await introspected()).text).toMatch(/^\{"active":true,/);
+    expect((await tokenAt(gone)).status).toBe(200);
+
+    const admin = { token: (await tokenAt(operator, adminAudienceUrl(slow.config))).token };
+    // Back to back with the answers, no sync and no wait between them.
+    expect((await adminCall(slow, admin, 'POST', `/clients/${svc.id}/revoke-tokens`)).status).toBe(200);
+    expect(await introspected()).toEqual({ status: 200, text: INACTIVE });
+    expect((await adminCall(slow, admin, 'DELETE', `/clients/${gone.id}`)).status).toBe(204);
+    const refused = await tokenAt(gone);
+    expect({ status: refused.status, body: refused.body }).toEqual({ status: 401, body: INVALID_CLIENT });
   });
 });

@@ -36,6 +36,12 @@ export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience'> {
   refused?: (refusal: AdminRefusal) => void;
   /** The runtime's clock (ms), for the operations' times (revoked_before, a secret's expiry); the wall clock if left out. */
   now?: () => number;
+  /**
+   * Brings this process's view of the store (cached clients, revocations, keys) up to the changes just written;
+   * awaited before a change's answer is sent, so that what an operator did through this instance is in effect
+   * here when the answer arrives. Never rejects.
+   */
+  catchUp?: () => Promise<void>;
 }
 
 declare module 'fastify' {
@@ -139,6 +145,15 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
         const guard = request.routeOptions.config.guard;
         if (guard !== undefined) await guard(request, context.context(request));
       });
+
+      // A change answered (2xx): in effect on this instance before the operator hears so. A revoke-tokens, then an
+      // introspection at the same instance, finds the token inactive; the other instances follow within a second.
+      const catchUp = deps.catchUp;
+      if (catchUp !== undefined)
+        admin.addHook('onSend', async (request, reply) => {
+          if (request.method !== 'GET' && request.method !== 'HEAD' && reply.statusCode < 300)
+            await catchUp();
+        });
 
       /** A refused call, for the audit trail: summed per address and minute, never a write per request. */
       const audit = (request: FastifyRequest, answer: ProblemError): void => {
