@@ -3,7 +3,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { createLocalJWKSet, type JWK, type JWTVerifyGetKey } from 'jose';
-import { LRUCache } from 'lru-cache';
+import { boundedLru } from '../lru.js';
 import { isPublicAddress } from '../domain/addresses.js';
 import { algsForKey, discoveryUrl, MAX_CLIENT_KEYS, type RemoteKeys } from '../domain/client-auth/index.js';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
@@ -121,7 +121,7 @@ function usableKeys(body: unknown): JWK[] {
 }
 
 export class JwksFetcher implements RemoteKeys {
-  private readonly entries = new LRUCache<string, Entry>({ max: MAX_URLS });
+  private readonly entries = boundedLru<string, Entry>(MAX_URLS);
   private readonly timeoutMs: number;
   private readonly maxBytes: number;
   private readonly minTtlMs: number;

@@ -1,4 +1,4 @@
-import { LRUCache } from 'lru-cache';
+import { boundedLru } from '../lru.js';
 import type { AttemptLimiter } from '../domain/token-types.js';
 import { Counter, type Taken } from './counter.js';
 import type { SharedRedis } from './redis.js';
@@ -76,7 +76,7 @@ interface BlockerOptions {
  * the work is a slow password hash and a burst of attempts must not check more passwords than the limit).
  */
 export class Blocker {
-  private readonly blocked = new LRUCache<string, number>({ max: MAX_BLOCKED });
+  private readonly blocked = boundedLru<string, number>(MAX_BLOCKED);
   private readonly counter: Counter;
 
   constructor(

@@ -1,4 +1,4 @@
-import { LRUCache } from 'lru-cache';
+import { boundedLru } from '../lru.js';
 import { Blocker, secondsUntil, sourceKey, type Threshold } from './attempts.js';
 import type { SharedRedis } from './redis.js';
 
@@ -23,7 +23,7 @@ export class LoginAttempts {
   private readonly source: Blocker;
   private readonly now: () => number;
   /** The minute of the last blocked login recorded per address (see refusalToRecord). */
-  private readonly recorded = new LRUCache<string, number>({ max: 100_000 });
+  private readonly recorded = boundedLru<string, number>(100_000);
 
   constructor(options: LoginAttemptsOptions) {
     const now = (this.now = options.now ?? Date.now);

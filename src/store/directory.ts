@@ -1,4 +1,5 @@
-import { LRUCache } from 'lru-cache';
+import type { LRUCache } from 'lru-cache';
+import { boundedLru } from '../lru.js';
 import { temporarilyUnavailable } from '../domain/errors.js';
 import {
   ClientIdSetBuilder,
@@ -162,13 +163,8 @@ export class Directory {
   ) {
     this.staleWindowMs = options.staleWindowMs ?? Infinity;
     this.idHash = options.idHash ?? idHash();
-    this.clients = new LRUCache<string, KnownClient>({
-      max: options.max,
-      ttl: options.ttlMs,
-      ttlAutopurge: false,
-    });
-    this.unknown = new LRUCache<string, true>({
-      max: Math.min(options.max, UNKNOWN_MAX),
+    this.clients = boundedLru<string, KnownClient>(options.max, { ttl: options.ttlMs, ttlAutopurge: false });
+    this.unknown = boundedLru<string, true>(Math.min(options.max, UNKNOWN_MAX), {
       ttl: options.ttlMs,
       ttlAutopurge: false,
     });
