@@ -337,21 +337,31 @@ export interface ClientStanding {
 }
 
 /** Revocation: the denylist of single tokens, and what makes a client's tokens inactive all at once. */
+/** A page of a list in key order: at most `limit` rows whose key comes after `after` (null: from the first). */
+export interface Page {
+  after: string | null;
+  limit: number;
+}
+
 export interface RevocationStore {
   /**
    * Puts a token on the denylist, records a change of it (entity `token`, see tokenChangeKey) and its audit event,
    * in one transaction. False, and nothing written, when it is on the list already.
    */
   revokeToken(token: RevokedToken, audit?: ChangeAudit): Promise<boolean>;
-  /** Every token on the denylist whose exp is after `now` (seconds since the epoch), in no order. */
-  listRevokedTokens(now: number): Promise<Pick<RevokedToken, 'jti' | 'exp'>[]>;
+  /**
+   * The tokens on the denylist whose exp is after `now` (seconds since the epoch): every one, or with `page`, at
+   * most `limit` of them whose jti comes after `after` (null: from the first), in jti order.
+   */
+  listRevokedTokens(now: number, page?: Page): Promise<Pick<RevokedToken, 'jti' | 'exp'>[]>;
   /** Deletes at most `limit` entries whose exp is at or before `now` (seconds); returns how many. */
   pruneRevokedTokens(now: number, limit: number): Promise<number>;
   /**
    * The clients whose tokens may be inactive for who they are: those disabled, and those whose revoked_before or
-   * created_at is at or after `since` (RFC 3339). Read once at start.
+   * created_at is at or after `since` (RFC 3339): every one, or with `page`, at most `limit` of them whose id comes
+   * after `after` (null: from the first), in id order. Read once at start, a page at a time.
    */
-  listClientStandings(since: string): Promise<ClientStanding[]>;
+  listClientStandings(since: string, page?: Page): Promise<ClientStanding[]>;
   /** The standing of these clients (those that exist), after the change feed said they changed. */
   findClientStandings(ids: readonly string[]): Promise<ClientStanding[]>;
 }

@@ -2633,6 +2633,24 @@ export function storeContract(name: string, open: OpenStore): void {
           'live-1',
           'live-2',
         ]);
+        // A page at a time, in jti order, each going on after the last one's jti.
+        for (const jti of ['live-0', 'live-3', 'expired-late'])
+          await store.revokeToken({ jti, clientId: 'svc', exp: now + 9 });
+        const first = await store.listRevokedTokens(now, { after: null, limit: 2 });
+        expect(first).toEqual([
+          { jti: 'expired-late', exp: now + 9 },
+          { jti: 'live-0', exp: now + 9 },
+        ]);
+        expect(await store.listRevokedTokens(now, { after: 'live-0', limit: 2 })).toEqual([
+          { jti: 'live-1', exp: now + 1 },
+          { jti: 'live-2', exp: now + 86_400 },
+        ]);
+        expect(await store.listRevokedTokens(now, { after: 'live-2', limit: 2 })).toEqual([
+          { jti: 'live-3', exp: now + 9 },
+        ]);
+        expect(await store.listRevokedTokens(now + 10, { after: null, limit: 5 })).toEqual([
+          { jti: 'live-2', exp: now + 86_400 },
+        ]);
         // A pruned token can be listed again (its row is gone; a revocation of it writes anew).
         expect(await store.revokeToken({ jti: 'gone-1', clientId: 'svc', exp: now + 5 })).toBe(true);
       });
@@ -2671,6 +2689,19 @@ export function storeContract(name: string, open: OpenStore): void {
           standing('old-disabled', false, null, start),
           standing('old-revoked', true, since, start),
         ]);
+        // A page at a time, in id order: the clients that are not listed at all take no place in a page.
+        expect(await store.listClientStandings(since, { after: null, limit: 2 })).toEqual([
+          standing('new', true, null, since),
+          standing('old-disabled', false, null, start),
+        ]);
+        expect(await store.listClientStandings(since, { after: 'new', limit: 2 })).toEqual([
+          standing('old-disabled', false, null, start),
+          standing('old-revoked', true, since, start),
+        ]);
+        expect(await store.listClientStandings(since, { after: 'old-disabled', limit: 2 })).toEqual([
+          standing('old-revoked', true, since, start),
+        ]);
+        expect(await store.listClientStandings(since, { after: 'old-revoked', limit: 2 })).toEqual([]);
         const found = await store.findClientStandings(['old-enabled', 'new', 'nobody']);
         expect(found.sort((a, b) => a.id.localeCompare(b.id))).toEqual([
           standing('new', true, null, since),

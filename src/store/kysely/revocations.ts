@@ -28,12 +28,13 @@ export function revocationStore(base: StoreBase): RevocationStore {
         return true;
       }),
 
-    async listRevokedTokens(now) {
-      const rows = await base.conn
-        .selectFrom('revoked_tokens')
-        .select(['jti', 'exp'])
-        .where('exp', '>', now)
-        .execute();
+    async listRevokedTokens(now, page) {
+      let query = base.conn.selectFrom('revoked_tokens').select(['jti', 'exp']).where('exp', '>', now);
+      if (page !== undefined) {
+        query = query.orderBy('jti').limit(page.limit);
+        if (page.after !== null) query = query.where('jti', '>', page.after);
+      }
+      const rows = await query.execute();
       return rows.map((row) => ({ jti: row.jti, exp: Number(row.exp) }));
     },
 
@@ -48,8 +49,8 @@ export function revocationStore(base: StoreBase): RevocationStore {
       return Number(result.numDeletedRows);
     },
 
-    async listClientStandings(since) {
-      const rows = await base.conn
+    async listClientStandings(since, page) {
+      let query = base.conn
         .selectFrom('clients')
         .select(STANDING)
         .where((eb) =>
@@ -59,8 +60,13 @@ export function revocationStore(base: StoreBase): RevocationStore {
             eb('revoked_before', '>=', since),
             eb('created_at', '>=', since),
           ]),
-        )
-        .execute();
+        );
+      if (page !== undefined) {
+        // In the primary key's order (PostgreSQL's ids are collated "C"): each page goes on where the last ended.
+        query = query.orderBy('id').limit(page.limit);
+        if (page.after !== null) query = query.where('id', '>', page.after);
+      }
+      const rows = await query.execute();
       return rows.map(toStanding);
     },
 
