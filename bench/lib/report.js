@@ -104,18 +104,23 @@ function markdownTable(rows) {
 const find = (rows, scenario, connections) =>
   rows.find((r) => r.scenario === scenario && r.connections === connections);
 
-/** The targets of issue 5, each as {target, measured, pass}; those that cannot be judged are left out. */
+/**
+ * The targets of issues 5 and 25, each as {target, measured, pass}; those that cannot be judged from the
+ * scenarios and concurrencies run are left out.
+ */
 export function targets(rows, concurrencies) {
   const out = [];
   const check = (target, measured, pass) => out.push({ target, measured, pass });
   for (const c of concurrencies) {
     const t = find(rows, 'tessera-sqlite', c);
     const ceiling = find(rows, 'ceiling', c);
+    // Issue 25: 95 % at 100 connections and more; issue 5's 90 % below that.
+    const share = c >= 100 ? 0.95 : 0.9;
     if (t && ceiling)
       check(
-        `Tessera (SQLite) ≥ 90 % of the best bare server's req/s at concurrency ${c}`,
+        `Tessera (SQLite) ≥ ${share * 100} % of the best bare server's req/s at concurrency ${c}`,
         percent(t.ratioToCeiling, 1),
-        t.ratioToCeiling >= 0.9,
+        t.ratioToCeiling >= share,
       );
   }
   const t100limit = find(rows, 'tessera-sqlite', 100);
@@ -148,6 +153,25 @@ export function targets(rows, concurrencies) {
       `${fixed(t100.p99Ms, 2)} ms vs ${fixed(c100.p99Ms, 2)} ms (${fixed(t100.p99Ms / c100.p99Ms, 2)}×)`,
       t100.p99Ms <= 1.5 * c100.p99Ms,
     );
+  // At 1,000 connections the tail may be twice the ceiling's; PostgreSQL warm within 10 % of SQLite.
+  const t1000 = find(rows, 'tessera-sqlite', 1000);
+  const c1000 = find(rows, t1000?.bestBare ?? 'ceiling', 1000);
+  if (t1000 && c1000)
+    check(
+      `Tessera (SQLite) p99 at concurrency 1000 ≤ 2× the ceiling's`,
+      `${fixed(t1000.p99Ms, 2)} ms vs ${fixed(c1000.p99Ms, 2)} ms (${fixed(t1000.p99Ms / c1000.p99Ms, 2)}×)`,
+      t1000.p99Ms <= 2 * c1000.p99Ms,
+    );
+  for (const c of concurrencies) {
+    const sqlite = find(rows, 'tessera-sqlite', c);
+    const pg = find(rows, 'tessera-pg', c);
+    if (sqlite && pg)
+      check(
+        `Tessera on PostgreSQL (warm) ≥ 90 % of SQLite's req/s at concurrency ${c}`,
+        percent(pg.reqPerSec / sqlite.reqPerSec, 1),
+        pg.reqPerSec >= 0.9 * sqlite.reqPerSec,
+      );
+  }
   // Verifying costs more than signing, but introspection answers within 2× of the token endpoint's rate.
   for (const c of concurrencies) {
     const t = find(rows, 'tessera-sqlite', c);
