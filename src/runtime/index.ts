@@ -104,6 +104,8 @@ export async function openRuntime(
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
     await directory.start();
     revocations.start();
+    // Before the audit trail's first batch, so that no request waits for its statements to be made.
+    store.prepareAuditWrites();
     audit.start();
     // A key for every algorithm from the first start on: an audience switched to RS256 later must not sign
     // with a key that resource servers, holding a JWKS fetched a moment ago, have never seen.

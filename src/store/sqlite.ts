@@ -368,7 +368,8 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
   const kysely = new Kysely<Database>({
     dialect: new ImmediateSqliteDialect(adapted, backgroundCheckpoints),
   });
-  const store = openKyselyStore(kysely, 'sqlite', { now });
+  // Prepared by its text in the adapter's cache, where the statement of the same text then finds it.
+  const store = openKyselyStore(kysely, 'sqlite', { now, prepare: (text) => void adapted.prepare(text) });
   if (backgroundCheckpoints && file !== ':memory:') readOnTheSide(store, file, now);
   if (maintenance !== undefined) {
     const thread = maintenance;

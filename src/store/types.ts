@@ -424,6 +424,12 @@ export interface AuditStore {
    * writes no event, and counts no token, twice.
    */
   appendAuditEvents(events: readonly AuditRecord[], position?: SpoolPosition): Promise<void>;
+  /**
+   * Makes the statements appendAuditEvents writes with ready before the first batch: compiled, and on SQLite
+   * prepared on the connection. Otherwise the first batches under load compile and prepare them on the thread
+   * that answers requests (SQLite preparing the 256-row insert: 17 ms of it). The server calls it at start.
+   */
+  prepareAuditWrites(): void;
   /** The offset recorded for a spool segment (0 if none). */
   spoolPosition(segment: string): Promise<number>;
   /** Forgets the positions of segments that were written whole and removed. */

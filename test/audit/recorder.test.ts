@@ -79,6 +79,7 @@ function switchable(store: Store) {
       state.writes++;
       return store.appendAuditEvents(events, position);
     },
+    prepareAuditWrites: () => store.prepareAuditWrites(),
     spoolPosition: async (segment) => (check(), store.spoolPosition(segment)),
     forgetSpoolSegments: async (segments) => (check(), store.forgetSpoolSegments(segments)),
     queryAuditEvents: (filter) => store.queryAuditEvents(filter),

@@ -112,7 +112,22 @@ export function compileAudit(
     : compileOnce(addCounts(written as unknown as Kysely<Database>, minutes), parameters);
 }
 
-export function auditStore(base: StoreBase): AuditStore {
+/** SQLite: the audit batch's statements (see appendAuditEvents), each compiled once and kept. */
+function sqliteStatements(base: StoreBase) {
+  return {
+    events: (rows: number) =>
+      base.statements.get(`audit events × ${rows}`, () =>
+        compileOnce(insertEvents(base.db, rows), rows * PER_EVENT),
+      ),
+    counts: (minutes: number) =>
+      base.statements.shape(`counts ${minutes}`, () => compileOnce(addCounts(base.db, minutes), minutes * 3)),
+    position: () => base.statements.get('spool position', () => compileOnce(setPosition(base.db), 3)),
+  };
+}
+
+/** `prepare`: the engine's preparation of a statement ahead of its first use (SQLite's adapter keeps it by text). */
+export function auditStore(base: StoreBase, prepare?: (text: string) => void): AuditStore {
+  const sqlite = sqliteStatements(base);
   /**
    * PostgreSQL: the text of an insert of `rows` audit events that adds to `minutes` minutes' token counts and,
    * `withPosition`, upserts the spool position too (one statement: a data-modifying CTE). Kysely compiles it for
@@ -130,6 +145,20 @@ export function auditStore(base: StoreBase): AuditStore {
     });
 
   return {
+    prepareAuditWrites() {
+      if (base.engine === 'postgres') {
+        // The templates Kysely compiles (the rows are added to their text): one or two minutes, with and without a
+        // position, and the admin API's refusals alone (no minutes).
+        for (const minutes of [0, 1, 2])
+          for (const withPosition of [false, true]) auditSql(AUDIT_BATCH, minutes, withPosition);
+        return;
+      }
+      // Every piece a batch is written in (see appendAuditEvents), the counts of one or two minutes, the position.
+      const texts = [sqlite.counts(1), sqlite.counts(2), sqlite.position()];
+      for (let rows = SQLITE_PIECE; rows >= 1; rows >>= 1) texts.push(sqlite.events(rows));
+      for (const text of texts) prepare?.(text);
+    },
+
     async appendAuditEvents(events, position) {
       if (events.length === 0) return;
       const parameters: unknown[] = [];
@@ -164,30 +193,14 @@ export function auditStore(base: StoreBase): AuditStore {
           while (rows > events.length - from) rows >>= 1;
           await tx.executeQuery(
             CompiledQuery.raw(
-              base.statements.get(`audit events × ${rows}`, () =>
-                compileOnce(insertEvents(base.db, rows), rows * PER_EVENT),
-              ),
+              sqlite.events(rows),
               parameters.slice(from * PER_EVENT, (from + rows) * PER_EVENT),
             ),
           );
           from += rows;
         }
-        if (minutes > 0)
-          await tx.executeQuery(
-            CompiledQuery.raw(
-              base.statements.shape(`counts ${minutes}`, () =>
-                compileOnce(addCounts(base.db, minutes), minutes * 3),
-              ),
-              counts,
-            ),
-          );
-        if (position !== undefined)
-          await tx.executeQuery(
-            CompiledQuery.raw(
-              base.statements.get('spool position', () => compileOnce(setPosition(base.db), 3)),
-              at,
-            ),
-          );
+        if (minutes > 0) await tx.executeQuery(CompiledQuery.raw(sqlite.counts(minutes), counts));
+        if (position !== undefined) await tx.executeQuery(CompiledQuery.raw(sqlite.position(), at));
       });
     },
 

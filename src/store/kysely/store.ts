@@ -22,10 +22,16 @@ interface KyselyStoreOptions {
   runPrepared?: RunPrepared;
   /** The engine's push of committed changes (PostgreSQL LISTEN). */
   subscribe?: ChangeFeed['subscribe'];
+  /** Prepares a statement on the connection ahead of its first use, where the engine keeps it by its text (SQLite). */
+  prepare?: (text: string) => void;
 }
 
+/** What the engine adds to every store made over a base (its own, or one bound to a transaction). */
+type EngineHooks = Pick<KyselyStoreOptions, 'subscribe' | 'prepare'>;
+
 /** Every resource of the store over one base: the store's own, or one bound to a transaction. */
-function compose(base: StoreBase, subscribe: ChangeFeed['subscribe']): Store {
+function compose(base: StoreBase, hooks: EngineHooks): Store {
+  const { subscribe } = hooks;
   const clients = clientStore(base);
   const store: Store = {
     engine: base.engine,
@@ -36,7 +42,7 @@ function compose(base: StoreBase, subscribe: ChangeFeed['subscribe']): Store {
     ...keyStore(base),
     ...changeFeed(base),
     ...(subscribe ? { subscribe } : {}),
-    ...auditStore(base),
+    ...auditStore(base, hooks.prepare),
     ...operatorStore(base),
     ...sessionStore(base),
     ...assertionJtiStore(base),
@@ -50,7 +56,7 @@ function compose(base: StoreBase, subscribe: ChangeFeed['subscribe']): Store {
      */
     transaction(fn) {
       base.assertOpen();
-      return base.tx ? fn(store) : base.bind((bound) => fn(compose(bound, subscribe)));
+      return base.tx ? fn(store) : base.bind((bound) => fn(compose(bound, hooks)));
     },
     async ping() {
       await sql`select 1`.execute(base.conn);
@@ -74,5 +80,5 @@ export function openKyselyStore(
   options: KyselyStoreOptions = {},
 ): Store {
   const base = new StoreBase(db, engine, options.now ?? (() => new Date()), options.runPrepared);
-  return compose(base, options.subscribe);
+  return compose(base, { subscribe: options.subscribe, prepare: options.prepare });
 }
