@@ -27,6 +27,11 @@ afterAll(() => {
 
 let counter = 0;
 storeContract('sqlite', async (now) => openSqliteStore(path.join(tempDir(), `store-${++counter}.db`), now));
+// As `tessera serve` opens it: reads on a second connection, writes that wait for a lock on timers, and the
+// maintenance thread that checkpoints, deletes for retention and writes the audit trail's batches.
+storeContract('sqlite, as the server opens it', async (now) =>
+  openSqliteStore(path.join(tempDir(), `store-${++counter}.db`), { now, backgroundCheckpoints: true }),
+);
 tokenExchangeContract('sqlite', async (now) =>
   openSqliteStore(path.join(tempDir(), `store-${++counter}.db`), now),
 );

@@ -125,8 +125,25 @@ function sqliteStatements(base: StoreBase) {
   };
 }
 
-/** `prepare`: the engine's preparation of a statement ahead of its first use (SQLite's adapter keeps it by text). */
-export function auditStore(base: StoreBase, prepare?: (text: string) => void): AuditStore {
+/** One statement of an audit batch on SQLite, with its parameters. */
+export interface AuditWrite {
+  sql: string;
+  parameters: unknown[];
+}
+
+/**
+ * What the engine gives the audit trail's writes (see KyselyStoreOptions): `prepare`, a statement prepared ahead
+ * of its first use (SQLite's adapter keeps it by its text); `writeAudit`, the statements of a batch run in one
+ * transaction elsewhere (SQLite, the server: on the store's maintenance thread, off the thread that answers
+ * requests).
+ */
+export interface AuditHooks {
+  prepare?: (text: string) => void;
+  writeAudit?: (writes: AuditWrite[]) => Promise<void>;
+}
+
+export function auditStore(base: StoreBase, hooks: AuditHooks = {}): AuditStore {
+  const { prepare, writeAudit } = hooks;
   const sqlite = sqliteStatements(base);
   /**
    * PostgreSQL: the text of an insert of `rows` audit events that adds to `minutes` minutes' token counts and,
@@ -153,10 +170,12 @@ export function auditStore(base: StoreBase, prepare?: (text: string) => void): A
           for (const withPosition of [false, true]) auditSql(AUDIT_BATCH, minutes, withPosition);
         return;
       }
-      // Every piece a batch is written in (see appendAuditEvents), the counts of one or two minutes, the position.
+      // Every piece a batch is written in (see appendAuditEvents), the counts of one or two minutes, the position:
+      // compiled here, and prepared on this connection unless the batches are written on another thread, which
+      // prepares them there.
       const texts = [sqlite.counts(1), sqlite.counts(2), sqlite.position()];
       for (let rows = SQLITE_PIECE; rows >= 1; rows >>= 1) texts.push(sqlite.events(rows));
-      for (const text of texts) prepare?.(text);
+      if (writeAudit === undefined) for (const text of texts) prepare?.(text);
     },
 
     async appendAuditEvents(events, position) {
@@ -183,24 +202,28 @@ export function auditStore(base: StoreBase, prepare?: (text: string) => void): A
         else await base.conn.executeQuery(CompiledQuery.raw(text, values));
         return;
       }
-      // SQLite has no data-modifying CTE: the statements in one transaction (all run in this process, at once).
-      // The rows go in pieces of a power of two, so that a batch of any size runs statements of a few shapes
-      // compiled and prepared once: a new shape for every partial batch took ~10 ms of the thread that answers
-      // requests (Kysely building a few hundred rows, SQLite preparing them).
+      // SQLite has no data-modifying CTE: the statements in one transaction. The rows go in pieces of a power of
+      // two, so that a batch of any size runs statements of a few shapes compiled and prepared once: a new shape
+      // for every partial batch took ~10 ms of the thread that answers requests (Kysely building a few hundred
+      // rows, SQLite preparing them).
+      const writes: AuditWrite[] = [];
+      for (let from = 0; from < events.length;) {
+        let rows = SQLITE_PIECE;
+        while (rows > events.length - from) rows >>= 1;
+        writes.push({
+          sql: sqlite.events(rows),
+          parameters: parameters.slice(from * PER_EVENT, (from + rows) * PER_EVENT),
+        });
+        from += rows;
+      }
+      if (minutes > 0) writes.push({ sql: sqlite.counts(minutes), parameters: counts });
+      if (position !== undefined) writes.push({ sql: sqlite.position(), parameters: at });
+      // The server's: on the maintenance thread, which waits there for the lock and runs SQLite's inserts (~3 µs
+      // a token of this thread's time before); a store bound to a transaction writes in it.
+      if (writeAudit !== undefined && base.tx === undefined) return writeAudit(writes);
       await base.write(async (tx) => {
-        for (let from = 0; from < events.length;) {
-          let rows = SQLITE_PIECE;
-          while (rows > events.length - from) rows >>= 1;
-          await tx.executeQuery(
-            CompiledQuery.raw(
-              sqlite.events(rows),
-              parameters.slice(from * PER_EVENT, (from + rows) * PER_EVENT),
-            ),
-          );
-          from += rows;
-        }
-        if (minutes > 0) await tx.executeQuery(CompiledQuery.raw(sqlite.counts(minutes), counts));
-        if (position !== undefined) await tx.executeQuery(CompiledQuery.raw(sqlite.position(), at));
+        for (const { sql, parameters: values } of writes)
+          await tx.executeQuery(CompiledQuery.raw(sql, values));
       });
     },
 

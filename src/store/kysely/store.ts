@@ -4,7 +4,7 @@ import type { Database } from '../schema.js';
 import type { ChangeFeed, Store } from '../types.js';
 import { assertionJtiStore } from './assertion-jtis.js';
 import { audienceStore } from './audiences.js';
-import { auditStore } from './audit.js';
+import { auditStore, type AuditHooks } from './audit.js';
 import { StoreBase, type RunPrepared } from './base.js';
 import { changeFeed } from './changes.js';
 import { clientStore } from './clients.js';
@@ -23,11 +23,13 @@ interface KyselyStoreOptions {
   /** The engine's push of committed changes (PostgreSQL LISTEN). */
   subscribe?: ChangeFeed['subscribe'];
   /** Prepares a statement on the connection ahead of its first use, where the engine keeps it by its text (SQLite). */
-  prepare?: (text: string) => void;
+  prepare?: AuditHooks['prepare'];
+  /** Runs an audit batch's statements in one transaction elsewhere (SQLite, the server: its maintenance thread). */
+  writeAudit?: AuditHooks['writeAudit'];
 }
 
 /** What the engine adds to every store made over a base (its own, or one bound to a transaction). */
-type EngineHooks = Pick<KyselyStoreOptions, 'subscribe' | 'prepare'>;
+type EngineHooks = Pick<KyselyStoreOptions, 'subscribe' | 'prepare' | 'writeAudit'>;
 
 /** Every resource of the store over one base: the store's own, or one bound to a transaction. */
 function compose(base: StoreBase, hooks: EngineHooks): Store {
@@ -42,7 +44,7 @@ function compose(base: StoreBase, hooks: EngineHooks): Store {
     ...keyStore(base),
     ...changeFeed(base),
     ...(subscribe ? { subscribe } : {}),
-    ...auditStore(base, hooks.prepare),
+    ...auditStore(base, hooks),
     ...operatorStore(base),
     ...sessionStore(base),
     ...assertionJtiStore(base),
@@ -80,5 +82,6 @@ export function openKyselyStore(
   options: KyselyStoreOptions = {},
 ): Store {
   const base = new StoreBase(db, engine, options.now ?? (() => new Date()), options.runPrepared);
-  return compose(base, { subscribe: options.subscribe, prepare: options.prepare });
+  const { subscribe, prepare, writeAudit } = options;
+  return compose(base, { subscribe, prepare, writeAudit });
 }
