@@ -336,13 +336,13 @@ export interface ClientStanding {
   createdAt: string;
 }
 
-/** Revocation: the denylist of single tokens, and what makes a client's tokens inactive all at once. */
 /** A page of a list in key order: at most `limit` rows whose key comes after `after` (null: from the first). */
 export interface Page {
   after: string | null;
   limit: number;
 }
 
+/** Revocation: the denylist of single tokens, and what makes a client's tokens inactive all at once. */
 export interface RevocationStore {
   /**
    * Puts a token on the denylist, records a change of it (entity `token`, see tokenChangeKey) and its audit event,
