@@ -337,7 +337,7 @@ export interface ClientStanding {
 }
 
 /** A page of a list in key order: at most `limit` rows whose key comes after `after` (null: from the first). */
-export interface Page {
+interface Page {
   after: string | null;
   limit: number;
 }

@@ -126,7 +126,7 @@ function sqliteStatements(base: StoreBase) {
 }
 
 /** One statement of an audit batch on SQLite, with its parameters. */
-export interface AuditWrite {
+interface AuditWrite {
   sql: string;
   parameters: unknown[];
 }
