@@ -25,11 +25,33 @@ function claimsFragment(claims: Record<string, unknown>): string | undefined {
 
 /*
  * A cached client is held by every process for as long as it is used, by the hundred thousand: what most
- * clients share is one object for all (no scopes, no quota), and a few grants are a list, not a Map (whose
+ * clients share is one object for all (no scopes, no quota, a plain grant), and a few grants are a list, not a Map (whose
  * table alone takes ~260 bytes, a Set's ~200, for one entry).
  */
 const NO_SCOPES: ReadonlySet<string> = new Set();
 const NO_QUOTA: Quota = Object.freeze({ perMinute: null, perDay: null });
+/** A grant without scopes, claims or token exchange, as most are: one object for every such grant. */
+const PLAIN_GRANT: KnownGrant = {
+  scopes: NO_SCOPES,
+  scope: undefined,
+  claims: undefined,
+  tokenExchange: false,
+};
+
+function knownGrant(
+  scopes: readonly string[],
+  claims: string | undefined,
+  tokenExchange: boolean,
+): KnownGrant {
+  if (scopes.length === 0 && claims === undefined && !tokenExchange) return PLAIN_GRANT;
+  return {
+    scopes: scopes.length === 0 ? NO_SCOPES : new Set(scopes),
+    scope: scopes.length === 0 ? undefined : scopes.join(' '),
+    claims,
+    tokenExchange,
+  };
+}
+
 /** Past this many grants a client's are a Map: a list is searched in order. */
 const GRANTS_IN_A_LIST = 8;
 
@@ -78,12 +100,7 @@ export function toKnownClient(
     grants: grantsByAudience(
       client.grants.map((g) => [
         audienceUrl(g.audience),
-        {
-          scopes: g.scopes.length === 0 ? NO_SCOPES : new Set(g.scopes),
-          scope: g.scopes.length === 0 ? undefined : g.scopes.join(' '),
-          claims: claimsFragment({ ...client.claims, ...g.claims }),
-          tokenExchange: g.tokenExchange,
-        },
+        knownGrant(g.scopes, claimsFragment({ ...client.claims, ...g.claims }), g.tokenExchange),
       ]),
     ),
     tokenTtl: client.tokenTtl,
