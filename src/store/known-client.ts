@@ -25,8 +25,8 @@ function claimsFragment(claims: Record<string, unknown>): string | undefined {
 
 /*
  * A cached client is held by every process for as long as it is used, by the hundred thousand: what most
- * clients share is one object for all (no scopes, no quota, a plain grant), and a few grants are a list, not a Map (whose
- * table alone takes ~260 bytes, a Set's ~200, for one entry).
+ * clients share is one object for all (no scopes, no quota, a plain grant), and a few grants are a list, not a
+ * Map (whose table alone takes ~260 bytes, a Set's ~200, for one entry).
  */
 const NO_SCOPES: ReadonlySet<string> = new Set();
 const NO_QUOTA: Quota = Object.freeze({ perMinute: null, perDay: null });
