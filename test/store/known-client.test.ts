@@ -41,7 +41,7 @@ function stored(i: number): Client {
     federatedCredentials: [],
     dpopBoundAccessTokens: false,
     revokedBefore: null,
-  } as Client;
+  };
 }
 
 describe('toKnownClient', () => {
