@@ -50,8 +50,16 @@ export interface Opening {
 }
 
 /** The store, migrated, timed by the metrics when there are any. Closed last: everything else uses it. */
-export async function openServerStore({ config, now, metrics, closers }: Opening): Promise<Store> {
-  const opened = await openStore(config, { server: true, now });
+export async function openServerStore({ config, logger, now, metrics, closers }: Opening): Promise<Store> {
+  const opened = await openStore(config, {
+    server: true,
+    now,
+    onMaintenanceRestart: (reason, pauseMs) =>
+      logger.error(
+        { err: reason, restartInMs: pauseMs },
+        "the SQLite store's maintenance thread (checkpoints, retention, audit writes) ended: starting it again",
+      ),
+  });
   const store = metrics ? metrics.timedStore(opened) : opened;
   closers.push(() => store.close());
   return store;

@@ -16,6 +16,8 @@ interface OpenStoreOptions {
   migrate?: boolean;
   /** The clock the store stamps its records with (the runtime's); the wall clock when left out. */
   now?: () => number;
+  /** The server's: told when the SQLite store's maintenance thread ended and is started again. */
+  onMaintenanceRestart?: (reason: Error, pauseMs: number) => void;
 }
 
 /**
@@ -35,7 +37,11 @@ export async function openStore(config: Config, options: OpenStoreOptions = {}):
           now,
           timeouts: { queryMs: config.pgQueryTimeout * 1000, connectMs: config.pgConnectTimeout * 1000 },
         })
-      : openSqliteStore(sqlitePath(config), { backgroundCheckpoints: options.server === true, now });
+      : openSqliteStore(sqlitePath(config), {
+          backgroundCheckpoints: options.server === true,
+          now,
+          onMaintenanceRestart: options.onMaintenanceRestart,
+        });
   try {
     if (options.migrate === false) await checkSchema(store);
     else await store.migrate();

@@ -242,58 +242,117 @@ type MaintenanceOp = 'pruneAuditEvents' | 'pruneTokenCounts' | 'appendAudit';
 type MaintenanceAnswer =
   { id: number; changes: number } | { id: number; error: { message: string; errcode?: number } };
 
-/** The server's side of the maintenance thread: starts it, asks it for retention's deletes, stops it. */
-class MaintenanceThread {
-  private readonly worker: Worker;
+/** A thread that ended this soon after it started is started again only after a pause, doubled each time. */
+const STEADY_MS = 10_000;
+const RESTART_FIRST_PAUSE_MS = 250;
+const RESTART_MAX_PAUSE_MS = 30_000;
+
+/**
+ * The server's side of the maintenance thread: starts it, asks it for retention's deletes and the audit trail's
+ * batches, stops it. A thread that ends while the store is open (an error it did not catch, its heap
+ * exhausted, terminated) is started again, at once the first time and after a growing pause if it keeps
+ * ending: the audit trail's writes and the checkpoints must not stop for the rest of the process's life. What
+ * was asked of the ended thread is refused with the reason (the audit writer keeps its events in the spool and
+ * writes them at its next flush; retention tries again at its next round), and so is what is asked during a
+ * pause.
+ */
+export class MaintenanceThread {
+  private worker: Worker | undefined;
   private readonly pending = new Map<
     number,
     { resolve(changes: number): void; reject(error: Error): void }
   >();
   private nextId = 0;
   private stopped = false;
+  private startedAt = 0;
+  private pause = 0;
+  private restartTimer: NodeJS.Timeout | undefined;
+  /** Why the last thread ended: what is refused during a pause says so. */
+  private ended: Error | undefined;
+  /** Threads started, the first included (for tests and the log of whoever watches `onRestart`). */
+  starts = 0;
 
-  constructor(file: string, everyMs: number) {
-    this.worker = new Worker(MAINTENANCE, {
+  constructor(
+    private readonly file: string,
+    private readonly everyMs: number,
+    /** Told each time an ended thread is started again, with why it ended and the pause before. */
+    private readonly onRestart: (reason: Error, pauseMs: number) => void = () => {},
+  ) {
+    this.start();
+  }
+
+  private start(): void {
+    this.restartTimer = undefined;
+    if (this.stopped) return;
+    const worker = new Worker(MAINTENANCE, {
       eval: true,
-      workerData: { file, everyMs, lockWaitMs: LOCK_WAIT_MS },
+      workerData: { file: this.file, everyMs: this.everyMs, lockWaitMs: LOCK_WAIT_MS },
     });
+    this.worker = worker;
+    this.startedAt = Date.now();
+    this.starts++;
     // Its timer alone does not keep the process up; a delete that was asked for does, until it is answered.
-    this.worker.unref();
-    this.worker.on('message', (answer: MaintenanceAnswer) => {
+    if (this.pending.size === 0) worker.unref();
+    worker.on('message', (answer: MaintenanceAnswer) => {
       const waiting = this.pending.get(answer.id);
       if (waiting === undefined) return;
       this.pending.delete(answer.id);
-      if (this.pending.size === 0) this.worker.unref();
+      if (this.pending.size === 0) worker.unref();
       if ('error' in answer)
         waiting.reject(Object.assign(new Error(answer.error.message), { errcode: answer.error.errcode }));
       else waiting.resolve(answer.changes);
     });
-    this.worker.on('error', (error) => this.fail(error));
-    this.worker.on('exit', () => this.fail(new Error("the store's maintenance thread ended")));
+    let reason: Error | undefined;
+    worker.on('error', (error) => (reason = error));
+    worker.on('exit', (code) => {
+      if (this.worker !== worker) return;
+      this.worker = undefined;
+      this.ended = new Error(
+        `the store's maintenance thread ended (${reason?.message ?? `exit code ${code}`})`,
+        { cause: reason },
+      );
+      this.refuseAll(this.ended);
+      if (this.stopped) return;
+      this.pause =
+        Date.now() - this.startedAt >= STEADY_MS
+          ? 0
+          : Math.min(RESTART_MAX_PAUSE_MS, Math.max(RESTART_FIRST_PAUSE_MS, this.pause * 2));
+      this.onRestart(this.ended, this.pause);
+      if (this.pause === 0) this.start();
+      else this.restartTimer = setTimeout(() => this.start(), this.pause).unref();
+    });
   }
 
   run(op: MaintenanceOp, args: readonly unknown[]): Promise<number> {
     if (this.stopped) return Promise.reject(new Error('the store is closed'));
+    const worker = this.worker;
+    if (worker === undefined) return Promise.reject(this.ended ?? new Error('no maintenance thread'));
     const id = this.nextId++;
     return new Promise<number>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.ref();
-      this.worker.postMessage({ id, op, args });
+      worker.ref();
+      worker.postMessage({ id, op, args });
     });
   }
 
   /** It closes its connection and ends by itself; what was asked of it and not answered is refused. */
   stop(): void {
     if (this.stopped) return;
-    this.worker.postMessage('stop');
-    this.fail(new Error('the store is closed'));
+    this.stopped = true;
+    clearTimeout(this.restartTimer);
+    this.worker?.postMessage('stop');
+    this.worker?.unref();
+    this.refuseAll(new Error('the store is closed'));
   }
 
-  private fail(error: Error): void {
-    this.stopped = true;
+  /** Ends the thread as a crash would (tests). */
+  async terminate(): Promise<void> {
+    await this.worker?.terminate();
+  }
+
+  private refuseAll(error: Error): void {
     for (const waiting of this.pending.values()) waiting.reject(error);
     this.pending.clear();
-    this.worker.unref();
   }
 }
 
@@ -364,6 +423,8 @@ export interface SqliteStoreOptions {
   backgroundCheckpoints?: boolean;
   /** How often the maintenance thread checkpoints (tests slow it down). */
   checkpointEveryMs?: number;
+  /** Told when the maintenance thread ended and is started again (the server logs it). */
+  onMaintenanceRestart?: (reason: Error, pauseMs: number) => void;
 }
 
 /** Opens (creating if needed) the embedded store. The file holds secret digests and sealed keys: mode 0600. */
@@ -372,6 +433,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
     now,
     backgroundCheckpoints = false,
     checkpointEveryMs = CHECKPOINT_EVERY_MS,
+    onMaintenanceRestart,
   } = typeof options === 'function' ? { now: options } : options;
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   if (file !== ':memory:') {
@@ -391,7 +453,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
   let maintenance: MaintenanceThread | undefined;
   if (backgroundCheckpoints && file !== ':memory:') {
     db.exec('PRAGMA wal_autocheckpoint = 0');
-    maintenance = new MaintenanceThread(file, checkpointEveryMs);
+    maintenance = new MaintenanceThread(file, checkpointEveryMs, onMaintenanceRestart);
   }
   const adapted = adapt(db);
   const close = adapted.close.bind(adapted);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite.js';
+import { MaintenanceThread, openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import {
   expectAudienceIdsAssigned,
@@ -371,6 +371,72 @@ describe('openSqliteStore', () => {
     await server.close();
     open.splice(open.indexOf(server), 1);
     await expect(server.pruneAuditEvents(new Date(), 10)).rejects.toThrow('the store is closed');
+  });
+
+  it('starts its maintenance thread again when it ends: what was in flight is refused, the next asks are answered', async () => {
+    const file = path.join(dir, 'tessera.db');
+    const made = openSqliteStore(file);
+    await made.migrate();
+    await made.close();
+    const restarts: { reason: string; pauseMs: number }[] = [];
+    const thread = new MaintenanceThread(file, 60_000, (reason, pauseMs) =>
+      restarts.push({ reason: reason.message, pauseMs }),
+    );
+    const answered = async () => {
+      for (let i = 0; i < 200; i++) {
+        try {
+          return await thread.run('pruneTokenCounts', [Date.now()]);
+        } catch (error) {
+          if (!/maintenance thread ended/.test((error as Error).message)) throw error;
+          await sleep(25);
+        }
+      }
+      throw new Error('the thread was not started again');
+    };
+    try {
+      expect(await thread.run('pruneTokenCounts', [Date.now()])).toBe(0);
+      expect(thread.starts).toBe(1);
+      // Ended while a delete is in flight (as a crash would end it): the delete is refused with the reason.
+      const inFlight = thread.run('pruneTokenCounts', [Date.now()]);
+      const settled = inFlight.then(
+        () => 'answered',
+        (error: Error) => error.message,
+      );
+      await thread.terminate();
+      const outcome = await settled;
+      // It may have answered before it ended; if not, it was refused, never left waiting.
+      expect(['answered', "the store's maintenance thread ended (exit code 1)"]).toContain(outcome);
+      // Asked during the pause: refused with the same reason, at once.
+      await expect(thread.run('pruneTokenCounts', [Date.now()])).rejects.toThrow(
+        "the store's maintenance thread ended (exit code 1)",
+      );
+      // A thread that ended within 10 s of its start is started again after 250 ms, then 500 ms, ...
+      expect(await answered()).toBe(0);
+      expect(thread.starts).toBe(2);
+      await thread.terminate();
+      expect(await answered()).toBe(0);
+      expect(thread.starts).toBe(3);
+      expect(restarts).toEqual([
+        { reason: "the store's maintenance thread ended (exit code 1)", pauseMs: 250 },
+        { reason: "the store's maintenance thread ended (exit code 1)", pauseMs: 500 },
+      ]);
+      // The new thread checkpoints and writes as the first did: a batch of the audit trail goes through it.
+      const writes = [
+        {
+          sql: 'insert into token_counts (minute, issued, refused) values (?, ?, ?)',
+          parameters: [60_000, 1, 0],
+        },
+      ];
+      expect(await thread.run('appendAudit', writes)).toBe(0);
+      expect(await thread.run('pruneTokenCounts', [120_000])).toBe(1);
+    } finally {
+      thread.stop();
+    }
+    // Stopped, it is not started again, and refuses.
+    await sleep(300);
+    expect(thread.starts).toBe(3);
+    expect(restarts).toHaveLength(2);
+    await expect(thread.run('pruneTokenCounts', [0])).rejects.toThrow('the store is closed');
   });
 
   it('tightens the mode of an existing database file to 0600', async () => {
