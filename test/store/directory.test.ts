@@ -1022,6 +1022,62 @@ describe('Directory', () => {
       expect(pruned.mock.calls[1]).toEqual([new Date(now - 24 * 3600 * 1000)]);
     });
 
+    it('reads a big change in batches sized to take ~4 ms each, with the thread free between them', async () => {
+      const limits: number[] = [];
+      const recorded = new Proxy(spy.store, {
+        get(target, property, receiver) {
+          if (property === 'changesSince')
+            return (after: number, limit: number) => {
+              limits.push(limit);
+              return target.changesSince(after, limit);
+            };
+          return Reflect.get(target, property, receiver) as unknown;
+        },
+      });
+      // A follower whose work is 1 ms per 100 records: 10 ms for a batch of 1,000.
+      const applied: number[] = [];
+      const follower = {
+        load: async () => {},
+        apply: async (changes: readonly unknown[]) => {
+          applied.push(changes.length);
+          const until = performance.now() + changes.length / 100;
+          while (performance.now() < until);
+        },
+      };
+      spy = { ...spy, store: recorded };
+      await startDirectory({ followers: [follower] });
+      // 2,500 clients with a grant each: 2,500 records (a client's record covers its grants).
+      await cli.transaction(async (tx) => {
+        for (let i = 0; i < 2500; i++)
+          await tx.createClient({
+            id: `bulk-${i}`,
+            name: `bulk ${i}`,
+            secretDigest: digestSecret(SECRET_1),
+            tokenTtl: null,
+            audiences: [A],
+          });
+      });
+      limits.length = 0;
+      let ticks = 0;
+      const ticker = setInterval(() => ticks++, 0);
+      try {
+        await directory.poll();
+      } finally {
+        clearInterval(ticker);
+      }
+      expect(applied.reduce((a, b) => a + b, 0)).toBe(2500);
+      // The first batch as large as allowed, the next ones ~4 ms of work (~400 records), never under 50.
+      expect(limits[0]).toBe(1000);
+      expect(limits.length).toBeGreaterThanOrEqual(4);
+      for (const limit of limits.slice(1)) {
+        expect(limit).toBeLessThanOrEqual(500);
+        expect(limit).toBeGreaterThanOrEqual(50);
+      }
+      // Timers ran between the batches (a timer of 1 ms, due at most turns of the loop).
+      expect(ticks).toBeGreaterThanOrEqual(Math.floor(limits.length / 2));
+      expect((await lookup('bulk-2499')).client?.id).toBe('bulk-2499');
+    });
+
     it('starts from the current end of the feed, not from its beginning', async () => {
       await createClient('svc', [A]);
       await cli.changeSigningKeys(() => ({
