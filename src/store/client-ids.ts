@@ -24,8 +24,26 @@ export type IdHash = (id: string) => bigint;
 
 /** A hash under a key of its own (random, unless given: tests and benchmarks may fix it). */
 export function idHash(key: string = randomBytes(16).toString('base64url')): IdHash {
-  // The key has a fixed length, so key + id is unambiguous. One-shot crypto.hash: no Hash object per id.
-  return (id) => hash('sha256', key + id, 'buffer').readBigUInt64BE(0);
+  // The key has a fixed length, so key + id is unambiguous. One-shot crypto.hash: no Hash object per id. Its
+  // digest as a "binary" (latin1) string, a char per byte, not a Buffer: allocating the Buffer was two thirds
+  // of the cost (3.05 µs an id against 0.90 µs on a slow machine), paid for every id of a big apply as the
+  // feed brings it, and for every id read at start.
+  return (id) => {
+    const digest = hash('sha256', key + id, 'binary');
+    const high =
+      ((digest.charCodeAt(0) << 24) |
+        (digest.charCodeAt(1) << 16) |
+        (digest.charCodeAt(2) << 8) |
+        digest.charCodeAt(3)) >>>
+      0;
+    const low =
+      ((digest.charCodeAt(4) << 24) |
+        (digest.charCodeAt(5) << 16) |
+        (digest.charCodeAt(6) << 8) |
+        digest.charCodeAt(7)) >>>
+      0;
+    return (BigInt(high) << 32n) | BigInt(low);
+  };
 }
 
 /** Recent additions are merged once there are this many, or one per 64 ids held if that is more. */

@@ -22,6 +22,16 @@ describe('idHash', () => {
     expect(a('svc')).not.toBe(b('svc'));
     // The first 8 bytes, big-endian, of SHA-256(key + id).
     expect(idHash('k')('id')).toBe(createHash('sha256').update('kid').digest().readBigUInt64BE(0));
+    // Every byte of those 8 counts, in order, whatever the id (UTF-8, as the Hash encodes a string).
+    const key = randomBytes(16).toString('base64url');
+    const hashOf = idHash(key);
+    for (const id of [...ids(2000), 'é-client', '客户端', '\u0000', 'a'.repeat(128)])
+      expect(hashOf(id)).toBe(
+        createHash('sha256')
+          .update(key + id)
+          .digest()
+          .readBigUInt64BE(0),
+      );
   });
 
   it('a random key of its own when none is given', () => {
