@@ -171,8 +171,9 @@ const isBusy = (error: unknown): boolean =>
  * It ends when the store closes; the last connection to close checkpoints what is left, as usual.
  */
 const MAINTENANCE = `
-const { workerData, parentPort } = require('node:worker_threads');
-const { DatabaseSync } = require('node:sqlite');
+// Not require(): the thread inherits the process's flags, and under --input-type=module its code is a module.
+const { workerData, parentPort } = process.getBuiltinModule('node:worker_threads');
+const { DatabaseSync } = process.getBuiltinModule('node:sqlite');
 const db = new DatabaseSync(workerData.file);
 db.exec('PRAGMA busy_timeout = ' + workerData.lockWaitMs);
 // Its writes (the audit trail's) leave the log to the timer's checkpoints too, as the server's own do.
@@ -291,8 +292,6 @@ export class MaintenanceThread {
     this.worker = worker;
     this.startedAt = Date.now();
     this.starts++;
-    // Its timer alone does not keep the process up; a delete that was asked for does, until it is answered.
-    if (this.pending.size === 0) worker.unref();
     worker.on('message', (answer: MaintenanceAnswer) => {
       const waiting = this.pending.get(answer.id);
       if (waiting === undefined) return;
@@ -321,6 +320,10 @@ export class MaintenanceThread {
       if (this.pause === 0) this.start();
       else this.restartTimer = setTimeout(() => this.start(), this.pause).unref();
     });
+    // Its timer alone does not keep the process up; a delete that was asked for does, until it is answered.
+    // After the listeners: a 'message' listener added to an unreferenced worker references it again
+    // (nodejs/node#53036), and a process that never closed its store stayed up for good.
+    if (this.pending.size === 0) worker.unref();
   }
 
   run(op: MaintenanceOp, args: readonly unknown[]): Promise<number> {
@@ -457,7 +460,10 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
   }
   const adapted = adapt(db);
   const close = adapted.close.bind(adapted);
+  let closed = false;
   adapted.close = () => {
+    if (closed) return;
+    closed = true;
     // The maintenance thread closes its connection and ends by itself; this one closes at once.
     maintenance?.stop();
     close();
@@ -475,6 +481,16 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
       ? {}
       : { writeAudit: async (writes) => void (await thread.run('appendAudit', writes)) }),
   });
+  // Kysely closes the connection only if it ever used it (its driver opens on the first query): a server's store
+  // whose reads all went to the side connection was left open at close, its maintenance thread running.
+  const closeStore = store.close.bind(store);
+  store.close = async () => {
+    try {
+      await closeStore();
+    } finally {
+      adapted.close();
+    }
+  };
   if (backgroundCheckpoints && file !== ':memory:') readOnTheSide(store, file, now);
   if (thread !== undefined) {
     store.pruneAuditEvents = (olderThan, limit) =>

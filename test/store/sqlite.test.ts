@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MaintenanceThread, openSqliteStore } from '../../src/store/sqlite.js';
@@ -13,6 +15,7 @@ import {
   storeContract,
 } from './contract.js';
 import { tokenExchangeContract } from './token-exchange-contract.js';
+import { ROOT } from '../helpers/process.js';
 import { sleep } from '../helpers/wait.js';
 
 const dirs: string[] = [];
@@ -438,6 +441,44 @@ describe('openSqliteStore', () => {
     expect(restarts).toHaveLength(2);
     await expect(thread.run('pruneTokenCounts', [0])).rejects.toThrow('the store is closed');
   });
+
+  it("a process that opened the server's store ends by itself: closed after side reads only, or never closed", async () => {
+    const file = path.join(dir, 'tessera.db');
+    const made = openSqliteStore(file);
+    await made.migrate();
+    await made.close();
+    const module = pathToFileURL(path.join(ROOT, 'dist/store/sqlite.js')).href;
+    const run = (body: string) =>
+      new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) => {
+        const child = execFile(
+          process.execPath,
+          [
+            '--disable-warning=ExperimentalWarning',
+            '--input-type=module',
+            '-e',
+            `import { openSqliteStore } from ${JSON.stringify(module)};\n` +
+              `const store = openSqliteStore(${JSON.stringify(file)}, { backgroundCheckpoints: true });\n` +
+              body,
+          ],
+          { timeout: 10_000, killSignal: 'SIGKILL' },
+          (_error, _stdout, stderr) => resolve({ code: child.exitCode, signal: child.signalCode, stderr }),
+        );
+      });
+    // Every read of this store went to its side connection, so Kysely never opened the main one: its close
+    // closed nothing and left the maintenance thread running, and the process up.
+    expect(
+      await run(
+        `await store.listAudiences();\nawait new Promise((r) => setTimeout(r, 300));\nawait store.close();`,
+      ),
+    ).toEqual({ code: 0, signal: null, stderr: '' });
+    // Never closed: the maintenance thread alone does not keep a process up (it did, once started, because
+    // its message listener was added after unref(): nodejs/node#53036).
+    expect(
+      await run(
+        `await store.migrate();\nawait store.pruneTokenCounts(new Date(0));\nawait new Promise((r) => setTimeout(r, 300));`,
+      ),
+    ).toEqual({ code: 0, signal: null, stderr: '' });
+  }, 30_000);
 
   it('tightens the mode of an existing database file to 0600', async () => {
     const file = path.join(dir, 'tessera.db');
