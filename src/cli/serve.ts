@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
-import { runCluster } from '../cluster.js';
 import { loadConfig } from '../config/index.js';
-import { runServer } from '../main.js';
 import { openStore } from '../runtime/store.js';
 import { parseWorkers, withJson, type JsonFlag } from './common.js';
 import { print, printJson } from './output.js';
@@ -20,8 +18,15 @@ export function serveCommands(program: Command): void {
       if (options.host !== undefined) env.TESSERA_HOST = options.host;
       if (options.workers !== undefined) env.TESSERA_WORKERS = String(options.workers);
       const config = loadConfig(env);
-      if (config.workers > 1) await runCluster(config, config.workers);
-      else await runServer(config);
+      // Loaded here, not at the top: the server (Fastify, the console, metrics, Redis) is most of what a command
+      // would load, and every other command does without it.
+      if (config.workers > 1) {
+        const { runCluster } = await import('../cluster.js');
+        await runCluster(config, config.workers);
+      } else {
+        const { runServer } = await import('../main.js');
+        await runServer(config);
+      }
     });
 
   withJson(program.command('migrate').description('bring the store schema up to date')).action(
