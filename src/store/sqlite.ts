@@ -51,7 +51,9 @@ function adapt(db: DatabaseSync): SqliteDatabase {
     return entry;
   };
   return {
+    // Once: the store closes it whether or not Kysely did (see openSqliteStore).
     close: () => {
+      if (!db.isOpen) return;
       statements.clear();
       long.clear();
       db.close();
@@ -191,14 +193,14 @@ const SQL = {
     'delete from audit_events where id in (select id from audit_events where at < ? order by at limit ?)',
   pruneTokenCounts: 'delete from token_counts where minute < ?',
 };
-const statements = {};
-// The audit batches' statements, by their text: a few shapes (pieces of a power of two, counts, a position).
-const written = new Map();
+// Statements by their text: the deletes, and the audit batches' few shapes (pieces of a power of two, counts, a
+// position).
+const statements = new Map();
 const prepared = (sql) => {
-  let statement = written.get(sql);
+  let statement = statements.get(sql);
   if (statement === undefined) {
-    if (written.size >= 32) written.clear();
-    written.set(sql, (statement = db.prepare(sql)));
+    if (statements.size >= 32) statements.clear();
+    statements.set(sql, (statement = db.prepare(sql)));
   }
   return statement;
 };
@@ -225,12 +227,10 @@ parentPort.on('message', (message) => {
     return;
   }
   try {
-    let changes;
-    if (message.op === 'appendAudit') changes = appendAudit(message.args);
-    else {
-      statements[message.op] ??= db.prepare(SQL[message.op]);
-      changes = Number(statements[message.op].run(...message.args).changes);
-    }
+    const changes =
+      message.op === 'appendAudit'
+        ? appendAudit(message.args)
+        : Number(prepared(SQL[message.op]).run(...message.args).changes);
     parentPort.postMessage({ id: message.id, changes });
   } catch (error) {
     parentPort.postMessage({ id: message.id, error: { message: String(error && error.message), errcode: error && error.errcode } });
@@ -251,8 +251,9 @@ const RESTART_MAX_PAUSE_MS = 30_000;
 /**
  * The server's side of the maintenance thread: starts it, asks it for retention's deletes and the audit trail's
  * batches, stops it. A thread that ends while the store is open (an error it did not catch, its heap
- * exhausted, terminated) is started again, at once the first time and after a growing pause if it keeps
- * ending: the audit trail's writes and the checkpoints must not stop for the rest of the process's life. What
+ * exhausted, terminated) is started again: at once if it had run STEADY_MS, else after a pause that doubles
+ * while it keeps ending that soon. The audit trail's writes and the checkpoints must not stop for the rest of
+ * the process's life. What
  * was asked of the ended thread is refused with the reason (the audit writer keeps its events in the spool and
  * writes them at its next flush; retention tries again at its next round), and so is what is asked during a
  * pause.
@@ -270,7 +271,7 @@ export class MaintenanceThread {
   private restartTimer: NodeJS.Timeout | undefined;
   /** Why the last thread ended: what is refused during a pause says so. */
   private ended: Error | undefined;
-  /** Threads started, the first included (for tests and the log of whoever watches `onRestart`). */
+  /** Threads started, the first included (tests). */
   starts = 0;
 
   constructor(
@@ -460,10 +461,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
   }
   const adapted = adapt(db);
   const close = adapted.close.bind(adapted);
-  let closed = false;
   adapted.close = () => {
-    if (closed) return;
-    closed = true;
     // The maintenance thread closes its connection and ends by itself; this one closes at once.
     maintenance?.stop();
     close();
@@ -481,8 +479,9 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
       ? {}
       : { writeAudit: async (writes) => void (await thread.run('appendAudit', writes)) }),
   });
-  // Kysely closes the connection only if it ever used it (its driver opens on the first query): a server's store
-  // whose reads all went to the side connection was left open at close, its maintenance thread running.
+  // Kysely destroys its driver, which closes the connection, only if a query ever initialized it (its
+  // RuntimeDriver): a server's store whose reads all went to the side connection kept its connection, and its
+  // maintenance thread, after close().
   const closeStore = store.close.bind(store);
   store.close = async () => {
     try {

@@ -82,6 +82,5 @@ export function openKyselyStore(
   options: KyselyStoreOptions = {},
 ): Store {
   const base = new StoreBase(db, engine, options.now ?? (() => new Date()), options.runPrepared);
-  const { subscribe, prepare, writeAudit } = options;
-  return compose(base, { subscribe, prepare, writeAudit });
+  return compose(base, options);
 }
