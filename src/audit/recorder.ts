@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { AuditEntry } from '../domain/token-types.js';
 import { Outage } from '../outage.js';
 import { AUDIT_BATCH, type AdminRefusalType, type AuditRecord, type AuditStore } from '../store/types.js';
-import { encodeRecord, Spool } from './spool.js';
+import { encodeRecord, Spool, type SpoolChunk } from './spool.js';
 
 export interface AuditRecorderOptions {
   /** Where events wait for the store: a directory of this host's own. */
@@ -35,6 +35,12 @@ const PRUNE_STATEMENT_MS = 4;
 const PRUNE_PAUSE_MS = 12;
 const PRUNE_FIRST_BATCH = 500;
 const PRUNE_MAX_BATCH = 5000;
+/**
+ * A flush writes the spool's chunks (`batch` events each) in batches of at most this many chunks, or of the
+ * chunks read within BATCH_MS, that the store may commit at once (see writeBatch).
+ */
+const BATCH_CHUNKS = 8;
+const BATCH_MS = 50;
 /** At shutdown, the store is given this long to take what the spool holds; the rest waits on disk. */
 const CLOSE_FLUSH_MS = 5000;
 
@@ -357,12 +363,8 @@ export class AuditRecorder {
         }
         const chunk = this.spool.read(this.batchSize);
         if (!chunk) break;
-        if (chunk.records.length > 0)
-          await this.store.appendAuditEvents(chunk.records, {
-            segment: chunk.segment.name,
-            offset: chunk.end,
-          });
-        this.spool.stored(chunk);
+        if (chunk.records.length > 0) await this.writeBatch(chunk, deadline);
+        else this.spool.stored(chunk);
         if (this.now() > deadline) break;
         // SQLite writes synchronously, and an awaited promise that is already settled does not let requests
         // in: yield between statements, so a backlog never holds the server for long.
@@ -379,6 +381,48 @@ export class AuditRecorder {
     if (!this.closing && now - this.lastPrune >= PRUNE_EVERY_MS) {
       this.lastPrune = now;
       this.pruning ??= this.prune(now).finally(() => (this.pruning = undefined));
+    }
+  }
+
+  /**
+   * Writes `first` and the chunks that follow it in its segment, up to BATCH_CHUNKS or BATCH_MS, as one batch: one
+   * call of the store a chunk (each a few hundred events, so that none holds this thread long), yielding between
+   * them. The store may hold the calls' writes in one open transaction and commit them with the last (SQLite on
+   * its maintenance thread: a commit per chunk wrote every index page it touched to the log each time). A chunk
+   * counts as stored once it is committed; a call that fails leaves every chunk not yet committed for the next
+   * flush. The last call is always made (a chunk that cannot be read ends the batch before it), so no open
+   * transaction is left behind.
+   */
+  private async writeBatch(first: SpoolChunk, deadline: number): Promise<void> {
+    const started = this.now();
+    const held: SpoolChunk[] = [];
+    let chunk = first;
+    for (let part = 0; ; part++) {
+      let next: SpoolChunk | undefined;
+      let unread: unknown;
+      if (part + 1 < BATCH_CHUNKS && this.now() - started < BATCH_MS && this.now() <= deadline) {
+        try {
+          next = this.spool.readAfter(chunk, this.batchSize);
+        } catch (error) {
+          unread = error;
+        }
+      }
+      // A chunk of damaged lines only ends the batch too: it has nothing to write.
+      const last = next === undefined || next.records.length === 0;
+      held.push(chunk);
+      const committed = await this.store.appendAuditEvents(
+        chunk.records,
+        { segment: chunk.segment.name, offset: chunk.end },
+        { first: part === 0, last },
+      );
+      if (committed) for (const done of held.splice(0)) this.spool.stored(done);
+      if (unread !== undefined) throw unread;
+      if (last) {
+        if (next !== undefined && held.length === 0) this.spool.stored(next);
+        return;
+      }
+      chunk = next!;
+      await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 

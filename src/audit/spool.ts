@@ -326,12 +326,23 @@ export class Spool {
       const segment = this.segments[0];
       if (segment === undefined || segment.written === undefined) return undefined;
       if (segment.written < segment.size) {
-        const chunk = this.readFrom(segment, max);
+        const chunk = this.readFrom(segment, segment.written, max);
         if (chunk) return chunk;
       }
       if (segment === this.current) return undefined;
       this.remove(segment);
     }
+  }
+
+  /**
+   * Reads up to `max` events just past `chunk`, in its segment, before `chunk` is in the store: the next part of a
+   * batch the store commits at once (see AuditRecorder). Undefined at the segment's end (the next segment is
+   * read by `read`, once everything before it is stored).
+   */
+  readAfter(chunk: SpoolChunk, max: number): SpoolChunk | undefined {
+    const segment = chunk.segment;
+    if (chunk.end >= segment.size) return undefined;
+    return this.readFrom(segment, chunk.end, max);
   }
 
   /** The events of a chunk are in the store. */
@@ -347,13 +358,12 @@ export class Spool {
     return names;
   }
 
-  private readFrom(segment: Segment, max: number): SpoolChunk | undefined {
+  private readFrom(segment: Segment, start: number, max: number): SpoolChunk | undefined {
     if (this.readFd?.segment !== segment) {
       if (this.readFd) closeSync(this.readFd.fd);
       this.readFd = { segment, fd: openSync(this.file(segment.name), 'r') };
     }
     const fd = this.readFd.fd;
-    const start = segment.written!;
     const buffer = Buffer.allocUnsafe(Math.min(READ_BYTES, segment.size - start));
     const length = readSync(fd, buffer, 0, buffer.length, start);
     let records: AuditRecord[] = [];

@@ -417,13 +417,31 @@ export interface ChangeFeed {
   subscribe?(listener: () => void, onError: (error: unknown) => void): Promise<() => Promise<void>>;
 }
 
+/** Where a call of appendAuditEvents stands in a row of calls committed together (see there). */
+export interface AuditBatchPart {
+  first: boolean;
+  last: boolean;
+}
+
 export interface AuditStore {
   /**
    * Writes the events, and adds them to the per-minute token counts; with a spool position, records it in the
    * same transaction, so that a process that crashes after the write replays the segment from there and
-   * writes no event, and counts no token, twice.
+   * writes no event, and counts no token, twice. Resolves true once they are committed.
+   *
+   * `part`: the call is one of several in a row of one flush (the spool's chunks, one after the other). An engine
+   * may then hold the writes of every call but the `last` in one open transaction and commit them all with the
+   * last: a held call resolves false (not committed yet); one that resolves true committed its writes and every
+   * held one before it. A call that is not `first` continues the calls before it, and rejects if the engine rolled
+   * back what it held of them. If any call rejects, nothing held is committed. The server's SQLite store does
+   * this on its maintenance thread, and commits before the last when one of the server's own writes waits for
+   * the lock (store/sqlite.ts); the others commit every call.
    */
-  appendAuditEvents(events: readonly AuditRecord[], position?: SpoolPosition): Promise<void>;
+  appendAuditEvents(
+    events: readonly AuditRecord[],
+    position?: SpoolPosition,
+    part?: AuditBatchPart,
+  ): Promise<boolean>;
   /**
    * Makes the statements appendAuditEvents writes with ready before the first batch: compiled, and on SQLite
    * prepared on the connection. Otherwise the first batches under load compile and prepare them on the thread

@@ -74,10 +74,10 @@ function switchable(store: Store) {
     if (state.down) throw new Error('the store is down');
   };
   const audit: AuditStore = {
-    appendAuditEvents: async (events, position) => {
+    appendAuditEvents: async (events, position, part) => {
       check();
       state.writes++;
-      return store.appendAuditEvents(events, position);
+      return store.appendAuditEvents(events, position, part);
     },
     prepareAuditWrites: () => store.prepareAuditWrites(),
     spoolPosition: async (segment) => (check(), store.spoolPosition(segment)),
@@ -142,6 +142,63 @@ describe('AuditRecorder: the spool', () => {
     await r.flush();
     expect(await jtis(store)).toHaveLength(5);
     expect(await store.spoolPosition(segment!)).toBe(r.spoolBytes);
+  });
+
+  it("writes a flush in batches of up to 8 chunks, which the server's store commits at once; a part that fails leaves its whole batch for the next flush, and every event reaches the store once", async () => {
+    const dir = tempDir();
+    const store = openSqliteStore(path.join(dir, 'tessera.db'), { backgroundCheckpoints: true });
+    stores.push(store);
+    await store.migrate();
+    // The parts as the store was asked for them, and a part that fails in the store (a type that cannot be null).
+    const parts: [first: boolean, last: boolean, events: number, committed: boolean | 'failed'][] = [];
+    let failAt = 5;
+    const audit: AuditStore = {
+      ...switchable(store).audit,
+      appendAuditEvents: async (events, position, part) => {
+        const failing = parts.length + 1 === failAt;
+        const sent = failing ? [...events, { ...events[0]!, type: null } as unknown as AuditRecord] : events;
+        try {
+          const committed = await store.appendAuditEvents(sent, position, part);
+          parts.push([part!.first, part!.last, events.length, committed]);
+          return committed;
+        } catch (error) {
+          parts.push([part!.first, part!.last, events.length, 'failed']);
+          throw error;
+        }
+      },
+    };
+    // A clock that stands still: a batch is never cut short by its 50 ms, however slow the machine.
+    const r = recorder(audit, path.join(dir, 'spool'), { batch: 2, now: () => T0 });
+    r.start();
+    await r.flush();
+    for (let i = 0; i < 21; i++) r.record(issued(i));
+    r.persist();
+    // The first batch fails at its fifth part: its four held parts are rolled back with it, nothing is stored.
+    await r.flush();
+    expect(parts).toEqual([
+      [true, false, 2, false],
+      [false, false, 2, false],
+      [false, false, 2, false],
+      [false, false, 2, false],
+      [false, false, 2, 'failed'],
+    ]);
+    expect(await jtis(store)).toEqual([]);
+    expect(r.queued).toBe(21);
+    // The next flush writes them all: 11 chunks, a batch of 8 and one of 3, each committed with its last part.
+    failAt = 0;
+    parts.length = 0;
+    await r.flush();
+    expect(parts).toEqual([
+      [true, false, 2, false],
+      ...Array.from({ length: 6 }, () => [false, false, 2, false]),
+      [false, true, 2, true],
+      [true, false, 2, false],
+      [false, false, 2, false],
+      [false, true, 1, true],
+    ]);
+    expect(await jtis(store)).toEqual(Array.from({ length: 21 }, (_, i) => `jti-${i}`));
+    expect(r.queued).toBe(0);
+    expect(await store.spoolPosition(r.spoolSegments[0]!)).toBe(r.spoolBytes);
   });
 
   it('persists on its own in the next loop iteration when no answer follows', async () => {

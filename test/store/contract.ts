@@ -1767,6 +1767,44 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.spoolPosition('b.00000001.spool')).toBe(99);
       });
 
+      it('writes a batch in parts: what resolves true is committed with its position, a held part only with the last, and a part that fails commits nothing held', async () => {
+        const at = (offset: number) => ({ segment: 'p.00000001.spool', offset });
+        const events = async () => withoutIds(await store.queryAuditEvents(all));
+        const of = (...ids: number[]) => ids.map((i) => read(record(i)));
+        // An engine may hold every part but the last (false) or commit each (true); the last is committed.
+        const first = await store.appendAuditEvents([record(1)], at(100), { first: true, last: false });
+        const held = !first;
+        expect(await events()).toEqual(held ? [] : of(1));
+        expect(
+          await store.appendAuditEvents([record(2), record(3)], at(200), { first: false, last: false }),
+        ).toBe(first);
+        expect(await events()).toEqual(held ? [] : of(3, 2, 1));
+        expect(await store.appendAuditEvents([record(4)], at(300), { first: false, last: true })).toBe(true);
+        expect(await events()).toEqual(of(4, 3, 2, 1));
+        expect(await store.spoolPosition('p.00000001.spool')).toBe(300);
+        // A last part with nothing to write ends the batch all the same.
+        expect(await store.appendAuditEvents([record(5)], at(400), { first: true, last: false })).toBe(first);
+        expect(await store.appendAuditEvents([], undefined, { first: false, last: true })).toBe(true);
+        expect(await events()).toEqual(of(5, 4, 3, 2, 1));
+        // A batch whose second part fails: a held first part is rolled back with it, a committed one stays.
+        const bad = { ...record(7), type: null } as unknown as AuditRecord;
+        expect(await store.appendAuditEvents([record(6)], at(600), { first: true, last: false })).toBe(first);
+        await expect(
+          store.appendAuditEvents([record(8), bad], at(700), { first: false, last: true }),
+        ).rejects.toThrow();
+        expect(await store.spoolPosition('p.00000001.spool')).toBe(held ? 400 : 600);
+        expect(await events()).toEqual(held ? of(5, 4, 3, 2, 1) : of(6, 5, 4, 3, 2, 1));
+        // What continues a batch the engine no longer holds is refused, and writes nothing.
+        if (held)
+          await expect(
+            store.appendAuditEvents([record(9)], at(900), { first: false, last: true }),
+          ).rejects.toThrow("the audit batch's transaction was rolled back");
+        // The next batch is written as usual.
+        expect(await store.appendAuditEvents([record(10)], at(1000), { first: true, last: true })).toBe(true);
+        expect((await events())[0]).toEqual(read(record(10)));
+        expect(await store.spoolPosition('p.00000001.spool')).toBe(1000);
+      });
+
       it('prunes events strictly older than the cut-off, oldest first, at most `limit` at a time', async () => {
         const records = Array.from({ length: 12 }, (_, i) => record(i));
         // Written out of time order (as a spool replayed after an outage would): pruning goes by time.

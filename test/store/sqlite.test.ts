@@ -376,6 +376,93 @@ describe('openSqliteStore', () => {
     await expect(server.pruneAuditEvents(new Date(), 10)).rejects.toThrow('the store is closed');
   });
 
+  it("the server's store holds the parts of an audit batch in one transaction on its maintenance thread, and commits them with the last; a plain store commits each", async () => {
+    const event = (i: number) => ({
+      at: Date.parse('2026-06-01T00:00:00Z') + i,
+      type: 'token.issued' as const,
+      clientId: `client-${i}`,
+      audience: 'https://api.example.com',
+      jti: `jti-${i}`,
+      reason: null,
+      source: '127.0.0.1',
+      count: null,
+    });
+    const at = (offset: number) => ({ segment: 's.00000001.spool', offset });
+    const file = path.join(dir, 'tessera.db');
+    const server = openSqliteStore(file, { backgroundCheckpoints: true });
+    open.push(server);
+    await server.migrate();
+    // Another connection sees nothing of the held parts, and the write lock is taken until the last.
+    const other = new DatabaseSync(file);
+    const count = () => Number(other.prepare('select count(*) as n from audit_events').get()!.n);
+    try {
+      expect(await server.appendAuditEvents([event(1), event(2)], at(10), { first: true, last: false })).toBe(
+        false,
+      );
+      expect(await server.appendAuditEvents([event(3)], at(20), { first: false, last: false })).toBe(false);
+      expect(count()).toBe(0);
+      other.exec('PRAGMA busy_timeout = 0');
+      expect(() => other.exec('BEGIN IMMEDIATE')).toThrow('database is locked');
+      expect(await server.appendAuditEvents([event(4)], at(30), { first: false, last: true })).toBe(true);
+      expect(count()).toBe(4);
+      expect(await server.spoolPosition('s.00000001.spool')).toBe(30);
+      other.exec('BEGIN IMMEDIATE');
+      other.exec('ROLLBACK');
+      // A part whose batch never continues (the server's thread stopped between two parts) is rolled back after
+      // 2 s: the lock is free again, and what would have continued it is refused.
+      expect(await server.appendAuditEvents([event(5)], at(40), { first: true, last: false })).toBe(false);
+      const heldAt = performance.now();
+      expect(() => other.exec('BEGIN IMMEDIATE')).toThrow('database is locked');
+      let freeAfter = -1;
+      while (freeAfter < 0 && performance.now() - heldAt < 8000) {
+        await sleep(50);
+        try {
+          other.exec('BEGIN IMMEDIATE');
+          other.exec('ROLLBACK');
+          freeAfter = performance.now() - heldAt;
+        } catch {
+          // still held
+        }
+      }
+      expect(freeAfter).toBeGreaterThanOrEqual(1950);
+      await expect(
+        server.appendAuditEvents([event(6)], at(50), { first: false, last: true }),
+      ).rejects.toThrow("the audit batch's transaction was rolled back");
+      expect(count()).toBe(4);
+      expect(await server.spoolPosition('s.00000001.spool')).toBe(30);
+    } finally {
+      other.close();
+    }
+    // One of the server's own writes (a replay guard's insert) waits for the lock a held batch has: the batch is
+    // committed at its next part (true before the last), the write goes before the next part takes the lock
+    // again, and the parts after it continue the batch in a new transaction.
+    expect(await server.appendAuditEvents([event(7)], at(60), { first: true, last: false })).toBe(false);
+    const waited = performance.now();
+    const jti = server.useAssertionJti('jti-of-an-assertion', Date.now() + 60_000);
+    await sleep(50); // refused the lock at least once: it counts as waiting
+    expect(await server.appendAuditEvents([event(8)], at(70), { first: false, last: false })).toBe(true);
+    expect(await jti).toBe(true);
+    expect(performance.now() - waited).toBeLessThan(1000);
+    expect(await server.appendAuditEvents([event(9)], at(80), { first: false, last: false })).toBe(false);
+    expect(await server.appendAuditEvents([event(10)], at(90), { first: false, last: true })).toBe(true);
+    expect((await server.queryAuditEvents({ limit: 10 })).map((e) => e.jti)).toEqual([
+      'jti-10',
+      'jti-9',
+      'jti-8',
+      'jti-7',
+      'jti-4',
+      'jti-3',
+      'jti-2',
+      'jti-1',
+    ]);
+    expect(await server.spoolPosition('s.00000001.spool')).toBe(90);
+    const plain = openSqliteStore(path.join(dir, 'plain.db'));
+    open.push(plain);
+    await plain.migrate();
+    expect(await plain.appendAuditEvents([event(1)], at(10), { first: true, last: false })).toBe(true);
+    expect((await plain.queryAuditEvents({ limit: 10 })).map((e) => e.jti)).toEqual(['jti-1']);
+  });
+
   it('starts its maintenance thread again when it ends: what was in flight is refused, the next asks are answered', async () => {
     const file = path.join(dir, 'tessera.db');
     const made = openSqliteStore(file);
@@ -430,15 +517,25 @@ describe('openSqliteStore', () => {
           parameters: [60_000, 1, 0],
         },
       ];
-      expect(await thread.run('appendAudit', writes)).toBe(0);
+      expect(await thread.run('appendAudit', [writes, true, true])).toBe(1);
       expect(await thread.run('pruneTokenCounts', [120_000])).toBe(1);
+      // A batch held open (its first part written, not committed) ends with its thread: the part that would
+      // have continued it is refused by the next thread, and nothing of the batch is in the store.
+      expect(await thread.run('appendAudit', [writes, true, false])).toBe(0);
+      await thread.terminate();
+      expect(await answered()).toBe(0);
+      expect(thread.starts).toBe(4);
+      await expect(thread.run('appendAudit', [writes, false, true])).rejects.toThrow(
+        "the audit batch's transaction was rolled back",
+      );
+      expect(await thread.run('pruneTokenCounts', [120_000])).toBe(0);
     } finally {
       thread.stop();
     }
     // Stopped, it is not started again, and refuses.
     await sleep(300);
-    expect(thread.starts).toBe(3);
-    expect(restarts).toHaveLength(2);
+    expect(thread.starts).toBe(4);
+    expect(restarts).toHaveLength(3);
     await expect(thread.run('pruneTokenCounts', [0])).rejects.toThrow('the store is closed');
   });
 

@@ -1,6 +1,12 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { Database } from '../schema.js';
-import { AUDIT_BATCH, type AuditRecord, type AuditStore } from '../types.js';
+import {
+  AUDIT_BATCH,
+  type AuditBatchPart,
+  type AuditRecord,
+  type AuditStore,
+  type SpoolPosition,
+} from '../types.js';
 import { compileOnce, type StoreBase } from './base.js';
 import { toAuditEvent } from './rows.js';
 
@@ -125,6 +131,23 @@ function sqliteStatements(base: StoreBase) {
   };
 }
 
+/**
+ * A batch's values as its statements bind them: every event's columns, the (minute, issued, refused) of each minute
+ * it adds to the token counts, and the spool position's (segment, offset, updated_at).
+ */
+function batchValues(events: readonly AuditRecord[], position: SpoolPosition | undefined, now: Date) {
+  const parameters: unknown[] = [];
+  for (const e of events)
+    parameters.push(e.at, e.type, e.clientId, e.audience, e.jti, e.reason, e.source, e.count);
+  const counts: unknown[] = [];
+  for (const [minute, [issued, refused]] of countsByMinute(events)) counts.push(minute, issued, refused);
+  const at = position === undefined ? [] : [position.segment, position.offset, now.getTime()];
+  return { parameters, counts, minutes: counts.length / 3, at };
+}
+
+/** A call of appendAuditEvents on its own: committed at once. */
+const WHOLE: AuditBatchPart = { first: true, last: true };
+
 /** One statement of an audit batch on SQLite, with its parameters. */
 interface AuditWrite {
   sql: string;
@@ -133,13 +156,14 @@ interface AuditWrite {
 
 /**
  * What the engine gives the audit trail's writes (see KyselyStoreOptions): `prepare`, a statement prepared ahead
- * of its first use (SQLite's adapter keeps it by its text); `writeAudit`, the statements of a batch run in one
- * transaction elsewhere (SQLite, the server: on the store's maintenance thread, off the thread that answers
- * requests).
+ * of its first use (SQLite's adapter keeps it by its text); `writeAudit`, the statements of a batch (made by
+ * `build`, which may throw) run in a transaction elsewhere (SQLite, the server: on the store's maintenance
+ * thread, off the thread that answers requests), which may hold them open for the next part of the batch (see
+ * AuditStore.appendAuditEvents); resolves true once they are committed.
  */
 export interface AuditHooks {
   prepare?: (text: string) => void;
-  writeAudit?: (writes: AuditWrite[]) => Promise<void>;
+  writeAudit?: (build: () => AuditWrite[], part: AuditBatchPart) => Promise<boolean>;
 }
 
 export function auditStore(base: StoreBase, hooks: AuditHooks = {}): AuditStore {
@@ -178,19 +202,15 @@ export function auditStore(base: StoreBase, hooks: AuditHooks = {}): AuditStore 
       if (writeAudit === undefined) for (const text of texts) prepare?.(text);
     },
 
-    async appendAuditEvents(events, position) {
-      if (events.length === 0) return;
-      const parameters: unknown[] = [];
-      for (const e of events)
-        parameters.push(e.at, e.type, e.clientId, e.audience, e.jti, e.reason, e.source, e.count);
-      const counts: unknown[] = [];
-      for (const [minute, [issued, refused]] of countsByMinute(events)) counts.push(minute, issued, refused);
-      const minutes = counts.length / 3;
-      const at = position === undefined ? [] : [position.segment, position.offset, base.now().getTime()];
+    async appendAuditEvents(events, position, part = WHOLE) {
+      // Nothing to write, unless a transaction held open by the calls before waits for this one to end it.
+      if (events.length === 0 && (part.first || writeAudit === undefined || base.tx !== undefined))
+        return true;
       if (base.engine === 'postgres') {
         // One statement: the rows, the minutes' counts and the segment's new position commit together (a
         // data-modifying CTE). Only full batches of one or two minutes (the recorder's usual statement under
         // load) are prepared, so that connections do not keep a plan for every shape.
+        const { parameters, counts, minutes, at } = batchValues(events, position, base.now());
         const text = auditSql(events.length, minutes, position !== undefined);
         const values = [...parameters, ...counts, ...at];
         if (events.length === AUDIT_BATCH && minutes <= 2)
@@ -200,31 +220,38 @@ export function auditStore(base: StoreBase, hooks: AuditHooks = {}): AuditStore 
             values,
           );
         else await base.conn.executeQuery(CompiledQuery.raw(text, values));
-        return;
+        return true;
       }
       // SQLite has no data-modifying CTE: the statements in one transaction. The rows go in pieces of a power of
       // two, so that a batch of any size runs statements of a few shapes compiled and prepared once: a new shape
       // for every partial batch took ~10 ms of the thread that answers requests (Kysely building a few hundred
       // rows, SQLite preparing them).
-      const writes: AuditWrite[] = [];
-      for (let from = 0; from < events.length;) {
-        let rows = SQLITE_PIECE;
-        while (rows > events.length - from) rows >>= 1;
-        writes.push({
-          sql: sqlite.events(rows),
-          parameters: parameters.slice(from * PER_EVENT, (from + rows) * PER_EVENT),
-        });
-        from += rows;
-      }
-      if (minutes > 0) writes.push({ sql: sqlite.counts(minutes), parameters: counts });
-      if (position !== undefined) writes.push({ sql: sqlite.position(), parameters: at });
+      const build = (): AuditWrite[] => {
+        const { parameters, counts, minutes, at } = batchValues(events, position, base.now());
+        const writes: AuditWrite[] = [];
+        for (let from = 0; from < events.length;) {
+          let rows = SQLITE_PIECE;
+          while (rows > events.length - from) rows >>= 1;
+          writes.push({
+            sql: sqlite.events(rows),
+            parameters: parameters.slice(from * PER_EVENT, (from + rows) * PER_EVENT),
+          });
+          from += rows;
+        }
+        if (minutes > 0) writes.push({ sql: sqlite.counts(minutes), parameters: counts });
+        if (position !== undefined) writes.push({ sql: sqlite.position(), parameters: at });
+        return writes;
+      };
       // The server's: on the maintenance thread, which waits there for the lock and runs SQLite's inserts (~3 µs
-      // a token of this thread's time before); a store bound to a transaction writes in it.
-      if (writeAudit !== undefined && base.tx === undefined) return writeAudit(writes);
+      // a token of this thread's time before), and commits the parts of a batch together; a store bound to a
+      // transaction writes in it.
+      if (writeAudit !== undefined && base.tx === undefined) return writeAudit(build, part);
+      const writes = build();
       await base.write(async (tx) => {
         for (const { sql, parameters: values } of writes)
           await tx.executeQuery(CompiledQuery.raw(sql, values));
       });
+      return true;
     },
 
     async spoolPosition(segment) {
