@@ -37,3 +37,18 @@ export async function pollUntil<T>(
     await sleep(everyMs);
   }
 }
+
+/**
+ * A timer every 5 ms on this thread: `worst()` is the longest it waited between two runs, so a thread stopped
+ * inside a synchronous call (SQLite waiting for a lock) shows as a gap as long as the stop.
+ */
+export function threadWatch(): { worst(): number; stop(): void } {
+  let last = performance.now();
+  let worst = 0;
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last);
+    last = now;
+  }, 5);
+  return { worst: () => worst, stop: () => clearInterval(ticker) };
+}
