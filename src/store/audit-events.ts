@@ -151,3 +151,51 @@ export interface TokenCount {
   /** Refused and throttled requests. */
   refused: number;
 }
+
+/** Where a call of appendAuditEvents stands in a row of calls committed together (see there). */
+export interface AuditBatchPart {
+  first: boolean;
+  last: boolean;
+}
+
+export interface AuditStore {
+  /**
+   * Writes the events, and adds them to the per-minute token counts; with a spool position, records it in the
+   * same transaction, so that a process that crashes after the write replays the segment from there and
+   * writes no event, and counts no token, twice. Resolves true once they are committed.
+   *
+   * `part`: the call is one of several in a row of one flush (the spool's chunks, one after the other). An engine
+   * may then hold the writes of every call but the `last` in one open transaction and commit them all with the
+   * last: a held call resolves false (not committed yet); one that resolves true committed its writes and every
+   * held one before it. A call that is not `first` continues the calls before it, and rejects if the engine rolled
+   * back what it held of them. If any call rejects, nothing held is committed. The server's SQLite store does
+   * this on its maintenance thread, and commits before the last when one of the server's own writes waits for
+   * the lock (store/sqlite.ts); the others commit every call.
+   */
+  appendAuditEvents(
+    events: readonly AuditRecord[],
+    position?: SpoolPosition,
+    part?: AuditBatchPart,
+  ): Promise<boolean>;
+  /**
+   * Makes the statements appendAuditEvents writes with ready before the first batch: compiled, and on SQLite
+   * prepared on the connection. Otherwise the first batches under load compile and prepare them on the thread
+   * that answers requests (SQLite preparing the 256-row insert: 17 ms of it). The server calls it at start.
+   */
+  prepareAuditWrites(): void;
+  /** The offset recorded for a spool segment (0 if none). */
+  spoolPosition(segment: string): Promise<number>;
+  /** Forgets the positions of segments that were written whole and removed. */
+  forgetSpoolSegments(segments: readonly string[]): Promise<void>;
+  /** Newest first. */
+  queryAuditEvents(filter: AuditFilter): Promise<AuditEvent[]>;
+  /** Deletes at most `limit` of the oldest events older than the given time; returns how many. */
+  pruneAuditEvents(olderThan: Date, limit: number): Promise<number>;
+  /**
+   * The token endpoint's outcomes per minute from `since` (inclusive) to `until` (exclusive), ms since the
+   * epoch; only the minutes that had any, oldest first. appendAuditEvents adds to them.
+   */
+  tokenCounts(since: number, until: number): Promise<TokenCount[]>;
+  /** Deletes the counts of minutes before the given time. */
+  pruneTokenCounts(olderThan: Date): Promise<number>;
+}
