@@ -30,20 +30,19 @@ export function idHash(key: string = randomBytes(16).toString('base64url')): IdH
   // feed brings it, and for every id read at start.
   return (id) => {
     const digest = hash('sha256', key + id, 'binary');
-    const high =
-      ((digest.charCodeAt(0) << 24) |
-        (digest.charCodeAt(1) << 16) |
-        (digest.charCodeAt(2) << 8) |
-        digest.charCodeAt(3)) >>>
-      0;
-    const low =
-      ((digest.charCodeAt(4) << 24) |
-        (digest.charCodeAt(5) << 16) |
-        (digest.charCodeAt(6) << 8) |
-        digest.charCodeAt(7)) >>>
-      0;
-    return (BigInt(high) << 32n) | BigInt(low);
+    return (BigInt(uint32At(digest, 0)) << 32n) | BigInt(uint32At(digest, 4));
   };
+}
+
+/** The big-endian 32-bit number of a "binary" string's four chars from `at` (a byte each). */
+function uint32At(bytes: string, at: number): number {
+  return (
+    ((bytes.charCodeAt(at) << 24) |
+      (bytes.charCodeAt(at + 1) << 16) |
+      (bytes.charCodeAt(at + 2) << 8) |
+      bytes.charCodeAt(at + 3)) >>>
+    0
+  );
 }
 
 /** Recent additions are merged once there are this many, or one per 64 ids held if that is more. */
