@@ -33,7 +33,11 @@ const { AuditRecorder } = await import(`${dist}/audit/recorder.js`);
 const N = Number(values.events);
 const PER_SECOND = 12_000;
 
-async function measure(clientCount) {
+/**
+ * Runs `body` with a fresh server-mode SQLite store, its recorder (flushed by hand) and a function that records the
+ * `count` events of one second, each of one of `clientCount` clients picked at random; removes it all after.
+ */
+async function withRecorder(clientCount, body) {
   const clients = Array.from({ length: clientCount }, () => randomBytes(16).toString('hex'));
   const dir = mkdtempSync(join(tmpdir(), 'tessera-audit-cpu-'));
   const store = openSqliteStore(join(dir, 'tessera.db'), { backgroundCheckpoints: true });
@@ -48,16 +52,11 @@ async function measure(clientCount) {
       flushMs: 3_600_000, // flushed here, by hand
     });
     recorder.start();
-    const start = Date.now() - 3_600_000;
-    let cpu = 0;
-    let wall = 0;
-    let measured = 0;
-    for (let done = 0; done < N; done += PER_SECOND) {
-      const count = Math.min(PER_SECOND, N - done);
-      for (let i = 0; i < count; i++) {
-        const n = done + i;
+    // `count` events from `from` on, twelve a millisecond.
+    const recordSecond = (from, count) => {
+      for (let i = 0; i < count; i++)
         recorder.record({
-          at: start + Math.floor(n / 12),
+          at: from + Math.floor(i / 12),
           type: 'token.issued',
           clientId: clients[Math.floor(Math.random() * clientCount)],
           audience: 'https://api.example.com',
@@ -65,8 +64,28 @@ async function measure(clientCount) {
           reason: null,
           source: '10.0.0.1',
         });
-      }
       recorder.persist();
+    };
+    const result = await body({ store, recorder, recordSecond });
+    if (recorder.queued !== 0) throw new Error(`${recorder.queued} events were not written`);
+    await recorder.close();
+    return result;
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** CPU and wall time of the flushes per event, the first tenth left out (a warm-up). */
+function measure(clientCount) {
+  return withRecorder(clientCount, async ({ recorder, recordSecond }) => {
+    const start = Date.now() - 3_600_000;
+    let cpu = 0;
+    let wall = 0;
+    let measured = 0;
+    for (let done = 0; done < N; done += PER_SECOND) {
+      const count = Math.min(PER_SECOND, N - done);
+      recordSecond(start + Math.floor(done / 12), count);
       const cpuBefore = process.cpuUsage();
       const wallBefore = performance.now();
       await recorder.flush();
@@ -77,32 +96,14 @@ async function measure(clientCount) {
         measured += count;
       }
     }
-    if (recorder.queued !== 0) throw new Error(`${recorder.queued} events were not written`);
-    await recorder.close();
     return { clients: clientCount, cpu: cpu / measured, wall: (wall * 1000) / measured };
-  } finally {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 /** Replay guard inserts while the recorder flushes ten seconds of events, the loop busy 3 ms a turn. */
-async function serverWrites(clientCount) {
-  const clients = Array.from({ length: clientCount }, () => randomBytes(16).toString('hex'));
-  const dir = mkdtempSync(join(tmpdir(), 'tessera-audit-cpu-'));
-  const store = openSqliteStore(join(dir, 'tessera.db'), { backgroundCheckpoints: true });
-  let busy = true;
-  try {
-    await store.migrate();
-    store.prepareAuditWrites();
-    const recorder = new AuditRecorder(store, {
-      spoolDir: join(dir, 'spool'),
-      spoolMaxBytes: 1 << 30,
-      retentionSeconds: 90 * 86_400,
-      logger: pino({ level: 'silent' }),
-      flushMs: 3_600_000,
-    });
-    recorder.start();
+function serverWrites(clientCount) {
+  return withRecorder(clientCount, async ({ store, recorder, recordSecond }) => {
+    let busy = true;
     (function turn() {
       if (!busy) return;
       const started = performance.now();
@@ -118,34 +119,22 @@ async function serverWrites(clientCount) {
         await new Promise((resolve) => setTimeout(resolve, 2));
       }
     })();
-    for (let second = 0; second < 10; second++) {
-      const started = performance.now();
-      for (let i = 0; i < PER_SECOND; i++)
-        recorder.record({
-          at: Date.now(),
-          type: 'token.issued',
-          clientId: clients[Math.floor(Math.random() * clientCount)],
-          audience: 'https://api.example.com',
-          jti: randomBytes(16).toString('base64url'),
-          reason: null,
-          source: '10.0.0.1',
-        });
-      recorder.persist();
-      await recorder.flush();
-      const left = 1000 - (performance.now() - started);
-      if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
+    try {
+      for (let second = 0; second < 10; second++) {
+        const started = performance.now();
+        recordSecond(Date.now(), PER_SECOND);
+        await recorder.flush();
+        const left = 1000 - (performance.now() - started);
+        if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
+      }
+    } finally {
+      busy = false;
+      await inserting;
     }
-    busy = false;
-    await inserting;
-    await recorder.close();
     waits.sort((a, b) => a - b);
     const at = (q) => waits[Math.min(waits.length - 1, Math.floor(waits.length * q))].toFixed(1);
     return { count: waits.length, p50: at(0.5), p99: at(0.99), p999: at(0.999), max: at(1) };
-  } finally {
-    busy = false;
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 console.log(`${N.toLocaleString('en-US')} events, ${values.dist}`);
