@@ -170,7 +170,7 @@ export interface AuditStore {
    * held one before it. A call that is not `first` continues the calls before it, and rejects if the engine rolled
    * back what it held of them. If any call rejects, nothing held is committed. The server's SQLite store does
    * this on its maintenance thread, and commits before the last when one of the server's own writes waits for
-   * the lock (store/sqlite.ts); the others commit every call.
+   * the lock (store/sqlite-maintenance.ts); the others commit every call.
    */
   appendAuditEvents(
     events: readonly AuditRecord[],
