@@ -1,4 +1,5 @@
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import { createServer, type IncomingMessage, type RequestListener } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { SigningAlg } from '../domain/algorithms.js';
@@ -18,6 +19,7 @@ import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { revocationRoutes } from './routes/revocation.js';
 import { tokenRoutes } from './routes/token.js';
+import { TokenLane } from './token-lane.js';
 
 /**
  * A connection with a request in progress that sees no traffic for this long is closed. Between requests,
@@ -85,7 +87,46 @@ function securityHeaders(issuer: string): Record<string, string> {
 /** The HTTP shell: builds the Fastify app without listening, so tests and main() can do that part. */
 export function buildApp(deps: AppDeps): FastifyInstance {
   const security = securityHeaders(deps.issuer);
+  const metrics = deps.metrics;
+  const persistAudit = deps.persistAudit;
+  const shutdown = deps.shutdown;
+  const lane = new TokenLane({
+    tokens: deps.tokens,
+    logger: deps.logger,
+    security,
+    trustProxy: deps.trustProxy,
+    persistAudit,
+    closesConnection: (request: IncomingMessage) =>
+      shutdown.draining && shutdown.closesConnection(request.socket),
+    observeRequest: metrics && ((...args) => metrics.observeRequest(...args)),
+  });
+  // The HTTP server, made here rather than by Fastify (so that it offers each request to the token lane first),
+  // with the settings Fastify would give it (lib/server.js):
+  // - A client that sends its headers and then trickles the body (or nothing) is answered 408 and cut off.
+  //   Node's own request timeout does it, at no cost per request: the server checks its open connections on
+  //   one timer (every second here instead of Node's 30 s) and hands the late ones to clientErrorHandler. The
+  //   headers timeout must not be longer: Node swaps the two when it is, so the body would get 60 s.
+  // - Node announces the keep-alive timeout (`Keep-Alive: timeout=5`), clients close their idle connections a
+  //   little before it, and the server closes them a second after it (Node's keepAliveTimeoutBuffer): neither
+  //   side races the other. A shutdown waits for it instead of cutting idle connections (shutDown, main.ts).
+  const serverFactory = (fastify: RequestListener) => {
+    const server = createServer(
+      {
+        requestTimeout: deps.requestTimeoutMs,
+        headersTimeout: deps.requestTimeoutMs,
+        connectionsCheckingInterval: Math.min(1000, deps.requestTimeoutMs),
+      },
+      (request, response) => {
+        if (!lane.take(request, response)) fastify(request, response);
+      },
+    );
+    server.keepAliveTimeout = deps.keepAliveTimeoutMs;
+    server.requestTimeout = deps.requestTimeoutMs;
+    server.setTimeout(CONNECTION_TIMEOUT_MS);
+    return server;
+  };
   const app = Fastify({
+    serverFactory,
     loggerInstance: deps.logger,
     // No per-request log lines on the hot path; refusals are logged at debug, failures at error.
     logController: new LogController({ disableRequestLogging: true }),
@@ -96,28 +137,16 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return503OnClosing: true,
     // The caller's address counts for the failed-attempt limits; behind a proxy it comes from X-Forwarded-For.
     trustProxy: deps.trustProxy,
-    // A client that sends its headers and then trickles the body (or nothing) is answered 408 and cut off.
-    // Node's own request timeout does it, at no cost per request: the server checks its open connections
-    // on one timer (every second here instead of Node's 30 s) and hands the late ones to clientErrorHandler.
-    // The headers timeout must not be longer: Node swaps the two when it is, so the body would get 60 s.
-    requestTimeout: deps.requestTimeoutMs,
-    http: {
-      requestTimeout: deps.requestTimeoutMs,
-      headersTimeout: deps.requestTimeoutMs,
-      connectionsCheckingInterval: Math.min(1000, deps.requestTimeoutMs),
-    },
     clientErrorHandler: clientErrorHandler(security),
-    connectionTimeout: CONNECTION_TIMEOUT_MS,
-    // Node announces it (`Keep-Alive: timeout=5`), clients close their idle connections a little before it,
-    // and the server closes them a second after it (Node's keepAliveTimeoutBuffer): neither side races the
-    // other. A shutdown waits for it instead of cutting idle connections (see shutDown in main.ts).
-    keepAliveTimeout: deps.keepAliveTimeoutMs,
+    // Idle keep-alive connections are closed by app.close(), those with a request in flight are answered.
     forceCloseConnections: 'idle',
   }) as unknown as FastifyInstance;
 
-  const metrics = deps.metrics;
-  const persistAudit = deps.persistAudit;
-  const shutdown = deps.shutdown;
+  // From the app's close on, Fastify answers every request (503 while it closes).
+  app.addHook('preClose', (done) => {
+    lane.close();
+    done();
+  });
   app.addHook('onSend', (request, reply, payload, done) => {
     // First the audit events (one spool write for a whole batch of answers), then the answer.
     persistAudit?.();

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import type { Socket } from 'node:net';
 import { invalidRequest, OAuthError, serverError } from '../domain/errors.js';
 import { BODY_LIMIT } from './body.js';
@@ -79,20 +79,26 @@ export function clientErrorHandler(security: Record<string, string>) {
 }
 
 /**
- * One handler for every error: OAuth errors as they are, malformed requests as invalid_request, anything
- * else logged with its detail and answered as a generic server_error, never a stack.
+ * The OAuth error a failed request is answered with, logged: OAuth errors as they are (a refusal, at debug),
+ * malformed requests as invalid_request, anything else logged with its detail (at error) and answered as a
+ * generic server_error, never a stack. The error handler below and the token lane (token-lane.ts) use it.
  */
+export function answerFor(error: unknown, log: Pick<FastifyBaseLogger, 'debug' | 'error'>): OAuthError {
+  if (error instanceof OAuthError) {
+    log.debug({ error: error.error, status: error.status, reason: error.debug }, 'request refused');
+    return error;
+  }
+  const mapped = error instanceof Error ? fromFastify(error as FastifyError) : undefined;
+  if (mapped) return mapped;
+  log.error({ err: error }, 'unexpected error');
+  return serverError();
+}
+
+/** One handler for every error, answered as answerFor says. */
 export function registerErrorHandlers(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError | OAuthError, request, reply) => {
-    if (error instanceof OAuthError) {
-      request.log.debug({ error: error.error, status: error.status, reason: error.debug }, 'request refused');
-      return sendOAuthError(reply, error);
-    }
-    const mapped = fromFastify(error);
-    if (mapped) return sendOAuthError(reply, mapped);
-    request.log.error({ err: error }, 'unexpected error');
-    return sendOAuthError(reply, serverError());
-  });
+  app.setErrorHandler((error: FastifyError | OAuthError, request, reply) =>
+    sendOAuthError(reply, answerFor(error, request.log)),
+  );
 
   // A request no route matched (a method Fastify cannot even route included) on a known path is a 405,
   // answered before its body is read, so a PROPFIND with an odd body is a 405, not a 415.

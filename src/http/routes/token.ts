@@ -5,14 +5,14 @@ import { tokenParams } from '../body.js';
 import { methodNotAllowed, NO_STORE } from '../errors.js';
 import { TOKEN_PATH } from './discovery.js';
 
-const JSON_TYPE = 'application/json; charset=utf-8';
+export const JSON_TYPE = 'application/json; charset=utf-8';
 
 /**
  * The token answer as JSON.stringify writes it, without its escaping scan over the token: a JWS compact
  * serialization is base64url and dots only, and the other members are fixed text and an integer. The scope,
  * when the token has one, is escaped as any string.
  */
-function tokenJson(response: TokenResponse): string {
+export function tokenJson(response: TokenResponse): string {
   const scope = response.scope === undefined ? '' : `,"scope":${JSON.stringify(response.scope)}`;
   // RFC 8693 §2.2.1: a token exchange's answer names the issued token's type (a fixed URN).
   const issued =
@@ -39,7 +39,7 @@ export function endOfTurn(): Promise<void> {
 }
 
 /** The DPoP header as one string: Node joins repeated ones with commas, which the verifier refuses. */
-const dpopHeader = (value: string | string[] | undefined): string | undefined =>
+export const dpopHeader = (value: string | string[] | undefined): string | undefined =>
   Array.isArray(value) ? value.join(', ') : value;
 
 /**

@@ -1,0 +1,116 @@
+import proxyAddr from '@fastify/proxy-addr';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { TokenService } from '../domain/token-service.js';
+import { BODY_LIMIT, parseForm } from './body.js';
+import { answerFor, NO_STORE } from './errors.js';
+import { TOKEN_PATH } from './routes/discovery.js';
+import { dpopHeader, endOfTurn, JSON_TYPE, tokenJson } from './routes/token.js';
+
+const FORM = 'application/x-www-form-urlencoded';
+/** The Content-Types the lane takes, lower-cased: the form type, bare or with the UTF-8 charset. */
+const FORM_TYPES = new Set([FORM, `${FORM};charset=utf-8`, `${FORM}; charset=utf-8`]);
+
+export interface TokenLaneDeps {
+  tokens: TokenService;
+  logger: Logger;
+  /** Headers on every answer (app.ts, securityHeaders). */
+  security: Readonly<Record<string, string>>;
+  trustProxy: boolean | string[];
+  /** Puts the audit events recorded so far on the spool, before an answer is written (AppDeps.persistAudit). */
+  persistAudit?: () => void;
+  /** While the server drains: whether this answer is to close its connection (AppDeps.shutdown). */
+  closesConnection(request: IncomingMessage): boolean;
+  observeRequest?: (method: string, route: string, statusCode: number, seconds: number) => void;
+}
+
+/**
+ * The token endpoint's common request, answered straight from Node's HTTP server instead of through Fastify's
+ * request pipeline (router, hooks, content-type parsers, reply): a POST to exactly /oauth/token with a form
+ * body whose Content-Length is given and within the limit. That is every request of an OAuth client library,
+ * and on a warm cache Fastify's pipeline was about a tenth of the CPU a token costs (bench/README.md, _The
+ * token lane_). Every other request — a JSON body, a query string, a chunked or oversized body, any other
+ * type or method — goes to Fastify as before, and is answered exactly as it always was.
+ *
+ * The answer is the one the Fastify route gives, byte for byte but for the order of headers: the same body
+ * (parseForm, TokenService.issue, tokenJson), the same errors (answerFor), the same headers (the security
+ * headers, no-store, the DPoP nonce, `Connection: close` while draining), the same audit persistence before
+ * it is written and the same request metric; requests are batched the same way (endOfTurn). From the app's
+ * close on, the lane takes nothing: Fastify answers 503 while it closes.
+ */
+export class TokenLane {
+  private closed = false;
+  /** The headers of a token, and of a refusal but for its own (WWW-Authenticate, Retry-After). */
+  private readonly headers: Readonly<Record<string, string>>;
+  private readonly trust: ((address: string, hop: number) => boolean) | undefined;
+
+  constructor(private readonly deps: TokenLaneDeps) {
+    this.headers = { ...NO_STORE, 'content-type': JSON_TYPE, ...deps.security };
+    // As Fastify's request.ip: the socket's peer, or with trusted proxies the nearest untrusted hop.
+    const trust = deps.trustProxy;
+    this.trust = trust === false ? undefined : trust === true ? () => true : proxyAddr.compile(trust);
+  }
+
+  /** From now on every request goes to Fastify (which answers 503 while the app closes). */
+  close(): void {
+    this.closed = true;
+  }
+
+  /** Takes the request and answers it, if it is the lane's; false: it is Fastify's, untouched. */
+  take(request: IncomingMessage, response: ServerResponse): boolean {
+    if (this.closed || request.method !== 'POST' || request.url !== TOKEN_PATH) return false;
+    const headers = request.headers;
+    const type = headers['content-type'];
+    if (type === undefined || !FORM_TYPES.has(type.toLowerCase())) return false;
+    const length = headers['content-length'];
+    if (length === undefined || headers['transfer-encoding'] !== undefined) return false;
+    const bytes = Number(length);
+    if (!(bytes > 0 && bytes <= BODY_LIMIT)) return false;
+
+    const started = performance.now();
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    // A client that goes away mid-body has nobody to answer; Node closes the socket.
+    request.on('error', () => undefined);
+    request.on('end', () => {
+      const body = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8');
+      void this.answer(request, response, body, started);
+    });
+    return true;
+  }
+
+  private async answer(
+    request: IncomingMessage,
+    response: ServerResponse,
+    body: string,
+    started: number,
+  ): Promise<void> {
+    let status = 200;
+    let text: string;
+    let headers: Readonly<Record<string, string | number>> = this.headers;
+    try {
+      const params = parseForm(body).params;
+      await endOfTurn();
+      const issued = await this.deps.tokens.issue({
+        params,
+        authorization: request.headers.authorization,
+        source: this.trust ? proxyAddr(request, this.trust) : (request.socket.remoteAddress ?? ''),
+        dpop: dpopHeader(request.headers.dpop),
+      });
+      text = tokenJson(issued.response);
+    } catch (error) {
+      const refusal = answerFor(error, this.deps.logger);
+      status = refusal.status;
+      text = JSON.stringify(refusal.toJSON());
+      headers = { ...NO_STORE, ...refusal.headers, 'content-type': JSON_TYPE, ...this.deps.security };
+    }
+    this.deps.persistAudit?.();
+    const answer: Record<string, string | number> = { ...headers, 'content-length': Buffer.byteLength(text) };
+    const nonce = this.deps.tokens.dpopNonce();
+    if (nonce !== undefined) answer['dpop-nonce'] = nonce;
+    if (this.deps.closesConnection(request)) answer.connection = 'close';
+    this.deps.observeRequest?.('POST', TOKEN_PATH, status, (performance.now() - started) / 1000);
+    response.writeHead(status, answer);
+    response.end(text);
+  }
+}
