@@ -74,7 +74,12 @@ export class TokenLane {
     request.on('error', () => undefined);
     request.on('end', () => {
       const body = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8');
-      void this.answer(request, response, body, started);
+      this.answer(request, response, body, started).catch((error: unknown) => {
+        // Only writing the answer can fail here (every error of the request itself is answered): the
+        // connection is cut rather than left waiting, and the process goes on.
+        this.deps.logger.error({ err: error }, 'unexpected error');
+        response.destroy();
+      });
     });
     return true;
   }
