@@ -128,6 +128,8 @@ const USAGE = `npm run bench [-- options]
                           the tessera-sqlite-baseline scenario, a before/after in one run
   --compare REF           run every Tessera scenario of the run twice, as of now and as of this git commit (built
                           like --baseline), one after the other, and print a table of each one's ratio
+  --rounds N              with --compare: N pairs of runs of each scenario, every other pair in the other order;
+                          the table gives the median ratio and the range (default 1; on a noisy machine, 3 or more)
   --pg URL                PostgreSQL admin URL (default postgres://postgres@127.0.0.1:5432/postgres)
   --server-cpus 0         CPUs of a single-process server
   --load-cpus 1           CPUs of the load generator (this process)
@@ -155,6 +157,7 @@ function options() {
       label: { type: 'string' },
       baseline: { type: 'string' },
       compare: { type: 'string' },
+      rounds: { type: 'string', default: '1' },
       pg: { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
       'server-cpus': { type: 'string', default: '0' },
       'load-cpus': { type: 'string', default: '1' },
@@ -207,6 +210,7 @@ function options() {
     label: values.label,
     baseline: values.baseline,
     compare: values.compare,
+    rounds: integer('rounds', values.rounds, 1),
     pgAdminUrl: values.pg,
     serverCpus: values['server-cpus'],
     loadCpus: values['load-cpus'],
@@ -280,6 +284,7 @@ function preflight(settings) {
   if (!existsSync(join(ROOT, 'dist/cli/index.js')))
     throw new Error('Tessera is not built: run npm run build');
   if (!existsSync(settings.nodePath)) throw new Error(`no Node binary at ${settings.nodePath}`);
+  if (settings.rounds > 1 && !settings.compare) throw new Error('--rounds needs --compare');
   return execFileSync(settings.nodePath, ['--version'], { encoding: 'utf8' }).trim().replace(/^v/, '');
 }
 
@@ -335,7 +340,9 @@ async function main() {
     60;
   const turns =
     settings.scenarios.length +
-    (settings.compare ? settings.scenarios.filter((id) => id.startsWith('tessera-')).length : 0);
+    (settings.compare
+      ? (2 * settings.rounds - 1) * settings.scenarios.filter((id) => id.startsWith('tessera-')).length
+      : 0);
   const budgetMs = (turns * perScenario + 180) * 1000;
   const watchdog = setTimeout(
     () => void abort(`the run exceeded its time budget (${budgetMs / 1000} s): stopped`, 1),
@@ -1065,12 +1072,33 @@ async function main() {
       }
       await runLoad(id, definition);
       if (compare && isTessera(id)) {
-        // The same scenario as of the --compare revision, right after, so that both see the same machine.
-        tesseraRoot = compare.root;
-        try {
-          await runLoad(`${id}@${compare.commit}`, definition, ` @ ${compare.commit}`);
-        } finally {
-          tesseraRoot = ROOT;
+        // The same scenario as of the --compare revision, right after, so that both see the same machine. With
+        // --rounds, more pairs, each in the other order from the one before (then, now; now, then; ...), so that
+        // what favours the first or the second run of a pair is not counted for one side only. Rows of a round
+        // after the first are `<id>#<round>` and `<id>@<commit>#<round>` (compareRows in lib/report.js).
+        const round = (n) => (n === 1 ? '' : `#${n}`);
+        const asThen = async (n) => {
+          tesseraRoot = compare.root;
+          try {
+            await runLoad(
+              `${id}@${compare.commit}${round(n)}`,
+              definition,
+              ` @ ${compare.commit}${round(n)}`,
+            );
+          } finally {
+            tesseraRoot = ROOT;
+          }
+        };
+        const asNow = (n) => runLoad(`${id}${round(n)}`, definition, round(n) && ` ${round(n)}`);
+        await asThen(1);
+        for (let n = 2; n <= settings.rounds && !aborting; n++) {
+          if (n % 2 === 0) {
+            await asThen(n);
+            await asNow(n);
+          } else {
+            await asNow(n);
+            await asThen(n);
+          }
         }
       }
     }

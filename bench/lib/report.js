@@ -29,28 +29,48 @@ const COLUMNS = [
   ['node', (r) => r.nodeVersion],
 ];
 
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
+
 /**
  * --compare: each Tessera scenario beside its run as of the compared revision (rows `<scenario>@<commit>`), one
- * line per scenario and concurrency: req/s, p99 and CPU per answer, now and then, and the ratios. [] without.
+ * line per scenario and concurrency: req/s, p99 and CPU per answer, now and then, and the ratio. With --rounds,
+ * the pairs of every round (rows `<scenario>#<n>` and `<scenario>@<commit>#<n>`): each figure is the median of
+ * the rounds, the ratio the median of the rounds' ratios, with their range. [] without --compare.
  */
 export function compareRows(rows, commit) {
   if (!commit) return [];
   const out = [];
-  for (const now of rows) {
-    const then = rows.find(
-      (r) => r.scenario === `${now.scenario}@${commit}` && r.connections === now.connections,
-    );
-    if (!then) continue;
+  const row = (scenario, connections) =>
+    rows.find((r) => r.scenario === scenario && r.connections === connections);
+  for (const first of rows) {
+    if (first.scenario.includes('#') || !row(`${first.scenario}@${commit}`, first.connections)) continue;
+    const pairs = [];
+    for (let n = 1; ; n++) {
+      const round = n === 1 ? '' : `#${n}`;
+      const now = row(`${first.scenario}${round}`, first.connections);
+      const then = row(`${first.scenario}@${commit}${round}`, first.connections);
+      if (!now || !then) break;
+      pairs.push({ now, then, ratio: now.reqPerSec / then.reqPerSec });
+    }
+    const of = (pick) => median(pairs.map(pick));
+    const ratios = pairs.map((p) => p.ratio);
     out.push({
-      scenario: now.scenario,
-      connections: now.connections,
-      reqPerSec: now.reqPerSec,
-      thenReqPerSec: then.reqPerSec,
-      ratio: now.reqPerSec / then.reqPerSec,
-      p99Ms: now.p99Ms,
-      thenP99Ms: then.p99Ms,
-      cpuUs: now.serverCpuUsPerRequest,
-      thenCpuUs: then.serverCpuUsPerRequest,
+      scenario: first.scenario,
+      connections: first.connections,
+      rounds: pairs.length,
+      reqPerSec: of((p) => p.now.reqPerSec),
+      thenReqPerSec: of((p) => p.then.reqPerSec),
+      ratio: median(ratios),
+      minRatio: Math.min(...ratios),
+      maxRatio: Math.max(...ratios),
+      p99Ms: of((p) => p.now.p99Ms),
+      thenP99Ms: of((p) => p.then.p99Ms),
+      cpuUs: of((p) => p.now.serverCpuUsPerRequest),
+      thenCpuUs: of((p) => p.then.serverCpuUsPerRequest),
     });
   }
   return out;
@@ -58,12 +78,16 @@ export function compareRows(rows, commit) {
 
 /** The --compare table for the terminal. */
 export function compareText(list, commit) {
+  const rounds = Math.max(...list.map((r) => r.rounds));
   const columns = [
     ['scenario', (r) => r.scenario],
     ['conc.', (r) => String(r.connections)],
     ['req/s now', (r) => thousands(r.reqPerSec)],
     [`req/s ${commit}`, (r) => thousands(r.thenReqPerSec)],
     ['ratio', (r) => `${fixed(r.ratio, 3)}×`],
+    ...(rounds > 1
+      ? [['ratios', (r) => `${fixed(r.minRatio, 2)}–${fixed(r.maxRatio, 2)} (${r.rounds})`]]
+      : []),
     ['p99 ms now', (r) => fixed(r.p99Ms, 2)],
     [`p99 ms ${commit}`, (r) => fixed(r.thenP99Ms, 2)],
     ['CPU µs/req now', (r) => fixed(r.cpuUs, 0)],
@@ -74,7 +98,10 @@ export function compareText(list, commit) {
   const line = (values) =>
     values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join('  ');
   return [
-    `Against ${commit} (--compare), each scenario run as of both, one after the other; ratio = now / then:`,
+    rounds > 1
+      ? `Against ${commit} (--compare), each scenario run as of both in ${rounds} rounds, every other one in the ` +
+        'other order; medians of the rounds, ratio = now / then:'
+      : `Against ${commit} (--compare), each scenario run as of both, one after the other; ratio = now / then:`,
     line(columns.map(([title]) => title)),
     line(widths.map((w) => '-'.repeat(w))),
     ...cells.map(line),
