@@ -225,4 +225,18 @@ describe('the lane answers as the Fastify route does', () => {
     expect(lane.headers['keep-alive']).toBe('timeout=5');
     expect(shape(lane)).toEqual(shape(fastify));
   });
+
+  it("records the caller's address as Fastify does: behind a trusted proxy, the X-Forwarded-For hop", async () => {
+    const form = `grant_type=client_credentials&audience=${encodeURIComponent(API)}`;
+    const authorization = basic(client.id, client.secret);
+    expect((await send(form, false, { authorization, 'x-forwarded-for': '203.0.113.7' })).status).toBe(200);
+    expect((await send(form, true, { authorization, 'x-forwarded-for': '198.51.100.4' })).status).toBe(200);
+    await t.server.runtime.audit.flush();
+    const events = await t.server.runtime.store.queryAuditEvents({
+      types: ['token.issued'],
+      clientId: client.id,
+      limit: 2,
+    });
+    expect(events.map((e) => e.source)).toEqual(['198.51.100.4', '203.0.113.7']);
+  });
 });
