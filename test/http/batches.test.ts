@@ -1,9 +1,9 @@
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import type { TokenService } from '../../src/domain/token-service.js';
 import type { TokenRequest } from '../../src/domain/token-types.js';
 import { registerBodyParsers } from '../../src/http/body.js';
 import { tokenRoutes } from '../../src/http/routes/token.js';
+import { recordingTokens } from '../helpers/fake-tokens.js';
 
 /**
  * Token requests that arrive together are answered as a batch: every token is issued first, then every
@@ -12,19 +12,7 @@ import { tokenRoutes } from '../../src/http/routes/token.js';
 describe('token requests answered in batches', () => {
   it('issues every token of the requests read in one loop iteration before it writes any answer', async () => {
     const events: string[] = [];
-    const tokens = {
-      issue: async (request: TokenRequest) => {
-        events.push(`issue ${request.params.client_id}`);
-        return {
-          response: { access_token: 'a.b.c', token_type: 'Bearer', expires_in: 1800 },
-          clientId: request.params.client_id!,
-          audience: 'https://api.example',
-          jti: 'j',
-        };
-      },
-      // No DPoP nonces: no hook of their own on the answers.
-      dpopNonce: () => undefined,
-    } as unknown as TokenService;
+    const tokens = recordingTokens(events);
     const app = Fastify();
     registerBodyParsers(app);
     tokenRoutes(app, tokens);

@@ -4,9 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { decodeJwt } from 'jose';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TokenService } from '../../src/domain/token-service.js';
-import type { TokenRequest } from '../../src/domain/token-types.js';
 import { TokenLane, type TokenLaneDeps } from '../../src/http/token-lane.js';
+import { recordingTokens } from '../helpers/fake-tokens.js';
 import { openSocket, readResponse, type RawResponse } from '../helpers/raw-http.js';
 import { basic, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
 
@@ -15,25 +14,9 @@ import { basic, startTestServer, type TestClient, type TestServer } from '../hel
  * must take exactly the requests it says it takes, and answer them exactly as the Fastify route would.
  */
 
-/** A token service that issues `a.b.c` to anyone, recording the order of issues (and of answers, below). */
-function fakeTokens(events: string[]): TokenService {
-  return {
-    issue: async (request: TokenRequest) => {
-      events.push(`issue ${request.params.client_id}`);
-      return {
-        response: { access_token: 'a.b.c', token_type: 'Bearer', expires_in: 1800 },
-        clientId: request.params.client_id!,
-        audience: 'https://api.example',
-        jti: 'j',
-      };
-    },
-    dpopNonce: () => undefined,
-  } as unknown as TokenService;
-}
-
 function laneOf(events: string[], deps: Partial<TokenLaneDeps> = {}): TokenLane {
   return new TokenLane({
-    tokens: fakeTokens(events),
+    tokens: recordingTokens(events),
     logger: pino({ level: 'silent' }),
     security: { 'x-frame-options': 'DENY' },
     trustProxy: false,
