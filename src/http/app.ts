@@ -1,5 +1,5 @@
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
-import { createServer, type IncomingMessage, type RequestListener } from 'node:http';
+import { createServer, type RequestListener } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { SigningAlg } from '../domain/algorithms.js';
@@ -90,15 +90,17 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const metrics = deps.metrics;
   const persistAudit = deps.persistAudit;
   const shutdown = deps.shutdown;
+  // Shutting down: an answer closes its connection (RFC 9112 §9.6), so a keep-alive client moves to another
+  // instance instead of sending its next request to one that is about to stop.
+  const closesConnection = (socket: Socket) => shutdown.draining && shutdown.closesConnection(socket);
   const lane = new TokenLane({
     tokens: deps.tokens,
     logger: deps.logger,
     security,
     trustProxy: deps.trustProxy,
     persistAudit,
-    closesConnection: (request: IncomingMessage) =>
-      shutdown.draining && shutdown.closesConnection(request.socket),
-    observeRequest: metrics && ((...args) => metrics.observeRequest(...args)),
+    closesConnection,
+    metrics,
   });
   // The HTTP server, made here rather than by Fastify (so that it offers each request to the token lane first),
   // with the settings Fastify would give it (lib/server.js):
@@ -153,10 +155,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     reply.headers(security);
     // Anything that did not choose its caching (errors, 404s) is not to be stored.
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
-    // Shutting down: close the connection after this answer (RFC 9112 §9.6), so a keep-alive client moves to
-    // another instance instead of sending its next request to one that is about to stop.
-    if (shutdown.draining && shutdown.closesConnection(request.raw.socket))
-      reply.header('connection', 'close');
+    if (closesConnection(request.raw.socket)) reply.header('connection', 'close');
     metrics?.observeRequest(
       request.method,
       request.routeOptions.url ?? '(unmatched)',

@@ -1,5 +1,6 @@
 import proxyAddr from '@fastify/proxy-addr';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { TokenService } from '../domain/token-service.js';
 import { BODY_LIMIT, parseForm } from './body.js';
@@ -20,8 +21,9 @@ export interface TokenLaneDeps {
   /** Puts the audit events recorded so far on the spool, before an answer is written (AppDeps.persistAudit). */
   persistAudit?: () => void;
   /** While the server drains: whether this answer is to close its connection (AppDeps.shutdown). */
-  closesConnection(request: IncomingMessage): boolean;
-  observeRequest?: (method: string, route: string, statusCode: number, seconds: number) => void;
+  closesConnection(socket: Socket): boolean;
+  /** Request durations are observed (AppDeps.metrics); absent: not. */
+  metrics?: { observeRequest(method: string, route: string, statusCode: number, seconds: number): void };
 }
 
 /**
@@ -42,7 +44,7 @@ export interface TokenLaneDeps {
  */
 export class TokenLane {
   private closed = false;
-  /** The headers of a token, and of a refusal but for its own (WWW-Authenticate, Retry-After). */
+  /** The headers of every answer: a token's, and a refusal's besides its own. */
   private readonly headers: Readonly<Record<string, string>>;
   private readonly trust: ((address: string, hop: number) => boolean) | undefined;
 
@@ -94,7 +96,8 @@ export class TokenLane {
   ): Promise<void> {
     let status = 200;
     let text: string;
-    let headers: Readonly<Record<string, string | number>> = this.headers;
+    /** A refusal's own headers (WWW-Authenticate, Retry-After). */
+    let own: Readonly<Record<string, string>> | undefined;
     try {
       const params = parseForm(body).params;
       await endOfTurn();
@@ -109,14 +112,18 @@ export class TokenLane {
       const refusal = answerFor(error, this.deps.logger);
       status = refusal.status;
       text = JSON.stringify(refusal.toJSON());
-      headers = { ...NO_STORE, ...refusal.headers, 'content-type': JSON_TYPE, ...this.deps.security };
+      own = refusal.headers;
     }
     this.deps.persistAudit?.();
-    const answer: Record<string, string | number> = { ...headers, 'content-length': Buffer.byteLength(text) };
+    const answer: Record<string, string | number> = {
+      ...this.headers,
+      ...own,
+      'content-length': Buffer.byteLength(text),
+    };
     const nonce = this.deps.tokens.dpopNonce();
     if (nonce !== undefined) answer['dpop-nonce'] = nonce;
-    if (this.deps.closesConnection(request)) answer.connection = 'close';
-    this.deps.observeRequest?.('POST', TOKEN_PATH, status, (performance.now() - started) / 1000);
+    if (this.deps.closesConnection(request.socket)) answer.connection = 'close';
+    this.deps.metrics?.observeRequest('POST', TOKEN_PATH, status, (performance.now() - started) / 1000);
     response.writeHead(status, answer);
     response.end(text);
   }
