@@ -16,8 +16,8 @@ import {
 import { cpus as osCpus, release, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { checkedWarmup, measure } from './lib/load.js';
+import { options } from './lib/options.js';
 import {
   freePort,
   killAllNow,
@@ -78,146 +78,6 @@ async function loopDelayMaxMs(metricsUrl) {
   } catch {
     return undefined;
   }
-}
-
-const SCENARIOS = [
-  'ceiling',
-  'ceiling-at-once',
-  'floor',
-  'tessera-sqlite',
-  'tessera-sqlite-baseline',
-  'tessera-sqlite-no-metrics',
-  'tessera-sqlite-scoped',
-  'tessera-sqlite-pkjwt',
-  'tessera-sqlite-dpop',
-  'tessera-sqlite-federated',
-  'tessera-sqlite-introspect',
-  'tessera-sqlite-exchange',
-  'tessera-sqlite-admin-list',
-  'tessera-sqlite-cold',
-  'tessera-workers2',
-  'tessera-pg',
-  'tessera-pg-cold',
-  'oidc-provider',
-  'oauth2-server',
-  'client-ids',
-];
-
-const USAGE = `npm run bench [-- options]
-
-  --quick                 short run (1 s warm-up and 1 s per measurement; under a minute in all)
-  --seconds N             seconds per measurement (default 12; quick 1)
-  --warmup N              seconds of checked warm-up per server (default 5; quick 1)
-  --concurrency 10,100    connections of each measurement
-  --cold-clients N        clients in the store for the cold-cache runs (default 100000)
-  --cold-cache-max N      TESSERA_CACHE_MAX of the cold-cache runs (default 1000: every request misses)
-  --id-clients 100000,1000000
-                          numbers of clients of the client-ids measurement: the memory and load time of every
-                          client id held in memory (no load, no server; runs last, pinned like a server;
-                          alone: --only client-ids, about 40 s)
-  --only a,b              run only these scenarios: ${SCENARIOS.join(', ')}
-  --skip a,b              run all but these
-  --node PATH             run every server under this Node binary (default: the one running npm)
-  --env NAME=VALUE        extra environment for every Tessera server (repeatable)
-  --profile               run every server with --cpu-prof and print the top self-time entries
-  --stalls                name every Tessera server's longest event-loop stalls: each callback that ran 5 ms or
-                          more (bench/servers/stalls.js) and the code its CPU profile sampled in it; async_hooks
-                          slow the servers down, so the figures of such a run are not the benchmark's
-  --label TEXT            a label for the results (shown in the report, appended to the file name)
-  --baseline REF          also run Tessera as of this git commit (built into a temporary directory) on SQLite:
-                          the tessera-sqlite-baseline scenario, a before/after in one run
-  --compare REF           run every Tessera scenario of the run twice, as of now and as of this git commit (built
-                          like --baseline), one after the other, and print a table of each one's ratio
-  --rounds N              with --compare: N pairs of runs of each scenario, every other pair in the other order;
-                          the table gives the median ratio and the range (default 1; on a noisy machine, 3 or more)
-  --pg URL                PostgreSQL admin URL (default postgres://postgres@127.0.0.1:5432/postgres)
-  --server-cpus 0         CPUs of a single-process server
-  --load-cpus 1           CPUs of the load generator (this process)
-  --workers-cpus 0,1      CPUs of Tessera --workers 2
-  --out DIR               where results go (default bench/results)
-  --wait-quiet N          before each measurement, wait up to N s for the machine to be idle (default 0)
-`;
-
-function options() {
-  const { values } = parseArgs({
-    options: {
-      quick: { type: 'boolean', default: false },
-      seconds: { type: 'string' },
-      warmup: { type: 'string' },
-      concurrency: { type: 'string', default: '10,100' },
-      'cold-clients': { type: 'string', default: '100000' },
-      'cold-cache-max': { type: 'string', default: '1000' },
-      'id-clients': { type: 'string', default: '100000,1000000' },
-      only: { type: 'string' },
-      skip: { type: 'string' },
-      node: { type: 'string' },
-      env: { type: 'string', multiple: true, default: [] },
-      profile: { type: 'boolean', default: false },
-      stalls: { type: 'boolean', default: false },
-      label: { type: 'string' },
-      baseline: { type: 'string' },
-      compare: { type: 'string' },
-      rounds: { type: 'string', default: '1' },
-      pg: { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
-      'server-cpus': { type: 'string', default: '0' },
-      'load-cpus': { type: 'string', default: '1' },
-      'workers-cpus': { type: 'string', default: '0,1' },
-      out: { type: 'string', default: join(ROOT, 'bench/results') },
-      'wait-quiet': { type: 'string', default: '0' },
-      help: { type: 'boolean', default: false },
-    },
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    process.exit(0);
-  }
-  const integer = (name, value, min) => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number ≥ ${min}`);
-    return n;
-  };
-  const list = (value) =>
-    value
-      ? value
-          .split(',')
-          .map((s) => s.trim())
-          .filter(Boolean)
-      : undefined;
-  const only = list(values.only);
-  const skip = list(values.skip) ?? [];
-  for (const id of [...(only ?? []), ...skip])
-    if (!SCENARIOS.includes(id)) throw new Error(`unknown scenario ${id}; known: ${SCENARIOS.join(', ')}`);
-  const extraEnv = {};
-  for (const pair of values.env) {
-    const eq = pair.indexOf('=');
-    if (eq < 1) throw new Error(`--env wants NAME=VALUE, got ${pair}`);
-    extraEnv[pair.slice(0, eq)] = pair.slice(eq + 1);
-  }
-  return {
-    mode: values.quick ? 'quick' : 'full',
-    seconds: integer('seconds', values.seconds ?? (values.quick ? 1 : 12), 1),
-    warmupSeconds: integer('warmup', values.warmup ?? (values.quick ? 1 : 5), 1),
-    concurrencies: list(values.concurrency).map((c) => integer('concurrency', c, 1)),
-    coldClients: integer('cold-clients', values['cold-clients'], 1000),
-    coldCacheMax: integer('cold-cache-max', values['cold-cache-max'], 100),
-    idClients: list(values['id-clients']).map((c) => integer('id-clients', c, 1)),
-    scenarios: SCENARIOS.filter((id) => (!only || only.includes(id)) && !skip.includes(id)),
-    nodePath: values.node ? resolve(values.node) : process.execPath,
-    extraEnv,
-    profile: values.profile,
-    stalls: values.stalls,
-    label: values.label,
-    baseline: values.baseline,
-    compare: values.compare,
-    rounds: integer('rounds', values.rounds, 1),
-    pgAdminUrl: values.pg,
-    serverCpus: values['server-cpus'],
-    loadCpus: values['load-cpus'],
-    workersCpus: values['workers-cpus'],
-    out: resolve(values.out),
-    waitQuietSeconds: integer('wait-quiet', values['wait-quiet'], 0),
-  };
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -284,12 +144,11 @@ function preflight(settings) {
   if (!existsSync(join(ROOT, 'dist/cli/index.js')))
     throw new Error('Tessera is not built: run npm run build');
   if (!existsSync(settings.nodePath)) throw new Error(`no Node binary at ${settings.nodePath}`);
-  if (settings.rounds > 1 && !settings.compare) throw new Error('--rounds needs --compare');
   return execFileSync(settings.nodePath, ['--version'], { encoding: 'utf8' }).trim().replace(/^v/, '');
 }
 
 async function main() {
-  const settings = options();
+  const settings = options(ROOT);
   const serverNode = preflight(settings);
   if (!settings.baseline)
     settings.scenarios = settings.scenarios.filter((id) => id !== 'tessera-sqlite-baseline');
@@ -1091,15 +950,8 @@ async function main() {
         };
         const asNow = (n) => runLoad(`${id}${round(n)}`, definition, round(n) && ` ${round(n)}`);
         await asThen(1);
-        for (let n = 2; n <= settings.rounds && !aborting; n++) {
-          if (n % 2 === 0) {
-            await asThen(n);
-            await asNow(n);
-          } else {
-            await asNow(n);
-            await asThen(n);
-          }
-        }
+        for (let n = 2; n <= settings.rounds && !aborting; n++)
+          for (const run of n % 2 === 0 ? [asThen, asNow] : [asNow, asThen]) await run(n);
       }
     }
   } finally {

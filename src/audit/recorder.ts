@@ -28,8 +28,8 @@ export const THROTTLE_WINDOW_MS = 60_000;
 const THROTTLE_KEYS = 10_000;
 /**
  * Retention deletes in statements sized to take about this long, paced by PRUNE_PAUSE_MS: each holds the
- * store's write lock while it runs (on SQLite, in the store's maintenance thread, see store/sqlite-maintenance.ts), and the
- * audit trail's own writes wait for at most one of them.
+ * store's write lock while it runs (on SQLite, in the store's maintenance thread, see
+ * store/sqlite-maintenance.ts), and the audit trail's own writes wait for at most one of them.
  */
 const PRUNE_STATEMENT_MS = 4;
 const PRUNE_PAUSE_MS = 12;
