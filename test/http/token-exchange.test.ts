@@ -51,7 +51,9 @@ async function made(input: Parameters<typeof clients.createClient>[1]): Promise<
 beforeAll(async () => {
   t = await startTestServer();
   ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
-  await audiences.addAudience(ctx, { url: FRONT, scopes: [{ name: 'front:read' }] });
+  // The caller's tokens live an hour, so a token exchanged from one (1800 s by default) is never cut short by its
+  // subject's exp when the exchange falls in the next second: the cap itself is tested in the domain tests.
+  await audiences.addAudience(ctx, { url: FRONT, scopes: [{ name: 'front:read' }], tokenTtl: 3600 });
   await audiences.addAudience(ctx, {
     url: MIDDLE,
     scopes: [{ name: 'middle:read' }, { name: 'middle:write' }, { name: 'middle:admin' }],
@@ -197,7 +199,9 @@ describe('token exchange over HTTP', () => {
       act: { sub: bravo.id },
       tenant: 'acme',
     });
-    expect(claims.exp).toBeLessThanOrEqual(decodeJwt(fromCaller).exp!);
+    const subject = decodeJwt(fromCaller);
+    expect(subject.exp! - subject.iat!).toBe(3600);
+    expect(claims.exp).toBeLessThanOrEqual(subject.exp!);
 
     const atBack = await exchange(charlie, first, BACK);
     expect(atBack).toEqual({
