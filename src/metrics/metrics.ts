@@ -15,6 +15,9 @@ const LOOP_DELAY_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.
 /** Milliseconds between two samples of the event loop's delay (a timer of libuv's own, not of JavaScript). */
 const LOOP_DELAY_RESOLUTION_MS = 1;
 
+/** Milliseconds of the thread an exposition takes before it lets the event loop in (see Metrics.exposition). */
+const EXPOSITION_SLICE_MS = 1;
+
 /** A Prometheus text exposition and its content type. */
 export interface Exposition {
   contentType: string;
@@ -51,6 +54,8 @@ interface Series {
   buckets: number[];
   sum: number;
   count: number;
+  /** The series' lines up to their values, made once: `…_bucket{labels,le="` and `…_sum{labels} `, `…_count…`. */
+  text?: { bucket: string; sum: string; count: string };
 }
 
 /**
@@ -108,6 +113,55 @@ class KeyedHistogram {
     }
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
+
+  /**
+   * The exposition text of the histogram, as prom-client's registry writes it from `get()` (the same lines,
+   * labels and numbers, `test/metrics/metrics.test.ts`), with each series' label text made once instead of
+   * at every scrape: prom-client formats a label set per line, ~6 µs, and the store's histogram has hundreds.
+   */
+  text(): string {
+    const lines = [`# HELP ${this.name} ${escapeText(this.help)}`, `# TYPE ${this.name} ${this.type}`];
+    const bounds = this.bounds;
+    for (const series of this.series.values()) {
+      const text = (series.text ??= seriesText(this.name, series.labels));
+      const { buckets } = series;
+      let cumulative = 0;
+      for (let i = 0; i < bounds.length; i++) {
+        cumulative += buckets[i]!;
+        lines.push(`${text.bucket}${bounds[i]}"} ${cumulative}`);
+      }
+      lines.push(`${text.bucket}+Inf"} ${cumulative + buckets[bounds.length]!}`);
+      lines.push(`${text.sum}${numberText(series.sum)}`, `${text.count}${series.count}`);
+    }
+    return lines.join('\n');
+  }
+}
+
+/** A series' line beginnings (see Series.text). */
+function seriesText(name: string, labels: Labels): { bucket: string; sum: string; count: string } {
+  const pairs = Object.entries(labels).map(([label, value]) => `${label}="${escapeLabel(value)}"`);
+  const own = pairs.length === 0 ? '' : `{${pairs.join(',')}}`;
+  return {
+    bucket: `${name}_bucket{${pairs.map((pair) => `${pair},`).join('')}le="`,
+    sum: `${name}_sum${own} `,
+    count: `${name}_count${own} `,
+  };
+}
+
+/** Prometheus' escaping of help text (backslash, newline), and of a label value (also the double quote). */
+function escapeText(text: string): string {
+  return text.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
+}
+
+function escapeLabel(value: string | number): string | number {
+  return typeof value === 'string' ? escapeText(value).replace(/"/g, '\\"') : value;
+}
+
+/** A sample's value as Prometheus' text format writes it (prom-client's `getValueAsString`). */
+function numberText(value: number): string {
+  if (Number.isNaN(value)) return 'Nan';
+  if (!Number.isFinite(value)) return value < 0 ? '-Inf' : '+Inf';
+  return `${value}`;
 }
 
 /**
@@ -472,8 +526,36 @@ export class Metrics {
     });
   }
 
-  /** The exposition text and its content type. */
-  async exposition(): Promise<Exposition> {
-    return { contentType: this.registry.contentType, text: await this.registry.metrics() };
+  /** The exposition under way, which a scrape that comes meanwhile waits for (see exposition()). */
+  private exposing: Promise<unknown> = Promise.resolve();
+
+  /**
+   * The exposition text and its content type: the text prom-client's `registry.metrics()` gives, written a
+   * metric at a time in slices of at most about a millisecond of the thread, the event loop let in between.
+   * Written in one go it held the thread 6–10 ms at every scrape (~800 lines). Scrapes take turns, so that
+   * one's collection never runs between the parts of another's (the loop delay's window and its maximum).
+   */
+  exposition(): Promise<Exposition> {
+    const next = this.exposing.then(() => this.expose());
+    this.exposing = next.catch(() => undefined);
+    return next;
+  }
+
+  private async expose(): Promise<Exposition> {
+    const parts: string[] = [];
+    let slice = performance.now();
+    // prom-client's type of a registered metric does not allow for metrics of other classes (KeyedHistogram).
+    for (const metric of this.registry.getMetricsAsArray() as unknown[]) {
+      parts.push(
+        metric instanceof KeyedHistogram
+          ? metric.text()
+          : await this.registry.getSingleMetricAsString((metric as { name: string }).name),
+      );
+      if (performance.now() - slice >= EXPOSITION_SLICE_MS) {
+        await new Promise(setImmediate);
+        slice = performance.now();
+      }
+    }
+    return { contentType: this.registry.contentType, text: `${parts.join('\n\n')}\n` };
   }
 }
