@@ -1,8 +1,7 @@
-/* global process, console, setTimeout, clearTimeout, Buffer, URLSearchParams, fetch */
+/* global process, console, setTimeout, clearTimeout, fetch */
 // `npm run bench`: Tessera against the ceiling and its peers, one server at a time, each pinned to one core
 // and loaded by autocannon from the other. See bench/README.md.
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import {
   existsSync,
   mkdirSync,
@@ -18,15 +17,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkedWarmup, measure } from './lib/load.js';
 import { options } from './lib/options.js';
-import {
-  freePort,
-  killAllNow,
-  machineCpuSeconds,
-  pinSelf,
-  startPinned,
-  stopServer,
-  waitUntilReady,
-} from './lib/proc.js';
+import { scenarios } from './lib/scenarios.js';
+import { freePort, killAllNow, machineCpuSeconds, pinSelf, stopServer, waitUntilReady } from './lib/proc.js';
 import {
   clientIdsText,
   compareRows,
@@ -38,31 +30,10 @@ import {
   targetsText,
   textTable,
 } from './lib/report.js';
-import {
-  coldClients,
-  createPostgresDatabase,
-  insertPostgres,
-  insertSqlite,
-  postgresAnswers,
-  provision,
-  provisionFederatedClient,
-  provisionKeyClient,
-  provisionExchange,
-  provisionAdminReader,
-  provisionResourceServer,
-  provisionScoped,
-  tesseraEnv,
-} from './lib/stores.js';
-import { assertionMaker, dpopProofMaker, platformToken } from './lib/assertions.js';
+import { postgresAnswers } from './lib/stores.js';
 import { namedStalls, stallsText } from './lib/stalls.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const AUDIENCE = 'https://api.bench.example';
-/** The API the token exchange scenario's service calls for its caller. */
-const DOWNSTREAM = 'https://downstream.bench.example';
-/** The admin list scenario: clients in its store, and clients per page it reads. */
-const ADMIN_LIST_CLIENTS = 1000;
-const ADMIN_LIST_PAGE = 50;
 
 /**
  * Tessera's tessera_event_loop_delay_max_seconds (the longest event-loop delay since the previous scrape), or
@@ -245,581 +216,15 @@ async function main() {
     ),
   };
 
-  // Every scenario gets a store of its own, made when it starts and removed at the end: no scenario runs on
-  // the audit rows or the cold clients another one left.
-  const masterKey = randomBytes(32).toString('base64');
-  let cold;
-  const coldSet = () => {
-    if (!cold) {
-      log(`making ${settings.coldClients.toLocaleString('en-US')} cold-cache clients`);
-      cold = coldClients(settings.coldClients);
-    }
-    return cold;
-  };
-  const storeSettings = (store) => ({
-    TESSERA_MASTER_KEY: masterKey,
-    TESSERA_LOG_LEVEL: 'warn',
-    // Stopped between scenarios, not behind a load balancer: no drain delay (older baselines ignore it).
-    TESSERA_SHUTDOWN_DELAY: '0',
-    ...(store.databaseUrl
-      ? { TESSERA_DATABASE_URL: store.databaseUrl }
-      : { TESSERA_DATA_DIR: store.dataDir }),
+  const { definitions, servedBy, ...measured } = scenarios({
+    settings,
+    cleanups,
+    environment,
+    pgUp,
+    baseline,
+    profileDir,
+    log,
   });
-  /**
-   * The Tessera that the stores are made with and that serves: this checkout's, or the --compare revision's while
-   * its turn of a scenario runs.
-   */
-  let tesseraRoot = ROOT;
-  /** A fresh SQLite store, its schema made by the Tessera at `root` (the baseline's may be older). */
-  async function sqliteStore(root = tesseraRoot) {
-    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
-    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const store = { engine: 'sqlite', dataDir };
-    store.client = await provision(root, tesseraEnv(storeSettings(store)), AUDIENCE);
-    return store;
-  }
-  /** Like sqliteStore, with a client that has ten scopes and five custom claims (every token carries them). */
-  async function scopedSqliteStore() {
-    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
-    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const store = { engine: 'sqlite', dataDir };
-    store.client = await provisionScoped(tesseraRoot, tesseraEnv(storeSettings(store)), AUDIENCE);
-    return store;
-  }
-  /** Like sqliteStore, with a private_key_jwt client (an ES256 key, inline) and the maker of its assertions. */
-  async function keyClientSqliteStore() {
-    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
-    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const store = { engine: 'sqlite', dataDir, assertions: assertionMaker() };
-    store.client = await provisionKeyClient(
-      tesseraRoot,
-      tesseraEnv(storeSettings(store)),
-      AUDIENCE,
-      store.assertions.jwks,
-    );
-    store.assertions.clientId = store.client.clientId;
-    return store;
-  }
-  /** Like sqliteStore, with the maker of the DPoP proofs every request of its client carries. */
-  async function dpopSqliteStore() {
-    const store = await sqliteStore();
-    store.dpop = dpopProofMaker();
-    return store;
-  }
-  /**
-   * Like sqliteStore, with a client that authenticates with a federated credential (a Kubernetes cluster's
-   * key, inline) and the one platform token every request carries.
-   */
-  async function federatedSqliteStore() {
-    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
-    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const trust = {
-      issuer: 'https://kubernetes.default.svc.cluster.local',
-      subject: 'system:serviceaccount:bench:bench',
-      audience: 'https://tessera.bench.example',
-    };
-    const { jwks, token } = platformToken(trust);
-    const store = { engine: 'sqlite', dataDir };
-    store.client = await provisionFederatedClient(
-      tesseraRoot,
-      tesseraEnv(storeSettings(store)),
-      AUDIENCE,
-      dataDir,
-      {
-        ...trust,
-        jwks,
-      },
-    );
-    store.body = Buffer.from(
-      form({
-        grant_type: 'client_credentials',
-        client_id: store.client.clientId,
-        client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
-        client_assertion: token,
-        audience: AUDIENCE,
-      }),
-    );
-    return store;
-  }
-  /**
-   * Like sqliteStore, with a resource server's client (admin scope tokens:introspect) beside the client, granted
-   * the admin audience of the server's issuer (`<issuer>/admin/v1`: the one the server on `port` will have).
-   */
-  async function introspectionSqliteStore(port) {
-    const store = await sqliteStore();
-    store.resourceServer = await provisionResourceServer(
-      tesseraRoot,
-      tesseraEnv({ ...storeSettings(store), TESSERA_ISSUER: `http://127.0.0.1:${port}` }),
-    );
-    return store;
-  }
-  /**
-   * Like sqliteStore, with a service (the resource server of AUDIENCE, granted DOWNSTREAM with token_exchange)
-   * that exchanges the client's tokens for DOWNSTREAM ones.
-   */
-  async function exchangeSqliteStore() {
-    const store = await sqliteStore();
-    store.service = await provisionExchange(
-      tesseraRoot,
-      tesseraEnv(storeSettings(store)),
-      store.dataDir,
-      AUDIENCE,
-      DOWNSTREAM,
-    );
-    return store;
-  }
-  /**
-   * Like sqliteStore, with ADMIN_LIST_CLIENTS more clients and an admin client that may read them (clients:read),
-   * granted the admin audience of the server's issuer (`<issuer>/admin/v1`: the one the server on `port` will have).
-   */
-  async function adminListSqliteStore(port) {
-    const store = await sqliteStore();
-    store.admin = await provisionAdminReader(
-      tesseraRoot,
-      tesseraEnv({ ...storeSettings(store), TESSERA_ISSUER: `http://127.0.0.1:${port}` }),
-      store.dataDir,
-      AUDIENCE,
-      ADMIN_LIST_CLIENTS,
-    );
-    return store;
-  }
-  async function postgresStore() {
-    if (!pgUp) throw new Error(`PostgreSQL does not answer at ${settings.pgAdminUrl}`);
-    const db = await createPostgresDatabase(settings.pgAdminUrl);
-    cleanups.push(() => db.drop());
-    environment.postgres = db.version;
-    const store = { engine: 'postgres', databaseUrl: db.url };
-    store.client = await provision(tesseraRoot, tesseraEnv(storeSettings(store)), AUDIENCE);
-    return store;
-  }
-  async function loadCold(store) {
-    const clients = coldSet();
-    const t0 = Date.now();
-    if (store.engine === 'sqlite') await insertSqlite(join(store.dataDir, 'tessera.db'), clients, AUDIENCE);
-    else await insertPostgres(store.databaseUrl, clients, AUDIENCE);
-    log(
-      `${clients.ids.length.toLocaleString('en-US')} clients written to ${store.engine} in ${Date.now() - t0} ms`,
-    );
-  }
-
-  const form = (params) => new URLSearchParams(params).toString();
-  const tokenBody = (client, audienceParam = 'audience') =>
-    form({
-      grant_type: 'client_credentials',
-      client_id: client.clientId,
-      client_secret: client.clientSecret,
-      [audienceParam]: AUDIENCE,
-    });
-
-  // Requests spread over every cold client, in a random order that repeats no client within a pass.
-  function rotation() {
-    const { ids, secrets } = coldSet();
-    const order = ids.map((_, i) => i);
-    for (let i = order.length - 1; i > 0; i--) {
-      const j = Math.floor(Math.random() * (i + 1));
-      [order[i], order[j]] = [order[j], order[i]];
-    }
-    return {
-      next: 0,
-      clientIds: order.map((i) => ids[i]),
-      bodies: order.map((i) => Buffer.from(tokenBody({ clientId: ids[i], clientSecret: secrets[i] }))),
-    };
-  }
-
-  async function startTessera({
-    id,
-    store,
-    port,
-    workers = 1,
-    cold: isCold = false,
-    env: own = {},
-    root = tesseraRoot,
-  }) {
-    const env = tesseraEnv({
-      ...storeSettings(store),
-      TESSERA_ISSUER: `http://127.0.0.1:${port}`,
-      ...(isCold ? { TESSERA_CACHE_MAX: String(settings.coldCacheMax) } : {}),
-      ...own,
-      ...settings.extraEnv,
-    });
-    const flags = ['--disable-warning=ExperimentalWarning'];
-    if (settings.profile || settings.stalls)
-      flags.push('--cpu-prof', `--cpu-prof-dir=${join(profileDir, id)}`);
-    if (settings.stalls) {
-      mkdirSync(join(profileDir, id), { recursive: true });
-      flags.push('--cpu-prof-interval', '250', '--import', join(ROOT, 'bench/servers/stalls.js'));
-      env.BENCH_STALLS_FILE = join(profileDir, id, 'stalls.log');
-    }
-    const args = [
-      ...flags,
-      join(root, 'bin/tessera.js'),
-      'serve',
-      '--port',
-      String(port),
-      '--host',
-      '127.0.0.1',
-    ];
-    if (workers > 1) args.push('--workers', String(workers));
-    const server = startPinned({
-      name: id,
-      cpus: workers > 1 ? settings.workersCpus : settings.serverCpus,
-      command: settings.nodePath,
-      args,
-      env,
-      cwd: root,
-    });
-    const url = `http://127.0.0.1:${port}`;
-    const target = { ...tokenTarget(url, store.client), rotation: isCold ? rotation() : undefined };
-    if (store.assertions) {
-      store.assertions.tokenEndpoint = `${url}/oauth/token`;
-      target.assertions = store.assertions;
-    }
-    if (store.dpop) {
-      store.dpop.tokenEndpoint = `${url}/oauth/token`;
-      target.dpop = store.dpop;
-    }
-    // A body of the store's own (the federated scenario's platform token), sent as it is every time.
-    if (store.body) target.body = store.body;
-    return { server, target, readyUrl: `${url}/readyz` };
-  }
-
-  /** What the load generator asks a server for: the token of `client`, and where to check it. */
-  function tokenTarget(url, client, audienceParam = 'audience') {
-    return {
-      url,
-      path: '/oauth/token',
-      issuer: url,
-      audience: AUDIENCE,
-      jwksUrl: `${url}/.well-known/jwks.json`,
-      clientId: client.clientId,
-      body: Buffer.from(tokenBody(client, audienceParam)),
-    };
-  }
-
-  /** The ceiling's signature alone, in a tight loop pinned like a server (bench/servers/sign-loop.js). */
-  async function measureSignature() {
-    const child = startPinned({
-      name: 'sign-loop',
-      cpus: settings.serverCpus,
-      command: settings.nodePath,
-      args: [join(ROOT, 'bench/servers/sign-loop.js')],
-      env: {
-        ...tesseraEnv({}),
-        BENCH_PORT: '0',
-        BENCH_ISSUER: 'http://127.0.0.1',
-        BENCH_AUDIENCE: AUDIENCE,
-        BENCH_CLIENT_ID: 'bench-client',
-        BENCH_CLIENT_SECRET: 'unused',
-      },
-      cwd: ROOT,
-    });
-    try {
-      const code = await child.exited;
-      const json = child.output.split('\n').find((line) => line.startsWith('{"usPerSignature"'));
-      if (code !== 0 || json === undefined)
-        throw new Error(`bench/servers/sign-loop.js exited ${code}:\n${child.output}`);
-      return JSON.parse(json);
-    } finally {
-      await stopServer(child);
-    }
-  }
-
-  function startPeer({ id, script, port, audienceParam = 'audience', extraEnv = {} }) {
-    const url = `http://127.0.0.1:${port}`;
-    const client = {
-      clientId: `bench-${randomBytes(8).toString('hex')}`,
-      clientSecret: randomBytes(32).toString('base64url'),
-    };
-    const env = {
-      ...tesseraEnv({}),
-      NODE_ENV: 'production',
-      BENCH_PORT: String(port),
-      BENCH_ISSUER: url,
-      BENCH_AUDIENCE: AUDIENCE,
-      BENCH_CLIENT_ID: client.clientId,
-      BENCH_CLIENT_SECRET: client.clientSecret,
-      ...extraEnv,
-    };
-    const server = startPinned({
-      name: id,
-      cpus: settings.serverCpus,
-      command: settings.nodePath,
-      args: [
-        ...(settings.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, id)}`] : []),
-        join(ROOT, 'bench/servers', script),
-      ],
-      env,
-      cwd: ROOT,
-    });
-    const target = tokenTarget(url, client, audienceParam);
-    const loopDelayUrl = script === 'ceiling.js' ? `${url}/metrics` : undefined;
-    return { server, target, readyUrl: target.jwksUrl, loopDelayUrl };
-  }
-
-  /**
-   * A Tessera scenario whose requests need something of the running server first (a token to introspect, to
-   * exchange, to call the admin API with): `prepare(target, store)` runs once it answers, before the warm-up.
-   */
-  const preparedTessera = (id, makeStore, prepare) => async (port) => {
-    const store = await makeStore(port);
-    const started = await startTessera({ id, store, port });
-    started.target.prepare = () => prepare(started.target, store);
-    return started;
-  };
-
-  const coldNote = () =>
-    `cold cache: ${settings.coldClients.toLocaleString('en-US')} clients in the store, requests rotate through all of ` +
-    `them in random order, TESSERA_CACHE_MAX=${settings.coldCacheMax} so that practically every request is a cache miss`;
-
-  /** A cold-cache scenario: the store filled with the cold clients, a cache too small to hold them. */
-  const coldScenario = (id, label, openStore, store) => ({
-    label,
-    store,
-    note: coldNote,
-    start: async (port) => {
-      const opened = await openStore();
-      await loadCold(opened);
-      return startTessera({ id, store: opened, port, cold: true });
-    },
-  });
-
-  /** One token of the scenario's client, got at its running server: what an introspection or exchange scenario sends. */
-  async function clientToken(target, purpose) {
-    const response = await fetch(`${target.url}/oauth/token`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: target.body,
-    });
-    if (response.status !== 200) throw new Error(`no token to ${purpose}: status ${response.status}`);
-    return (await response.json()).access_token;
-  }
-
-  const definitions = {
-    ceiling: {
-      label: 'ceiling (node:http + node:crypto)',
-      start: (port) => startPeer({ id: 'ceiling', script: 'ceiling.js', port }),
-    },
-    'ceiling-at-once': {
-      label: 'ceiling, each answer written at once',
-      note: () =>
-        'ceiling-at-once: the ceiling writing each answer as soon as its body is read, instead of in one batch per ' +
-        'event-loop iteration; the difference is what batching saves in the kernel on loopback',
-      start: (port) =>
-        startPeer({ id: 'ceiling-at-once', script: 'ceiling.js', port, extraEnv: { BENCH_AT_ONCE: '1' } }),
-    },
-    floor: {
-      label: 'HTTP floor (the ceiling, one fixed token)',
-      note: () =>
-        signature === undefined
-          ? undefined
-          : `physical limit on one core ("vs limit"): one core doing nothing but the HTTP floor's work per answer (the ` +
-            `ceiling answering one token signed at start; its server CPU per answer) plus one ES256 signature as a ` +
-            `tight loop measures it on the server's CPU (${signature.usPerSignature.toFixed(1)} µs)`,
-      start: async (port) => {
-        signature = await measureSignature();
-        log(`floor: one signature in a tight loop costs ${signature.usPerSignature.toFixed(1)} µs`);
-        return startPeer({ id: 'floor', script: 'ceiling.js', port, extraEnv: { BENCH_FIXED: '1' } });
-      },
-    },
-    'tessera-sqlite': {
-      label: 'Tessera, SQLite',
-      start: async (port) => startTessera({ id: 'tessera-sqlite', store: await sqliteStore(), port }),
-    },
-    'tessera-sqlite-baseline': {
-      label: `Tessera, SQLite, baseline ${baseline?.commit ?? ''}`,
-      note: () =>
-        `baseline: Tessera as of ${baseline.commit} (--baseline ${settings.baseline}), built apart and run like ` +
-        'tessera-sqlite in the same run: the difference between the two rows is what the changes since cost or save',
-      start: async (port) =>
-        startTessera({
-          id: 'tessera-sqlite-baseline',
-          store: await sqliteStore(baseline.root),
-          port,
-          root: baseline.root,
-        }),
-    },
-    'tessera-sqlite-no-metrics': {
-      label: 'Tessera, SQLite, TESSERA_METRICS=false',
-      start: async (port) =>
-        startTessera({
-          id: 'tessera-sqlite-no-metrics',
-          store: await sqliteStore(),
-          port,
-          env: { TESSERA_METRICS: 'false' },
-        }),
-    },
-    'tessera-sqlite-scoped': {
-      label: 'Tessera, SQLite, 10 scopes + 5 claims',
-      note: () =>
-        'scoped: the client is granted ten scopes and has five custom claims, so every token carries a scope ' +
-        'claim and the custom claims (and the answer a scope field); against tessera-sqlite, what they cost',
-      start: async (port) =>
-        startTessera({ id: 'tessera-sqlite-scoped', store: await scopedSqliteStore(), port }),
-    },
-    'tessera-sqlite-pkjwt': {
-      label: 'Tessera, SQLite, private_key_jwt',
-      note: () =>
-        'private_key_jwt: the client authenticates with a new ES256 client assertion per request (made by the load ' +
-        'generator): the server verifies its signature with jose and records its jti in the store (the replay ' +
-        'check, one INSERT; Redis when configured); against tessera-sqlite, what an assertion costs over a secret',
-      start: async (port) =>
-        startTessera({ id: 'tessera-sqlite-pkjwt', store: await keyClientSqliteStore(), port }),
-    },
-    'tessera-sqlite-dpop': {
-      label: 'Tessera, SQLite, DPoP',
-      note: () =>
-        'DPoP: the client of tessera-sqlite (a secret) sends a new ES256 DPoP proof with every request (made by ' +
-        'the load generator): the server checks it, verifies its signature with node:crypto (the key imported and ' +
-        'thumbprinted once), records its jti in the store (one INSERT; Redis when configured), and the token ' +
-        'carries cnf.jkt; ' +
-        'against tessera-sqlite, what binding a token to a key costs',
-      start: async (port) =>
-        startTessera({ id: 'tessera-sqlite-dpop', store: await dpopSqliteStore(), port }),
-    },
-    'tessera-sqlite-federated': {
-      label: 'Tessera, SQLite, federated credential',
-      note: () =>
-        'federated: the client authenticates with a Kubernetes projected service-account token (RS256, the ' +
-        "cluster's key registered inline), the same token on every request as a pod reuses it: the server checks " +
-        'its claims against the credential and verifies its signature with jose; no replay check (the credential ' +
-        'is not once), so no write; against tessera-sqlite-pkjwt, what a platform token costs over an assertion',
-      start: async (port) =>
-        startTessera({ id: 'tessera-sqlite-federated', store: await federatedSqliteStore(), port }),
-    },
-    'tessera-sqlite-introspect': {
-      label: 'Tessera, SQLite, introspection',
-      note: () =>
-        'introspection: POST /oauth/introspect by a resource server (client_secret_post, admin scope ' +
-        'tokens:introspect) of one active ES256 token of the client, verified from memory (the signature, the ' +
-        "denylist, the client's standing); against tessera-sqlite, the token endpoint's rate on the same server build",
-      // Once the server answers: a token of the client, which every request then introspects.
-      start: preparedTessera('tessera-sqlite-introspect', introspectionSqliteStore, async (target, store) => {
-        const token = await clientToken(target, 'introspect');
-        const rs = store.resourceServer;
-        target.path = '/oauth/introspect';
-        target.introspection = true;
-        target.body = Buffer.from(form({ token, client_id: rs.clientId, client_secret: rs.clientSecret }));
-      }),
-    },
-    'tessera-sqlite-exchange': {
-      label: 'Tessera, SQLite, token exchange',
-      note: () =>
-        'token exchange (RFC 8693): a service (client_secret_post) exchanges one active ES256 token of the client ' +
-        '(its caller, for the API the service serves) for a token of the API it calls, with act: the subject ' +
-        "token verified from memory (the signature, the denylist, both clients' standing), then signed as a " +
-        "client credentials token; against tessera-sqlite, the token endpoint's rate on the same server build",
-      // Once the server answers: a token of the client (the caller), which every request then exchanges.
-      start: preparedTessera('tessera-sqlite-exchange', exchangeSqliteStore, async (target, store) => {
-        const token = await clientToken(target, 'exchange');
-        const service = store.service;
-        target.exchange = { sub: target.clientId };
-        target.clientId = service.clientId;
-        target.audience = DOWNSTREAM;
-        target.body = Buffer.from(
-          form({
-            grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
-            client_id: service.clientId,
-            client_secret: service.clientSecret,
-            subject_token: token,
-            subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
-            audience: DOWNSTREAM,
-          }),
-        );
-      }),
-    },
-    'tessera-sqlite-admin-list': {
-      label: 'Tessera, SQLite, admin list',
-      note: () =>
-        `admin list: GET /admin/v1/clients?limit=${ADMIN_LIST_PAGE} by an operator's program (a Bearer token of an ` +
-        `admin client with clients:read) on a store of ${ADMIN_LIST_CLIENTS.toLocaleString('en-US')} clients: the ` +
-        'token verified, the page read from the store (clients, grants, secrets) and serialized with its schema; ' +
-        "against tessera-sqlite, the token endpoint's rate on the same server build",
-      // Once the server answers: an admin token, with which every request reads the first page of clients.
-      start: preparedTessera('tessera-sqlite-admin-list', adminListSqliteStore, async (target, store) => {
-        const admin = store.admin;
-        const token = await clientToken(
-          {
-            ...target,
-            body: form({
-              grant_type: 'client_credentials',
-              client_id: admin.clientId,
-              client_secret: admin.clientSecret,
-              audience: `${target.url}/admin/v1`,
-            }),
-          },
-          'list clients',
-        );
-        target.method = 'GET';
-        target.path = `/admin/v1/clients?limit=${ADMIN_LIST_PAGE}`;
-        target.headers = { authorization: `Bearer ${token}` };
-        target.body = undefined;
-        target.adminList = { count: ADMIN_LIST_PAGE };
-      }),
-    },
-    'tessera-sqlite-cold': coldScenario('tessera-sqlite-cold', 'Tessera, SQLite, cold cache', sqliteStore),
-    'tessera-workers2': {
-      label: 'Tessera, SQLite, --workers 2 *',
-      workers: 2,
-      note: () =>
-        `* --workers 2: a primary and two workers on CPUs ${settings.workersCpus}, and the load generator shares ` +
-        `CPU ${settings.loadCpus} with them: the figure is a lower bound for two dedicated cores; on a machine with ` +
-        `more cores, expect close to N× the single-process figure for N workers, each worker being independent ` +
-        `(its own cache and keys, no shared lock on the token path) as long as the load balancer and the store ` +
-        `keep up`,
-      start: async (port) =>
-        startTessera({ id: 'tessera-workers2', store: await sqliteStore(), port, workers: 2 }),
-    },
-    'tessera-pg': {
-      label: 'Tessera, PostgreSQL',
-      store: 'postgres',
-      start: async (port) => startTessera({ id: 'tessera-pg', store: await postgresStore(), port }),
-    },
-    'tessera-pg-cold': coldScenario(
-      'tessera-pg-cold',
-      'Tessera, PostgreSQL, cold cache',
-      postgresStore,
-      'postgres',
-    ),
-    'oidc-provider': {
-      label: 'node-oidc-provider',
-      start: (port) =>
-        startPeer({ id: 'oidc-provider', script: 'oidc-provider.js', port, audienceParam: 'resource' }),
-    },
-    'oauth2-server': {
-      label: '@node-oauth/oauth2-server',
-      start: (port) => startPeer({ id: 'oauth2-server', script: 'oauth2-server.js', port }),
-    },
-    // Not a load: bench/client-ids.js in a process of its own, pinned like a server, on the servers' Node.
-    'client-ids': {
-      label: 'client ids in memory',
-      measure: async () => {
-        const child = startPinned({
-          name: 'client-ids',
-          cpus: settings.serverCpus,
-          command: settings.nodePath,
-          args: [
-            '--expose-gc',
-            '--disable-warning=ExperimentalWarning',
-            join(ROOT, 'bench/client-ids.js'),
-            '--clients',
-            settings.idClients.join(','),
-            '--json',
-          ],
-          env: tesseraEnv({}),
-          cwd: ROOT,
-        });
-        try {
-          const code = await child.exited;
-          const json = child.output.split('\n').find((line) => line.startsWith('{"node"'));
-          if (code !== 0 || json === undefined)
-            throw new Error(`bench/client-ids.js exited ${code}:\n${child.output}`);
-          return JSON.parse(json);
-        } finally {
-          await stopServer(child);
-        }
-      },
-    },
-  };
 
   log(
     `${settings.mode} run: ${settings.scenarios.join(', ')}; servers on Node ${serverNode}, CPUs ${settings.serverCpus}; ` +
@@ -903,8 +308,6 @@ async function main() {
   }
 
   const notedOnce = new Set();
-  /** The signature alone, measured when the floor scenario runs: {usPerSignature}. */
-  let signature;
   try {
     for (const id of settings.scenarios) {
       if (aborting) break;
@@ -936,18 +339,10 @@ async function main() {
         // what favours the first or the second run of a pair is not counted for one side only. Rows of a round
         // after the first are `<id>#<round>` and `<id>@<commit>#<round>` (compareRows in lib/report.js).
         const round = (n) => (n === 1 ? '' : `#${n}`);
-        const asThen = async (n) => {
-          tesseraRoot = compare.root;
-          try {
-            await runLoad(
-              `${id}@${compare.commit}${round(n)}`,
-              definition,
-              ` @ ${compare.commit}${round(n)}`,
-            );
-          } finally {
-            tesseraRoot = ROOT;
-          }
-        };
+        const asThen = (n) =>
+          servedBy(compare.root, () =>
+            runLoad(`${id}@${compare.commit}${round(n)}`, definition, ` @ ${compare.commit}${round(n)}`),
+          );
         const asNow = (n) => runLoad(`${id}${round(n)}`, definition, round(n) && ` ${round(n)}`);
         await asThen(1);
         for (let n = 2; n <= settings.rounds && !aborting; n++)
@@ -958,6 +353,7 @@ async function main() {
     killAllNow();
     await runCleanups();
   }
+  const signature = measured.signature();
 
   // Every ratio is against the best bare server of the run at that concurrency (the ceiling, or the ceiling
   // writing each answer at once when that was faster), and against the physical limit on one core.

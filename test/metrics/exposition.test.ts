@@ -38,7 +38,12 @@ describe('the exposition', () => {
     await store.findClient('b');
     await expect(store.findClient('missing')).rejects.toThrow('no');
     m.tokenOutcome(
-      { type: 'token.refused', clientId: 'c', audience: 'https://api.example.com', reason: 'invalid_client' } as never,
+      {
+        type: 'token.refused',
+        clientId: 'c',
+        audience: 'https://api.example.com',
+        reason: 'invalid_client',
+      } as never,
       () => true,
     );
     m.close(); // the loop delay's sampler stops: both texts see the same samples

@@ -1,0 +1,307 @@
+/* global Buffer, fetch */
+// The scenarios of `npm run bench` (bench/README.md lists them): for each, its label, how its store is made and
+// its server started (lib/servers.js), and the note the report gives it. run.js runs those asked for, measures
+// and reports.
+import { join } from 'node:path';
+import { startPinned, stopServer } from './proc.js';
+import { ADMIN_LIST_CLIENTS, ADMIN_LIST_PAGE, DOWNSTREAM, ROOT, runServers } from './servers.js';
+import { tesseraEnv } from './stores.js';
+
+/**
+ * The scenarios of one run, by id, and what run.js needs of them besides. `run` is what they share with it: the
+ * settings (lib/options.js), the cleanups their stores and databases add to, the environment record, whether
+ * PostgreSQL answers, the --baseline build, where profiles go, and the run's log.
+ */
+export function scenarios(run) {
+  const { settings, baseline, log } = run;
+  const {
+    sqliteStore,
+    scopedSqliteStore,
+    keyClientSqliteStore,
+    dpopSqliteStore,
+    federatedSqliteStore,
+    introspectionSqliteStore,
+    exchangeSqliteStore,
+    adminListSqliteStore,
+    postgresStore,
+    loadCold,
+    form,
+    startTessera,
+    startPeer,
+    measureSignature,
+    servedBy,
+  } = runServers(run);
+  /** The signature alone, measured when the floor scenario runs: {usPerSignature}. */
+  let signature;
+  /**
+   * A Tessera scenario whose requests need something of the running server first (a token to introspect, to
+   * exchange, to call the admin API with): `prepare(target, store)` runs once it answers, before the warm-up.
+   */
+  const preparedTessera = (id, makeStore, prepare) => async (port) => {
+    const store = await makeStore(port);
+    const started = await startTessera({ id, store, port });
+    started.target.prepare = () => prepare(started.target, store);
+    return started;
+  };
+
+  const coldNote = () =>
+    `cold cache: ${settings.coldClients.toLocaleString('en-US')} clients in the store, requests rotate through all of ` +
+    `them in random order, TESSERA_CACHE_MAX=${settings.coldCacheMax} so that practically every request is a cache miss`;
+
+  /** A cold-cache scenario: the store filled with the cold clients, a cache too small to hold them. */
+  const coldScenario = (id, label, openStore, store) => ({
+    label,
+    store,
+    note: coldNote,
+    start: async (port) => {
+      const opened = await openStore();
+      await loadCold(opened);
+      return startTessera({ id, store: opened, port, cold: true });
+    },
+  });
+
+  /** One token of the scenario's client, got at its running server: what an introspection or exchange scenario sends. */
+  async function clientToken(target, purpose) {
+    const response = await fetch(`${target.url}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: target.body,
+    });
+    if (response.status !== 200) throw new Error(`no token to ${purpose}: status ${response.status}`);
+    return (await response.json()).access_token;
+  }
+
+  const definitions = {
+    ceiling: {
+      label: 'ceiling (node:http + node:crypto)',
+      start: (port) => startPeer({ id: 'ceiling', script: 'ceiling.js', port }),
+    },
+    'ceiling-at-once': {
+      label: 'ceiling, each answer written at once',
+      note: () =>
+        'ceiling-at-once: the ceiling writing each answer as soon as its body is read, instead of in one batch per ' +
+        'event-loop iteration; the difference is what batching saves in the kernel on loopback',
+      start: (port) =>
+        startPeer({ id: 'ceiling-at-once', script: 'ceiling.js', port, extraEnv: { BENCH_AT_ONCE: '1' } }),
+    },
+    floor: {
+      label: 'HTTP floor (the ceiling, one fixed token)',
+      note: () =>
+        signature === undefined
+          ? undefined
+          : `physical limit on one core ("vs limit"): one core doing nothing but the HTTP floor's work per answer (the ` +
+            `ceiling answering one token signed at start; its server CPU per answer) plus one ES256 signature as a ` +
+            `tight loop measures it on the server's CPU (${signature.usPerSignature.toFixed(1)} µs)`,
+      start: async (port) => {
+        signature = await measureSignature();
+        log(`floor: one signature in a tight loop costs ${signature.usPerSignature.toFixed(1)} µs`);
+        return startPeer({ id: 'floor', script: 'ceiling.js', port, extraEnv: { BENCH_FIXED: '1' } });
+      },
+    },
+    'tessera-sqlite': {
+      label: 'Tessera, SQLite',
+      start: async (port) => startTessera({ id: 'tessera-sqlite', store: await sqliteStore(), port }),
+    },
+    'tessera-sqlite-baseline': {
+      label: `Tessera, SQLite, baseline ${baseline?.commit ?? ''}`,
+      note: () =>
+        `baseline: Tessera as of ${baseline.commit} (--baseline ${settings.baseline}), built apart and run like ` +
+        'tessera-sqlite in the same run: the difference between the two rows is what the changes since cost or save',
+      start: async (port) =>
+        startTessera({
+          id: 'tessera-sqlite-baseline',
+          store: await sqliteStore(baseline.root),
+          port,
+          root: baseline.root,
+        }),
+    },
+    'tessera-sqlite-no-metrics': {
+      label: 'Tessera, SQLite, TESSERA_METRICS=false',
+      start: async (port) =>
+        startTessera({
+          id: 'tessera-sqlite-no-metrics',
+          store: await sqliteStore(),
+          port,
+          env: { TESSERA_METRICS: 'false' },
+        }),
+    },
+    'tessera-sqlite-scoped': {
+      label: 'Tessera, SQLite, 10 scopes + 5 claims',
+      note: () =>
+        'scoped: the client is granted ten scopes and has five custom claims, so every token carries a scope ' +
+        'claim and the custom claims (and the answer a scope field); against tessera-sqlite, what they cost',
+      start: async (port) =>
+        startTessera({ id: 'tessera-sqlite-scoped', store: await scopedSqliteStore(), port }),
+    },
+    'tessera-sqlite-pkjwt': {
+      label: 'Tessera, SQLite, private_key_jwt',
+      note: () =>
+        'private_key_jwt: the client authenticates with a new ES256 client assertion per request (made by the load ' +
+        'generator): the server verifies its signature with jose and records its jti in the store (the replay ' +
+        'check, one INSERT; Redis when configured); against tessera-sqlite, what an assertion costs over a secret',
+      start: async (port) =>
+        startTessera({ id: 'tessera-sqlite-pkjwt', store: await keyClientSqliteStore(), port }),
+    },
+    'tessera-sqlite-dpop': {
+      label: 'Tessera, SQLite, DPoP',
+      note: () =>
+        'DPoP: the client of tessera-sqlite (a secret) sends a new ES256 DPoP proof with every request (made by ' +
+        'the load generator): the server checks it, verifies its signature with node:crypto (the key imported and ' +
+        'thumbprinted once), records its jti in the store (one INSERT; Redis when configured), and the token ' +
+        'carries cnf.jkt; ' +
+        'against tessera-sqlite, what binding a token to a key costs',
+      start: async (port) =>
+        startTessera({ id: 'tessera-sqlite-dpop', store: await dpopSqliteStore(), port }),
+    },
+    'tessera-sqlite-federated': {
+      label: 'Tessera, SQLite, federated credential',
+      note: () =>
+        'federated: the client authenticates with a Kubernetes projected service-account token (RS256, the ' +
+        "cluster's key registered inline), the same token on every request as a pod reuses it: the server checks " +
+        'its claims against the credential and verifies its signature with jose; no replay check (the credential ' +
+        'is not once), so no write; against tessera-sqlite-pkjwt, what a platform token costs over an assertion',
+      start: async (port) =>
+        startTessera({ id: 'tessera-sqlite-federated', store: await federatedSqliteStore(), port }),
+    },
+    'tessera-sqlite-introspect': {
+      label: 'Tessera, SQLite, introspection',
+      note: () =>
+        'introspection: POST /oauth/introspect by a resource server (client_secret_post, admin scope ' +
+        'tokens:introspect) of one active ES256 token of the client, verified from memory (the signature, the ' +
+        "denylist, the client's standing); against tessera-sqlite, the token endpoint's rate on the same server build",
+      // Once the server answers: a token of the client, which every request then introspects.
+      start: preparedTessera('tessera-sqlite-introspect', introspectionSqliteStore, async (target, store) => {
+        const token = await clientToken(target, 'introspect');
+        const rs = store.resourceServer;
+        target.path = '/oauth/introspect';
+        target.introspection = true;
+        target.body = Buffer.from(form({ token, client_id: rs.clientId, client_secret: rs.clientSecret }));
+      }),
+    },
+    'tessera-sqlite-exchange': {
+      label: 'Tessera, SQLite, token exchange',
+      note: () =>
+        'token exchange (RFC 8693): a service (client_secret_post) exchanges one active ES256 token of the client ' +
+        '(its caller, for the API the service serves) for a token of the API it calls, with act: the subject ' +
+        "token verified from memory (the signature, the denylist, both clients' standing), then signed as a " +
+        "client credentials token; against tessera-sqlite, the token endpoint's rate on the same server build",
+      // Once the server answers: a token of the client (the caller), which every request then exchanges.
+      start: preparedTessera('tessera-sqlite-exchange', exchangeSqliteStore, async (target, store) => {
+        const token = await clientToken(target, 'exchange');
+        const service = store.service;
+        target.exchange = { sub: target.clientId };
+        target.clientId = service.clientId;
+        target.audience = DOWNSTREAM;
+        target.body = Buffer.from(
+          form({
+            grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+            client_id: service.clientId,
+            client_secret: service.clientSecret,
+            subject_token: token,
+            subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+            audience: DOWNSTREAM,
+          }),
+        );
+      }),
+    },
+    'tessera-sqlite-admin-list': {
+      label: 'Tessera, SQLite, admin list',
+      note: () =>
+        `admin list: GET /admin/v1/clients?limit=${ADMIN_LIST_PAGE} by an operator's program (a Bearer token of an ` +
+        `admin client with clients:read) on a store of ${ADMIN_LIST_CLIENTS.toLocaleString('en-US')} clients: the ` +
+        'token verified, the page read from the store (clients, grants, secrets) and serialized with its schema; ' +
+        "against tessera-sqlite, the token endpoint's rate on the same server build",
+      // Once the server answers: an admin token, with which every request reads the first page of clients.
+      start: preparedTessera('tessera-sqlite-admin-list', adminListSqliteStore, async (target, store) => {
+        const admin = store.admin;
+        const token = await clientToken(
+          {
+            ...target,
+            body: form({
+              grant_type: 'client_credentials',
+              client_id: admin.clientId,
+              client_secret: admin.clientSecret,
+              audience: `${target.url}/admin/v1`,
+            }),
+          },
+          'list clients',
+        );
+        target.method = 'GET';
+        target.path = `/admin/v1/clients?limit=${ADMIN_LIST_PAGE}`;
+        target.headers = { authorization: `Bearer ${token}` };
+        target.body = undefined;
+        target.adminList = { count: ADMIN_LIST_PAGE };
+      }),
+    },
+    'tessera-sqlite-cold': coldScenario('tessera-sqlite-cold', 'Tessera, SQLite, cold cache', sqliteStore),
+    'tessera-workers2': {
+      label: 'Tessera, SQLite, --workers 2 *',
+      workers: 2,
+      note: () =>
+        `* --workers 2: a primary and two workers on CPUs ${settings.workersCpus}, and the load generator shares ` +
+        `CPU ${settings.loadCpus} with them: the figure is a lower bound for two dedicated cores; on a machine with ` +
+        `more cores, expect close to N× the single-process figure for N workers, each worker being independent ` +
+        `(its own cache and keys, no shared lock on the token path) as long as the load balancer and the store ` +
+        `keep up`,
+      start: async (port) =>
+        startTessera({ id: 'tessera-workers2', store: await sqliteStore(), port, workers: 2 }),
+    },
+    'tessera-pg': {
+      label: 'Tessera, PostgreSQL',
+      store: 'postgres',
+      start: async (port) => startTessera({ id: 'tessera-pg', store: await postgresStore(), port }),
+    },
+    'tessera-pg-cold': coldScenario(
+      'tessera-pg-cold',
+      'Tessera, PostgreSQL, cold cache',
+      postgresStore,
+      'postgres',
+    ),
+    'oidc-provider': {
+      label: 'node-oidc-provider',
+      start: (port) =>
+        startPeer({ id: 'oidc-provider', script: 'oidc-provider.js', port, audienceParam: 'resource' }),
+    },
+    'oauth2-server': {
+      label: '@node-oauth/oauth2-server',
+      start: (port) => startPeer({ id: 'oauth2-server', script: 'oauth2-server.js', port }),
+    },
+    // Not a load: bench/client-ids.js in a process of its own, pinned like a server, on the servers' Node.
+    'client-ids': {
+      label: 'client ids in memory',
+      measure: async () => {
+        const child = startPinned({
+          name: 'client-ids',
+          cpus: settings.serverCpus,
+          command: settings.nodePath,
+          args: [
+            '--expose-gc',
+            '--disable-warning=ExperimentalWarning',
+            join(ROOT, 'bench/client-ids.js'),
+            '--clients',
+            settings.idClients.join(','),
+            '--json',
+          ],
+          env: tesseraEnv({}),
+          cwd: ROOT,
+        });
+        try {
+          const code = await child.exited;
+          const json = child.output.split('\n').find((line) => line.startsWith('{"node"'));
+          if (code !== 0 || json === undefined)
+            throw new Error(`bench/client-ids.js exited ${code}:\n${child.output}`);
+          return JSON.parse(json);
+        } finally {
+          await stopServer(child);
+        }
+      },
+    },
+  };
+
+  return {
+    definitions,
+    servedBy,
+    /** The signature alone, if the floor scenario ran: {usPerSignature}. */
+    signature: () => signature,
+  };
+}

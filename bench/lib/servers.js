@@ -1,0 +1,377 @@
+/* global Buffer, URLSearchParams */
+// The stores and servers of `npm run bench`'s scenarios (lib/scenarios.js): a store of its own for each, filled as
+// the scenario needs, and its server started on it, pinned: Tessera (this checkout's or the --compare revision's),
+// the ceiling and the peers.
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { assertionMaker, dpopProofMaker, platformToken } from './assertions.js';
+import { startPinned, stopServer } from './proc.js';
+import {
+  coldClients,
+  createPostgresDatabase,
+  insertPostgres,
+  insertSqlite,
+  provision,
+  provisionAdminReader,
+  provisionExchange,
+  provisionFederatedClient,
+  provisionKeyClient,
+  provisionResourceServer,
+  provisionScoped,
+  tesseraEnv,
+} from './stores.js';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const AUDIENCE = 'https://api.bench.example';
+/** The API the token exchange scenario's service calls for its caller. */
+export const DOWNSTREAM = 'https://downstream.bench.example';
+/** The admin list scenario: clients in its store, and clients per page it reads. */
+export const ADMIN_LIST_CLIENTS = 1000;
+export const ADMIN_LIST_PAGE = 50;
+
+/**
+ * The store makers and server starters of one run. `run` is what they share with it: the settings
+ * (lib/options.js), the cleanups its stores and databases add to, the environment record (whose PostgreSQL
+ * version a PostgreSQL store fills in), whether PostgreSQL answers, where profiles go, and the run's log.
+ */
+export function runServers({ settings, cleanups, environment, pgUp, profileDir, log }) {
+  // Every scenario gets a store of its own, made when it starts and removed at the end: no scenario runs on
+  // the audit rows or the cold clients another one left.
+  const masterKey = randomBytes(32).toString('base64');
+  let cold;
+  const coldSet = () => {
+    if (!cold) {
+      log(`making ${settings.coldClients.toLocaleString('en-US')} cold-cache clients`);
+      cold = coldClients(settings.coldClients);
+    }
+    return cold;
+  };
+  const storeSettings = (store) => ({
+    TESSERA_MASTER_KEY: masterKey,
+    TESSERA_LOG_LEVEL: 'warn',
+    // Stopped between scenarios, not behind a load balancer: no drain delay (older baselines ignore it).
+    TESSERA_SHUTDOWN_DELAY: '0',
+    ...(store.databaseUrl
+      ? { TESSERA_DATABASE_URL: store.databaseUrl }
+      : { TESSERA_DATA_DIR: store.dataDir }),
+  });
+  /**
+   * The Tessera that the stores are made with and that serves: this checkout's, or the --compare revision's while
+   * its turn of a scenario runs.
+   */
+  let tesseraRoot = ROOT;
+  /** A fresh SQLite store, its schema made by the Tessera at `root` (the baseline's may be older). */
+  async function sqliteStore(root = tesseraRoot) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const store = { engine: 'sqlite', dataDir };
+    store.client = await provision(root, tesseraEnv(storeSettings(store)), AUDIENCE);
+    return store;
+  }
+  /** Like sqliteStore, with a client that has ten scopes and five custom claims (every token carries them). */
+  async function scopedSqliteStore() {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const store = { engine: 'sqlite', dataDir };
+    store.client = await provisionScoped(tesseraRoot, tesseraEnv(storeSettings(store)), AUDIENCE);
+    return store;
+  }
+  /** Like sqliteStore, with a private_key_jwt client (an ES256 key, inline) and the maker of its assertions. */
+  async function keyClientSqliteStore() {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const store = { engine: 'sqlite', dataDir, assertions: assertionMaker() };
+    store.client = await provisionKeyClient(
+      tesseraRoot,
+      tesseraEnv(storeSettings(store)),
+      AUDIENCE,
+      store.assertions.jwks,
+    );
+    store.assertions.clientId = store.client.clientId;
+    return store;
+  }
+  /** Like sqliteStore, with the maker of the DPoP proofs every request of its client carries. */
+  async function dpopSqliteStore() {
+    const store = await sqliteStore();
+    store.dpop = dpopProofMaker();
+    return store;
+  }
+  /**
+   * Like sqliteStore, with a client that authenticates with a federated credential (a Kubernetes cluster's
+   * key, inline) and the one platform token every request carries.
+   */
+  async function federatedSqliteStore() {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const trust = {
+      issuer: 'https://kubernetes.default.svc.cluster.local',
+      subject: 'system:serviceaccount:bench:bench',
+      audience: 'https://tessera.bench.example',
+    };
+    const { jwks, token } = platformToken(trust);
+    const store = { engine: 'sqlite', dataDir };
+    store.client = await provisionFederatedClient(
+      tesseraRoot,
+      tesseraEnv(storeSettings(store)),
+      AUDIENCE,
+      dataDir,
+      {
+        ...trust,
+        jwks,
+      },
+    );
+    store.body = Buffer.from(
+      form({
+        grant_type: 'client_credentials',
+        client_id: store.client.clientId,
+        client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+        client_assertion: token,
+        audience: AUDIENCE,
+      }),
+    );
+    return store;
+  }
+  /**
+   * Like sqliteStore, with a resource server's client (admin scope tokens:introspect) beside the client, granted
+   * the admin audience of the server's issuer (`<issuer>/admin/v1`: the one the server on `port` will have).
+   */
+  async function introspectionSqliteStore(port) {
+    const store = await sqliteStore();
+    store.resourceServer = await provisionResourceServer(
+      tesseraRoot,
+      tesseraEnv({ ...storeSettings(store), TESSERA_ISSUER: `http://127.0.0.1:${port}` }),
+    );
+    return store;
+  }
+  /**
+   * Like sqliteStore, with a service (the resource server of AUDIENCE, granted DOWNSTREAM with token_exchange)
+   * that exchanges the client's tokens for DOWNSTREAM ones.
+   */
+  async function exchangeSqliteStore() {
+    const store = await sqliteStore();
+    store.service = await provisionExchange(
+      tesseraRoot,
+      tesseraEnv(storeSettings(store)),
+      store.dataDir,
+      AUDIENCE,
+      DOWNSTREAM,
+    );
+    return store;
+  }
+  /**
+   * Like sqliteStore, with ADMIN_LIST_CLIENTS more clients and an admin client that may read them (clients:read),
+   * granted the admin audience of the server's issuer (`<issuer>/admin/v1`: the one the server on `port` will have).
+   */
+  async function adminListSqliteStore(port) {
+    const store = await sqliteStore();
+    store.admin = await provisionAdminReader(
+      tesseraRoot,
+      tesseraEnv({ ...storeSettings(store), TESSERA_ISSUER: `http://127.0.0.1:${port}` }),
+      store.dataDir,
+      AUDIENCE,
+      ADMIN_LIST_CLIENTS,
+    );
+    return store;
+  }
+  async function postgresStore() {
+    if (!pgUp) throw new Error(`PostgreSQL does not answer at ${settings.pgAdminUrl}`);
+    const db = await createPostgresDatabase(settings.pgAdminUrl);
+    cleanups.push(() => db.drop());
+    environment.postgres = db.version;
+    const store = { engine: 'postgres', databaseUrl: db.url };
+    store.client = await provision(tesseraRoot, tesseraEnv(storeSettings(store)), AUDIENCE);
+    return store;
+  }
+  async function loadCold(store) {
+    const clients = coldSet();
+    const t0 = Date.now();
+    if (store.engine === 'sqlite') await insertSqlite(join(store.dataDir, 'tessera.db'), clients, AUDIENCE);
+    else await insertPostgres(store.databaseUrl, clients, AUDIENCE);
+    log(
+      `${clients.ids.length.toLocaleString('en-US')} clients written to ${store.engine} in ${Date.now() - t0} ms`,
+    );
+  }
+
+  const form = (params) => new URLSearchParams(params).toString();
+  const tokenBody = (client, audienceParam = 'audience') =>
+    form({
+      grant_type: 'client_credentials',
+      client_id: client.clientId,
+      client_secret: client.clientSecret,
+      [audienceParam]: AUDIENCE,
+    });
+
+  // Requests spread over every cold client, in a random order that repeats no client within a pass.
+  function rotation() {
+    const { ids, secrets } = coldSet();
+    const order = ids.map((_, i) => i);
+    for (let i = order.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [order[i], order[j]] = [order[j], order[i]];
+    }
+    return {
+      next: 0,
+      clientIds: order.map((i) => ids[i]),
+      bodies: order.map((i) => Buffer.from(tokenBody({ clientId: ids[i], clientSecret: secrets[i] }))),
+    };
+  }
+
+  async function startTessera({
+    id,
+    store,
+    port,
+    workers = 1,
+    cold: isCold = false,
+    env: own = {},
+    root = tesseraRoot,
+  }) {
+    const env = tesseraEnv({
+      ...storeSettings(store),
+      TESSERA_ISSUER: `http://127.0.0.1:${port}`,
+      ...(isCold ? { TESSERA_CACHE_MAX: String(settings.coldCacheMax) } : {}),
+      ...own,
+      ...settings.extraEnv,
+    });
+    const flags = ['--disable-warning=ExperimentalWarning'];
+    if (settings.profile || settings.stalls)
+      flags.push('--cpu-prof', `--cpu-prof-dir=${join(profileDir, id)}`);
+    if (settings.stalls) {
+      mkdirSync(join(profileDir, id), { recursive: true });
+      flags.push('--cpu-prof-interval', '250', '--import', join(ROOT, 'bench/servers/stalls.js'));
+      env.BENCH_STALLS_FILE = join(profileDir, id, 'stalls.log');
+    }
+    const args = [
+      ...flags,
+      join(root, 'bin/tessera.js'),
+      'serve',
+      '--port',
+      String(port),
+      '--host',
+      '127.0.0.1',
+    ];
+    if (workers > 1) args.push('--workers', String(workers));
+    const server = startPinned({
+      name: id,
+      cpus: workers > 1 ? settings.workersCpus : settings.serverCpus,
+      command: settings.nodePath,
+      args,
+      env,
+      cwd: root,
+    });
+    const url = `http://127.0.0.1:${port}`;
+    const target = { ...tokenTarget(url, store.client), rotation: isCold ? rotation() : undefined };
+    if (store.assertions) {
+      store.assertions.tokenEndpoint = `${url}/oauth/token`;
+      target.assertions = store.assertions;
+    }
+    if (store.dpop) {
+      store.dpop.tokenEndpoint = `${url}/oauth/token`;
+      target.dpop = store.dpop;
+    }
+    // A body of the store's own (the federated scenario's platform token), sent as it is every time.
+    if (store.body) target.body = store.body;
+    return { server, target, readyUrl: `${url}/readyz` };
+  }
+
+  /** What the load generator asks a server for: the token of `client`, and where to check it. */
+  function tokenTarget(url, client, audienceParam = 'audience') {
+    return {
+      url,
+      path: '/oauth/token',
+      issuer: url,
+      audience: AUDIENCE,
+      jwksUrl: `${url}/.well-known/jwks.json`,
+      clientId: client.clientId,
+      body: Buffer.from(tokenBody(client, audienceParam)),
+    };
+  }
+
+  /** The ceiling's signature alone, in a tight loop pinned like a server (bench/servers/sign-loop.js). */
+  async function measureSignature() {
+    const child = startPinned({
+      name: 'sign-loop',
+      cpus: settings.serverCpus,
+      command: settings.nodePath,
+      args: [join(ROOT, 'bench/servers/sign-loop.js')],
+      env: {
+        ...tesseraEnv({}),
+        BENCH_PORT: '0',
+        BENCH_ISSUER: 'http://127.0.0.1',
+        BENCH_AUDIENCE: AUDIENCE,
+        BENCH_CLIENT_ID: 'bench-client',
+        BENCH_CLIENT_SECRET: 'unused',
+      },
+      cwd: ROOT,
+    });
+    try {
+      const code = await child.exited;
+      const json = child.output.split('\n').find((line) => line.startsWith('{"usPerSignature"'));
+      if (code !== 0 || json === undefined)
+        throw new Error(`bench/servers/sign-loop.js exited ${code}:\n${child.output}`);
+      return JSON.parse(json);
+    } finally {
+      await stopServer(child);
+    }
+  }
+
+  function startPeer({ id, script, port, audienceParam = 'audience', extraEnv = {} }) {
+    const url = `http://127.0.0.1:${port}`;
+    const client = {
+      clientId: `bench-${randomBytes(8).toString('hex')}`,
+      clientSecret: randomBytes(32).toString('base64url'),
+    };
+    const env = {
+      ...tesseraEnv({}),
+      NODE_ENV: 'production',
+      BENCH_PORT: String(port),
+      BENCH_ISSUER: url,
+      BENCH_AUDIENCE: AUDIENCE,
+      BENCH_CLIENT_ID: client.clientId,
+      BENCH_CLIENT_SECRET: client.clientSecret,
+      ...extraEnv,
+    };
+    const server = startPinned({
+      name: id,
+      cpus: settings.serverCpus,
+      command: settings.nodePath,
+      args: [
+        ...(settings.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, id)}`] : []),
+        join(ROOT, 'bench/servers', script),
+      ],
+      env,
+      cwd: ROOT,
+    });
+    const target = tokenTarget(url, client, audienceParam);
+    const loopDelayUrl = script === 'ceiling.js' ? `${url}/metrics` : undefined;
+    return { server, target, readyUrl: target.jwksUrl, loopDelayUrl };
+  }
+
+  return {
+    sqliteStore,
+    scopedSqliteStore,
+    keyClientSqliteStore,
+    dpopSqliteStore,
+    federatedSqliteStore,
+    introspectionSqliteStore,
+    exchangeSqliteStore,
+    adminListSqliteStore,
+    postgresStore,
+    loadCold,
+    form,
+    startTessera,
+    startPeer,
+    measureSignature,
+    /** Runs `body` with the Tessera at `root` (the --compare revision's build) making the stores and serving. */
+    async servedBy(root, body) {
+      tesseraRoot = root;
+      try {
+        return await body();
+      } finally {
+        tesseraRoot = ROOT;
+      }
+    },
+  };
+}
