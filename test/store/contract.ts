@@ -673,6 +673,30 @@ export function storeContract(name: string, open: OpenStore): void {
         expect(await store.useAssertionJti('jti-a', now + 90_000)).toBe(true);
       });
 
+      it('useAssertionJtis: several in one transaction, in order: an id given twice is a replay the second time', async () => {
+        const now = clock.now();
+        expect(await store.useAssertionJti('many-a', now + 1_000)).toBe(true);
+        expect(
+          await store.useAssertionJtis([
+            { id: 'many-b', expiresAt: now + 60_000 },
+            { id: 'many-a', expiresAt: now + 60_000 },
+            { id: 'many-b', expiresAt: now + 60_000 },
+            { id: 'many-c', expiresAt: now + 60_000 },
+          ]),
+        ).toEqual([true, false, false, true]);
+        expect(await store.useAssertionJtis([])).toEqual([]);
+        clock.advance(1_000);
+        // many-a's time is over: taken again, and then in use.
+        expect(
+          await store.useAssertionJtis([
+            { id: 'many-a', expiresAt: now + 120_000 },
+            { id: 'many-a', expiresAt: now + 120_000 },
+            { id: 'many-c', expiresAt: now + 120_000 },
+          ]),
+        ).toEqual([true, false, false]);
+        expect(await store.useAssertionJti('many-b', now + 60_000)).toBe(false);
+      });
+
       it('changeSecrets adds a secret: the current digest, updated_at and secret_rotated_at follow it', async () => {
         const created = await store.createClient(newClient('svc', [A]));
         const [first] = created.secrets;

@@ -1,8 +1,8 @@
 import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DatabaseSync, StatementSync } from 'node:sqlite';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import {
@@ -160,7 +160,7 @@ describe('openSqliteStore', () => {
     }
   });
 
-  it("the server's store: a statement outside a transaction (the replay guard's insert) waits for another process's lock on timers", async () => {
+  it("the server's store: the replay guard's insert waits for another process's lock on timers", async () => {
     const file = path.join(dir, 'tessera.db');
     const server = openSqliteStore(file, { backgroundCheckpoints: true });
     open.push(server);
@@ -179,6 +179,43 @@ describe('openSqliteStore', () => {
       watch.stop();
       holder.close();
     }
+  });
+
+  it("the replay guard's ids of one turn are recorded in one transaction: the same id twice in a turn is one use and one replay", async () => {
+    const file = path.join(dir, 'tessera.db');
+    const server = openSqliteStore(file, { backgroundCheckpoints: true });
+    open.push(server);
+    await server.migrate();
+    const expires = Date.now() + 60_000;
+    // The lock held by another process while the turn's ids come: all of them wait for it once, together.
+    const { holder } = holdWriteLock(file, 300);
+    const statements = vi.spyOn(StatementSync.prototype, 'run');
+    try {
+      const ids = Array.from({ length: 40 }, (_, i) => `turn-${i % 20}`);
+      const answers = await Promise.all(ids.map((id) => server.useAssertionJti(id, expires)));
+      expect(answers).toEqual([...Array<boolean>(20).fill(true), ...Array<boolean>(20).fill(false)]);
+      // One transaction began (however often its BEGIN was refused while the lock was held), one committed.
+      const ran = (sql: string) =>
+        statements.mock.contexts.filter((statement, i) => {
+          const done = statements.mock.results[i]?.type === 'return';
+          return done && (statement as StatementSync).sourceSQL === sql;
+        }).length;
+      expect([ran('begin immediate'), ran('commit')]).toEqual([1, 1]);
+    } finally {
+      statements.mockRestore();
+      holder.close();
+    }
+    const reader = new DatabaseSync(file);
+    try {
+      const rows = reader.prepare("select count(*) as n from assertion_jtis where id like 'turn-%'").get();
+      expect(rows).toEqual({ n: 20 });
+    } finally {
+      reader.close();
+    }
+    // Each turn's ids in a transaction of its own: the next turn's see the first's.
+    expect(
+      await Promise.all([server.useAssertionJti('turn-3', expires), server.useAssertionJti('x', expires)]),
+    ).toEqual([false, true]);
   });
 
   it("the server's store reads clients, the change feed and what operators read at once while its own write waits for another process's lock", async () => {

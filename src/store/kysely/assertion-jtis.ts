@@ -1,3 +1,4 @@
+import { CompiledQuery } from 'kysely';
 import type { AssertionJtiStore } from '../types.js';
 import { compileOnce, type StoreBase } from './base.js';
 
@@ -32,6 +33,19 @@ export function assertionJtiStore(base: StoreBase): AssertionJtiStore {
         base.now().getTime(),
       ]);
       return rows.length === 1;
+    },
+
+    useAssertionJtis(uses) {
+      const text = base.statements.get('useAssertionJti', compileUse);
+      const now = base.now().getTime();
+      return base.write(async (tx) => {
+        const fresh: boolean[] = [];
+        for (const { id, expiresAt } of uses) {
+          const { rows } = await tx.executeQuery(CompiledQuery.raw(text, [id, expiresAt, now]));
+          fresh.push(rows.length === 1);
+        }
+        return fresh;
+      });
     },
 
     async pruneAssertionJtis(now, limit) {
