@@ -116,7 +116,7 @@ class KeyedHistogram {
 
   /**
    * The exposition text of the histogram, as prom-client's registry writes it from `get()` (the same lines,
-   * labels and numbers, `test/metrics/metrics.test.ts`), with each series' label text made once instead of
+   * labels and numbers, `test/metrics/exposition.test.ts`), with each series' label text made once instead of
    * at every scrape: prom-client formats a label set per line, ~6 µs, and the store's histogram has hundreds.
    */
   text(): string {
