@@ -21,6 +21,7 @@ const SCENARIOS = [
   'tessera-sqlite-cold',
   'tessera-workers2',
   'tessera-pg',
+  'tessera-pg-dpop',
   'tessera-pg-cold',
   'oidc-provider',
   'oauth2-server',

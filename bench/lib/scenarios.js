@@ -24,6 +24,7 @@ export function scenarios(run) {
     exchangeSqliteStore,
     adminListSqliteStore,
     postgresStore,
+    dpopPostgresStore,
     loadCold,
     form,
     startTessera,
@@ -250,6 +251,14 @@ export function scenarios(run) {
       label: 'Tessera, PostgreSQL',
       store: 'postgres',
       start: async (port) => startTessera({ id: 'tessera-pg', store: await postgresStore(), port }),
+    },
+    'tessera-pg-dpop': {
+      label: 'Tessera, PostgreSQL, DPoP',
+      store: 'postgres',
+      note: () =>
+        "DPoP on PostgreSQL: as tessera-sqlite-dpop, each proof's jti recorded in PostgreSQL (the ids of one " +
+        'turn of the event loop in one statement); against tessera-pg, what binding a token to a key costs there',
+      start: async (port) => startTessera({ id: 'tessera-pg-dpop', store: await dpopPostgresStore(), port }),
     },
     'tessera-pg-cold': coldScenario(
       'tessera-pg-cold',

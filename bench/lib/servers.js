@@ -185,6 +185,12 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     store.client = await provision(tesseraRoot, tesseraEnv(storeSettings(store)), AUDIENCE);
     return store;
   }
+  /** Like postgresStore, with the maker of the DPoP proofs every request of its client carries. */
+  async function dpopPostgresStore() {
+    const store = await postgresStore();
+    store.dpop = dpopProofMaker();
+    return store;
+  }
   async function loadCold(store) {
     const clients = coldSet();
     const t0 = Date.now();
@@ -359,6 +365,7 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     exchangeSqliteStore,
     adminListSqliteStore,
     postgresStore,
+    dpopPostgresStore,
     loadCold,
     form,
     startTessera,

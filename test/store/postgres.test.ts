@@ -102,3 +102,59 @@ describe('PostgreSQL change notifications', () => {
     expect((await store.changesSince(0, 1000)).length).toBe(40);
   });
 });
+
+describe("the replay guard's ids on PostgreSQL", () => {
+  it('those of one turn go in one statement; the same id twice in a turn, or from two instances at once, is used once', async () => {
+    const url = await db.freshSchema();
+    const a = openPostgresStore(url, { max: 3 });
+    const b = openPostgresStore(url, { max: 3 });
+    opened.push(a, b);
+    await a.migrate();
+    const expires = Date.now() + 60_000;
+    // Every query node-postgres sends, counted by its text.
+    const sent: string[] = [];
+    const query = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const first = args[0] as string | { text?: string };
+      sent.push(typeof first === 'string' ? first : (first.text ?? ''));
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+    try {
+      const ids = Array.from({ length: 30 }, (_, i) => `pg-turn-${i % 10}`);
+      const fromA = Promise.all(ids.map((id) => a.useAssertionJti(id, expires)));
+      const fromB = Promise.all(ids.map((id) => b.useAssertionJti(id, expires)));
+      const [answersA, answersB] = await Promise.all([fromA, fromB]);
+      // Each id is used once, by whichever instance got there first; every other use of it is a replay.
+      for (let i = 0; i < 10; i++) {
+        const uses = [
+          answersA[i],
+          answersA[i + 10],
+          answersA[i + 20],
+          answersB[i],
+          answersB[i + 10],
+          answersB[i + 20],
+        ];
+        expect(uses.filter(Boolean)).toEqual([true]);
+      }
+      expect(
+        answersA
+          .slice(10)
+          .concat(answersB.slice(10))
+          .every((taken) => !taken),
+      ).toBe(true);
+      expect(sent.filter((text) => text.includes('assertion_jtis'))).toHaveLength(2);
+    } finally {
+      pg.Client.prototype.query = query;
+    }
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const { rows } = await client.query(
+        "select count(*)::int as n from assertion_jtis where id like 'pg-turn-%'",
+      );
+      expect(rows).toEqual([{ n: 10 }]);
+    } finally {
+      await client.end();
+    }
+  });
+});

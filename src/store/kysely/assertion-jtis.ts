@@ -2,6 +2,12 @@ import { CompiledQuery } from 'kysely';
 import type { AssertionJtiStore } from '../types.js';
 import { compileOnce, type StoreBase } from './base.js';
 
+/** useAssertionJti's statement for many ids at once, on PostgreSQL: the ids and their expiries as two arrays. */
+const USE_MANY_POSTGRES = `insert into assertion_jtis (id, expires_at)
+select id, expires_at from unnest($1::text[], $2::bigint[]) as uses(id, expires_at)
+on conflict (id) do update set expires_at = excluded.expires_at where assertion_jtis.expires_at <= $3
+returning id`;
+
 export function assertionJtiStore(base: StoreBase): AssertionJtiStore {
   /**
    * A new id is inserted; one whose time is over is taken again; one still in use is left alone and nothing is
@@ -35,9 +41,24 @@ export function assertionJtiStore(base: StoreBase): AssertionJtiStore {
       return rows.length === 1;
     },
 
-    useAssertionJtis(uses) {
-      const text = base.statements.get('useAssertionJti', compileUse);
+    async useAssertionJtis(uses) {
+      if (uses.length === 0) return [];
       const now = base.now().getTime();
+      if (base.engine === 'postgres') {
+        // One statement for all (one round trip, one commit), each id once: PostgreSQL refuses to update a row
+        // twice in one statement, and an id's second use in the same call is a replay whatever the first found.
+        const first = new Map<string, number>();
+        uses.forEach(({ id }, i) => first.has(id) || first.set(id, i));
+        const once = [...first.values()].map((i) => uses[i]!);
+        const rows = await base.runQuery<{ id: string }>('tessera_use_jtis', USE_MANY_POSTGRES, [
+          once.map((use) => use.id),
+          once.map((use) => use.expiresAt),
+          now,
+        ]);
+        const taken = new Set(rows.map((row) => row.id));
+        return uses.map(({ id }, i) => first.get(id) === i && taken.has(id));
+      }
+      const text = base.statements.get('useAssertionJti', compileUse);
       return base.write(async (tx) => {
         const fresh: boolean[] = [];
         for (const { id, expiresAt } of uses) {
