@@ -305,13 +305,13 @@ export interface AssertionJtiStore {
   /**
    * Records a client assertion's id (a digest of client id and jti) as used until `expiresAt` (ms since the
    * epoch): true if it was not in use, false if it is (a replay). One statement, outside any transaction; an
-   * entry past its time counts as free. The SQLite store records those of one turn of the event loop together
+   * entry past its time counts as free. Both stores record the ids of one turn of the event loop together
    * (useAssertionJtis, src/store/per-turn.ts).
    */
   useAssertionJti(id: string, expiresAt: number): Promise<boolean>;
   /**
-   * Several ids at once, as useAssertionJti each, in order, in one transaction (one commit for all): an id given
-   * twice is a replay the second time. Rejects, recording none, if the transaction fails.
+   * Several ids at once, as useAssertionJti each, in order, in one transaction (one commit for all; on PostgreSQL
+   * one statement): an id given twice is a replay the second time. Rejects, recording none, if it fails.
    */
   useAssertionJtis(uses: readonly { id: string; expiresAt: number }[]): Promise<boolean[]>;
   /** Deletes at most `limit` assertion ids whose time is over (by `now`, ms); returns how many. */
