@@ -58,7 +58,9 @@ export class AssertionReplay implements ReplayGuard {
       if (answer !== undefined) return answer === 'OK';
     }
     try {
-      return await this.store.useAssertionJti(id, until);
+      // In whole milliseconds: a proof's iat or exp may have a fraction (RFC 7519 NumericDate), the store's
+      // column is an integer.
+      return await this.store.useAssertionJti(id, Math.ceil(until));
     } catch (error) {
       // Neither fresh nor a replay: the proof cannot be accepted safely, and the client may try again
       // (INTERFACE.md: the store unreachable is a 503, for a client assertion as for a DPoP proof). On SQLite, a

@@ -10,26 +10,28 @@ interface Call<I, O> {
 /**
  * A function of one input whose calls made in one turn of the event loop are made as one call of `many`, at
  * the turn's end (setImmediate), with their inputs in the order of the calls; each call gets its own output
- * (`many` answers one per input, in order), or the error of the call they shared. One call of `many` runs at a
- * time: what comes while it runs waits for it, and goes in the next one, with everything else that came
- * meanwhile (at most MOST_AT_ONCE inputs a call).
+ * (`many` answers one per input, in order), or the error of the call they shared. At most `parallel` calls of
+ * `many` run at once (default 1): what comes while that many run waits, and goes in the next one with everything
+ * else that came meanwhile (at most MOST_AT_ONCE inputs a call).
  *
- * The SQLite store records the replay guard's ids this way (openSqliteStore): the token requests of a turn are
- * answered together (endOfTurn, src/http/routes/token.ts), each records its proof's id in that turn, and one
- * transaction records them all, with one commit and one wait for the write lock instead of one of each per
- * request.
+ * The stores record the replay guard's ids this way (openSqliteStore, openPostgresStore): the token requests of
+ * a turn are answered together (endOfTurn, src/http/routes/token.ts), each records its proof's id in that turn,
+ * and one transaction records them all, with one commit (on SQLite, one wait for the write lock; on PostgreSQL,
+ * one round trip) instead of one of each per request.
  */
-export function perTurn<I, O>(many: (inputs: I[]) => Promise<O[]>): (input: I) => Promise<O> {
+export function perTurn<I, O>(
+  many: (inputs: I[]) => Promise<O[]>,
+  options: { parallel?: number } = {},
+): (input: I) => Promise<O> {
+  const parallel = options.parallel ?? 1;
   let waiting: Call<I, O>[] = [];
   let scheduled = false;
-  let running = false;
+  let running = 0;
 
-  const run = (): void => {
-    scheduled = false;
-    if (running || waiting.length === 0) return;
+  const runOne = (): void => {
     const calls = waiting.slice(0, MOST_AT_ONCE);
     waiting = waiting.slice(calls.length);
-    running = true;
+    running++;
     let answered: Promise<O[]>;
     try {
       answered = many(calls.map((call) => call.input));
@@ -46,15 +48,20 @@ export function perTurn<I, O>(many: (inputs: I[]) => Promise<O[]>): (input: I) =
         for (const call of calls) call.reject(error);
       })
       .finally(() => {
-        running = false;
+        running--;
         run();
       });
+  };
+
+  const run = (): void => {
+    scheduled = false;
+    while (running < parallel && waiting.length > 0) runOne();
   };
 
   return (input) =>
     new Promise<O>((resolve, reject) => {
       waiting.push({ input, resolve, reject });
-      if (!scheduled && !running) {
+      if (!scheduled && running < parallel) {
         scheduled = true;
         setImmediate(run);
       }

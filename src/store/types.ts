@@ -304,14 +304,15 @@ export interface SecretStore {
 export interface AssertionJtiStore {
   /**
    * Records a client assertion's id (a digest of client id and jti) as used until `expiresAt` (ms since the
-   * epoch): true if it was not in use, false if it is (a replay). One statement, outside any transaction; an
-   * entry past its time counts as free. Both stores record the ids of one turn of the event loop together
-   * (useAssertionJtis, src/store/per-turn.ts).
+   * epoch): true if it was not in use, false if it is (a replay); an entry past its time counts as free. Both
+   * stores record the ids of one turn of the event loop together (useAssertionJtis, src/store/per-turn.ts).
    */
   useAssertionJti(id: string, expiresAt: number): Promise<boolean>;
   /**
    * Several ids at once, as useAssertionJti each, in order, in one transaction (one commit for all; on PostgreSQL
-   * one statement): an id given twice is a replay the second time. Rejects, recording none, if it fails.
+   * one statement): an id given twice is a replay the second time. Rejects if it fails; the ids are then
+   * recorded or not (on PostgreSQL a timeout or a lost connection may come after the commit), so that a later
+   * use of one is at worst a replay refused, never a replay accepted.
    */
   useAssertionJtis(uses: readonly { id: string; expiresAt: number }[]): Promise<boolean[]>;
   /** Deletes at most `limit` assertion ids whose time is over (by `now`, ms); returns how many. */

@@ -7,8 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OAuthError } from '../../src/domain/errors.js';
 import { AssertionReplay } from '../../src/limits/replay.js';
 import { connectRedis, type SharedRedis } from '../../src/limits/redis.js';
+import { openPostgresStore } from '../../src/store/postgres.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
+import { createTestDatabase } from '../helpers/postgres.js';
 import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
 import { tempDir } from '../helpers/server.js';
 import path from 'node:path';
@@ -39,6 +41,23 @@ describe('AssertionReplay', () => {
     expect(await guard.use('svc', 'j1', until)).toBe(false);
     // Another client's assertion with the same jti is another assertion.
     expect(await guard.use('other', 'j1', until)).toBe(true);
+  });
+
+  it('a time with a fraction (a proof whose iat or exp has one, RFC 7519 NumericDate) is recorded, on PostgreSQL too', async () => {
+    const db = await createTestDatabase();
+    const pgStore = openPostgresStore(await db.freshSchema(), { max: 2 });
+    try {
+      await pgStore.migrate();
+      for (const target of [store, pgStore]) {
+        const guard = new AssertionReplay(target, { keyPrefix: prefix, retryAfter: 7 });
+        const until = Date.now() + 60_000.0999;
+        expect(await guard.use('svc', 'fraction', until)).toBe(true);
+        expect(await guard.use('svc', 'fraction', until)).toBe(false);
+      }
+    } finally {
+      await pgStore.close();
+      await db.drop();
+    }
   });
 
   it('a store that cannot record the jti: temporarily_unavailable (503, Retry-After), neither fresh nor a replay', async () => {

@@ -45,13 +45,33 @@ describe('perTurn', () => {
     expect(r.calls).toEqual([[1, 2]]); // still running: the others wait
     r.releases[0]!();
     expect(await first).toEqual([2, 4]);
-    await Promise.resolve();
+    await nextTurn();
     expect(r.calls).toEqual([
       [1, 2],
       [3, 4, 5],
     ]);
     r.releases[1]!();
     expect([await second, await third]).toEqual([[6], [8, 10]]);
+  });
+
+  it('with parallel: 2, a second call starts while the first runs; a third waits for one of them', async () => {
+    const r = recorder({ held: true });
+    const one = perTurn(r.many, { parallel: 2 });
+    const first = one(1);
+    await nextTurn();
+    const second = one(2);
+    await nextTurn();
+    expect(r.calls).toEqual([[1], [2]]);
+    const third = Promise.all([one(3), one(4)]);
+    await nextTurn();
+    expect(r.calls).toEqual([[1], [2]]);
+    r.releases[1]!();
+    expect(await second).toBe(4);
+    await nextTurn();
+    expect(r.calls).toEqual([[1], [2], [3, 4]]);
+    r.releases[0]!();
+    r.releases[2]!();
+    expect([await first, await third]).toEqual([2, [6, 8]]);
   });
 
   it('at most 256 inputs a call; the rest follow in the next', async () => {

@@ -120,9 +120,12 @@ describe("the replay guard's ids on PostgreSQL", () => {
       return (query as (...a: unknown[]) => unknown).apply(this, args);
     } as typeof query;
     try {
+      // B's in the opposite order (the next test shows why the order matters).
       const ids = Array.from({ length: 30 }, (_, i) => `pg-turn-${i % 10}`);
       const fromA = Promise.all(ids.map((id) => a.useAssertionJti(id, expires)));
-      const fromB = Promise.all(ids.map((id) => b.useAssertionJti(id, expires)));
+      const fromB = Promise.all([...ids].reverse().map((id) => b.useAssertionJti(id, expires))).then(
+        (answers) => answers.reverse(),
+      );
       const [answersA, answersB] = await Promise.all([fromA, fromB]);
       // Each id is used once, by whichever instance got there first; every other use of it is a replay.
       for (let i = 0; i < 10; i++) {
@@ -155,6 +158,34 @@ describe("the replay guard's ids on PostgreSQL", () => {
       expect(rows).toEqual([{ n: 10 }]);
     } finally {
       await client.end();
+    }
+  });
+
+  it('two instances taking the same ids in opposite orders at once wait for each other, and never deadlock', async () => {
+    const url = await db.freshSchema();
+    const a = openPostgresStore(url, { max: 3 });
+    const b = openPostgresStore(url, { max: 3 });
+    opened.push(a, b);
+    await a.migrate();
+    const expires = Date.now() + 60_000;
+    // A third connection holds `m` (inserted, not committed): A's statement takes `a` and waits at `m`, B's takes
+    // `z` and waits at `m`, if each went in the order its ids came. Once `m` is free, one of them takes it and
+    // waits for the other's first row, which waits for `m`: a deadlock, and PostgreSQL fails one statement.
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query("insert into assertion_jtis (id, expires_at) values ('m', 0)");
+      const fromA = Promise.all(['a', 'm', 'z'].map((id) => a.useAssertionJti(id, expires)));
+      const fromB = Promise.all(['z', 'm', 'a'].map((id) => b.useAssertionJti(id, expires)));
+      await sleep(300);
+      await holder.query('rollback');
+      const [answersA, answersB] = await Promise.all([fromA, fromB]);
+      // Each id taken once, by one of the two.
+      const takers = ['a', 'm', 'z'].map((_, i) => [answersA[i], answersB[2 - i]].filter(Boolean).length);
+      expect(takers).toEqual([1, 1, 1]);
+    } finally {
+      await holder.end();
     }
   });
 });

@@ -28,46 +28,43 @@ export function assertionJtiStore(base: StoreBase): AssertionJtiStore {
       3,
     );
 
+  const useMany: AssertionJtiStore['useAssertionJtis'] = async (uses) => {
+    if (uses.length === 0) return [];
+    const now = base.now().getTime();
+    if (base.engine === 'postgres') {
+      // One statement for all (one round trip, one commit), each id once: PostgreSQL refuses to update a row
+      // twice in one statement, and an id's second use in the same call is a replay whatever the first found.
+      // In the order of the ids, so that two instances taking some of the same ids at once lock their rows in the
+      // same order (in the order the ids came, each could wait for a row the other took: a deadlock).
+      const first = new Map<string, number>();
+      uses.forEach(({ id }, i) => first.has(id) || first.set(id, i));
+      const once = [...first.values()].map((i) => uses[i]!).sort((a, b) => (a.id < b.id ? -1 : 1));
+      const rows = await base.runQuery<{ id: string }>('tessera_use_jtis', USE_MANY_POSTGRES, [
+        once.map((use) => use.id),
+        once.map((use) => use.expiresAt),
+        now,
+      ]);
+      const taken = new Set(rows.map((row) => row.id));
+      return uses.map(({ id }, i) => first.get(id) === i && taken.has(id));
+    }
+    // SQLite: one statement an id, in one transaction (one commit); its connection takes one at a time anyway.
+    const text = base.statements.get('useAssertionJti', compileUse);
+    return base.write(async (tx) => {
+      const fresh: boolean[] = [];
+      for (const { id, expiresAt } of uses) {
+        const { rows } = await tx.executeQuery(CompiledQuery.raw(text, [id, expiresAt, now]));
+        fresh.push(rows.length === 1);
+      }
+      return fresh;
+    });
+  };
+
   return {
     async useAssertionJti(id, expiresAt) {
-      // One statement, in no transaction (never behind the change feed's lock), compiled once and prepared, as
-      // findClients: it runs for every private_key_jwt token.
-      const text = base.statements.get('useAssertionJti', compileUse);
-      const rows = await base.runQuery<{ id: string }>('tessera_use_jti', text, [
-        id,
-        expiresAt,
-        base.now().getTime(),
-      ]);
-      return rows.length === 1;
+      return (await useMany([{ id, expiresAt }]))[0]!;
     },
 
-    async useAssertionJtis(uses) {
-      if (uses.length === 0) return [];
-      const now = base.now().getTime();
-      if (base.engine === 'postgres') {
-        // One statement for all (one round trip, one commit), each id once: PostgreSQL refuses to update a row
-        // twice in one statement, and an id's second use in the same call is a replay whatever the first found.
-        const first = new Map<string, number>();
-        uses.forEach(({ id }, i) => first.has(id) || first.set(id, i));
-        const once = [...first.values()].map((i) => uses[i]!);
-        const rows = await base.runQuery<{ id: string }>('tessera_use_jtis', USE_MANY_POSTGRES, [
-          once.map((use) => use.id),
-          once.map((use) => use.expiresAt),
-          now,
-        ]);
-        const taken = new Set(rows.map((row) => row.id));
-        return uses.map(({ id }, i) => first.get(id) === i && taken.has(id));
-      }
-      const text = base.statements.get('useAssertionJti', compileUse);
-      return base.write(async (tx) => {
-        const fresh: boolean[] = [];
-        for (const { id, expiresAt } of uses) {
-          const { rows } = await tx.executeQuery(CompiledQuery.raw(text, [id, expiresAt, now]));
-          fresh.push(rows.length === 1);
-        }
-        return fresh;
-      });
-    },
+    useAssertionJtis: useMany,
 
     async pruneAssertionJtis(now, limit) {
       // At most `limit` rows a statement: a short hold of the write lock, however many expired meanwhile.
