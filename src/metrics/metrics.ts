@@ -531,9 +531,11 @@ export class Metrics {
 
   /**
    * The exposition text and its content type: the text prom-client's `registry.metrics()` gives, written a
-   * metric at a time in slices of at most about a millisecond of the thread, the event loop let in between.
-   * Written in one go it held the thread 6–10 ms at every scrape (~800 lines). Scrapes take turns, so that
-   * one's collection never runs between the parts of another's (the loop delay's window and its maximum).
+   * metric at a time, the event loop let in whenever about a millisecond of the thread has gone (one metric is
+   * never split). Written in one go it held the thread 6–10 ms at every scrape (~800 lines). The metrics of one
+   * scrape are thus collected a few milliseconds apart, which Prometheus does not mind. Scrapes take turns, so
+   * that one's collection never runs between the parts of another's (the loop delay's window and its maximum).
+   * Under --workers the primary writes the cluster's text from each worker's `get()` (metrics/cluster.ts).
    */
   exposition(): Promise<Exposition> {
     const next = this.exposing.then(() => this.expose());

@@ -17,11 +17,21 @@ function observed(): Metrics {
   m.observeRequest('POST', '/oauth/token', 401, 1e-7);
   m.observeRequest('GET', '/a "quoted" \\ route\nwith a newline', 404, 12);
   m.observeRequest('GET', '/metrics', 200, 0.25);
+  m.observeRequest('GET', '/nothing', 200, NaN);
   const store = m.timedStore({
     findClient: (id: string) => (id === 'missing' ? Promise.reject(new Error('no')) : Promise.resolve(id)),
     countClients: () => 3,
   } as never) as unknown as { findClient(id: string): Promise<string>; countClients(): number };
   return Object.assign(m, { store });
+}
+
+/**
+ * Stops the loop delay's sampler and takes what it sampled (one scrape): the scrapes after see no new samples
+ * and a window maximum of 0, so their texts can be compared.
+ */
+async function closedAndTaken(m: Metrics): Promise<void> {
+  m.close();
+  await m.exposition();
 }
 
 /** Keeps the thread busy for `ms` milliseconds. */
@@ -46,7 +56,7 @@ describe('the exposition', () => {
       } as never,
       () => true,
     );
-    m.close(); // the loop delay's sampler stops: both texts see the same samples
+    await closedAndTaken(m);
 
     const text = (await m.exposition()).text;
     expect(text).toBe(await m.registry.metrics());
@@ -65,7 +75,20 @@ describe('the exposition', () => {
     expect(text).toContain(
       'tessera_store_operation_duration_seconds_bucket{operation="findClient",outcome="ok",le="+Inf"} 2\n',
     );
+    expect(text).toContain(
+      'tessera_http_request_duration_seconds_sum{method="GET",route="/nothing",status_code="200"} Nan\n',
+    );
     expect(text.endsWith('\n')).toBe(true);
+  });
+
+  it("is prom-client's text with histograms that have no series yet", async () => {
+    const m = (metrics = new Metrics({ defaultMetrics: false }));
+    await closedAndTaken(m);
+    const text = (await m.exposition()).text;
+    expect(text).toBe(await m.registry.metrics());
+    expect(text).toContain(
+      '# TYPE tessera_store_operation_duration_seconds histogram\n\n# HELP tessera_issuer_key_fetches_total',
+    );
   });
 
   it('a series observed after a scrape is in the next one, and so are the new counts of the others', async () => {
@@ -128,7 +151,8 @@ describe('the exposition', () => {
           order.push(`step_${i}`);
         },
       });
-    m.close(); // the loop delay's sampler stops: both scrapes see the same samples
+    await closedAndTaken(m);
+    order.length = 0; // what that scrape collected
     const [a, b] = await Promise.all([m.exposition(), m.exposition()]);
     const steps = ['step_0', 'step_1', 'step_2', 'step_3', 'step_4', 'step_5'];
     expect(order).toEqual([...steps, ...steps]);
