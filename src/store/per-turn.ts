@@ -14,7 +14,7 @@ interface Call<I, O> {
  * `many` run at once (default 1): what comes while that many run waits, and goes in the next one with everything
  * else that came meanwhile (at most MOST_AT_ONCE inputs a call).
  *
- * The stores record the replay guard's ids this way (openSqliteStore, openPostgresStore): the token requests of
+ * The stores record the replay guard's ids this way (kysely/assertion-jtis.ts): the token requests of
  * a turn are answered together (endOfTurn, src/http/routes/token.ts), each records its proof's id in that turn,
  * and one transaction records them all, with one commit (on SQLite, one wait for the write lock; on PostgreSQL,
  * one round trip) instead of one of each per request.

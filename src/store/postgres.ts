@@ -2,7 +2,6 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { CHANGE_CHANNEL } from './kysely/base.js';
 import { openKyselyStore } from './kysely/store.js';
-import { perTurn } from './per-turn.js';
 import type { Database } from './schema.js';
 import type { ChangeFeed, Store } from './types.js';
 
@@ -134,11 +133,5 @@ export function openPostgresStore(
       subscribe,
     },
   );
-  // The replay guard's ids recorded in one turn of the event loop in one statement: one round trip and one
-  // commit for all of them instead of one of each per private_key_jwt or DPoP request (see sqlite.ts). Up to
-  // four such statements at once, on the pool's connections, so that one slow statement does not hold the next
-  // turns' back.
-  const useInTurn = perTurn(store.useAssertionJtis.bind(store), { parallel: 4 });
-  store.useAssertionJti = (id, expiresAt) => useInTurn({ id, expiresAt });
   return Object.assign(store, { subscribe });
 }

@@ -14,7 +14,6 @@ import {
   type SqliteStatement,
 } from 'kysely';
 import { openKyselyStore } from './kysely/store.js';
-import { perTurn } from './per-turn.js';
 import type { Database } from './schema.js';
 import { CHECKPOINT_EVERY_MS, LOCK_WAIT_MS, MaintenanceThread } from './sqlite-maintenance.js';
 import type { Store } from './types.js';
@@ -316,12 +315,6 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
     }
   };
   if (backgroundCheckpoints && file !== ':memory:') readOnTheSide(store, file, now);
-  // The replay guard's ids recorded in one turn of the event loop (the private_key_jwt and DPoP requests answered
-  // together) in one transaction: one commit, and one wait for the write lock, for all of them. One at a time,
-  // each was a transaction of its own (~60 % of the insert's cost on this project's machine), and each waited
-  // for the lock on its own behind the audit trail's batches.
-  const useInTurn = perTurn(store.useAssertionJtis.bind(store));
-  store.useAssertionJti = (id, expiresAt) => useInTurn({ id, expiresAt });
   if (thread !== undefined) {
     store.pruneAuditEvents = (olderThan, limit) =>
       thread.run('pruneAuditEvents', [olderThan.getTime(), limit]);
