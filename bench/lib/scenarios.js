@@ -14,24 +14,7 @@ import { tesseraEnv } from './stores.js';
  */
 export function scenarios(run) {
   const { settings, baseline, log } = run;
-  const {
-    sqliteStore,
-    scopedSqliteStore,
-    keyClientSqliteStore,
-    dpopSqliteStore,
-    federatedSqliteStore,
-    introspectionSqliteStore,
-    exchangeSqliteStore,
-    adminListSqliteStore,
-    postgresStore,
-    dpopPostgresStore,
-    loadCold,
-    form,
-    startTessera,
-    startPeer,
-    measureSignature,
-    servedBy,
-  } = runServers(run);
+  const servers = runServers(run);
   /** The signature alone, measured when the floor scenario runs: {usPerSignature}. */
   let signature;
   /**
@@ -40,7 +23,7 @@ export function scenarios(run) {
    */
   const preparedTessera = (id, makeStore, prepare) => async (port) => {
     const store = await makeStore(port);
-    const started = await startTessera({ id, store, port });
+    const started = await servers.startTessera({ id, store, port });
     started.target.prepare = () => prepare(started.target, store);
     return started;
   };
@@ -56,8 +39,8 @@ export function scenarios(run) {
     note: coldNote,
     start: async (port) => {
       const opened = await openStore();
-      await loadCold(opened);
-      return startTessera({ id, store: opened, port, cold: true });
+      await servers.loadCold(opened);
+      return servers.startTessera({ id, store: opened, port, cold: true });
     },
   });
 
@@ -75,7 +58,7 @@ export function scenarios(run) {
   const definitions = {
     ceiling: {
       label: 'ceiling (node:http + node:crypto)',
-      start: (port) => startPeer({ id: 'ceiling', script: 'ceiling.js', port }),
+      start: (port) => servers.startPeer({ id: 'ceiling', script: 'ceiling.js', port }),
     },
     'ceiling-at-once': {
       label: 'ceiling, each answer written at once',
@@ -83,7 +66,12 @@ export function scenarios(run) {
         'ceiling-at-once: the ceiling writing each answer as soon as its body is read, instead of in one batch per ' +
         'event-loop iteration; the difference is what batching saves in the kernel on loopback',
       start: (port) =>
-        startPeer({ id: 'ceiling-at-once', script: 'ceiling.js', port, extraEnv: { BENCH_AT_ONCE: '1' } }),
+        servers.startPeer({
+          id: 'ceiling-at-once',
+          script: 'ceiling.js',
+          port,
+          extraEnv: { BENCH_AT_ONCE: '1' },
+        }),
     },
     floor: {
       label: 'HTTP floor (the ceiling, one fixed token)',
@@ -94,14 +82,15 @@ export function scenarios(run) {
             `ceiling answering one token signed at start; its server CPU per answer) plus one ES256 signature as a ` +
             `tight loop measures it on the server's CPU (${signature.usPerSignature.toFixed(1)} µs)`,
       start: async (port) => {
-        signature = await measureSignature();
+        signature = await servers.measureSignature();
         log(`floor: one signature in a tight loop costs ${signature.usPerSignature.toFixed(1)} µs`);
-        return startPeer({ id: 'floor', script: 'ceiling.js', port, extraEnv: { BENCH_FIXED: '1' } });
+        return servers.startPeer({ id: 'floor', script: 'ceiling.js', port, extraEnv: { BENCH_FIXED: '1' } });
       },
     },
     'tessera-sqlite': {
       label: 'Tessera, SQLite',
-      start: async (port) => startTessera({ id: 'tessera-sqlite', store: await sqliteStore(), port }),
+      start: async (port) =>
+        servers.startTessera({ id: 'tessera-sqlite', store: await servers.sqliteStore(), port }),
     },
     'tessera-sqlite-baseline': {
       label: `Tessera, SQLite, baseline ${baseline?.commit ?? ''}`,
@@ -109,9 +98,9 @@ export function scenarios(run) {
         `baseline: Tessera as of ${baseline.commit} (--baseline ${settings.baseline}), built apart and run like ` +
         'tessera-sqlite in the same run: the difference between the two rows is what the changes since cost or save',
       start: async (port) =>
-        startTessera({
+        servers.startTessera({
           id: 'tessera-sqlite-baseline',
-          store: await sqliteStore(baseline.root),
+          store: await servers.sqliteStore(baseline.root),
           port,
           root: baseline.root,
         }),
@@ -119,9 +108,9 @@ export function scenarios(run) {
     'tessera-sqlite-no-metrics': {
       label: 'Tessera, SQLite, TESSERA_METRICS=false',
       start: async (port) =>
-        startTessera({
+        servers.startTessera({
           id: 'tessera-sqlite-no-metrics',
-          store: await sqliteStore(),
+          store: await servers.sqliteStore(),
           port,
           env: { TESSERA_METRICS: 'false' },
         }),
@@ -132,7 +121,7 @@ export function scenarios(run) {
         'scoped: the client is granted ten scopes and has five custom claims, so every token carries a scope ' +
         'claim and the custom claims (and the answer a scope field); against tessera-sqlite, what they cost',
       start: async (port) =>
-        startTessera({ id: 'tessera-sqlite-scoped', store: await scopedSqliteStore(), port }),
+        servers.startTessera({ id: 'tessera-sqlite-scoped', store: await servers.scopedSqliteStore(), port }),
     },
     'tessera-sqlite-pkjwt': {
       label: 'Tessera, SQLite, private_key_jwt',
@@ -141,7 +130,11 @@ export function scenarios(run) {
         'generator): the server verifies its signature with jose and records its jti in the store (the replay ' +
         'check, one INSERT, those of a turn in one transaction; Redis when configured); against tessera-sqlite, what an assertion costs over a secret',
       start: async (port) =>
-        startTessera({ id: 'tessera-sqlite-pkjwt', store: await keyClientSqliteStore(), port }),
+        servers.startTessera({
+          id: 'tessera-sqlite-pkjwt',
+          store: await servers.keyClientSqliteStore(),
+          port,
+        }),
     },
     'tessera-sqlite-dpop': {
       label: 'Tessera, SQLite, DPoP',
@@ -152,7 +145,7 @@ export function scenarios(run) {
         'carries cnf.jkt; ' +
         'against tessera-sqlite, what binding a token to a key costs',
       start: async (port) =>
-        startTessera({ id: 'tessera-sqlite-dpop', store: await dpopSqliteStore(), port }),
+        servers.startTessera({ id: 'tessera-sqlite-dpop', store: await servers.dpopSqliteStore(), port }),
     },
     'tessera-sqlite-federated': {
       label: 'Tessera, SQLite, federated credential',
@@ -162,7 +155,11 @@ export function scenarios(run) {
         'its claims against the credential and verifies its signature with jose; no replay check (the credential ' +
         'is not once), so no write; against tessera-sqlite-pkjwt, what a platform token costs over an assertion',
       start: async (port) =>
-        startTessera({ id: 'tessera-sqlite-federated', store: await federatedSqliteStore(), port }),
+        servers.startTessera({
+          id: 'tessera-sqlite-federated',
+          store: await servers.federatedSqliteStore(),
+          port,
+        }),
     },
     'tessera-sqlite-introspect': {
       label: 'Tessera, SQLite, introspection',
@@ -171,13 +168,19 @@ export function scenarios(run) {
         'tokens:introspect) of one active ES256 token of the client, verified from memory (the signature, the ' +
         "denylist, the client's standing); against tessera-sqlite, the token endpoint's rate on the same server build",
       // Once the server answers: a token of the client, which every request then introspects.
-      start: preparedTessera('tessera-sqlite-introspect', introspectionSqliteStore, async (target, store) => {
-        const token = await clientToken(target, 'introspect');
-        const rs = store.resourceServer;
-        target.path = '/oauth/introspect';
-        target.introspection = true;
-        target.body = Buffer.from(form({ token, client_id: rs.clientId, client_secret: rs.clientSecret }));
-      }),
+      start: preparedTessera(
+        'tessera-sqlite-introspect',
+        servers.introspectionSqliteStore,
+        async (target, store) => {
+          const token = await clientToken(target, 'introspect');
+          const rs = store.resourceServer;
+          target.path = '/oauth/introspect';
+          target.introspection = true;
+          target.body = Buffer.from(
+            servers.form({ token, client_id: rs.clientId, client_secret: rs.clientSecret }),
+          );
+        },
+      ),
     },
     'tessera-sqlite-exchange': {
       label: 'Tessera, SQLite, token exchange',
@@ -187,23 +190,27 @@ export function scenarios(run) {
         "token verified from memory (the signature, the denylist, both clients' standing), then signed as a " +
         "client credentials token; against tessera-sqlite, the token endpoint's rate on the same server build",
       // Once the server answers: a token of the client (the caller), which every request then exchanges.
-      start: preparedTessera('tessera-sqlite-exchange', exchangeSqliteStore, async (target, store) => {
-        const token = await clientToken(target, 'exchange');
-        const service = store.service;
-        target.exchange = { sub: target.clientId };
-        target.clientId = service.clientId;
-        target.audience = DOWNSTREAM;
-        target.body = Buffer.from(
-          form({
-            grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
-            client_id: service.clientId,
-            client_secret: service.clientSecret,
-            subject_token: token,
-            subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
-            audience: DOWNSTREAM,
-          }),
-        );
-      }),
+      start: preparedTessera(
+        'tessera-sqlite-exchange',
+        servers.exchangeSqliteStore,
+        async (target, store) => {
+          const token = await clientToken(target, 'exchange');
+          const service = store.service;
+          target.exchange = { sub: target.clientId };
+          target.clientId = service.clientId;
+          target.audience = DOWNSTREAM;
+          target.body = Buffer.from(
+            servers.form({
+              grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+              client_id: service.clientId,
+              client_secret: service.clientSecret,
+              subject_token: token,
+              subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+              audience: DOWNSTREAM,
+            }),
+          );
+        },
+      ),
     },
     'tessera-sqlite-admin-list': {
       label: 'Tessera, SQLite, admin list',
@@ -213,28 +220,36 @@ export function scenarios(run) {
         'token verified, the page read from the store (clients, grants, secrets) and serialized with its schema; ' +
         "against tessera-sqlite, the token endpoint's rate on the same server build",
       // Once the server answers: an admin token, with which every request reads the first page of clients.
-      start: preparedTessera('tessera-sqlite-admin-list', adminListSqliteStore, async (target, store) => {
-        const admin = store.admin;
-        const token = await clientToken(
-          {
-            ...target,
-            body: form({
-              grant_type: 'client_credentials',
-              client_id: admin.clientId,
-              client_secret: admin.clientSecret,
-              audience: `${target.url}/admin/v1`,
-            }),
-          },
-          'list clients',
-        );
-        target.method = 'GET';
-        target.path = `/admin/v1/clients?limit=${ADMIN_LIST_PAGE}`;
-        target.headers = { authorization: `Bearer ${token}` };
-        target.body = undefined;
-        target.adminList = { count: ADMIN_LIST_PAGE };
-      }),
+      start: preparedTessera(
+        'tessera-sqlite-admin-list',
+        servers.adminListSqliteStore,
+        async (target, store) => {
+          const admin = store.admin;
+          const token = await clientToken(
+            {
+              ...target,
+              body: servers.form({
+                grant_type: 'client_credentials',
+                client_id: admin.clientId,
+                client_secret: admin.clientSecret,
+                audience: `${target.url}/admin/v1`,
+              }),
+            },
+            'list clients',
+          );
+          target.method = 'GET';
+          target.path = `/admin/v1/clients?limit=${ADMIN_LIST_PAGE}`;
+          target.headers = { authorization: `Bearer ${token}` };
+          target.body = undefined;
+          target.adminList = { count: ADMIN_LIST_PAGE };
+        },
+      ),
     },
-    'tessera-sqlite-cold': coldScenario('tessera-sqlite-cold', 'Tessera, SQLite, cold cache', sqliteStore),
+    'tessera-sqlite-cold': coldScenario(
+      'tessera-sqlite-cold',
+      'Tessera, SQLite, cold cache',
+      servers.sqliteStore,
+    ),
     'tessera-workers2': {
       label: 'Tessera, SQLite, --workers 2 *',
       workers: 2,
@@ -245,12 +260,18 @@ export function scenarios(run) {
         `(its own cache and keys, no shared lock on the token path) as long as the load balancer and the store ` +
         `keep up`,
       start: async (port) =>
-        startTessera({ id: 'tessera-workers2', store: await sqliteStore(), port, workers: 2 }),
+        servers.startTessera({
+          id: 'tessera-workers2',
+          store: await servers.sqliteStore(),
+          port,
+          workers: 2,
+        }),
     },
     'tessera-pg': {
       label: 'Tessera, PostgreSQL',
       store: 'postgres',
-      start: async (port) => startTessera({ id: 'tessera-pg', store: await postgresStore(), port }),
+      start: async (port) =>
+        servers.startTessera({ id: 'tessera-pg', store: await servers.postgresStore(), port }),
     },
     'tessera-pg-dpop': {
       label: 'Tessera, PostgreSQL, DPoP',
@@ -258,22 +279,28 @@ export function scenarios(run) {
       note: () =>
         "DPoP on PostgreSQL: as tessera-sqlite-dpop, each proof's jti recorded in PostgreSQL (the ids of one " +
         'turn of the event loop in one statement); against tessera-pg, what binding a token to a key costs there',
-      start: async (port) => startTessera({ id: 'tessera-pg-dpop', store: await dpopPostgresStore(), port }),
+      start: async (port) =>
+        servers.startTessera({ id: 'tessera-pg-dpop', store: await servers.dpopPostgresStore(), port }),
     },
     'tessera-pg-cold': coldScenario(
       'tessera-pg-cold',
       'Tessera, PostgreSQL, cold cache',
-      postgresStore,
+      servers.postgresStore,
       'postgres',
     ),
     'oidc-provider': {
       label: 'node-oidc-provider',
       start: (port) =>
-        startPeer({ id: 'oidc-provider', script: 'oidc-provider.js', port, audienceParam: 'resource' }),
+        servers.startPeer({
+          id: 'oidc-provider',
+          script: 'oidc-provider.js',
+          port,
+          audienceParam: 'resource',
+        }),
     },
     'oauth2-server': {
       label: '@node-oauth/oauth2-server',
-      start: (port) => startPeer({ id: 'oauth2-server', script: 'oauth2-server.js', port }),
+      start: (port) => servers.startPeer({ id: 'oauth2-server', script: 'oauth2-server.js', port }),
     },
     // Not a load: bench/client-ids.js in a process of its own, pinned like a server, on the servers' Node.
     'client-ids': {
@@ -309,7 +336,7 @@ export function scenarios(run) {
 
   return {
     definitions,
-    servedBy,
+    servedBy: servers.servedBy,
     /** The signature alone, if the floor scenario ran: {usPerSignature}. */
     signature: () => signature,
   };
