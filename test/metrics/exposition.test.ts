@@ -34,6 +34,24 @@ async function closedAndTaken(m: Metrics): Promise<void> {
   await m.exposition();
 }
 
+/**
+ * `count` gauges `slow_<i>` of value i, each keeping the thread busy `ms` milliseconds when it is collected and
+ * then telling `collected`.
+ */
+function slowGauges(m: Metrics, count: number, ms: number, collected?: (i: number) => void): void {
+  for (let i = 0; i < count; i++)
+    new Gauge({
+      name: `slow_${i}`,
+      help: `takes ${ms} ms to collect`,
+      registers: [m.registry],
+      collect() {
+        busy(ms);
+        this.set(i);
+        collected?.(i);
+      },
+    });
+}
+
 /** Keeps the thread busy for `ms` milliseconds. */
 function busy(ms: number): void {
   const until = performance.now() + ms;
@@ -114,16 +132,7 @@ describe('the exposition', () => {
 
   it('lets the event loop in while it is written: 40 metrics of half a millisecond each are not one stall', async () => {
     const m = (metrics = new Metrics({ defaultMetrics: false }));
-    for (let i = 0; i < 40; i++)
-      new Gauge({
-        name: `slow_${i}`,
-        help: 'takes half a millisecond to collect',
-        registers: [m.registry],
-        collect() {
-          busy(0.5);
-          this.set(i);
-        },
-      });
+    slowGauges(m, 40, 0.5);
     let turns = 0;
     let writing = true;
     const tick = (): void => {
@@ -141,20 +150,11 @@ describe('the exposition', () => {
   it('scrapes at the same time take turns: one collects all its metrics before the next begins', async () => {
     const m = (metrics = new Metrics({ defaultMetrics: false }));
     const order: string[] = [];
-    for (let i = 0; i < 6; i++)
-      new Gauge({
-        name: `step_${i}`,
-        help: 'records when it is collected',
-        registers: [m.registry],
-        collect() {
-          busy(0.6);
-          order.push(`step_${i}`);
-        },
-      });
+    slowGauges(m, 6, 0.6, (i) => order.push(`slow_${i}`));
     await closedAndTaken(m);
     order.length = 0; // what that scrape collected
     const [a, b] = await Promise.all([m.exposition(), m.exposition()]);
-    const steps = ['step_0', 'step_1', 'step_2', 'step_3', 'step_4', 'step_5'];
+    const steps = ['slow_0', 'slow_1', 'slow_2', 'slow_3', 'slow_4', 'slow_5'];
     expect(order).toEqual([...steps, ...steps]);
     expect(a.text).toBe(b.text);
     expect(a.contentType).toBe('text/plain; version=0.0.4; charset=utf-8');

@@ -104,12 +104,18 @@ describe('PostgreSQL change notifications', () => {
 });
 
 describe("the replay guard's ids on PostgreSQL", () => {
-  it('those of one turn go in one statement; the same id twice in a turn, or from two instances at once, is used once', async () => {
+  /** Two stores (two server instances) on one fresh database. */
+  async function twoInstances() {
     const url = await db.freshSchema();
     const a = openPostgresStore(url, { max: 3 });
     const b = openPostgresStore(url, { max: 3 });
     opened.push(a, b);
     await a.migrate();
+    return { url, a, b };
+  }
+
+  it('those of one turn go in one statement; the same id twice in a turn, or from two instances at once, is used once', async () => {
+    const { url, a, b } = await twoInstances();
     const expires = Date.now() + 60_000;
     // Every query node-postgres sends, counted by its text.
     const sent: string[] = [];
@@ -162,11 +168,7 @@ describe("the replay guard's ids on PostgreSQL", () => {
   });
 
   it('two instances taking the same ids in opposite orders at once wait for each other, and never deadlock', async () => {
-    const url = await db.freshSchema();
-    const a = openPostgresStore(url, { max: 3 });
-    const b = openPostgresStore(url, { max: 3 });
-    opened.push(a, b);
-    await a.migrate();
+    const { url, a, b } = await twoInstances();
     const expires = Date.now() + 60_000;
     // A third connection holds `m` (inserted, not committed): A's statement takes `a` and waits at `m`, B's takes
     // `z` and waits at `m`, if each went in the order its ids came. Once `m` is free, one of them takes it and
