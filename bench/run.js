@@ -30,7 +30,7 @@ import {
   targetsText,
   textTable,
 } from './lib/report.js';
-import { postgresAnswers } from './lib/stores.js';
+import { postgresAnswers, redisAnswers } from './lib/stores.js';
 import { namedStalls, stallsText } from './lib/stalls.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -189,6 +189,9 @@ async function main() {
   const pgUp = settings.scenarios.some((s) => s.startsWith('tessera-pg'))
     ? await postgresAnswers(settings.pgAdminUrl)
     : false;
+  const redisUp = settings.scenarios.some((s) => s.endsWith('-redis'))
+    ? await redisAnswers(settings.redisUrl)
+    : false;
   const background = await backgroundCores();
   if (background >= 0.15)
     log(
@@ -267,7 +270,7 @@ async function main() {
           seconds: settings.seconds,
           connections,
           serverPid: started.server.pid,
-          storeComm: definition.store === 'postgres' ? 'postgres' : undefined,
+          storeComm: { postgres: 'postgres', redis: 'redis-server' }[definition.store],
         });
         result.loopDelayMaxMs = loopDelayUrl ? await loopDelayMaxMs(loopDelayUrl) : undefined;
         if (started.server.exitCode !== undefined)
@@ -330,6 +333,11 @@ async function main() {
         // Reported, not a failure: a machine without PostgreSQL runs the other scenarios (bench/README.md).
         notes.push(`${id} skipped: PostgreSQL does not answer at ${settings.pgAdminUrl}`);
         log(`${id}: skipped, PostgreSQL does not answer`);
+        continue;
+      }
+      if (definition.store === 'redis' && !redisUp) {
+        notes.push(`${id} skipped: Redis does not answer at ${settings.redisUrl}`);
+        log(`${id}: skipped, Redis does not answer`);
         continue;
       }
       await runLoad(id, definition);
@@ -430,7 +438,7 @@ async function main() {
       );
   if (rows.some((r) => r.storeCpuCores !== undefined))
     notes.push(
-      'PostgreSQL runs unpinned on the same machine; its CPU (all postgres processes) is the "PG CPU" column',
+      'PostgreSQL and Redis run unpinned on the same machine; their CPU (all postgres processes, or redis-server) is the "store CPU" column',
     );
 
   const jsonFile = join(settings.out, `${stamp}.json`);

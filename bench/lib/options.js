@@ -14,6 +14,7 @@ const SCENARIOS = [
   'tessera-sqlite-scoped',
   'tessera-sqlite-pkjwt',
   'tessera-sqlite-dpop',
+  'tessera-sqlite-dpop-redis',
   'tessera-sqlite-federated',
   'tessera-sqlite-introspect',
   'tessera-sqlite-exchange',
@@ -56,6 +57,7 @@ const USAGE = `npm run bench [-- options]
   --rounds N              with --compare: N pairs of runs of each scenario, every other pair in the other order;
                           the table gives the median ratio and the range (default 1; on a noisy machine, 3 or more)
   --pg URL                PostgreSQL admin URL (default postgres://postgres@127.0.0.1:5432/postgres)
+  --redis URL             Redis of the scenarios that use one (default redis://127.0.0.1:6379)
   --server-cpus 0         CPUs of a single-process server
   --load-cpus 1           CPUs of the load generator (this process)
   --workers-cpus 0,1      CPUs of Tessera --workers 2
@@ -84,6 +86,7 @@ export function options(root) {
       compare: { type: 'string' },
       rounds: { type: 'string', default: '1' },
       pg: { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
+      redis: { type: 'string', default: 'redis://127.0.0.1:6379' },
       'server-cpus': { type: 'string', default: '0' },
       'load-cpus': { type: 'string', default: '1' },
       'workers-cpus': { type: 'string', default: '0,1' },
@@ -138,6 +141,7 @@ export function options(root) {
     compare: values.compare,
     rounds: integer('rounds', values.rounds, 1),
     pgAdminUrl: values.pg,
+    redisUrl: values.redis,
     serverCpus: values['server-cpus'],
     loadCpus: values['load-cpus'],
     workersCpus: values['workers-cpus'],

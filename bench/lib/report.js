@@ -24,7 +24,7 @@ const COLUMNS = [
   ['CPU µs/req', (r) => fixed(r.serverCpuUsPerRequest, 0)],
   ['RSS MB', (r) => fixed(r.serverRssMb, 0)],
   ['loadgen CPU', (r) => fixed(r.loadgenCpuCores, 2)],
-  ['PG CPU', (r) => (r.storeCpuCores === undefined ? '' : fixed(r.storeCpuCores, 2))],
+  ['store CPU', (r) => (r.storeCpuCores === undefined ? '' : fixed(r.storeCpuCores, 2))],
   ['other CPU', (r) => fixed(r.otherCpuCores, 2)],
   ['node', (r) => r.nodeVersion],
 ];
@@ -311,7 +311,7 @@ export function markdown(result) {
     `- Servers pinned to CPU ${settings.serverCpus}, load generator (autocannon ${env.autocannon}) to CPU ${settings.loadCpus}; ` +
       `\`--workers 2\` on CPUs ${settings.workersCpus}, shared with the load generator`,
     `- Node: servers ${env.serverNode} (\`${env.serverNodePath}\`), harness ${env.harnessNode}`,
-    `- PostgreSQL: ${env.postgres ?? 'not used'}${env.postgres ? ' (not pinned: its CPU is the "PG CPU" column)' : ''}`,
+    `- PostgreSQL: ${env.postgres ?? 'not used'}${env.postgres ? ' (not pinned: its CPU is the "store CPU" column)' : ''}`,
     `- Peers: oidc-provider ${env.versions['oidc-provider']}, @node-oauth/oauth2-server ${env.versions['@node-oauth/oauth2-server']}; ` +
       `Tessera ${env.tesseraCommit} (fastify ${env.versions.fastify}, jose ${env.versions.jose})`,
     '',

@@ -147,6 +147,20 @@ export function scenarios(run) {
       start: async (port) =>
         servers.startTessera({ id: 'tessera-sqlite-dpop', store: await servers.dpopSqliteStore(), port }),
     },
+    'tessera-sqlite-dpop-redis': {
+      label: 'Tessera, SQLite, DPoP, Redis',
+      store: 'redis',
+      note: () =>
+        "DPoP with Redis: as tessera-sqlite-dpop, with TESSERA_REDIS_URL set, so each proof's jti is one SET NX in " +
+        'Redis instead of a row in the store (how several instances share the replay guard); against ' +
+        'tessera-sqlite-dpop, what Redis costs over the local store',
+      start: async (port) =>
+        servers.startTessera({
+          id: 'tessera-sqlite-dpop-redis',
+          store: await servers.dpopRedisSqliteStore(),
+          port,
+        }),
+    },
     'tessera-sqlite-federated': {
       label: 'Tessera, SQLite, federated credential',
       note: () =>

@@ -12,6 +12,7 @@ import { startPinned, stopServer } from './proc.js';
 import {
   coldClients,
   createPostgresDatabase,
+  dropRedisPrefix,
   insertPostgres,
   insertSqlite,
   provision,
@@ -57,6 +58,9 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     ...(store.databaseUrl
       ? { TESSERA_DATABASE_URL: store.databaseUrl }
       : { TESSERA_DATA_DIR: store.dataDir }),
+    ...(store.redisPrefix
+      ? { TESSERA_REDIS_URL: settings.redisUrl, TESSERA_REDIS_PREFIX: store.redisPrefix }
+      : {}),
   });
   /**
    * The Tessera that the stores are made with and that serves: this checkout's, or the --compare revision's while
@@ -97,6 +101,17 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
   async function dpopSqliteStore() {
     const store = await sqliteStore();
     store.dpop = dpopProofMaker();
+    return store;
+  }
+  /**
+   * Like dpopSqliteStore, with Redis (TESSERA_REDIS_URL) under a prefix of its own, so that the proofs' ids go to
+   * Redis; the prefix's keys are deleted at the end (they expire anyway).
+   */
+  async function dpopRedisSqliteStore() {
+    const store = await dpopSqliteStore();
+    store.redisPrefix = `tessera-bench-${randomBytes(6).toString('hex')}`;
+    const prefix = store.redisPrefix;
+    cleanups.push(() => dropRedisPrefix(settings.redisUrl, prefix));
     return store;
   }
   /**
@@ -360,6 +375,7 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     scopedSqliteStore,
     keyClientSqliteStore,
     dpopSqliteStore,
+    dpopRedisSqliteStore,
     federatedSqliteStore,
     introspectionSqliteStore,
     exchangeSqliteStore,

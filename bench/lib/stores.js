@@ -5,6 +5,7 @@
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 // Built by `npm run bench` before it starts: the same ids, secrets and digests as Tessera's own.
 import { digestSecret, generateClientId, generateSecret } from '../../dist/domain/secrets.js';
@@ -323,5 +324,35 @@ export async function postgresAnswers(adminUrl) {
     return false;
   } finally {
     await client.end().catch(() => undefined);
+  }
+}
+
+/** Whether Redis answers at `url` (a short attempt). */
+export async function redisAnswers(url) {
+  const client = new Redis(url, { lazyConnect: true, connectTimeout: 3000, maxRetriesPerRequest: 0 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** Deletes every key under `prefix` (a scenario's TESSERA_REDIS_PREFIX) in the Redis at `url`. */
+export async function dropRedisPrefix(url, prefix) {
+  const client = new Redis(url, { maxRetriesPerRequest: 1 });
+  client.on('error', () => undefined);
+  try {
+    for (let cursor = '0'; ;) {
+      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      if (keys.length > 0) await client.unlink(...keys);
+      if (next === '0') break;
+      cursor = next;
+    }
+  } finally {
+    client.disconnect();
   }
 }
