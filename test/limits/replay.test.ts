@@ -93,6 +93,28 @@ describe('AssertionReplay', () => {
     expect(await store.useAssertionJti(AssertionReplay.idOf('svc', 'r1'), until)).toBe(true);
   });
 
+  it('in Redis, the ids of one turn go in one write to Redis, each answered on its own', async () => {
+    const guard = new AssertionReplay(store, { keyPrefix: prefix, redis, retryAfter: 7 });
+    const until = Date.now() + 60_000;
+    const stream = (redis.client as unknown as { stream: { write(...args: unknown[]): boolean } }).stream;
+    const write = stream.write.bind(stream);
+    let writes = 0;
+    stream.write = (...args: unknown[]) => {
+      writes++;
+      return write(...args);
+    };
+    try {
+      // 40 uses in one turn: 20 ids, each twice (the second a replay).
+      const ids = Array.from({ length: 20 }, (_, i) => `p${i}`);
+      const answers = await Promise.all([...ids, ...ids].map((id) => guard.use('svc', id, until)));
+      expect(answers).toEqual([...ids.map(() => true), ...ids.map(() => false)]);
+      // One command a write would be 40.
+      expect(writes).toBe(1);
+    } finally {
+      stream.write = write;
+    }
+  });
+
   it('falls back to the store while the breaker is open', async () => {
     const guard = new AssertionReplay(store, { keyPrefix: prefix, redis, retryAfter: 7 });
     redis.breaker.failed(new Error('test: Redis is away'));
