@@ -1,8 +1,23 @@
 import { createHash } from 'node:crypto';
 import type { ReplayGuard } from '../domain/client-auth/index.js';
 import { temporarilyUnavailable } from '../domain/errors.js';
+import { perTurn } from '../store/per-turn.js';
 import type { AssertionJtiStore } from '../store/types.js';
 import type { SharedRedis } from './redis.js';
+
+/**
+ * Redis: SET NX PX of every key (KEYS) with its time to live in milliseconds (ARGV, same order), in that order;
+ * 1 for each key set (its first use), 0 for each already there (a replay, also the second of a key given twice).
+ */
+const USE_KEYS = `local used = {}
+for i = 1, #KEYS do
+  used[i] = redis.call('SET', KEYS[i], '1', 'PX', ARGV[i], 'NX') and 1 or 0
+end
+return used`;
+/** The client's command that runs USE_KEYS (ioredis defineCommand: EVALSHA, the script sent again if Redis lost it). */
+type UsesKeys = { tesseraUseKeys(count: number, ...keysThenTtls: (string | number)[]): Promise<number[]> };
+/** Batches of a turn's ids in Redis at once, at most (see perTurn). */
+const REDIS_BATCHES_AT_ONCE = 4;
 
 /** Expired assertion ids are deleted from the store this often, */
 const PRUNE_EVERY_MS = 60_000;
@@ -24,6 +39,12 @@ const PRUNE_BATCH = 2000;
 export class AssertionReplay implements ReplayGuard {
   private timer: NodeJS.Timeout | undefined;
   private pruning = false;
+  /**
+   * Redis: the ids of one turn of the event loop in one command (USE_KEYS), as the stores record them in one
+   * transaction: the token requests of a turn are answered together, and a SET NX each was a command each for
+   * the client and for Redis. Undefined for each id when Redis does not answer (the store answers instead).
+   */
+  private readonly inRedis: ((use: { key: string; ttl: number }) => Promise<boolean | undefined>) | undefined;
 
   constructor(
     private readonly store: AssertionJtiStore,
@@ -37,7 +58,23 @@ export class AssertionReplay implements ReplayGuard {
       /** The store could not record a jti (the proof was refused with 503). */
       onUnavailable?: (error: unknown) => void;
     },
-  ) {}
+  ) {
+    const redis = options.redis;
+    if (redis === undefined) return;
+    if (!('tesseraUseKeys' in redis.client)) redis.client.defineCommand('tesseraUseKeys', { lua: USE_KEYS });
+    const client = redis.client as unknown as UsesKeys;
+    this.inRedis = perTurn(
+      async (uses) => {
+        const answers = await redis.breaker.run(() =>
+          client.tesseraUseKeys(uses.length, ...uses.map((u) => u.key), ...uses.map((u) => u.ttl)),
+        );
+        // Not an answer of the script (the breaker released the batch, or something else answered): the store's turn.
+        if (!Array.isArray(answers) || answers.length !== uses.length) return uses.map(() => undefined);
+        return answers.map((used) => used === 1);
+      },
+      { parallel: REDIS_BATCHES_AT_ONCE },
+    );
+  }
 
   /**
    * A fixed-size key whatever the jti: base64url SHA-256 of scope and jti. The scope is a client id for a
@@ -50,16 +87,14 @@ export class AssertionReplay implements ReplayGuard {
   async use(scope: string, jti: string, until: number): Promise<boolean> {
     const id = AssertionReplay.idOf(scope, jti);
     const now = (this.options.now ?? Date.now)();
-    const ttl = Math.max(1, until - now);
-    const redis = this.options.redis;
-    if (redis) {
-      const key = `${this.options.keyPrefix}:jti:${id}`;
-      const answer = await redis.breaker.run(() => redis.client.set(key, '1', 'PX', ttl, 'NX'));
-      if (answer !== undefined) return answer === 'OK';
+    // In whole milliseconds: a proof's iat or exp may have a fraction (RFC 7519 NumericDate); Redis's PX and the
+    // store's column take integers.
+    const ttl = Math.max(1, Math.ceil(until - now));
+    if (this.inRedis) {
+      const answer = await this.inRedis({ key: `${this.options.keyPrefix}:jti:${id}`, ttl });
+      if (answer !== undefined) return answer;
     }
     try {
-      // In whole milliseconds: a proof's iat or exp may have a fraction (RFC 7519 NumericDate), the store's
-      // column is an integer.
       return await this.store.useAssertionJti(id, Math.ceil(until));
     } catch (error) {
       // Neither fresh nor a replay: the proof cannot be accepted safely, and the client may try again

@@ -115,6 +115,24 @@ describe('AssertionReplay', () => {
     }
   });
 
+  it('in Redis, a time with a fraction is a whole number of milliseconds to live, and a batch with it is answered by Redis', async () => {
+    const guard = new AssertionReplay(store, { keyPrefix: prefix, redis, retryAfter: 7 });
+    const until = Date.now() + 60_000.0999;
+    const [whole, fraction] = await Promise.all([
+      guard.use('svc', 'whole', Math.floor(until)),
+      guard.use('svc', 'fraction-r', until),
+    ]);
+    expect([whole, fraction]).toEqual([true, true]);
+    expect(await guard.use('svc', 'fraction-r', until)).toBe(false);
+    expect(redis.breaker.closed).toBe(true);
+    for (const jti of ['whole', 'fraction-r']) {
+      const ttl = await redis.client.pttl(`${prefix}:jti:${AssertionReplay.idOf('svc', jti)}`);
+      expect(ttl).toBeGreaterThan(55_000);
+      // The store never saw them.
+      expect(await store.useAssertionJti(AssertionReplay.idOf('svc', jti), until)).toBe(true);
+    }
+  });
+
   it('falls back to the store while the breaker is open', async () => {
     const guard = new AssertionReplay(store, { keyPrefix: prefix, redis, retryAfter: 7 });
     redis.breaker.failed(new Error('test: Redis is away'));
