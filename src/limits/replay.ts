@@ -72,7 +72,7 @@ export class AssertionReplay implements ReplayGuard {
         if (!Array.isArray(answers) || answers.length !== uses.length) return uses.map(() => undefined);
         return answers.map((used) => used === 1);
       },
-      { parallel: REDIS_BATCHES_AT_ONCE },
+      { parallel: REDIS_BATCHES_AT_ONCE, soon: 'tick' },
     );
   }
 

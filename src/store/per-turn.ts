@@ -9,7 +9,8 @@ interface Call<I, O> {
 
 /**
  * A function of one input whose calls made in one turn of the event loop are made as one call of `many`, at
- * the turn's end (setImmediate), with their inputs in the order of the calls; each call gets its own output
+ * the turn's end (setImmediate; with `soon: 'tick'`, as soon as the callback that made them and its promises are
+ * done, process.nextTick), with their inputs in the order of the calls; each call gets its own output
  * (`many` answers one per input, in order), or the error of the call they shared. At most `parallel` calls of
  * `many` run at once (default 1): what comes while that many run waits, and goes in the next one with everything
  * else that came meanwhile (at most MOST_AT_ONCE inputs a call).
@@ -17,13 +18,16 @@ interface Call<I, O> {
  * The stores record the replay guard's ids this way (kysely/assertion-jtis.ts): the token requests of
  * a turn are answered together (endOfTurn, src/http/routes/token.ts), each records its proof's id in that turn,
  * and one transaction records them all, with one commit (on SQLite, one wait for the write lock; on PostgreSQL,
- * one round trip) instead of one of each per request.
+ * one round trip) instead of one of each per request. In Redis (limits/replay.ts), one command, sent at the tick:
+ * the requests of a turn are answered in one callback (endOfTurn), so the tick has them all, and waiting for the
+ * next turn cost a turn of latency at low concurrency.
  */
 export function perTurn<I, O>(
   many: (inputs: I[]) => Promise<O[]>,
-  options: { parallel?: number } = {},
+  options: { parallel?: number; soon?: 'immediate' | 'tick' } = {},
 ): (input: I) => Promise<O> {
   const parallel = options.parallel ?? 1;
+  const later = options.soon === 'tick' ? process.nextTick : setImmediate;
   let waiting: Call<I, O>[] = [];
   let scheduled = false;
   let running = 0;
@@ -63,7 +67,7 @@ export function perTurn<I, O>(
       waiting.push({ input, resolve, reject });
       if (!scheduled && running < parallel) {
         scheduled = true;
-        setImmediate(run);
+        later(run);
       }
     });
 }

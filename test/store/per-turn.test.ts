@@ -31,6 +31,26 @@ describe('perTurn', () => {
     expect(r.calls).toEqual([[1, 2, 3], [4]]);
   });
 
+  it("with soon: 'tick', the calls of one callback and of the promises it settles go at the tick, before the next turn", async () => {
+    const r = recorder();
+    const one = perTurn(r.many, { soon: 'tick' });
+    let immediate = false;
+    setImmediate(() => (immediate = true));
+    // As the token lane's requests: one callback resumes them all, each makes its call a few awaits later.
+    const gate = Promise.resolve();
+    const answers = Promise.all(
+      [1, 2, 3].map(async (n) => {
+        await gate;
+        for (let i = 0; i < n; i++) await null;
+        return one(n);
+      }),
+    );
+    await new Promise<void>((resolve) => process.nextTick(resolve));
+    expect(await answers).toEqual([2, 4, 6]);
+    expect(r.calls).toEqual([[1, 2, 3]]);
+    expect(immediate).toBe(false);
+  });
+
   it('calls made while one runs wait for it, then go together in the next, at once', async () => {
     const r = recorder({ held: true });
     const one = perTurn(r.many);
