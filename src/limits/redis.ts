@@ -38,10 +38,6 @@ export function connectRedis(
     commandTimeout: 60_000,
     keepAlive: 10_000,
     retryStrategy: (times) => Math.min(times * 200, 2000),
-    // The commands of one turn of the event loop go in one write (and come back in one read): the token lane
-    // answers a turn's requests together, and a DPoP or private_key_jwt request's replay guard is one SET NX,
-    // so a turn of a hundred of them was a hundred writes on each side.
-    enableAutoPipelining: true,
   });
   // A write, like every count: a Redis that answers PING but refuses writes (out of memory, a replica left
   // read-only by a failover) is not back. The key expires by itself.
