@@ -151,8 +151,8 @@ export function scenarios(run) {
       label: 'Tessera, SQLite, DPoP, Redis',
       store: 'redis',
       note: () =>
-        "DPoP with Redis: as tessera-sqlite-dpop, with TESSERA_REDIS_URL set, so each proof's jti is one SET NX in " +
-        'Redis instead of a row in the store (how several instances share the replay guard); against ' +
+        "DPoP with Redis: as tessera-sqlite-dpop, with TESSERA_REDIS_URL set, so each proof's jti goes to Redis (the " +
+        'ids of one turn in one command, a SET NX each) instead of a row in the store (how several instances share the replay guard); against ' +
         'tessera-sqlite-dpop, what Redis costs over the local store',
       start: async (port) =>
         servers.startTessera({

@@ -27,7 +27,7 @@ const PRUNE_BATCH = 2000;
 /**
  * The proof ids (jti) already used, client assertions' and DPoP proofs' (each in a scope of its own, see
  * domain/dpop.ts), shared by every worker and instance: in Redis when it is configured
- * (one SET NX PX: the key expires with the assertion), else in the store (one INSERT … ON CONFLICT). While
+ * (a SET NX PX, those of a turn in one command: the key expires with the assertion), else in the store (one INSERT … ON CONFLICT). While
  * Redis does not answer (the breaker is open, or a command fails or takes over TESSERA_REDIS_TIMEOUT_MS), the
  * store answers instead, so private_key_jwt keeps working through a Redis outage. What that costs, for the
  * length of an outage and for assertions still valid in it (at most their exp + 60 s): an id taken in Redis
