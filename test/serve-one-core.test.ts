@@ -1,0 +1,86 @@
+/**
+ * `tessera serve` with one core (bin/tessera.js): V8 collects garbage on the thread that answers requests
+ * (--single-threaded-gc), as the same process made again with the flag (execve: its pid does not change). With more
+ * cores, or when node was given its own choice, nothing is added.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ROOT, tesseraEnv } from './helpers/process.js';
+import { freePort, tempDir } from './helpers/server.js';
+import { waitFor } from './helpers/wait.js';
+
+const started: { kill(signal: NodeJS.Signals): boolean; exitCode: number | null }[] = [];
+afterEach(() => {
+  for (const child of started.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+});
+
+/** Starts `tessera serve` with `nodeFlags`, on CPU 0 alone when `oneCore`; resolves with its pid once it is ready. */
+async function serve(oneCore: boolean, nodeFlags: string[] = []): Promise<number> {
+  const port = await freePort();
+  const env = tesseraEnv({
+    TESSERA_DATA_DIR: tempDir(),
+    TESSERA_PORT: String(port),
+    TESSERA_HOST: '127.0.0.1',
+    TESSERA_LOG_LEVEL: 'warn',
+  });
+  const node = [
+    ...nodeFlags,
+    '--disable-warning=ExperimentalWarning',
+    path.join(ROOT, 'bin/tessera.js'),
+    'serve',
+  ];
+  const child = oneCore
+    ? spawn('taskset', ['-c', '0', process.execPath, ...node], { env, stdio: 'ignore' })
+    : spawn(process.execPath, node, { env, stdio: 'ignore' });
+  started.push(child);
+  await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`tessera serve exited ${child.exitCode}`);
+      try {
+        return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
+      } catch {
+        return false;
+      }
+    },
+    20_000,
+    50,
+  );
+  return child.pid!;
+}
+
+/** The command line the process runs now (after any execve). */
+const commandLine = (pid: number): string[] =>
+  readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').slice(0, -1);
+
+describe('tessera serve and the cores it has', () => {
+  it('on one core: the same process, made again with --single-threaded-gc before the rest of its flags', async () => {
+    // taskset execs node in its own process: the pid is node's from the start.
+    const pid = await serve(true);
+    const line = commandLine(pid);
+    expect(line.slice(1, 3)).toEqual(['--single-threaded-gc', '--disable-warning=ExperimentalWarning']);
+    expect(line.slice(-2)).toEqual([path.join(ROOT, 'bin/tessera.js'), 'serve']);
+    expect(line.filter((flag) => flag === '--single-threaded-gc')).toHaveLength(1);
+  });
+
+  it("on one core, node's own choice stands: --no-single-threaded-gc is kept and nothing is added", async () => {
+    const pid = await serve(true, ['--no-single-threaded-gc']);
+    expect(commandLine(pid).slice(1)).toEqual([
+      '--no-single-threaded-gc',
+      '--disable-warning=ExperimentalWarning',
+      path.join(ROOT, 'bin/tessera.js'),
+      'serve',
+    ]);
+  });
+
+  it.skipIf(availableParallelism() < 2)('with more cores: nothing added', async () => {
+    const pid = await serve(false);
+    expect(commandLine(pid).slice(1)).toEqual([
+      '--disable-warning=ExperimentalWarning',
+      path.join(ROOT, 'bin/tessera.js'),
+      'serve',
+    ]);
+  });
+});
