@@ -3,7 +3,7 @@
  * (--single-threaded-gc), as the same process made again with the flag (execve: its pid does not change). With more
  * cores, or when node was given its own choice, nothing is added.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
@@ -11,6 +11,16 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT, tesseraEnv } from './helpers/process.js';
 import { freePort, tempDir } from './helpers/server.js';
 import { waitFor } from './helpers/wait.js';
+
+/** Whether `taskset` runs here (util-linux), and Node can replace the process (process.execve, Node 22.15+). */
+const canPin = (() => {
+  try {
+    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
+    return typeof process.execve === 'function';
+  } catch {
+    return false;
+  }
+})();
 
 const started: { kill(signal: NodeJS.Signals): boolean; exitCode: number | null }[] = [];
 afterEach(() => {
@@ -55,7 +65,7 @@ async function serve(oneCore: boolean, nodeFlags: string[] = []): Promise<number
 const commandLine = (pid: number): string[] =>
   readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').slice(0, -1);
 
-describe('tessera serve and the cores it has', () => {
+describe.skipIf(!canPin)('tessera serve and the cores it has', () => {
   it('on one core: the same process, made again with --single-threaded-gc before the rest of its flags', async () => {
     // taskset execs node in its own process: the pid is node's from the start.
     const pid = await serve(true);

@@ -13,6 +13,7 @@ const SCENARIOS = [
   'tessera-sqlite-no-metrics',
   'tessera-sqlite-scoped',
   'tessera-sqlite-pkjwt',
+  'tessera-sqlite-pkjwt-redis',
   'tessera-sqlite-dpop',
   'tessera-sqlite-dpop-redis',
   'tessera-sqlite-federated',

@@ -136,6 +136,19 @@ export function scenarios(run) {
           port,
         }),
     },
+    'tessera-sqlite-pkjwt-redis': {
+      label: 'Tessera, SQLite, private_key_jwt, Redis',
+      store: 'redis',
+      note: () =>
+        "private_key_jwt with Redis: as tessera-sqlite-pkjwt, with TESSERA_REDIS_URL set, so each assertion's jti " +
+        'goes to Redis (the ids of one turn in one command) instead of a row in the store',
+      start: async (port) =>
+        servers.startTessera({
+          id: 'tessera-sqlite-pkjwt-redis',
+          store: await servers.keyClientRedisSqliteStore(),
+          port,
+        }),
+    },
     'tessera-sqlite-dpop': {
       label: 'Tessera, SQLite, DPoP',
       note: () =>

@@ -104,13 +104,12 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     return store;
   }
   /**
-   * Like dpopSqliteStore, with Redis (TESSERA_REDIS_URL) under a prefix of its own, so that the proofs' ids go to
-   * Redis; the prefix's keys are deleted at the end (they expire anyway).
+   * `store` with Redis (TESSERA_REDIS_URL) under a prefix of its own, so that the proofs' ids go to Redis; the
+   * prefix's keys are deleted at the end (they expire anyway).
    */
-  async function dpopRedisSqliteStore() {
-    const store = await dpopSqliteStore();
-    store.redisPrefix = `tessera-bench-${randomBytes(6).toString('hex')}`;
-    const prefix = store.redisPrefix;
+  function withRedis(store) {
+    const prefix = `tessera-bench-${randomBytes(6).toString('hex')}`;
+    store.redisPrefix = prefix;
     cleanups.push(() => dropRedisPrefix(settings.redisUrl, prefix));
     return store;
   }
@@ -375,7 +374,8 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     scopedSqliteStore,
     keyClientSqliteStore,
     dpopSqliteStore,
-    dpopRedisSqliteStore,
+    dpopRedisSqliteStore: async () => withRedis(await dpopSqliteStore()),
+    keyClientRedisSqliteStore: async () => withRedis(await keyClientSqliteStore()),
     federatedSqliteStore,
     introspectionSqliteStore,
     exchangeSqliteStore,

@@ -14,6 +14,12 @@ for i = 1, #KEYS do
   used[i] = redis.call('SET', KEYS[i], '1', 'PX', ARGV[i], 'NX') and 1 or 0
 end
 return used`;
+/**
+ * The Redis key of an id: the `{jti}` hash tag puts every one in the same slot, so that a script of many of them is
+ * one shard's to run behind a cluster-mode endpoint or a sharding proxy (without it, CROSSSLOT, or keys set on a
+ * shard that is not theirs).
+ */
+export const redisKeyOf = (prefix: string, id: string): string => `${prefix}:{jti}:${id}`;
 /** The client's command that runs USE_KEYS (ioredis defineCommand: EVALSHA, the script sent again if Redis lost it). */
 type UsesKeys = { tesseraUseKeys(count: number, ...keysThenTtls: (string | number)[]): Promise<number[]> };
 /** Batches of a turn's ids in Redis at once, at most (see perTurn). */
@@ -90,8 +96,10 @@ export class AssertionReplay implements ReplayGuard {
     // In whole milliseconds: a proof's iat or exp may have a fraction (RFC 7519 NumericDate); Redis's PX and the
     // store's column take integers.
     const ttl = Math.max(1, Math.ceil(until - now));
-    if (this.inRedis) {
-      const answer = await this.inRedis({ key: `${this.options.keyPrefix}:jti:${id}`, ttl });
+    // A time that is not a number of milliseconds (a caller's bug) never reaches Redis: one bad value would fail
+    // the whole batch's script and open the breaker. The store refuses it (503).
+    if (this.inRedis && Number.isSafeInteger(ttl)) {
+      const answer = await this.inRedis({ key: redisKeyOf(this.options.keyPrefix, id), ttl });
       if (answer !== undefined) return answer;
     }
     try {

@@ -21,7 +21,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWT_BEARER } from '../../src/domain/client-auth/index.js';
 import { generateClientId } from '../../src/domain/secrets.js';
-import { AssertionReplay } from '../../src/limits/replay.js';
+import { AssertionReplay, redisKeyOf } from '../../src/limits/replay.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
@@ -275,7 +275,7 @@ describe.each([
     const id = replayId(client, assertion);
     const until = (assertion.exp + 60) * 1000;
     if (redis) {
-      const ttl = await redisClient!.pttl(`${prefix}:jti:${id}`);
+      const ttl = await redisClient!.pttl(redisKeyOf(prefix, id));
       // Set with PX until - now when the first request was checked, a moment ago.
       expect(ttl).toBeGreaterThan(until - Date.now() - 30_000);
       expect(ttl).toBeLessThanOrEqual(until - Date.now() + 1000);

@@ -21,7 +21,7 @@ import {
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AssertionReplay } from '../../src/limits/replay.js';
+import { AssertionReplay, redisKeyOf } from '../../src/limits/replay.js';
 import { sharedDatabaseEnv, startInstances } from '../helpers/instances.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { tesseraOk, type Serve } from '../helpers/process.js';
@@ -168,7 +168,7 @@ describe.each([
       const { rows } = await client.query('SELECT expires_at FROM assertion_jtis WHERE id = $1', [id]);
       if (redis) {
         expect(rows).toEqual([]);
-        expect(await redisClient!.pttl(`${prefix}:jti:${id}`)).toBeGreaterThan(60_000);
+        expect(await redisClient!.pttl(redisKeyOf(prefix, id))).toBeGreaterThan(60_000);
       } else expect(rows).toHaveLength(1);
     } finally {
       await client.end();

@@ -33,7 +33,7 @@ import {
   type FederatedCredential,
 } from '../../src/domain/client-auth/index.js';
 import { generateClientId } from '../../src/domain/secrets.js';
-import { AssertionReplay } from '../../src/limits/replay.js';
+import { AssertionReplay, redisKeyOf } from '../../src/limits/replay.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import type { Store } from '../../src/store/types.js';
 import { sharedDatabaseEnv, startInstances } from '../helpers/instances.js';
@@ -268,7 +268,7 @@ describe.each([
       );
       if (redis) {
         expect(rows).toEqual([]);
-        const ttl = await redisClient!.pttl(`${prefix}:jti:${key}`);
+        const ttl = await redisClient!.pttl(redisKeyOf(prefix, key));
         expect(ttl).toBeGreaterThan(until - Date.now() - 30_000);
         expect(ttl).toBeLessThanOrEqual(until - Date.now() + 1000);
       } else expect(rows.map((r) => Number(r.expires_at))).toEqual([until]);

@@ -5,7 +5,7 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OAuthError } from '../../src/domain/errors.js';
-import { AssertionReplay } from '../../src/limits/replay.js';
+import { AssertionReplay, redisKeyOf } from '../../src/limits/replay.js';
 import { connectRedis, type SharedRedis } from '../../src/limits/redis.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
@@ -85,7 +85,7 @@ describe('AssertionReplay', () => {
     const until = Date.now() + 60_000;
     expect(await guard.use('svc', 'r1', until)).toBe(true);
     expect(await guard.use('svc', 'r1', until)).toBe(false);
-    const key = `${prefix}:jti:${AssertionReplay.idOf('svc', 'r1')}`;
+    const key = redisKeyOf(prefix, AssertionReplay.idOf('svc', 'r1'));
     const ttl = await redis.client.pttl(key);
     expect(ttl).toBeGreaterThan(55_000);
     expect(ttl).toBeLessThanOrEqual(60_000);
@@ -126,7 +126,7 @@ describe('AssertionReplay', () => {
     expect(await guard.use('svc', 'fraction-r', until)).toBe(false);
     expect(redis.breaker.closed).toBe(true);
     for (const jti of ['whole', 'fraction-r']) {
-      const ttl = await redis.client.pttl(`${prefix}:jti:${AssertionReplay.idOf('svc', jti)}`);
+      const ttl = await redis.client.pttl(redisKeyOf(prefix, AssertionReplay.idOf('svc', jti)));
       expect(ttl).toBeGreaterThan(55_000);
       // The store never saw them.
       expect(await store.useAssertionJti(AssertionReplay.idOf('svc', jti), until)).toBe(true);
@@ -140,7 +140,7 @@ describe('AssertionReplay', () => {
       const until = Date.now() + 60_000;
       expect(await guard.use('svc', 'f1', until)).toBe(true);
       expect(await guard.use('svc', 'f1', until)).toBe(false);
-      expect(await redis.client.exists(`${prefix}:jti:${AssertionReplay.idOf('svc', 'f1')}`)).toBe(0);
+      expect(await redis.client.exists(redisKeyOf(prefix, AssertionReplay.idOf('svc', 'f1')))).toBe(0);
     } finally {
       redis.breaker.ready();
     }
