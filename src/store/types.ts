@@ -305,7 +305,7 @@ export interface AssertionJtiStore {
   /**
    * Records a client assertion's id (a digest of client id and jti) as used until `expiresAt` (ms since the
    * epoch): true if it was not in use, false if it is (a replay); an entry past its time counts as free. Both
-   * stores record the ids of one turn of the event loop together (useAssertionJtis, src/store/per-turn.ts).
+   * stores record the ids of one turn of the event loop together (useAssertionJtis, src/per-turn.ts).
    */
   useAssertionJti(id: string, expiresAt: number): Promise<boolean>;
   /**

@@ -1,5 +1,5 @@
 import { CompiledQuery } from 'kysely';
-import { perTurn } from '../per-turn.js';
+import { perTurn } from '../../per-turn.js';
 import type { AssertionJtiStore } from '../types.js';
 import { compileOnce, type StoreBase } from './base.js';
 

@@ -11,19 +11,14 @@ interface Call<I, O> {
  * A function of one input whose calls made in one turn of the event loop are made as one call of `many`, at
  * the turn's end (setImmediate; with `soon: 'tick'`, at the process.nextTick after the first call: the calls made
  * by the promises settled in the same callback go with it, if the first was made after an await too), with their
- * inputs in the order of the calls; each call gets its own output
- * (`many` answers one per input, in order), or the error of the call they shared. At most `parallel` calls of
- * `many` run at once (default 1): what comes while that many run waits, and goes in the next one with everything
- * else that came meanwhile (at most MOST_AT_ONCE inputs a call).
+ * inputs in the order of the calls; each call gets its own output (`many` answers one per input, in order), or
+ * the error of the call they shared. At most `parallel` calls of `many` run at once (default 1): what comes while
+ * that many run waits, and goes in the next one with everything else that came meanwhile (at most MOST_AT_ONCE
+ * inputs a call).
  *
- * The stores record the replay guard's ids this way (kysely/assertion-jtis.ts): the token requests of
- * a turn are answered together (endOfTurn, src/http/routes/token.ts), each records its proof's id in that turn,
- * and one transaction records them all, with one commit (on SQLite, one wait for the write lock; on PostgreSQL,
- * one round trip) instead of one of each per request. In Redis (limits/replay.ts), one command, sent at the tick:
- * the requests of a turn are resumed in one callback (endOfTurn), so a DPoP proof's id (verified synchronously)
- * is in the tick's command with the others; a client assertion's (jose verifies with WebCrypto, each in a callback
- * of its own) goes with those its callback completed. Against the turn's end: DPoP with Redis 1.14-1.15x the
- * requests a second, private_key_jwt 0.95-0.99x (bench, --compare, three rounds).
+ * The token requests of a turn are answered together (endOfTurn, src/http/routes/token.ts), so the replay guard
+ * records their proofs' ids this way: the stores in one transaction (store/kysely/assertion-jtis.ts), Redis in one
+ * command (limits/replay.ts).
  */
 export function perTurn<I, O>(
   many: (inputs: I[]) => Promise<O[]>,

@@ -1,8 +1,8 @@
 /**
- * perTurn (src/store/per-turn.ts): the calls of one turn of the event loop made as one call of `many`.
+ * perTurn (src/per-turn.ts): the calls of one turn of the event loop made as one call of `many`.
  */
 import { describe, expect, it } from 'vitest';
-import { perTurn } from '../../src/store/per-turn.js';
+import { perTurn } from '../src/per-turn.js';
 
 /** A `many` that records its calls and answers each input doubled, when `release` is called (or at once). */
 function recorder(options: { held?: boolean } = {}) {
