@@ -1369,9 +1369,12 @@ describe('quotas set with the CLI, on a running server', () => {
    * Waits until the server has seen every change written so far, without asking for a token of the client
    * under test (which would count against its quota): the marker is disabled (or enabled) after those
    * changes, and the feed is read in order, so once the marker's answer flips, the earlier change is seen.
+   * The marker is asked for first, so that the server has it cached: a marker it has not cached would be
+   * read from the store, and its answer would flip at once, before the feed is read (a flaky test in CI).
    */
   async function synced(): Promise<void> {
     const { enabled } = (await ws.ok('client', 'show', marker.id, '--json')).json as { enabled: boolean };
+    expect((await ask(marker)).status).toBe(enabled ? 200 : 401);
     await ws.ok('client', enabled ? 'disable' : 'enable', marker.id);
     await until(marker, enabled ? 401 : 200);
   }
