@@ -21,6 +21,7 @@ const SCENARIOS = [
   'tessera-sqlite-exchange',
   'tessera-sqlite-admin-list',
   'tessera-sqlite-cold',
+  'tessera-sqlite-cached',
   'tessera-workers2',
   'tessera-pg',
   'tessera-pg-dpop',

@@ -228,6 +228,15 @@ export function targets(rows, concurrencies) {
         cold.reqPerSec >= 0.5 * warm.reqPerSec,
       );
   }
+  const cached = rows.filter((r) => r.scenario === 'tessera-sqlite-cached');
+  if (cached.length > 0) {
+    const worst = Math.max(...cached.map((r) => r.serverRssMb));
+    check(
+      'Tessera server RSS < 200 MB with every client of tessera-sqlite-cached in its cache (--cold-clients, 100 000 by default)',
+      `${fixed(worst, 0)} MB at most`,
+      worst < 200,
+    );
+  }
   const single = rows.filter((r) => r.scenario.startsWith('tessera-') && r.workers === 1);
   if (single.length > 0) {
     const worst = Math.max(...single.map((r) => r.serverRssMb));

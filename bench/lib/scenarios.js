@@ -44,6 +44,47 @@ export function scenarios(run) {
     },
   });
 
+  /**
+   * The cached scenario: the cold clients in the store, TESSERA_CACHE_MAX at its default (100 000), and before
+   * the warm-up every client asked for once (a pass of the rotation, 64 at a time), so that the server holds
+   * them all: what its memory is with that many clients cached.
+   */
+  const cachedScenario = (id, label, openStore) => ({
+    label,
+    note: () =>
+      `cached: ${settings.coldClients.toLocaleString('en-US')} clients in the store, each asked for once before ` +
+      'the warm-up and then in turn, TESSERA_CACHE_MAX at its default: every request is a cache hit, and the RSS ' +
+      'is that of a server holding them all',
+    start: async (port) => {
+      const opened = await openStore();
+      await servers.loadCold(opened);
+      const started = await servers.startTessera({ id, store: opened, port, rotate: true });
+      started.target.prepare = () => askEveryClient(started.target);
+      return started;
+    },
+  });
+
+  /** Asks once for the token of every client of the target's rotation, 64 at a time; each must be 200. */
+  async function askEveryClient(target) {
+    const { bodies } = target.rotation;
+    const t0 = Date.now();
+    let next = 0;
+    const worker = async () => {
+      while (next < bodies.length) {
+        const body = bodies[next++];
+        const response = await fetch(`${target.url}${target.path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body,
+        });
+        await response.arrayBuffer();
+        if (response.status !== 200) throw new Error(`a client's first token: status ${response.status}`);
+      }
+    };
+    await Promise.all(Array.from({ length: 64 }, worker));
+    log(`${bodies.length.toLocaleString('en-US')} clients asked for once in ${Date.now() - t0} ms`);
+  }
+
   /** One token of the scenario's client, got at its running server: what an introspection or exchange scenario sends. */
   async function clientToken(target, purpose) {
     const response = await fetch(`${target.url}/oauth/token`, {
@@ -275,6 +316,11 @@ export function scenarios(run) {
     'tessera-sqlite-cold': coldScenario(
       'tessera-sqlite-cold',
       'Tessera, SQLite, cold cache',
+      servers.sqliteStore,
+    ),
+    'tessera-sqlite-cached': cachedScenario(
+      'tessera-sqlite-cached',
+      'Tessera, SQLite, 100k clients cached',
       servers.sqliteStore,
     ),
     'tessera-workers2': {

@@ -245,6 +245,7 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     port,
     workers = 1,
     cold: isCold = false,
+    rotate = isCold,
     env: own = {},
     root = tesseraRoot,
   }) {
@@ -282,7 +283,7 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
       cwd: root,
     });
     const url = `http://127.0.0.1:${port}`;
-    const target = { ...tokenTarget(url, store.client), rotation: isCold ? rotation() : undefined };
+    const target = { ...tokenTarget(url, store.client), rotation: rotate ? rotation() : undefined };
     if (store.assertions) {
       store.assertions.tokenEndpoint = `${url}/oauth/token`;
       target.assertions = store.assertions;
