@@ -77,7 +77,7 @@ export interface TokenResponse {
   scope?: string;
 }
 
-interface KnownSecret {
+export interface KnownSecret {
   id: string;
   /** The raw 32 bytes of its SHA-256, as a latin1 string (see digestBytes). */
   digest: string;

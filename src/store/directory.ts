@@ -9,6 +9,7 @@ import {
   type IdHash,
 } from './client-ids.js';
 import type { KnownAudience, KnownClient } from '../domain/token-types.js';
+import { ClientCache } from './client-cache.js';
 import { toKnownClient } from './known-client.js';
 import type { Audience, AudienceStore, Change, ChangeFeed, ClientStore } from './types.js';
 
@@ -82,7 +83,6 @@ const UNKNOWN_MAX = 10_000;
 const CHANGE_BATCH = 1000;
 const CHANGE_BATCH_MIN = 50;
 const CHANGE_BATCH_MS = 4;
-const STALE_OK = { allowStale: true, noDeleteOnStaleGet: true } as const;
 const LOOKUP_TIMEOUT_MS = 2000;
 /** Most ids asked of the store in one query. */
 const BATCH_MAX = 100;
@@ -124,7 +124,7 @@ const ID_RETRY_MS = 10_000;
  * `pollMs`; the TTL is only a backstop.
  */
 export class Directory {
-  private readonly clients: LRUCache<string, KnownClient>;
+  private readonly clients: ClientCache;
   private readonly unknown: LRUCache<string, true>;
   private readonly pending = new Map<string, Promise<KnownClient | undefined>>();
   /** The ids missed since the last lookup went out, looked up together (see load). */
@@ -174,7 +174,7 @@ export class Directory {
   ) {
     this.staleWindowMs = options.staleWindowMs ?? Infinity;
     this.idHash = options.idHash ?? idHash();
-    this.clients = boundedLru<string, KnownClient>(options.max, { ttl: options.ttlMs, ttlAutopurge: false });
+    this.clients = new ClientCache(options.max, options.ttlMs);
     this.unknown = boundedLru<string, true>(Math.min(options.max, UNKNOWN_MAX), {
       ttl: options.ttlMs,
       ttlAutopurge: false,
@@ -235,8 +235,9 @@ export class Directory {
    * just because its entry aged. Undefined once the stale window is over.
    */
   peekClient(id: string): KnownClient | undefined {
-    if (Date.now() - this.lastRead > this.staleWindowMs) return undefined;
-    const known = this.clients.get(id, STALE_OK);
+    const now = Date.now();
+    if (now - this.lastRead > this.staleWindowMs) return undefined;
+    const known = this.clients.get(id, now, true);
     if (known !== undefined) this.stats.hits++;
     return known;
   }
@@ -273,11 +274,11 @@ export class Directory {
    */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined> {
     // Without the feed, cached answers may be stale (a client disabled meanwhile): good for a while only.
-    if (Date.now() - this.lastRead > this.staleWindowMs)
-      throw temporarilyUnavailable(this.options.retryAfter);
+    const now = Date.now();
+    if (now - this.lastRead > this.staleWindowMs) throw temporarilyUnavailable(this.options.retryAfter);
     // While the feed cannot be read, the TTL backstop must not cut the stale window short: expired entries
     // are still served (they are as fresh as everything else this process knows).
-    const known = this.clients.get(id, this.failing ? STALE_OK : undefined);
+    const known = this.clients.get(id, now, this.failing);
     if (known !== undefined) {
       this.stats.hits++;
       return known;
@@ -374,7 +375,7 @@ export class Directory {
       const known = byId.get(id);
       if (current) {
         // Keyed by the client's own id string: the one from the request may be a slice of a longer one.
-        if (known) this.clients.set(known.id, known);
+        if (known) this.clients.set(known, Date.now());
         else this.unknown.set(id, true);
       }
       waiter.resolve(known);

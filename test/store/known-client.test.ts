@@ -1,48 +1,8 @@
 /** A client as the token path caches it (store/known-client.ts): how little a hundred thousand of them hold. */
 import { describe, expect, it } from 'vitest';
-import { digestSecret } from '../../src/domain/secrets.js';
 import { toKnownClient } from '../../src/store/known-client.js';
-import type { Client } from '../../src/store/types.js';
 import { retainedBytes } from '../helpers/memory.js';
-
-const API = 'https://api.example.com';
-const AT = '2026-11-27T12:00:00.000Z';
-
-/** A client as the store reads it: one secret, one grant without scopes, claims or token exchange. */
-function stored(i: number): Client {
-  const id = `client-${i}`.padEnd(32, 'x');
-  return {
-    id,
-    name: `client ${i}`,
-    description: null,
-    secretDigest: digestSecret(`secret-${i}`),
-    enabled: true,
-    tokenTtl: null,
-    createdAt: AT,
-    updatedAt: AT,
-    secretRotatedAt: AT,
-    quotaPerMinute: null,
-    quotaPerDay: null,
-    audiences: [API],
-    grants: [{ audience: API, scopes: [], claims: null, tokenExchange: false }],
-    claims: null,
-    secrets: [
-      {
-        id: `sec_${i}`,
-        digest: digestSecret(`secret-${i}`),
-        createdAt: AT,
-        expiresAt: null,
-        lastUsedAt: null,
-      },
-    ],
-    authMethod: 'client_secret_basic',
-    jwks: null,
-    jwksUri: null,
-    federatedCredentials: [],
-    dpopBoundAccessTokens: false,
-    revokedBefore: null,
-  };
-}
+import { API, stored } from '../helpers/stored-client.js';
 
 describe('toKnownClient', () => {
   it('holds a plain client (a secret, a grant) in under 600 bytes of heap, its id and secret id included (628 when each grant was its own object)', async () => {
