@@ -59,6 +59,39 @@ export async function writeSecrets(tx: Tx, clientId: string, change: SecretChang
       .execute();
 }
 
+/** Ids sorted at once at most, between two turns of the event loop (~1 ms): see inOrder. */
+const SORT_RUN = 2000;
+
+/**
+ * `ids` in order, `size` at a time, with a turn of the event loop before each chunk after the first: sorted a
+ * run of SORT_RUN at a time, the runs merged as the chunks are taken (a scan of the runs' heads for each id: a
+ * hundred thousand ids are 50 runs).
+ */
+export async function* inOrder(ids: readonly string[], size: number): AsyncGenerator<string[]> {
+  const runs: string[][] = [];
+  for (let i = 0; i < ids.length; i += SORT_RUN) {
+    if (i > 0) await nextTurn();
+    runs.push(ids.slice(i, i + SORT_RUN).sort());
+  }
+  const heads = runs.map(() => 0);
+  let chunk: string[] = [];
+  let first = true;
+  for (;;) {
+    let best = -1;
+    for (let r = 0; r < runs.length; r++)
+      if (heads[r]! < runs[r]!.length && (best < 0 || runs[r]![heads[r]!]! < runs[best]![heads[best]!]!))
+        best = r;
+    if (best >= 0) chunk.push(runs[best]![heads[best]!++]!);
+    if (chunk.length === size || (best < 0 && chunk.length > 0)) {
+      if (!first) await nextTurn();
+      first = false;
+      yield chunk;
+      chunk = [];
+    }
+    if (best < 0) return;
+  }
+}
+
 /** A change of a client's secrets is a write of the client (`clients`): its updated_at, its change record. */
 export function secretStore(base: StoreBase, clients: Pick<ClientStore, 'updateClient'>): SecretStore {
   return {
@@ -69,14 +102,13 @@ export function secretStore(base: StoreBase, clients: Pick<ClientStore, 'updateC
       // let in between. A cold cache of many clients notes tens of thousands of secrets between two writes:
       // a thousand ids a statement took 25–50 ms of SQLite each, run back to back on the thread that answers
       // requests (an awaited statement of node:sqlite has already run when it resolves), and stalled it for
-      // a quarter of a second; a hundred take under a millisecond.
-      const sorted = [...ids].sort();
-      for (let i = 0; i < sorted.length; i += SECRETS_PER_STATEMENT) {
-        if (i > 0) await nextTurn();
+      // a quarter of a second; a hundred take under a millisecond. Sorting 50,000 ids at once took 25 ms: they
+      // are sorted a run at a time and merged as the statements go (inOrder).
+      for await (const chunk of inOrder(ids, SECRETS_PER_STATEMENT)) {
         await base.conn
           .updateTable('client_secrets')
           .set({ last_used_at: at })
-          .where('id', 'in', sorted.slice(i, i + SECRETS_PER_STATEMENT))
+          .where('id', 'in', chunk)
           .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', at)]))
           .execute();
       }
