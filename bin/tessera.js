@@ -10,21 +10,25 @@ if (major < 22 || (major === 22 && minor < 13)) {
 }
 // A server with one core (its CPU affinity: taskset, a cpuset) collects garbage on its own thread: V8's helper
 // threads for it would only take turns with the thread that answers requests, each stopping it for its time
-// slice (README, "Garbage collection on one core"). The flag must be there when the process starts, so the
-// process becomes itself again with it (execve: the same process, nothing opened yet). A --single-threaded-gc
-// or --no-single-threaded-gc given to node is left as it is.
+// slice. And its young generation is small (4 MB semi-spaces instead of up to 16): each collection of it stops
+// requests for less time, and the process holds ~40 MB less (README, "Garbage collection on one core"). The flags
+// must be there when the process starts, so the process becomes itself again with them (execve: the same process,
+// nothing opened yet). A choice of either given to node (or in NODE_OPTIONS) is left as it is.
 const { availableParallelism } = await import('node:os');
-if (
-  process.argv[2] === 'serve' &&
-  typeof process.execve === 'function' &&
-  !process.execArgv.some((flag) => /^--(no-)?single[-_]threaded[-_]gc$/.test(flag)) &&
-  availableParallelism() === 1
-)
-  process.execve(
-    process.execPath,
-    [process.execPath, '--single-threaded-gc', ...process.execArgv, ...process.argv.slice(1)],
-    process.env,
-  );
+if (process.argv[2] === 'serve' && typeof process.execve === 'function' && availableParallelism() === 1) {
+  const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)];
+  const flags = [];
+  if (!given.some((flag) => /^--(no-)?single[-_]threaded[-_]gc$/.test(flag)))
+    flags.push('--single-threaded-gc');
+  if (!given.some((flag) => /^--(max|min)[-_]semi[-_]space[-_]size\b/.test(flag)))
+    flags.push('--max-semi-space-size=4');
+  if (flags.length > 0)
+    process.execve(
+      process.execPath,
+      [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)],
+      process.env,
+    );
+}
 // Node keeps the compiled code of every module it loads (in $NODE_COMPILE_CACHE, or a directory of the system's
 // temporary one; NODE_DISABLE_COMPILE_CACHE=1 turns it off), so a command after the first starts ~15 % faster.
 const { enableCompileCache } = await import('node:module');

@@ -1,7 +1,8 @@
 /**
  * `tessera serve` with one core (bin/tessera.js): V8 collects garbage on the thread that answers requests
- * (--single-threaded-gc), as the same process made again with the flag (execve: its pid does not change). With more
- * cores, or when node was given its own choice, nothing is added.
+ * (--single-threaded-gc) with a small young generation (--max-semi-space-size=4), as the same process made again
+ * with the flags (execve: its pid does not change). With more cores nothing is added; where node was given its own
+ * choice of either (on its command line or in NODE_OPTIONS), that one is not added.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -28,9 +29,10 @@ afterEach(() => {
 });
 
 /** Starts `tessera serve` with `nodeFlags`, on CPU 0 alone when `oneCore`; resolves with its pid once it is ready. */
-async function serve(oneCore: boolean, nodeFlags: string[] = []): Promise<number> {
+async function serve(oneCore: boolean, nodeFlags: string[] = [], nodeOptions?: string): Promise<number> {
   const port = await freePort();
   const env = tesseraEnv({
+    ...(nodeOptions === undefined ? {} : { NODE_OPTIONS: nodeOptions }),
     TESSERA_DATA_DIR: tempDir(),
     TESSERA_PORT: String(port),
     TESSERA_HOST: '127.0.0.1',
@@ -66,19 +68,45 @@ const commandLine = (pid: number): string[] =>
   readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').slice(0, -1);
 
 describe.skipIf(!canPin)('tessera serve and the cores it has', () => {
-  it('on one core: the same process, made again with --single-threaded-gc before the rest of its flags', async () => {
+  it('on one core: the same process, made again with --single-threaded-gc and --max-semi-space-size=4 before the rest of its flags', async () => {
     // taskset execs node in its own process: the pid is node's from the start.
     const pid = await serve(true);
     const line = commandLine(pid);
-    expect(line.slice(1, 3)).toEqual(['--single-threaded-gc', '--disable-warning=ExperimentalWarning']);
+    expect(line.slice(1, 4)).toEqual([
+      '--single-threaded-gc',
+      '--max-semi-space-size=4',
+      '--disable-warning=ExperimentalWarning',
+    ]);
     expect(line.slice(-2)).toEqual([path.join(ROOT, 'bin/tessera.js'), 'serve']);
     expect(line.filter((flag) => flag === '--single-threaded-gc')).toHaveLength(1);
   });
 
-  it("on one core, node's own choice stands: --no-single-threaded-gc is kept and nothing is added", async () => {
+  it("on one core, node's own choice stands: --no-single-threaded-gc is kept and only the semi-space size added", async () => {
     const pid = await serve(true, ['--no-single-threaded-gc']);
     expect(commandLine(pid).slice(1)).toEqual([
+      '--max-semi-space-size=4',
       '--no-single-threaded-gc',
+      '--disable-warning=ExperimentalWarning',
+      path.join(ROOT, 'bin/tessera.js'),
+      'serve',
+    ]);
+  });
+
+  it("on one core, node's own choice of both stands: nothing added, the process not made again", async () => {
+    const pid = await serve(true, ['--no-single-threaded-gc', '--max-semi-space-size=16']);
+    expect(commandLine(pid).slice(1)).toEqual([
+      '--no-single-threaded-gc',
+      '--max-semi-space-size=16',
+      '--disable-warning=ExperimentalWarning',
+      path.join(ROOT, 'bin/tessera.js'),
+      'serve',
+    ]);
+  });
+
+  it('on one core, a semi-space size in NODE_OPTIONS stands: only --single-threaded-gc added', async () => {
+    const pid = await serve(true, [], '--max-semi-space-size=8');
+    expect(commandLine(pid).slice(1)).toEqual([
+      '--single-threaded-gc',
       '--disable-warning=ExperimentalWarning',
       path.join(ROOT, 'bin/tessera.js'),
       'serve',
