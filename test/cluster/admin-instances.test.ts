@@ -66,6 +66,9 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
     expect(answer.status).toBe(200);
     expect(answer.body.scope).toBe([...ADMIN_SCOPES].sort().join(' '));
     const token = answer.body.access_token as string;
+    // B knows the new client once it has answered for it (an id it lacked had it read the feed); its admin API
+    // asks only what it knows.
+    expect((await postToken(instances[1]!.url, tokenParams(client.id, secret, ADMIN))).status).toBe(200);
 
     // The token from A is accepted by the admin API of both instances.
     for (const instance of instances) {
@@ -156,6 +159,7 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
     });
     const answer = await postToken(instances[0]!.url, tokenParams(client.id, secret, ADMIN));
     expect(answer.status).toBe(200);
+    expect((await postToken(instances[1]!.url, tokenParams(client.id, secret, ADMIN))).status).toBe(200);
     const token = answer.body.access_token as string;
     const status = async (instance: Serve, path: string) => {
       const response = await fetch(`${instance.url}/admin/v1${path}`, {

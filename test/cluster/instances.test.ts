@@ -40,7 +40,13 @@ describe('three instances on one PostgreSQL', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    env = sharedDatabaseEnv(db.url, ISSUER, { TESSERA_KEY_PUBLISH_AHEAD: String(PUBLISH_AHEAD) });
+    env = sharedDatabaseEnv(db.url, ISSUER, {
+      TESSERA_KEY_PUBLISH_AHEAD: String(PUBLISH_AHEAD),
+      // `everywhere` asks every 20 ms while a change spreads: each 401 meanwhile (a client disabled, then enabled
+      // again) is a failed attempt, and ten would block the address and client for the tests that follow.
+      TESSERA_ATTEMPTS_SOURCE_MAX: '100000',
+      TESSERA_ATTEMPTS_CLIENT_MAX: '100000',
+    });
     // All three start at once on the empty database: migrations and first keys must not be done twice.
     instances = await startInstances(env, 3);
     await tesseraOk(env, 'audience', 'add', API);
