@@ -24,7 +24,7 @@ const AUDIENCES_MAX = 65_536;
  * packKnownClient) where they are the usual client: ~180 bytes a client with its entry instead of ~500, so that
  * a hundred thousand cached clients take ~20 MB of heap instead of ~50.
  *
- * A packed client that is asked for is unpacked for that request (a few microseconds, and young garbage only);
+ * A packed client that is asked for is unpacked for that request (under a microsecond, young garbage only);
  * asked for again soon after (see askedAgain), it is an object again, and the object the longest unasked is
  * packed in its place. Unpacking every read into an object kept among the hot ones instead made every object
  * live a while and die in the old generation, when a hundred thousand clients are asked in turn: 0.83× the
@@ -65,7 +65,8 @@ export class ClientCache {
 
   /**
    * The client if cached and within its TTL (past it, it is dropped), or past it too when `stale` (kept then):
-   * while the feed cannot be read, the TTL must not cut the stale window short. `now` in ms since the epoch.
+   * while the feed cannot be read, the TTL must not cut the stale window short. `now` in ms since the epoch: the
+   * TTL follows the wall clock, as the stale window does (a clock set back keeps entries that much longer).
    */
   get(id: string, now: number, stale: boolean): KnownClient | undefined {
     const held = this.hot.get(id);

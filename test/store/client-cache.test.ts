@@ -34,9 +34,11 @@ describe('ClientCache', () => {
       ],
       secrets: [
         { ...stored(2).secrets[0]!, id: 'sec_new', expiresAt: null },
-        { ...stored(3).secrets[0]!, id: 'sec_old', expiresAt: '2026-11-28T13:00:00.123Z' },
+        { ...stored(3).secrets[0]!, id: 'sec_old,1', expiresAt: '2026-11-28T13:00:00.123Z' },
       ],
     });
+    // A digest of the separators' bytes (spaces, commas, digits) reads back as it was.
+    rich.secrets[0]!.digest = ' , 1 , '.padEnd(32, ' ');
     const none = toKnownClient({ ...stored(4), grants: [], secrets: [] });
     const cache = cacheWithCold([plain, rich, none]);
     expect(cache.packed).toBe(3);
