@@ -11,9 +11,10 @@ if (major < 22 || (major === 22 && minor < 13)) {
 // A server with one core (its CPU affinity: taskset, a cpuset) collects garbage on its own thread: V8's helper
 // threads for it would only take turns with the thread that answers requests, each stopping it for its time
 // slice. And its young generation is small (4 MB semi-spaces instead of up to 16): each collection of it stops
-// requests for less time, and it takes 24 MB less (the process 35–50 MB less in the bench) (README, "Garbage collection on one core"). The flags
-// must be there when the process starts, so the process becomes itself again with them (execve: the same process,
-// nothing opened yet). A choice of either given to node (or in NODE_OPTIONS) is left as it is.
+// requests for less time, and it takes 24 MB less (the process 35–50 MB less in the bench). See README, "Garbage
+// collection on one core". The flags must be there when the process starts, so the process becomes itself again
+// with them (execve: the same process, nothing opened yet). A choice of either given to node (or in NODE_OPTIONS)
+// is left as it is.
 const { availableParallelism } = await import('node:os');
 if (process.argv[2] === 'serve' && typeof process.execve === 'function' && availableParallelism() === 1) {
   const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)];
