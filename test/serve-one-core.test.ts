@@ -67,58 +67,40 @@ async function serve(oneCore: boolean, nodeFlags: string[] = [], nodeOptions?: s
 const commandLine = (pid: number): string[] =>
   readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').slice(0, -1);
 
+/** The node flags the process runs with now, before the flag serve() gives and the command. */
+function flagsOf(pid: number): string[] {
+  const line = commandLine(pid).slice(1);
+  expect(line.slice(-3)).toEqual([
+    '--disable-warning=ExperimentalWarning',
+    path.join(ROOT, 'bin/tessera.js'),
+    'serve',
+  ]);
+  return line.slice(0, -3);
+}
+
 describe.skipIf(!canPin)('tessera serve and the cores it has', () => {
   it('on one core: the same process, made again with --single-threaded-gc and --max-semi-space-size=4 before the rest of its flags', async () => {
     // taskset execs node in its own process: the pid is node's from the start.
-    const pid = await serve(true);
-    const line = commandLine(pid);
-    expect(line.slice(1, 4)).toEqual([
-      '--single-threaded-gc',
-      '--max-semi-space-size=4',
-      '--disable-warning=ExperimentalWarning',
-    ]);
-    expect(line.slice(-2)).toEqual([path.join(ROOT, 'bin/tessera.js'), 'serve']);
-    expect(line.filter((flag) => flag === '--single-threaded-gc')).toHaveLength(1);
+    expect(flagsOf(await serve(true))).toEqual(['--single-threaded-gc', '--max-semi-space-size=4']);
   });
 
   it("on one core, node's own choice stands: --no-single-threaded-gc is kept and only the semi-space size added", async () => {
-    const pid = await serve(true, ['--no-single-threaded-gc']);
-    expect(commandLine(pid).slice(1)).toEqual([
+    expect(flagsOf(await serve(true, ['--no-single-threaded-gc']))).toEqual([
       '--max-semi-space-size=4',
       '--no-single-threaded-gc',
-      '--disable-warning=ExperimentalWarning',
-      path.join(ROOT, 'bin/tessera.js'),
-      'serve',
     ]);
   });
 
-  it("on one core, node's own choice of both stands: nothing added, the process not made again", async () => {
-    const pid = await serve(true, ['--no-single-threaded-gc', '--max-semi-space-size=16']);
-    expect(commandLine(pid).slice(1)).toEqual([
-      '--no-single-threaded-gc',
-      '--max-semi-space-size=16',
-      '--disable-warning=ExperimentalWarning',
-      path.join(ROOT, 'bin/tessera.js'),
-      'serve',
-    ]);
+  it("on one core, node's own choice of both stands: nothing added", async () => {
+    const given = ['--no-single-threaded-gc', '--max-semi-space-size=16'];
+    expect(flagsOf(await serve(true, given))).toEqual(given);
   });
 
   it('on one core, a semi-space size in NODE_OPTIONS stands: only --single-threaded-gc added', async () => {
-    const pid = await serve(true, [], '--max-semi-space-size=8');
-    expect(commandLine(pid).slice(1)).toEqual([
-      '--single-threaded-gc',
-      '--disable-warning=ExperimentalWarning',
-      path.join(ROOT, 'bin/tessera.js'),
-      'serve',
-    ]);
+    expect(flagsOf(await serve(true, [], '--max-semi-space-size=8'))).toEqual(['--single-threaded-gc']);
   });
 
   it.skipIf(availableParallelism() < 2)('with more cores: nothing added', async () => {
-    const pid = await serve(false);
-    expect(commandLine(pid).slice(1)).toEqual([
-      '--disable-warning=ExperimentalWarning',
-      path.join(ROOT, 'bin/tessera.js'),
-      'serve',
-    ]);
+    expect(flagsOf(await serve(false))).toEqual([]);
   });
 });

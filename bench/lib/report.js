@@ -228,24 +228,20 @@ export function targets(rows, concurrencies) {
         cold.reqPerSec >= 0.5 * warm.reqPerSec,
       );
   }
-  const cached = rows.filter((r) => r.scenario === 'tessera-sqlite-cached');
-  if (cached.length > 0) {
-    const worst = Math.max(...cached.map((r) => r.serverRssMb));
-    check(
-      'Tessera server RSS < 200 MB with every client of tessera-sqlite-cached in its cache (--cold-clients, 100 000 by default)',
-      `${fixed(worst, 0)} MB at most`,
-      worst < 200,
-    );
-  }
-  const single = rows.filter((r) => r.scenario.startsWith('tessera-') && r.workers === 1);
-  if (single.length > 0) {
-    const worst = Math.max(...single.map((r) => r.serverRssMb));
-    check(
-      'Tessera server RSS < 200 MB at the end of every single-process run',
-      `${fixed(worst, 0)} MB at most`,
-      worst < 200,
-    );
-  }
+  /** The RSS target over `of` (rows), if any ran: the largest RSS at the end of a run under 200 MB. */
+  const rssUnder200 = (target, of) => {
+    if (of.length === 0) return;
+    const worst = Math.max(...of.map((r) => r.serverRssMb));
+    check(target, `${fixed(worst, 0)} MB at most`, worst < 200);
+  };
+  rssUnder200(
+    'Tessera server RSS < 200 MB with every client of tessera-sqlite-cached in its cache (--cold-clients, 100 000 by default)',
+    rows.filter((r) => r.scenario === 'tessera-sqlite-cached'),
+  );
+  rssUnder200(
+    'Tessera server RSS < 200 MB at the end of every single-process run',
+    rows.filter((r) => r.scenario.startsWith('tessera-') && r.workers === 1),
+  );
   return out;
 }
 

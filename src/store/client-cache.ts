@@ -130,7 +130,7 @@ export class ClientCache {
     return this.hot.size + this.cold.size;
   }
 
-  /** How many clients are kept packed (for tests and the bench). */
+  /** How many clients are kept packed (for the tests). */
   get packed(): number {
     let packed = 0;
     for (const value of this.cold.values()) if (typeof value === 'string') packed++;

@@ -81,16 +81,6 @@ class FewGrants implements GrantsByAudience {
   }
 }
 
-/** Audience URLs and plain grants, as grantsByAudience lays them out. */
-function plainGrants(audiences: readonly string[]): FewGrants {
-  const pairs = new Array<string | KnownGrant>(audiences.length * 2);
-  for (const [i, audience] of audiences.entries()) {
-    pairs[2 * i] = audience;
-    pairs[2 * i + 1] = PLAIN_GRANT;
-  }
-  return new FewGrants(pairs);
-}
-
 function grantsByAudience(grants: [string, KnownGrant][]): GrantsByAudience {
   if (grants.length > GRANTS_IN_A_LIST) return new Map(grants);
   // Of its exact length (flat() and push() leave room to grow, ~150 bytes of it).
@@ -252,7 +242,11 @@ export function unpackKnownClient(
     id,
     enabled: true,
     secrets,
-    grants: plainGrants(indexes === '' ? [] : indexes.split(',').map((i) => audienceAt(Number(i)))),
+    grants: grantsByAudience(
+      indexes === ''
+        ? []
+        : indexes.split(',').map((i): [string, KnownGrant] => [audienceAt(Number(i)), PLAIN_GRANT]),
+    ),
     tokenTtl: tokenTtl === '' ? null : Number(tokenTtl),
     quota: NO_QUOTA,
     keys: undefined,
