@@ -290,6 +290,7 @@ async function main() {
             (result.loopDelayMaxMs === undefined
               ? ''
               : `, loop stall max ${result.loopDelayMaxMs.toFixed(1)} ms`) +
+            ` (load generator's ${result.loadgenLoopMaxMs.toFixed(1)} ms)` +
             `, errors ${result.errors + result.timeouts}, non-2xx ${result.non2xx}, ` +
             `server CPU ${result.serverCpuCores.toFixed(2)}, RSS ${result.serverRssMb.toFixed(0)} MB`,
         );

@@ -1,6 +1,7 @@
 /* global process, fetch, AbortSignal */
 // The load: autocannon in this process (pinned to the load generator's core). A checked warm-up, in which
 // every answer must be a 200 with a token that verifies against the server's JWKS, then measurements.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import {
@@ -215,9 +216,14 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
   const store0 = storeComm ? commCpuSeconds(storeComm) : 0;
   const machine0 = machineCpuSeconds();
   const table0 = processTable();
+  // The load generator's own event-loop stalls: a response it reads late counts that wait as latency, so a max
+  // latency near this figure may be the load generator's rather than the server's.
+  const ownDelay = monitorEventLoopDelay({ resolution: 1 });
+  ownDelay.enable();
   const t0 = process.hrtime.bigint();
   const result = await run(options, onResponse);
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  ownDelay.disable();
   const cpu = treeCpuSeconds(serverPid) - cpu0;
   const self = selfCpuSeconds() - self0;
   const store = storeComm ? commCpuSeconds(storeComm) - store0 : undefined;
@@ -247,6 +253,7 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
     serverCpuUsPerRequest: okCount > 0 ? (cpu * 1e6) / okCount : NaN,
     serverRssMb: rssMb,
     loadgenCpuCores: self / wall,
+    loadgenLoopMaxMs: ownDelay.max / 1e6,
     storeCpuCores: store === undefined ? undefined : store / wall,
     // Every other program that ran meanwhile (kernel threads left out): noise if well above 0.
     otherCpuCores: other / wall,

@@ -24,6 +24,7 @@ const COLUMNS = [
   ['CPU µs/req', (r) => fixed(r.serverCpuUsPerRequest, 0)],
   ['RSS MB', (r) => fixed(r.serverRssMb, 0)],
   ['loadgen CPU', (r) => fixed(r.loadgenCpuCores, 2)],
+  ['loadgen loop max ms', (r) => fixed(r.loadgenLoopMaxMs, 1)],
   ['store CPU', (r) => (r.storeCpuCores === undefined ? '' : fixed(r.storeCpuCores, 2))],
   ['other CPU', (r) => fixed(r.otherCpuCores, 2)],
   ['node', (r) => r.nodeVersion],
