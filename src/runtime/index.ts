@@ -94,7 +94,7 @@ export async function openRuntime(
     const keyring = openKeyring(opening, store, master);
     const revocations = openRevocations(opening, store);
     const { directory, storeOutage } = openDirectory(opening, store, keyring, revocations);
-    const redis = openRedis(opening);
+    const redis = await openRedis(opening);
     const limits = openLimits(opening, redis);
     const audit = openAudit(opening, store);
     const rotator = openRotator(opening, store, master);

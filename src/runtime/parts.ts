@@ -22,7 +22,7 @@ import { KeyRotator } from '../keys/rotator.js';
 import { FailedAttempts } from '../limits/attempts.js';
 import { LoginAttempts } from '../limits/logins.js';
 import { IssuanceQuotas } from '../limits/quotas.js';
-import { connectRedis, type SharedRedis } from '../limits/redis.js';
+import type { SharedRedis } from '../limits/redis.js';
 import { AssertionReplay } from '../limits/replay.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Outage } from '../outage.js';
@@ -128,9 +128,18 @@ export function openDirectory(
   return { directory, storeOutage };
 }
 
-/** Redis, when TESSERA_REDIS_URL is set: the limits shared by every instance. */
-export function openRedis({ config, logger, metrics, closers }: Opening): SharedRedis | undefined {
+/**
+ * Redis, when TESSERA_REDIS_URL is set: the limits shared by every instance. Its client is loaded only then: a
+ * server without Redis holds none of it (memory, README "Memory").
+ */
+export async function openRedis({
+  config,
+  logger,
+  metrics,
+  closers,
+}: Opening): Promise<SharedRedis | undefined> {
   if (config.redisUrl === undefined) return undefined;
+  const { connectRedis } = await import('../limits/redis.js');
   const redis = connectRedis(config.redisUrl, {
     logger,
     keyPrefix: config.redisPrefix,

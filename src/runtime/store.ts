@@ -1,5 +1,4 @@
 import { isPostgresUrl, sqlitePath, type Config } from '../config/index.js';
-import { openPostgresStore } from '../store/postgres.js';
 import { openSqliteStore } from '../store/sqlite.js';
 import type { Store } from '../store/types.js';
 
@@ -30,9 +29,11 @@ export async function openStore(config: Config, options: OpenStoreOptions = {}):
   const url = config.databaseUrl;
   const clock = options.now;
   const now = clock && (() => new Date(clock()));
+  // The PostgreSQL driver is loaded only for a PostgreSQL store: a server on SQLite holds none of it (memory,
+  // README "Memory").
   const store =
     url !== undefined && isPostgresUrl(url)
-      ? openPostgresStore(url, {
+      ? (await import('../store/postgres.js')).openPostgresStore(url, {
           max: options.poolSize,
           now,
           timeouts: { queryMs: config.pgQueryTimeout * 1000, connectMs: config.pgConnectTimeout * 1000 },
