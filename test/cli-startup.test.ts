@@ -1,4 +1,7 @@
-/** What a `tessera` command loads before it runs: the server's stack only for `serve`. */
+/**
+ * What a `tessera` command loads before it runs: the server's stack only for `serve`, and the PostgreSQL driver and
+ * the Redis client only where they are configured.
+ */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -33,7 +36,7 @@ process.stdout.write(JSON.stringify([...loaded].sort()));
   });
 }
 
-const SERVER_PACKAGES = ['fastify', 'ioredis', 'pino', 'prom-client'];
+const SERVER_PACKAGES = ['fastify', 'ioredis', 'pg', 'pino', 'prom-client'];
 
 describe('the tessera command', () => {
   it('loads none of the server’s packages for its commands; `serve` loads them when it runs', async () => {
@@ -41,11 +44,13 @@ describe('the tessera command', () => {
     // imports: ~1.7–2.9 s and 125 MB for `client list` on a slow machine, 0.6–0.8 s and 86 MB without.
     expect(await packagesLoadedBy('cli/index.js', SERVER_PACKAGES)).toEqual([]);
     // The probe sees them where they are loaded: the server's own entry.
-    expect(await packagesLoadedBy('main.js', SERVER_PACKAGES)).toEqual([
-      'fastify',
-      'ioredis',
-      'pino',
-      'prom-client',
-    ]);
+    expect(await packagesLoadedBy('main.js', SERVER_PACKAGES)).toEqual(['fastify', 'pino', 'prom-client']);
+  });
+
+  it('loads the PostgreSQL driver and the Redis client only with the modules that use them, imported when configured', async () => {
+    // A server on SQLite without Redis holds neither (README, "Memory"): runtime/store.ts and runtime/parts.ts
+    // import these two modules only for a PostgreSQL URL and a Redis URL.
+    expect(await packagesLoadedBy('store/postgres.js', SERVER_PACKAGES)).toEqual(['pg']);
+    expect(await packagesLoadedBy('limits/redis.js', SERVER_PACKAGES)).toEqual(['ioredis']);
   });
 });
