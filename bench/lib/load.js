@@ -254,6 +254,8 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
     serverRssMb: rssMb,
     loadgenCpuCores: self / wall,
     loadgenLoopMaxMs: ownDelay.max / 1e6,
+    // When the measurement started on the monotonic clock (µs), the clock of a server's --cpu-prof timestamps.
+    startedMonotonicUs: Number(t0 / 1000n),
     storeCpuCores: store === undefined ? undefined : store / wall,
     // Every other program that ran meanwhile (kernel threads left out): noise if well above 0.
     otherCpuCores: other / wall,
