@@ -1,5 +1,6 @@
 import type { LRUCache } from 'lru-cache';
 import type { KnownClient } from '../domain/token-types.js';
+import { ownString } from '../domain/validate.js';
 import { boundedLru } from '../lru.js';
 import { packKnownClient, unpackKnownClient } from './known-client.js';
 
@@ -78,8 +79,8 @@ export class ClientCache {
     const cold = this.cold.get(id);
     if (cold === undefined) return undefined;
     const again = this.askedAgain(id);
-    // A copy of the id, for the client's own: the one asked with may be a slice of the request's body.
-    const read = typeof cold === 'string' ? this.unpack(Buffer.from(id).toString(), cold) : cold;
+    // A string of its own for the client's id: the one asked with may be a slice of the request's body.
+    const read = typeof cold === 'string' ? this.unpack(ownString(id), cold) : cold;
     if (!stale && now - read.cachedAt > this.ttlMs) {
       this.cold.delete(id);
       return undefined;
