@@ -30,12 +30,12 @@ if (process.argv[2] === 'serve' && typeof process.execve === 'function' && avail
   const flags = defaults
     .filter(([choice]) => !given.some((flag) => choice.test(flag)))
     .map(([, flag]) => flag);
-  const env = process.env.MALLOC_ARENA_MAX === undefined ? { MALLOC_ARENA_MAX: '2' } : {};
-  if (flags.length > 0 || Object.keys(env).length > 0)
+  const arenas = process.env.MALLOC_ARENA_MAX === undefined;
+  if (flags.length > 0 || arenas)
     process.execve(
       process.execPath,
       [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)],
-      { ...process.env, ...env },
+      arenas ? { ...process.env, MALLOC_ARENA_MAX: '2' } : process.env,
     );
 }
 // Node keeps the compiled code of every module it loads (in $NODE_COMPILE_CACHE, or a directory of the system's
