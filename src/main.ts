@@ -25,6 +25,13 @@ export interface Server {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Connections the kernel completes and queues for the server to accept (capped by net.core.somaxconn, 4096 by
+ * default since Linux 5.4). Node's default is 511: past it, a burst of new connections had SYNs dropped, and each
+ * dropped one waited for its retransmission, 1 s and more (bench/README.md, _New connections under load_).
+ */
+export const LISTEN_BACKLOG = 4096;
+
 /** How long a worker waits for the primary to say that every worker has stopped listening. */
 const LISTENERS_CLOSED_WAIT_MS = 2000;
 
@@ -102,7 +109,7 @@ export async function startServer(
     connections = new Connections(app.server, { max: config.maxConnections, logger });
     const counted = connections;
     runtime.metrics?.watchConnections(() => counted.stats);
-    address = await app.listen({ port: config.port, host: config.host });
+    address = await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   } catch (error) {
     // E.g. the port is taken: the app (its timers) and the runtime are closed; the listen error is the answer.
     await app?.close().catch(() => undefined);

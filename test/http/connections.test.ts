@@ -6,7 +6,7 @@
  *
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -201,4 +201,26 @@ describe('connections: keep-alive timeout and the connection cap', () => {
     expect(warnings[0]).toMatchObject({ level: 40, maxConnections: CAP, closedIdle: 1, refused: 0 });
     expect(s.logs.filter((line) => line.level >= 50)).toEqual([]);
   }, 60_000);
+
+  it('a burst of new connections that the server cannot accept yet is queued by the kernel, not dropped: each gets its token once the server runs', async () => {
+    const s = await start({ TESSERA_KEEPALIVE_TIMEOUT: '60' });
+    // The kernel caps every listen backlog at net.core.somaxconn (4096 by default since Linux 5.4).
+    const burst = Math.min(1000, Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8')));
+    // Stopped, the server accepts nothing, as when its event loop is busy: the kernel completes each handshake
+    // and queues it, up to the listen backlog; past it, a SYN is dropped and its client tries again a second
+    // later. Node's default backlog (511) made half of this burst wait that second.
+    process.kill(s.pid, 'SIGSTOP');
+    let sockets: Socket[];
+    let connectedIn: number;
+    try {
+      const started = Date.now();
+      sockets = await Promise.all(Array.from({ length: burst }, () => open(s.port)));
+      connectedIn = Date.now() - started;
+    } finally {
+      process.kill(s.pid, 'SIGCONT');
+    }
+    expect(connectedIn).toBeLessThan(900);
+    const answers = await Promise.all(sockets.map((socket) => exchange(socket, tokenRequest(s.port, form))));
+    expect(answers.map((a) => a.status)).toEqual(new Array(burst).fill(200));
+  }, 30_000);
 });
