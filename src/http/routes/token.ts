@@ -20,7 +20,34 @@ export function tokenJson(response: TokenResponse): string {
   return `{"access_token":"${response.access_token}"${issued},"token_type":"${response.token_type}","expires_in":${response.expires_in}${scope}}`;
 }
 
-let turn: Promise<void> | undefined;
+/**
+ * The most requests one event-loop iteration resumes (see endOfTurn). A batch of 100 tokens is ~5 ms of this
+ * thread, and libuv accepts one new connection per iteration (libuv/libuv#3696): with a thousand requests in
+ * flight an uncapped iteration ran ~85 ms, and a burst of new connections waited in the listen queue for
+ * seconds. 32 keeps the writes back to back and an iteration to ~2 ms of tokens.
+ */
+export const TURN_MAX = 32;
+
+/** Requests waiting for their turn, at most TURN_MAX: they resume together, in an iteration of their own. */
+interface Group {
+  promise: Promise<void>;
+  resolve: () => void;
+  size: number;
+  next: Group | undefined;
+}
+/** The groups waiting, oldest first: the first resumes at the next check phase, each other one an iteration later. */
+let first: Group | undefined;
+let last: Group | undefined;
+
+function resumeFirst(): void {
+  const group = first!;
+  first = group.next;
+  if (first === undefined) last = undefined;
+  // Immediates queued now run in the next iteration's check phase, after its poll phase.
+  else setImmediate(resumeFirst);
+  group.resolve();
+}
+
 /**
  * Settles in the check phase of this event-loop iteration, once every socket readable in it has been read.
  * Token requests wait for it, so those that arrived together are handled as a batch, in two passes: every
@@ -28,14 +55,24 @@ let turn: Promise<void> | undefined;
  * each, every answer is written, back to back. Writes in a row cost the kernel far less than writes spaced
  * by a signature each (on loopback each one also wakes the reading thread): 1.6–2× the tokens per core in
  * bench/ (bench/README.md, _Batches_). The wait is the rest of one loop iteration.
+ *
+ * An iteration resumes at most TURN_MAX requests; the others resume in the iterations after it, in the order they
+ * came, each iteration's poll phase (new connections, the sockets that became readable) running in between.
  */
 export function endOfTurn(): Promise<void> {
-  return (turn ??= new Promise((resolve) =>
-    setImmediate(() => {
-      turn = undefined;
-      resolve();
-    }),
-  ));
+  let group = last;
+  if (group === undefined || group.size >= TURN_MAX) {
+    let resolve!: () => void;
+    const promise = new Promise<void>((settle) => (resolve = settle));
+    group = { promise, resolve, size: 0, next: undefined };
+    if (last === undefined) {
+      first = group;
+      setImmediate(resumeFirst);
+    } else last.next = group;
+    last = group;
+  }
+  group.size++;
+  return group.promise;
 }
 
 /** The DPoP header as one string: Node joins repeated ones with commas, which the verifier refuses. */
