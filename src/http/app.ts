@@ -18,7 +18,7 @@ import { discoveryRoutes } from './routes/discovery.js';
 import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { revocationRoutes } from './routes/revocation.js';
-import { tokenRoutes } from './routes/token.js';
+import { connectionAccepted, tokenRoutes } from './routes/token.js';
 import { TokenLane } from './token-lane.js';
 
 /**
@@ -122,6 +122,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
         if (!lane.take(request, response)) fastify(request, response);
       },
     );
+    // Token batches are cut small while connections arrive (libuv accepts one an iteration: see endOfTurn).
+    server.on('connection', connectionAccepted);
     server.keepAliveTimeout = deps.keepAliveTimeoutMs;
     server.requestTimeout = deps.requestTimeoutMs;
     server.setTimeout(CONNECTION_TIMEOUT_MS);

@@ -2,7 +2,7 @@ import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import type { TokenRequest } from '../../src/domain/token-types.js';
 import { registerBodyParsers } from '../../src/http/body.js';
-import { TURN_MAX, tokenRoutes } from '../../src/http/routes/token.js';
+import { connectionAccepted, TURN_MAX, tokenRoutes } from '../../src/http/routes/token.js';
 import { recordingTokens } from '../helpers/fake-tokens.js';
 
 /**
@@ -39,7 +39,8 @@ describe('token requests answered in batches', () => {
     }
   });
 
-  it('resumes at most TURN_MAX requests an iteration: the others in the iterations after, in the order they came', async () => {
+  /** 2 × TURN_MAX + 1 token requests sent together; `check` runs at the start of each of the first iterations' check phases. */
+  async function burst(check: (iteration: number) => void): Promise<{ ids: string[]; events: string[] }> {
     const events: string[] = [];
     const tokens = recordingTokens(events);
     const app = Fastify();
@@ -49,11 +50,12 @@ describe('token requests answered in batches', () => {
       events.push(`send ${(request.body as { params: TokenRequest['params'] }).params.client_id}`);
     });
     await app.ready();
-    // An immediate queued before the requests runs in the first iteration's check phase, before their batch; one
-    // queued by it runs in the next iteration, and so on: each marks where an iteration's batch begins.
+    // An immediate queued before the requests' own runs first in each check phase; one it queues runs in the next
+    // iteration's, and so on: each marks where an iteration's batch begins.
     let iteration = 0;
     const mark = (): void => {
       events.push(`iteration ${++iteration}`);
+      check(iteration);
       if (iteration < 4) setImmediate(mark);
     };
     try {
@@ -70,27 +72,44 @@ describe('token requests answered in batches', () => {
       );
       setImmediate(mark);
       expect((await answers).map((a) => a.statusCode)).toEqual(ids.map(() => 200));
-      const batch = (group: string[]) => [
-        ...group.map((id) => `issue ${id}`),
-        ...group.map((id) => `send ${id}`),
-      ];
-      expect(events.filter((e) => !e.startsWith('iteration'))).toEqual([
-        ...batch(ids.slice(0, TURN_MAX)),
-        ...batch(ids.slice(TURN_MAX, 2 * TURN_MAX)),
-        ...batch(ids.slice(2 * TURN_MAX)),
-      ]);
-      // Each group in an iteration of its own.
-      const first = (id: string) => events.indexOf(`issue ${id}`);
-      const iterationOf = (id: string) =>
-        events.slice(0, first(id)).filter((e) => e.startsWith('iteration')).length;
-      expect([ids[0]!, ids[TURN_MAX - 1]!, ids[TURN_MAX]!, ids[2 * TURN_MAX]!].map(iterationOf)).toEqual([
-        iterationOf(ids[0]!),
-        iterationOf(ids[0]!),
-        iterationOf(ids[0]!) + 1,
-        iterationOf(ids[0]!) + 2,
-      ]);
+      return { ids, events };
     } finally {
       await app.close();
     }
+  }
+
+  const batch = (ids: string[]) => [...ids.map((id) => `issue ${id}`), ...ids.map((id) => `send ${id}`)];
+  /** The iteration in which a request was issued its token. */
+  const iterationOf = (events: string[], id: string) =>
+    events.slice(0, events.indexOf(`issue ${id}`)).filter((e) => e.startsWith('iteration')).length;
+
+  it('with no connection arriving, every request read in an iteration is one batch, however many', async () => {
+    const { ids, events } = await burst(() => undefined);
+    expect(events.filter((e) => !e.startsWith('iteration'))).toEqual(batch(ids));
+  });
+
+  it('while connections arrive, an iteration resumes at most TURN_MAX requests, the oldest; the others in the iterations after', async () => {
+    // A connection accepted in every iteration, as in a burst of new ones (libuv accepts one an iteration).
+    const { ids, events } = await burst(() => connectionAccepted());
+    expect(events.filter((e) => !e.startsWith('iteration'))).toEqual([
+      ...batch(ids.slice(0, TURN_MAX)),
+      ...batch(ids.slice(TURN_MAX, 2 * TURN_MAX)),
+      ...batch(ids.slice(2 * TURN_MAX)),
+    ]);
+    const start = iterationOf(events, ids[0]!);
+    expect(
+      [ids[TURN_MAX - 1]!, ids[TURN_MAX]!, ids[2 * TURN_MAX]!].map((id) => iterationOf(events, id)),
+    ).toEqual([start, start + 1, start + 2]);
+  });
+
+  it('once no more connections arrive, the requests still waiting resume together', async () => {
+    const { ids, events } = await burst((iteration) => {
+      if (iteration === 1) connectionAccepted();
+    });
+    expect(events.filter((e) => !e.startsWith('iteration'))).toEqual([
+      ...batch(ids.slice(0, TURN_MAX)),
+      ...batch(ids.slice(TURN_MAX)),
+    ]);
+    expect(iterationOf(events, ids[TURN_MAX]!)).toBe(iterationOf(events, ids[0]!) + 1);
   });
 });

@@ -21,31 +21,43 @@ export function tokenJson(response: TokenResponse): string {
 }
 
 /**
- * The most requests one event-loop iteration resumes (see endOfTurn). A batch of 100 tokens is ~5 ms of this
- * thread, and libuv accepts one new connection per iteration (libuv/libuv#3696): with a thousand requests in
- * flight an uncapped iteration ran ~85 ms, and a burst of new connections waited in the listen queue for
- * seconds. 32 keeps the writes back to back and an iteration to ~2 ms of tokens.
+ * While new connections arrive, the most requests one event-loop iteration resumes (see endOfTurn). libuv accepts one
+ * connection per iteration (libuv/libuv#3696), and an iteration that answers a batch of a thousand requests runs
+ * ~85 ms: a burst of new connections waited for seconds in the listen queue, each for as many iterations as were
+ * ahead of it. Sixteen tokens are ~1 ms; in between, the connections already open are answered in whole batches.
  */
-export const TURN_MAX = 32;
+export const TURN_MAX = 16;
 
-/** Requests waiting for their turn, at most TURN_MAX: they resume together, in an iteration of their own. */
+/** Requests waiting for their turn, at most TURN_MAX. */
 interface Group {
   promise: Promise<void>;
   resolve: () => void;
   size: number;
   next: Group | undefined;
 }
-/** The groups waiting, oldest first: the first resumes at the next check phase, each other one an iteration later. */
+/** The groups waiting, oldest first. */
 let first: Group | undefined;
 let last: Group | undefined;
+/** A connection was accepted since the last check phase that resumed requests. */
+let accepted = false;
 
-function resumeFirst(): void {
-  const group = first!;
-  first = group.next;
+/** Called for every connection the server accepts: the next iterations resume one group each (see endOfTurn). */
+export function connectionAccepted(): void {
+  accepted = true;
+}
+
+/** The check phase: resumes every group waiting, or only the first while connections are being accepted. */
+function resume(): void {
+  const one = accepted;
+  accepted = false;
+  do {
+    const group = first!;
+    first = group.next;
+    group.resolve();
+  } while (!one && first !== undefined);
   if (first === undefined) last = undefined;
-  // Immediates queued now run in the next iteration's check phase, after its poll phase.
-  else setImmediate(resumeFirst);
-  group.resolve();
+  // Queued now, it runs in the next iteration's check phase, after that iteration's poll phase.
+  else setImmediate(resume);
 }
 
 /**
@@ -56,8 +68,9 @@ function resumeFirst(): void {
  * by a signature each (on loopback each one also wakes the reading thread): 1.6–2× the tokens per core in
  * bench/ (bench/README.md, _Batches_). The wait is the rest of one loop iteration.
  *
- * An iteration resumes at most TURN_MAX requests; the others resume in the iterations after it, in the order they
- * came, each iteration's poll phase (new connections, the sockets that became readable) running in between.
+ * While connections are being accepted, an iteration resumes at most TURN_MAX requests, the oldest; the others
+ * resume in the iterations after it, each iteration's poll phase (the next connection, the sockets that became
+ * readable) running in between.
  */
 export function endOfTurn(): Promise<void> {
   let group = last;
@@ -67,7 +80,7 @@ export function endOfTurn(): Promise<void> {
     group = { promise, resolve, size: 0, next: undefined };
     if (last === undefined) {
       first = group;
-      setImmediate(resumeFirst);
+      setImmediate(resume);
     } else last.next = group;
     last = group;
   }
