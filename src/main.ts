@@ -28,7 +28,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /**
  * Connections the kernel completes and queues for the server to accept (capped by net.core.somaxconn, 4096 by
  * default since Linux 5.4). Node's default is 511: past it, a burst of new connections had SYNs dropped, and each
- * dropped one waited for its retransmission, 1 s and more (bench/README.md, _New connections under load_).
+ * dropped one waited for its retransmission, 1 s and more (README, _Performance and the runtime_: "The first answers
+ * of a run").
  */
 export const LISTEN_BACKLOG = 4096;
 
