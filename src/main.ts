@@ -31,7 +31,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * dropped one waited for its retransmission, 1 s and more (README, _Performance and the runtime_: "The first answers
  * of a run").
  */
-export const LISTEN_BACKLOG = 4096;
+const LISTEN_BACKLOG = 4096;
 
 /** How long a worker waits for the primary to say that every worker has stopped listening. */
 const LISTENERS_CLOSED_WAIT_MS = 2000;
