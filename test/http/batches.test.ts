@@ -39,7 +39,10 @@ describe('token requests answered in batches', () => {
     }
   });
 
-  /** 2 × TURN_MAX + 1 token requests sent together; `check` runs at the start of each of the first iterations' check phases. */
+  /**
+   * 2 × TURN_MAX + 1 token requests sent together, answered; `check` runs at the start of the check phase of each of
+   * the first four iterations.
+   */
   async function burst(check: (iteration: number) => void): Promise<{ ids: string[]; events: string[] }> {
     const events: string[] = [];
     const tokens = recordingTokens(events);

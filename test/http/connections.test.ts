@@ -1,7 +1,8 @@
 /**
  * Connections of a real `tessera serve`: idle keep-alive connections end at TESSERA_KEEPALIVE_TIMEOUT (which
  * clients are told), and past TESSERA_MAX_CONNECTIONS the least recently active idle connections are closed
- * so that a new client is still served; with none idle, the new connection is closed. Raw sockets, so that
+ * so that a new client is still served; with none idle, the new connection is closed. A burst of new connections
+ * that the server cannot accept yet waits in the kernel's queue (the listen backlog) rather than being dropped. Raw sockets, so that
  * which connection the server closed, and when, is seen exactly.
  *
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does).
