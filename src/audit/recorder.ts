@@ -390,40 +390,62 @@ export class AuditRecorder {
    * them. The store may hold the calls' writes in one open transaction and commit them with the last (SQLite on
    * its maintenance thread: a commit per chunk wrote every index page it touched to the log each time). A chunk
    * counts as stored once it is committed; a call that fails leaves every chunk not yet committed for the next
-   * flush. The last call is always made (a chunk that cannot be read ends the batch before it), so no open
-   * transaction is left behind.
+   * flush. The last call is always made, so no open transaction is left behind: a chunk that cannot be read ends
+   * the batch with a call of no events (the position of the chunk before it again).
+   *
+   * A chunk is read only once the call before it is made, and its events are handed over, not kept (see part): a
+   * chunk's events read ahead lived as long as the store took with the chunk before, long enough to outlive two
+   * young-generation collections, and were most of what this thread promoted to the old generation.
    */
   private async writeBatch(first: SpoolChunk, deadline: number): Promise<void> {
     const started = this.now();
     const held: SpoolChunk[] = [];
     let chunk = first;
+    /** The next chunk could not be read: the batch ends (and the flush fails with `unread`, if it was an error). */
+    let ending = false;
+    let unread: unknown;
     for (let part = 0; ; part++) {
-      let next: SpoolChunk | undefined;
-      let unread: unknown;
-      if (part + 1 < BATCH_CHUNKS && this.now() - started < BATCH_MS && this.now() <= deadline) {
-        try {
-          next = this.spool.readAfter(chunk, this.batchSize);
-        } catch (error) {
-          unread = error;
-        }
-      }
-      // A chunk of damaged lines only ends the batch too: it has nothing to write.
-      const last = next === undefined || next.records.length === 0;
+      const last =
+        ending ||
+        !(
+          part + 1 < BATCH_CHUNKS &&
+          this.now() - started < BATCH_MS &&
+          this.now() <= deadline &&
+          this.spool.hasAfter(chunk)
+        );
       held.push(chunk);
-      const committed = await this.store.appendAuditEvents(
-        chunk.records,
-        { segment: chunk.segment.name, offset: chunk.end },
-        { first: part === 0, last },
-      );
+      const committed = await this.part(chunk, part === 0, last);
       if (committed) for (const done of held.splice(0)) this.spool.stored(done);
-      if (unread !== undefined) throw unread;
       if (last) {
-        if (next !== undefined && held.length === 0) this.spool.stored(next);
+        if (unread !== undefined) throw unread;
         return;
       }
-      chunk = next!;
       await new Promise<void>((resolve) => setImmediate(resolve));
+      let next: SpoolChunk | undefined;
+      try {
+        next = this.spool.readAfter(chunk, this.batchSize);
+      } catch (error) {
+        unread = error;
+      }
+      // Unreadable, or (a segment being written holds whole lines only) not a whole line yet: the batch's last
+      // call has no events, and the position of the chunk before.
+      ending = next === undefined;
+      chunk = next ?? { ...chunk, records: [], lines: 0 };
     }
+  }
+
+  /**
+   * One call of the store for a chunk: its events are taken out of it, so that nothing here keeps them once the
+   * store has them (a chunk is kept until its batch is committed, see writeBatch).
+   */
+  private part(chunk: SpoolChunk, first: boolean, last: boolean): Promise<boolean> {
+    const records = chunk.records;
+    chunk.records = [];
+    return this.store.appendAuditEvents(
+      records,
+      { segment: chunk.segment.name, offset: chunk.end },
+      { first, last },
+    );
   }
 
   /**

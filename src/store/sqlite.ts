@@ -289,17 +289,23 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions | (() 
     ...(thread === undefined
       ? {}
       : {
-          writeAudit: async (build, part) => {
+          // Not an async function: the part's statements, once posted to the thread, are kept by nothing here
+          // while it writes them (see AuditRecorder's writeBatch).
+          writeAudit: (build, part) => {
             let writes;
             try {
               writes = build();
             } catch (error) {
               // Nothing of this part reached the thread: the batch it continues is rolled back there, as when a
               // part fails there, so that nothing held is committed by a later part.
-              if (!part.first) await thread.run('abandonAudit', []).catch(() => {});
-              throw error;
+              const abandoned = part.first
+                ? Promise.resolve()
+                : thread.run('abandonAudit', []).catch(() => {});
+              return abandoned.then(() => Promise.reject(error as Error));
             }
-            return (await thread.run('appendAudit', [writes, part.first, part.last])) === 1;
+            return thread
+              .run('appendAudit', [writes, part.first, part.last])
+              .then((changes) => changes === 1);
           },
         }),
   });

@@ -5,10 +5,15 @@ import { runInNewContext } from 'node:vm';
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
+/** Full garbage collections: what nothing holds any more is gone (a WeakRef to it derefs to undefined). */
+export function collectGarbage(): void {
+  gc();
+  gc();
+}
+
 /** The heap in use after full garbage collections. */
 export function heapUsed(): number {
-  gc();
-  gc();
+  collectGarbage();
   return process.memoryUsage().heapUsed;
 }
 
