@@ -29,8 +29,12 @@ async function storeAndParts(dir: string) {
   const store: Store = openSqliteStore(path.join(dir, 'tessera.db'), { backgroundCheckpoints: true });
   closing.push(store);
   await store.migrate();
-  const parts: { first: boolean; last: boolean; jtis: (string | null)[]; events: WeakRef<AuditRecord[]> }[] =
-    [];
+  const parts: {
+    first: boolean;
+    last: boolean;
+    jtis: (string | null)[];
+    events: WeakRef<readonly AuditRecord[]>;
+  }[] = [];
   let open!: () => void;
   const opened = new Promise<void>((resolve) => (open = resolve));
   const audit: AuditStore = {
