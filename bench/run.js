@@ -15,6 +15,7 @@ import {
 import { cpus as osCpus, release, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { breakdownText, cpuBreakdown } from './lib/breakdown.js';
 import { checkedWarmup, measure } from './lib/load.js';
 import { options } from './lib/options.js';
 import { scenarios } from './lib/scenarios.js';
@@ -306,7 +307,10 @@ async function main() {
     } finally {
       if (started) await stopServer(started.server);
     }
-    if (settings.profile) profiles.push(...readProfiles(profileDir, id));
+    if (settings.profile) {
+      profiles.push(...readProfiles(profileDir, id));
+      addBreakdowns(profileDir, id, rows);
+    }
     if (settings.stalls && isTessera(id))
       stallReports.push({ scenario: id, stalls: readStalls(profileDir, id, readyAt) });
   }
@@ -392,7 +396,7 @@ async function main() {
           `the floor's ${floorRow.serverCpuUsPerRequest.toFixed(0)} µs (HTTP, parse, authenticate, serialize) + ` +
           `${signature.usPerSignature.toFixed(0)} µs signature + ` +
           `${(row.serverCpuUsPerRequest - floorRow.serverCpuUsPerRequest - signature.usPerSignature).toFixed(0)} µs ` +
-          `Tessera's own (routing, validation, audit, logs, metrics; --profile names them)`,
+          `Tessera's own (routing, validation, audit, logs, metrics; --profile splits it by category)`,
       );
   }
   for (const row of rows)
@@ -476,6 +480,7 @@ async function main() {
   for (const f of failures) out.push(`FAILED  ${f.scenario}: ${f.error.split('\n')[0]}`);
   for (const note of notes) out.push(`note: ${note}`);
   for (const report of stallReports) out.push('', ...stallsText(report.scenario, report.stalls));
+  if (settings.profile) out.push('', ...breakdownText(rows));
   for (const profile of profiles) {
     out.push(
       '',
@@ -528,6 +533,30 @@ function readStalls(profileDir, id, from) {
   return busiest === undefined || from === undefined
     ? []
     : namedStalls(busiest.profile, join(dir, 'stalls.log'), from);
+}
+
+/**
+ * --profile: each of the server's measurements (its rows) gets where its CPU per answer went (lib/breakdown.js), from
+ * the profiles of every thread of every process it ran (`CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`, thread 0
+ * the process's main thread).
+ */
+function addBreakdowns(profileDir, id, rows) {
+  const dir = join(profileDir, id);
+  if (!existsSync(dir)) return;
+  const profiles = readdirSync(dir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .map((file) => ({
+      profile: JSON.parse(readFileSync(join(dir, file), 'utf8')),
+      thread: file.split('.')[4] === '0' ? 'main' : 'worker',
+    }));
+  for (const row of rows.filter((r) => r.scenario === id)) {
+    const from = row.startedMonotonicUs;
+    row.cpuBreakdown = cpuBreakdown(profiles, from, from + row.seconds * 1e6, {
+      total: row.serverCpuUsPerRequest,
+      main: row.serverMainThreadCpuUsPerRequest,
+      answers: row.ok,
+    });
+  }
 }
 
 /** The profiles a Tessera run left, summarised; a cluster primary that did nothing but wait is left out. */

@@ -11,6 +11,7 @@ import {
   processTable,
   processTree,
   selfCpuSeconds,
+  mainThreadsCpuSeconds,
   treeCpuSeconds,
   treeRssMb,
 } from './proc.js';
@@ -212,6 +213,7 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
   };
 
   const cpu0 = treeCpuSeconds(serverPid);
+  const main0 = mainThreadsCpuSeconds(serverPid);
   const self0 = selfCpuSeconds();
   const store0 = storeComm ? commCpuSeconds(storeComm) : 0;
   const machine0 = machineCpuSeconds();
@@ -225,6 +227,7 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
   ownDelay.disable();
   const cpu = treeCpuSeconds(serverPid) - cpu0;
+  const mainCpu = mainThreadsCpuSeconds(serverPid) - main0;
   const self = selfCpuSeconds() - self0;
   const store = storeComm ? commCpuSeconds(storeComm) - store0 : undefined;
   const machine1 = machineCpuSeconds();
@@ -251,6 +254,8 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
     statusCodes: result.statusCodeStats,
     serverCpuCores: cpu / wall,
     serverCpuUsPerRequest: okCount > 0 ? (cpu * 1e6) / okCount : NaN,
+    // Of it, the main threads' (a Tessera server's request thread); the rest is its other threads'.
+    serverMainThreadCpuUsPerRequest: okCount > 0 ? (mainCpu * 1e6) / okCount : NaN,
     serverRssMb: rssMb,
     loadgenCpuCores: self / wall,
     loadgenLoopMaxMs: ownDelay.max / 1e6,

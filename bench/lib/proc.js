@@ -132,21 +132,25 @@ export async function waitUntilReady(server, url, { timeoutMs = 30_000, okStatus
 }
 
 /** Every process as [pid, {ppid, ticks (utime+stime), comm}], read from /proc in one pass. */
+/** A process's (or a thread's) /proc stat: its name, its parent, its CPU ticks (user + system). */
+function parseStat(stat) {
+  const open = stat.indexOf('(');
+  const close = stat.lastIndexOf(')');
+  const fields = stat.slice(close + 2).split(' ');
+  // fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
+  return {
+    comm: stat.slice(open + 1, close),
+    ppid: Number(fields[1]),
+    ticks: Number(fields[11]) + Number(fields[12]),
+  };
+}
+
 export function processTable() {
   const table = new Map();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const open = stat.indexOf('(');
-      const close = stat.lastIndexOf(')');
-      const fields = stat.slice(close + 2).split(' ');
-      // fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-      table.set(Number(entry), {
-        comm: stat.slice(open + 1, close),
-        ppid: Number(fields[1]),
-        ticks: Number(fields[11]) + Number(fields[12]),
-      });
+      table.set(Number(entry), parseStat(readFileSync(`/proc/${entry}/stat`, 'utf8')));
     } catch {
       // exited while we looked
     }
@@ -178,6 +182,22 @@ export function treeCpuSeconds(rootPid) {
   const table = processTable();
   let ticks = 0;
   for (const pid of processTree(rootPid, table)) ticks += table.get(pid).ticks;
+  return ticks / CLK_TCK;
+}
+
+/**
+ * CPU seconds used so far by the main thread of a process and of each of its live descendants; the rest of their
+ * treeCpuSeconds is their other threads' (a Tessera server's: the store's maintenance thread, V8's, libuv's).
+ */
+export function mainThreadsCpuSeconds(rootPid) {
+  let ticks = 0;
+  for (const pid of processTree(rootPid)) {
+    try {
+      ticks += parseStat(readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')).ticks;
+    } catch {
+      // exited while we looked
+    }
+  }
   return ticks / CLK_TCK;
 }
 

@@ -1,4 +1,5 @@
 // What a run produced, for people: a table (stdout and Markdown), the targets of issue 5, and an SVG chart.
+import { breakdownText } from './breakdown.js';
 
 const fixed = (value, digits = 0) =>
   value === undefined || value === null || Number.isNaN(value) ? '–' : value.toFixed(digits);
@@ -331,6 +332,9 @@ export function markdown(result) {
       'RSS is the sum over the process tree at the end. "vs ceiling" compares with the ceiling at the same concurrency. ' +
       'Loadgen CPU is autocannon (this process); other CPU is every other program that ran meanwhile (kernel ' +
       'threads, which carry the loopback networking of the run itself, left out): well above 0, the figures are disturbed.',
+    ...(result.settings.profile && result.rows.some((r) => r.cpuBreakdown !== undefined)
+      ? ['', '```text', ...breakdownText(result.rows), '```']
+      : []),
     '',
     '## Targets (issue 5)',
     '',
