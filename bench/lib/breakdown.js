@@ -55,6 +55,9 @@ const DIST = [
   [/^logger\.js$/, 'log'],
 ];
 
+/** dist/ files of helpers that every part of Tessera calls. */
+const SHARED = /^domain\/validate\.js$/;
+
 /** The category of every node of one profile (by id), worked out once per node. */
 function categorizer(profile, thread) {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
@@ -72,7 +75,8 @@ function categorizer(profile, thread) {
         continue;
       }
       const dist = /\/dist\/(.*)$/.exec(url);
-      if (dist) return DIST.find(([path]) => path.test(dist[1]))?.[1] ?? 'server';
+      // Helpers used everywhere (ownString, the id checks) count where they are called from.
+      if (dist && !SHARED.test(dist[1])) return DIST.find(([path]) => path.test(dist[1]))?.[1] ?? 'server';
       if (/\/bench\/servers\//.test(url)) server = true;
     }
     if (packageName === 'pino' || packageName?.startsWith('pino-')) return 'log';
