@@ -6,6 +6,12 @@ import type { Database } from './schema.js';
 import type { ChangeFeed, Store } from './types.js';
 
 const RECONNECT_MS = 1000;
+/**
+ * How long a migration's query may take, the wait for another instance's migration lock included (instances started
+ * together on a new database: one migrates, the others wait for it): longer than any migration, so that an instance
+ * waits for another's slow migration instead of failing at TESSERA_PG_QUERY_TIMEOUT, but not for ever.
+ */
+const MIGRATION_QUERY_MS = 10 * 60_000;
 
 /**
  * A store that hangs (a frozen host, a network that drops packets) must fail like one that refuses: no
@@ -101,6 +107,15 @@ function subscriber(
 }
 
 /**
+ * A connection lost while idle emits on the pool, one lost while checked out emits on its client: without a listener
+ * either would crash the process. The query in flight still fails (and its caller answers 503).
+ */
+function quiet(pool: pg.Pool): void {
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+}
+
+/**
  * Opens a pool on the database. The server and the CLI pass the configured timeouts (runtime/store.ts openStore);
  * without them a query or a connection attempt waits as long as PostgreSQL takes (node-postgres' default),
  * which only tools and tests that provision a database do.
@@ -115,10 +130,7 @@ export function openPostgresStore(
     idleTimeoutMillis: 30_000,
     ...connectionOptions(options.timeouts),
   });
-  // A connection lost while idle emits on the pool, one lost while checked out emits on its client: without
-  // a listener either would crash the process. The query in flight still fails (and its caller answers 503).
-  pool.on('error', () => undefined);
-  pool.on('connect', (client) => client.on('error', () => undefined));
+  quiet(pool);
   const subscribe = subscriber(connectionString, options.timeouts);
   const store = openKyselyStore(
     new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }),
@@ -131,6 +143,13 @@ export function openPostgresStore(
       runPrepared: async <R>(name: string, text: string, values: unknown[]) =>
         (await pool.query({ name, text, values })).rows as R[],
       subscribe,
+      // Migrations on a connection of their own (see MIGRATION_QUERY_MS), closed after them.
+      migrationDb: () => {
+        const timeouts = options.timeouts && { ...options.timeouts, queryMs: MIGRATION_QUERY_MS };
+        const own = new pg.Pool({ connectionString, max: 1, ...connectionOptions(timeouts) });
+        quiet(own);
+        return new Kysely<Database>({ dialect: new PostgresDialect({ pool: own }) });
+      },
     },
   );
   return Object.assign(store, { subscribe });

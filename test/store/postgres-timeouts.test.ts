@@ -5,6 +5,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { openStore } from '../../src/runtime/store.js';
 import { rejection } from '../helpers/assert.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { sleep } from '../helpers/wait.js';
 
 /**
  * TESSERA_PG_QUERY_TIMEOUT and TESSERA_PG_CONNECT_TIMEOUT reach the store that the server and the CLI open
@@ -39,6 +40,36 @@ describe('PostgreSQL timeouts', () => {
     } finally {
       await locker.query('rollback').catch(() => undefined);
       await locker.end();
+      await store.close();
+    }
+  });
+
+  it('TESSERA_PG_QUERY_TIMEOUT=1: a store opened while another instance migrates waits for it, past the query timeout', async () => {
+    const url = await db.freshSchema();
+    const config = loadConfig({ TESSERA_DATABASE_URL: url, TESSERA_PG_QUERY_TIMEOUT: '1' });
+    // Kysely's migration lock (kysely/dist/dialect/postgres/postgres-adapter.js), held as an instance migrating holds it.
+    const LOCK = '3853314791062309107';
+    const locker = new pg.Client({ connectionString: url });
+    await locker.connect();
+    await locker.query(`select pg_advisory_lock(${LOCK})`);
+    let outcome: { opened: Awaited<ReturnType<typeof openStore>> } | { failed: unknown } | undefined;
+    const opening = openStore(config).then(
+      (opened) => (outcome = { opened }),
+      (failed: unknown) => (outcome = { failed }),
+    );
+    try {
+      await sleep(2500);
+      expect(outcome).toBe(undefined);
+    } finally {
+      await locker.query(`select pg_advisory_unlock(${LOCK})`);
+      await locker.end();
+    }
+    await opening;
+    expect(outcome).toHaveProperty('opened');
+    const store = (outcome as { opened: Awaited<ReturnType<typeof openStore>> }).opened;
+    try {
+      expect((await store.schema()).pending).toEqual([]);
+    } finally {
       await store.close();
     }
   });

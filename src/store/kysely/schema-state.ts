@@ -31,8 +31,16 @@ async function underWriteLock<T>(
   });
 }
 
-/** Runs pending migrations (all, or up to and including `upTo`); returns the names it ran. */
-export async function migrate(base: StoreBase, upTo?: string): Promise<string[]> {
+/**
+ * Runs pending migrations (all, or up to and including `upTo`); returns the names it ran. `migrationDb`: the engine's
+ * handle for them, destroyed after (PostgreSQL's has no query timeout short enough to fail while another instance
+ * migrates); without it, the store's own.
+ */
+export async function migrate(
+  base: StoreBase,
+  upTo?: string,
+  migrationDb?: () => Kysely<Database>,
+): Promise<string[]> {
   if (base.tx) throw new Error('migrations do not run inside a transaction');
   // On PostgreSQL, Kysely looks for its tables in every schema unless told which: name ours, so that a
   // database holding another Tessera schema (tests, staging beside production) is not mistaken for this one.
@@ -51,7 +59,14 @@ export async function migrate(base: StoreBase, upTo?: string): Promise<string[]>
     if (error) throw error instanceof Error ? error : new Error(String(error));
     return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
   };
-  if (base.engine !== 'sqlite') return run(base.db);
+  if (base.engine !== 'sqlite') {
+    const db = migrationDb?.() ?? base.db;
+    try {
+      return await run(db);
+    } finally {
+      if (db !== base.db) await db.destroy();
+    }
+  }
   // Kysely takes no lock on SQLite and runs the migrations outside a transaction. Hold SQLite's write lock
   // for the whole run: another process migrating the same file waits, then finds nothing to do; and a
   // migration that fails leaves nothing behind.

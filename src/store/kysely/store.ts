@@ -26,10 +26,12 @@ interface KyselyStoreOptions {
   prepare?: AuditHooks['prepare'];
   /** Runs an audit batch's statements in one transaction elsewhere (SQLite, the server: its maintenance thread). */
   writeAudit?: AuditHooks['writeAudit'];
+  /** The engine's database handle for migrations, made for them and destroyed after (PostgreSQL: see postgres.ts). */
+  migrationDb?: () => Kysely<Database>;
 }
 
 /** What the engine adds to every store made over a base (its own, or one bound to a transaction). */
-type EngineHooks = Pick<KyselyStoreOptions, 'subscribe' | 'prepare' | 'writeAudit'>;
+type EngineHooks = Pick<KyselyStoreOptions, 'subscribe' | 'prepare' | 'writeAudit' | 'migrationDb'>;
 
 /** Every resource of the store over one base: the store's own, or one bound to a transaction. */
 function compose(base: StoreBase, hooks: EngineHooks): Store {
@@ -49,7 +51,7 @@ function compose(base: StoreBase, hooks: EngineHooks): Store {
     ...sessionStore(base),
     ...assertionJtiStore(base),
     ...revocationStore(base),
-    migrate: (upTo) => migrate(base, upTo),
+    migrate: (upTo) => migrate(base, upTo, hooks.migrationDb),
     schema: () => schemaState(base),
     /**
      * Runs `fn` with a store bound to one transaction: every operation of that store runs on it, and it commits
