@@ -131,7 +131,6 @@ export async function waitUntilReady(server, url, { timeoutMs = 30_000, okStatus
   throw new Error(`${server.name} not ready at ${url} within ${timeoutMs} ms (${last}):\n${server.output}`);
 }
 
-/** Every process as [pid, {ppid, ticks (utime+stime), comm}], read from /proc in one pass. */
 /** A process's (or a thread's) /proc stat: its name, its parent, its CPU ticks (user + system). */
 function parseStat(stat) {
   const open = stat.indexOf('(');
@@ -145,6 +144,7 @@ function parseStat(stat) {
   };
 }
 
+/** Every process as [pid, {ppid, ticks (utime+stime), comm}], read from /proc in one pass. */
 export function processTable() {
   const table = new Map();
   for (const entry of readdirSync('/proc')) {
