@@ -97,8 +97,10 @@ function categorizer(profile, thread) {
     else if (name === '(program)' || (name === '(native)' && frame.url === '')) category = 'native';
     else if (name === 'signOneShot' || (name === 'sign' && frame.url === 'node:internal/crypto/sig'))
       category = 'signature';
-    else if (NODE_HTTP.test(frame.url) || (frame.url === '' && NODE_HTTP_NATIVE.has(name)))
-      category = 'node http';
+    else if (NODE_HTTP.test(frame.url)) category = 'node http';
+    // A write or a read: the socket's, unless the audit trail's spool file's.
+    else if (frame.url === '' && NODE_HTTP_NATIVE.has(name))
+      category = ofStack(id) === 'audit' ? 'audit' : 'node http';
     else category = ofStack(id);
     known.set(id, category);
     return category;
