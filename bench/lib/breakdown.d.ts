@@ -16,4 +16,3 @@ export function cpuBreakdown(
   toUs: number,
   cpu: { total: number; main: number; answers: number },
 ): Record<string, number> | undefined;
-export function breakdownText(rows: unknown[]): string[];

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuditRecorder } from '../../src/audit/recorder.js';
+import type { AuditEntry } from '../../src/domain/token-types.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { AuditRecord, AuditStore, Store } from '../../src/store/types.js';
 import { collectGarbage } from '../helpers/memory.js';
@@ -12,6 +13,16 @@ import { tempDir } from '../helpers/server.js';
 // only once the part before it is with the store, and no chunk's events kept here after that.
 
 const T0 = Date.parse('2026-11-01T10:00:00.000Z');
+/** A token's event, the i-th. */
+const issued = (i: number): AuditEntry => ({
+  at: T0 + i,
+  type: 'token.issued',
+  clientId: 'svc',
+  audience: null,
+  jti: `jti-${i}`,
+  reason: null,
+  source: null,
+});
 const line = (jti: string) =>
   JSON.stringify([T0, 'token.issued', 'svc', 'https://api.example.com', jti, null, '192.0.2.1', null]);
 
@@ -37,19 +48,14 @@ async function storeAndParts(dir: string) {
   }[] = [];
   let open!: () => void;
   const opened = new Promise<void>((resolve) => (open = resolve));
+  // The store itself, but for its audit writes, which are recorded and held until `opened`.
   const audit: AuditStore = {
+    ...store,
     appendAuditEvents: (events, position, part) => {
       parts.push({ ...part!, jtis: events.map((e) => e.jti), events: new WeakRef(events) });
       const written = store.appendAuditEvents(events, position, part);
       return opened.then(() => written);
     },
-    prepareAuditWrites: () => store.prepareAuditWrites(),
-    spoolPosition: (segment) => store.spoolPosition(segment),
-    forgetSpoolSegments: (segments) => store.forgetSpoolSegments(segments),
-    queryAuditEvents: (filter) => store.queryAuditEvents(filter),
-    pruneAuditEvents: (before, limit) => store.pruneAuditEvents(before, limit),
-    tokenCounts: (since, until) => store.tokenCounts(since, until),
-    pruneTokenCounts: (before) => store.pruneTokenCounts(before),
   };
   const stored = async () => (await store.queryAuditEvents({ limit: 1000 })).map((e) => e.jti).reverse();
   return { audit, parts, open, stored };
@@ -83,31 +89,13 @@ describe('AuditRecorder: the parts of a batch', () => {
     const { audit, parts, open, stored } = await storeAndParts(dir);
     const r = recorder(audit, path.join(dir, 'spool'));
     r.start();
-    for (let i = 0; i < 3; i++)
-      r.record({
-        at: T0 + i,
-        type: 'token.issued',
-        clientId: 'svc',
-        audience: null,
-        jti: `jti-${i}`,
-        reason: null,
-        source: null,
-      });
+    for (let i = 0; i < 3; i++) r.record(issued(i));
     r.persist();
     const flushed = r.flush();
     await until(() => parts.length === 1);
     expect(parts[0]).toMatchObject({ first: true, last: false, jtis: ['jti-0', 'jti-1'] });
     // Recorded while the store has the first part: the chunk after it, read only now, has them.
-    for (let i = 3; i < 5; i++)
-      r.record({
-        at: T0 + i,
-        type: 'token.issued',
-        clientId: 'svc',
-        audience: null,
-        jti: `jti-${i}`,
-        reason: null,
-        source: null,
-      });
+    for (let i = 3; i < 5; i++) r.record(issued(i));
     r.persist();
     // The events handed to the store are held by nothing here while it writes them.
     collectGarbage();
