@@ -399,6 +399,23 @@ async function main() {
           `Tessera's own (routing, validation, audit, logs, metrics; --profile splits it by category)`,
       );
   }
+  // What a durable audit trail costs on this core (the audited ceiling beside the ceiling), and Tessera beside a bare
+  // server that keeps one.
+  for (const audited of rows.filter((r) => r.scenario === 'ceiling-audited')) {
+    const c = audited.connections;
+    const bare = rows.find((r) => r.scenario === 'ceiling' && r.connections === c);
+    const tessera = rows.find((r) => r.scenario === 'tessera-sqlite' && r.connections === c);
+    if (bare)
+      notes.push(
+        `ceiling-audited at concurrency ${c}: ${(audited.ratioToCeiling * 100).toFixed(0)} % of the best bare ` +
+          `server's req/s; its audit trail costs ` +
+          `${(audited.serverCpuUsPerRequest - bare.serverCpuUsPerRequest).toFixed(1)} µs of server CPU a token ` +
+          `(${audited.serverCpuUsPerRequest.toFixed(0)} against the ceiling's ${bare.serverCpuUsPerRequest.toFixed(0)})` +
+          (tessera
+            ? `; Tessera (SQLite) is at ${((tessera.reqPerSec / audited.reqPerSec) * 100).toFixed(0)} % of its req/s`
+            : ''),
+      );
+  }
   for (const row of rows)
     if (row.errors + row.timeouts + row.non2xx > 0)
       notes.push(

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 const SCENARIOS = [
   'ceiling',
   'ceiling-at-once',
+  'ceiling-audited',
   'floor',
   'tessera-sqlite',
   'tessera-sqlite-baseline',

@@ -114,6 +114,16 @@ export function scenarios(run) {
           extraEnv: { BENCH_AT_ONCE: '1' },
         }),
     },
+    'ceiling-audited': {
+      label: 'ceiling with a durable audit trail',
+      note: () =>
+        'ceiling-audited: the ceiling keeping the audit trail Tessera keeps, as cheaply as bare Node can: each ' +
+        "batch's events written to a spool file before its answers, and inserted into SQLite (Tessera's table and " +
+        'indexes) by a worker thread once a second; its share of the ceiling is what a durable audit trail costs ' +
+        'any server answering on this core',
+      start: (port) =>
+        servers.startPeer({ id: 'ceiling-audited', script: 'ceiling.js', port, audited: true }),
+    },
     floor: {
       label: 'HTTP floor (the ceiling, one fixed token)',
       note: () =>

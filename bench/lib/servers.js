@@ -338,8 +338,14 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     }
   }
 
-  function startPeer({ id, script, port, audienceParam = 'audience', extraEnv = {} }) {
+  /** A reference server; `audited` (ceiling.js): with an audit trail in a directory of its own (BENCH_AUDIT_DIR). */
+  function startPeer({ id, script, port, audienceParam = 'audience', extraEnv = {}, audited = false }) {
     const url = `http://127.0.0.1:${port}`;
+    if (audited) {
+      const auditDir = mkdtempSync(join(tmpdir(), 'tessera-bench-audit-'));
+      cleanups.push(async () => rmSync(auditDir, { recursive: true, force: true }));
+      extraEnv = { ...extraEnv, BENCH_AUDIT_DIR: auditDir };
+    }
     const client = {
       clientId: `bench-${randomBytes(8).toString('hex')}`,
       clientSecret: randomBytes(32).toString('base64url'),

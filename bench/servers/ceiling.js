@@ -1,4 +1,4 @@
-/* global Buffer, URLSearchParams, process, setImmediate */
+/* global Buffer, URL, URLSearchParams, process, setImmediate, setInterval */
 // The ceiling: the fastest a single Node process can answer this token request. Bare node:http, the
 // form body parsed, the secret compared in constant time (sha256 + timingSafeEqual), the audience checked,
 // and an RFC 9068 JWT with Tessera's header and claims signed by node:crypto (ES256, ieee-p1363) with a
@@ -14,12 +14,23 @@
 // a request costs everything the ceiling does but the signature. The floor plus one signature as measured in a
 // tight loop (sign-loop.js) is the physical limit on one core.
 //
+// BENCH_AUDIT_DIR=<dir> makes it the audited ceiling (the scenario ceiling-audited): the ceiling with the durable,
+// queryable audit trail Tessera keeps, built as cheaply as bare Node allows. Every answer's event is a spool line
+// (Tessera's format), the lines of a batch are written to a file in one write(2) before its first answer (as
+// Tessera's spool), and once a second the lines written since are sent to a worker thread that inserts them into
+// SQLite (audit-store.js: Tessera's table, indexes and per-minute counts, one json_each statement). Unlike Tessera,
+// it keeps those lines in memory rather than reading them back from its file. Its share of the ceiling is what a
+// durable audit trail costs any server answering on this core.
+//
 // GET /metrics answers the longest event-loop delay since the previous one, measured as Tessera measures its own
 // (perf_hooks.monitorEventLoopDelay, a timer every millisecond): the stalls of bare Node on this machine, under
 // the same load, beside Tessera's.
+import { openSync, writeSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { accessTokenSigner, authenticate, es256Key, settings, TOKEN_HEADERS } from './common.js';
+import { Worker } from 'node:worker_threads';
+import { accessTokenSigner, authenticate, es256Key, jti, settings, TOKEN_HEADERS } from './common.js';
 
 const key = es256Key();
 const signToken = accessTokenSigner(key);
@@ -30,9 +41,38 @@ const JWKS_HEADERS = {
 const KNOWN = new Set(['grant_type', 'client_id', 'client_secret', 'audience', 'resource', 'scope']);
 
 const FIXED = process.env.BENCH_FIXED === '1' ? signToken(settings.clientId, settings.audience) : undefined;
-const accessToken = (clientId, audience) => FIXED ?? signToken(clientId, audience);
+const accessToken = (clientId, audience, id) => FIXED ?? signToken(clientId, audience, id);
+
+/** The audit trail of BENCH_AUDIT_DIR (see above): record() an event, persist() the batch before its answers. */
+function auditTrail(dir) {
+  const spool = openSync(join(dir, 'audit.spool'), 'a');
+  const store = new Worker(new URL('./audit-store.js', import.meta.url), {
+    workerData: { file: join(dir, 'audit.db') },
+  });
+  /** Lines not yet on the spool; lines on it not yet sent to the store. */
+  let pending = '';
+  let unsent = '';
+  setInterval(() => {
+    if (unsent === '') return;
+    store.postMessage(unsent);
+    unsent = '';
+  }, 1000);
+  return {
+    record(type, clientId, audience, id, reason, source) {
+      pending += JSON.stringify([Date.now(), type, clientId, audience, id, reason, source, null]) + '\n';
+    },
+    persist() {
+      if (pending === '') return;
+      writeSync(spool, pending);
+      unsent += pending;
+      pending = '';
+    },
+  };
+}
+const audit = process.env.BENCH_AUDIT_DIR ? auditTrail(process.env.BENCH_AUDIT_DIR) : undefined;
 
 function send(res, [status, body, headers = TOKEN_HEADERS]) {
+  audit?.persist();
   res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
@@ -42,23 +82,42 @@ const error = (status, code, description) => [
   JSON.stringify({ error: code, error_description: description }),
 ];
 
-/** The answer to a token request: [status, body]. */
-function answer(contentType, text) {
-  if (!contentType?.startsWith('application/x-www-form-urlencoded'))
-    return error(415, 'invalid_request', 'the body must be application/x-www-form-urlencoded');
+/** A refusal of a request from `source` with `params`, audited. */
+function refuse(params, source, status, code, description) {
+  const audience = params.audience ?? params.resource ?? null;
+  audit?.record('token.refused', params.client_id ?? null, audience, null, `${code}: ${description}`, source);
+  return error(status, code, description);
+}
+
+/** The answer to a token request from `source` (audited ceiling only): [status, body]. */
+function answer(contentType, text, source) {
   const params = {};
+  if (!contentType?.startsWith('application/x-www-form-urlencoded'))
+    return refuse(
+      params,
+      source,
+      415,
+      'invalid_request',
+      'the body must be application/x-www-form-urlencoded',
+    );
   for (const [name, value] of new URLSearchParams(text)) {
     if (!KNOWN.has(name)) continue;
-    if (params[name] !== undefined) return error(400, 'invalid_request', `${name} sent twice`);
+    if (params[name] !== undefined)
+      return refuse(params, source, 400, 'invalid_request', `${name} sent twice`);
     params[name] = value;
   }
   if (!authenticate(params.client_id, params.client_secret))
-    return error(401, 'invalid_client', 'client authentication failed');
-  if (params.grant_type !== 'client_credentials') return error(400, 'unsupported_grant_type', '');
+    return refuse(params, source, 401, 'invalid_client', 'client authentication failed');
+  if (params.grant_type !== 'client_credentials')
+    return refuse(params, source, 400, 'unsupported_grant_type', '');
   const audience = params.audience ?? params.resource;
-  if (audience !== settings.audience) return error(400, 'invalid_target', 'audience not granted');
+  if (audience !== settings.audience)
+    return refuse(params, source, 400, 'invalid_target', 'audience not granted');
+  // The token's id is drawn here only for the audit trail (otherwise the claims draw it).
+  const id = audit === undefined ? undefined : jti();
   // Written as Tessera writes it: the token is base64url and dots, no escaping scan needed.
-  const body = `{"access_token":"${accessToken(params.client_id, audience)}","token_type":"Bearer","expires_in":${settings.ttl}}`;
+  const body = `{"access_token":"${accessToken(params.client_id, audience, id)}","token_type":"Bearer","expires_in":${settings.ttl}}`;
+  audit?.record('token.issued', params.client_id, audience, id, null, source);
   return [200, body];
 }
 
@@ -89,10 +148,11 @@ createServer((req, res) => {
       if (text.length > 8192) req.destroy();
     });
     req.on('end', () => {
-      if (AT_ONCE) return send(res, answer(req.headers['content-type'], text));
+      const source = audit && req.socket.remoteAddress;
+      if (AT_ONCE) return send(res, answer(req.headers['content-type'], text, source));
       // Two passes over the batch: every answer is computed in the first, every one written in the second.
       void endOfTurn()
-        .then(() => answer(req.headers['content-type'], text))
+        .then(() => answer(req.headers['content-type'], text, source))
         .then((reply) => send(res, reply));
     });
   } else if (req.url === '/metrics' && req.method === 'GET') {

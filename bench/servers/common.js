@@ -46,7 +46,7 @@ export function es256Key() {
 /** 128-bit token ids cut from a pool of random bytes, as Tessera does: one CSPRNG call per 1024 ids. */
 let pool = Buffer.alloc(0);
 let offset = 0;
-function jti() {
+export function jti() {
   if (offset + 16 > pool.length) {
     pool = randomBytes(16 * 1024);
     offset = 0;
@@ -56,7 +56,7 @@ function jti() {
 }
 
 /** RFC 9068 §2.2 claims in Tessera's order: iss, sub, aud, client_id, iat, exp, jti. */
-export function claims(clientId, audience) {
+export function claims(clientId, audience, id = jti()) {
   const iat = Math.floor(Date.now() / 1000);
   return {
     iss: settings.issuer,
@@ -65,21 +65,21 @@ export function claims(clientId, audience) {
     client_id: clientId,
     iat,
     exp: iat + settings.ttl,
-    jti: jti(),
+    jti: id,
   };
 }
 
 /**
  * A signer of RFC 9068 access tokens as the ceiling makes them: Tessera's header, its claims, ES256 by
- * node:crypto (ieee-p1363) with a key made once. Returns (clientId, audience) => token.
+ * node:crypto (ieee-p1363) with a key made once. Returns (clientId, audience, jti?) => token.
  */
 export function accessTokenSigner(key = es256Key()) {
   const header = Buffer.from(JSON.stringify({ alg: 'ES256', kid: key.kid, typ: 'at+jwt' })).toString(
     'base64url',
   );
-  return (clientId, audience) => {
+  return (clientId, audience, id) => {
     const input =
-      header + '.' + Buffer.from(JSON.stringify(claims(clientId, audience))).toString('base64url');
+      header + '.' + Buffer.from(JSON.stringify(claims(clientId, audience, id))).toString('base64url');
     const signature = sign('sha256', Buffer.from(input), { key: key.privateKey, dsaEncoding: 'ieee-p1363' });
     return input + '.' + signature.toString('base64url');
   };
