@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -84,14 +84,22 @@ describe('bench: the audited ceiling keeps the audit trail it is measured with',
     const { jti: secondJti } = decodeJwt(((await second.json()) as { access_token: string }).access_token);
     expect(spooled()).toHaveLength(3);
 
-    const db = new DatabaseSync(path.join(dir, 'audit.db'), { readOnly: true });
+    // The worker thread makes its file and tables as the server starts: not necessarily before these answers.
+    const file = path.join(dir, 'audit.db');
+    await waitFor(() => existsSync(file), 5000);
+    const db = new DatabaseSync(file, { readOnly: true });
     try {
-      const rows = () =>
-        db
-          .prepare(
-            'select type, client_id, audience, jti, reason, source, count from audit_events order by id',
-          )
-          .all();
+      const rows = () => {
+        try {
+          return db
+            .prepare(
+              'select type, client_id, audience, jti, reason, source, count from audit_events order by id',
+            )
+            .all();
+        } catch {
+          return []; // no table yet
+        }
+      };
       // The store takes them at its next flush (once a second).
       const { value } = await pollUntil(rows, (r) => r.length === 3, 5000);
       expect(value.map((r) => ({ ...r }))).toEqual([

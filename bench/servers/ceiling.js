@@ -89,7 +89,10 @@ function refuse(params, source, status, code, description) {
   return error(status, code, description);
 }
 
-/** The answer to a token request from `source` (audited ceiling only): [status, body]. */
+/**
+ * The answer to a token request from `source` (its address, for the audit trail; undefined without one): [status,
+ * body].
+ */
 function answer(contentType, text, source) {
   const params = {};
   if (!contentType?.startsWith('application/x-www-form-urlencoded'))
