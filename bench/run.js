@@ -307,12 +307,14 @@ async function main() {
     } finally {
       if (started) await stopServer(started.server);
     }
+    // Each profile file is read once, for everything made of it (they are tens of MB).
+    const left = settings.profile || settings.stalls ? profilesLeft(profileDir, id) : [];
     if (settings.profile) {
-      profiles.push(...readProfiles(profileDir, id));
-      addBreakdowns(profileDir, id, rows);
+      profiles.push(...summaries(id, left));
+      addBreakdowns(left, id, rows);
     }
     if (settings.stalls && isTessera(id))
-      stallReports.push({ scenario: id, stalls: readStalls(profileDir, id, readyAt) });
+      stallReports.push({ scenario: id, stalls: readStalls(left, join(profileDir, id), readyAt) });
   }
 
   const notedOnce = new Set();
@@ -535,15 +537,28 @@ function buildBaseline(ref, cleanups) {
 }
 
 /**
- * The longest stalls a Tessera server logged (--stalls) once it was ready (`from`, µs), named from its busiest
- * thread's profile.
+ * The profiles a server's run left in its directory (`CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`, thread 0
+ * the process's main thread), each read and parsed: [{ file, thread: 'main' | 'worker', profile }].
  */
-function readStalls(profileDir, id, from) {
+function profilesLeft(profileDir, id) {
   const dir = join(profileDir, id);
   if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .map((file) => ({
+      file: join(dir, file),
+      thread: file.split('.')[4] === '0' ? 'main' : 'worker',
+      profile: JSON.parse(readFileSync(join(dir, file), 'utf8')),
+    }));
+}
+
+/**
+ * The longest stalls a Tessera server logged (--stalls, in `dir`) once it was ready (`from`, µs), named from its
+ * busiest thread's profile.
+ */
+function readStalls(left, dir, from) {
   let busiest;
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
-    const profile = JSON.parse(readFileSync(join(dir, file), 'utf8'));
+  for (const { profile } of left) {
     const busy = profileTop(profile, 0).busyMs;
     if (busiest === undefined || busy > busiest.busy) busiest = { profile, busy };
   }
@@ -552,23 +567,12 @@ function readStalls(profileDir, id, from) {
     : namedStalls(busiest.profile, join(dir, 'stalls.log'), from);
 }
 
-/**
- * --profile: each of the server's measurements (its rows) gets where its CPU per answer went (lib/breakdown.js), from
- * the profiles of every thread of every process it ran (`CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`, thread 0
- * the process's main thread).
- */
-function addBreakdowns(profileDir, id, rows) {
-  const dir = join(profileDir, id);
-  if (!existsSync(dir)) return;
-  const profiles = readdirSync(dir)
-    .filter((f) => f.endsWith('.cpuprofile'))
-    .map((file) => ({
-      profile: JSON.parse(readFileSync(join(dir, file), 'utf8')),
-      thread: file.split('.')[4] === '0' ? 'main' : 'worker',
-    }));
+/** --profile: each of the server's measurements (its rows) gets where its CPU per answer went (lib/breakdown.js). */
+function addBreakdowns(left, id, rows) {
+  if (left.length === 0) return;
   for (const row of rows.filter((r) => r.scenario === id)) {
     const from = row.startedMonotonicUs;
-    row.cpuBreakdown = cpuBreakdown(profiles, from, from + row.seconds * 1e6, {
+    row.cpuBreakdown = cpuBreakdown(left, from, from + row.seconds * 1e6, {
       total: row.serverCpuUsPerRequest,
       main: row.serverMainThreadCpuUsPerRequest,
       answers: row.ok,
@@ -576,19 +580,15 @@ function addBreakdowns(profileDir, id, rows) {
   }
 }
 
-/** The profiles a Tessera run left, summarised; a cluster primary that did nothing but wait is left out. */
-function readProfiles(profileDir, id) {
-  const dir = join(profileDir, id);
-  if (!existsSync(dir)) return [];
-  const profiles = readdirSync(dir)
-    .filter((f) => f.endsWith('.cpuprofile'))
-    .map((file) => ({
-      scenario: id,
-      file: relative(ROOT, join(dir, file)),
-      ...profileTop(JSON.parse(readFileSync(join(dir, file), 'utf8'))),
-    }));
-  const busiest = Math.max(0, ...profiles.map((p) => p.busyMs));
-  return profiles.filter((p) => p.busyMs >= busiest / 5);
+/** The profiles a server's run left, summarised; a cluster primary that did nothing but wait is left out. */
+function summaries(id, left) {
+  const summarised = left.map(({ file, profile }) => ({
+    scenario: id,
+    file: relative(ROOT, file),
+    ...profileTop(profile),
+  }));
+  const busiest = Math.max(0, ...summarised.map((p) => p.busyMs));
+  return summarised.filter((p) => p.busyMs >= busiest / 5);
 }
 
 main().catch((error) => {
