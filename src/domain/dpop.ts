@@ -1,7 +1,8 @@
-import { constants, createHmac, KeyObject, verify } from 'node:crypto';
+import { constants, createHash, createHmac, KeyObject, verify } from 'node:crypto';
 import { calculateJwkThumbprint, EmbeddedJWK, type ProtectedHeaderParameters } from 'jose';
 import { ASSERTION_ALGS, type ReplayGuard } from './client-auth/index.js';
 import { invalidDpopProof, useDpopNonce } from './errors.js';
+import { normalizedHttpUri } from './uri.js';
 
 /*
  * DPoP (RFC 9449): a token request may carry a proof that its sender holds a private key; the token is then
@@ -69,6 +70,18 @@ export class DpopNonces {
   }
 }
 
+/**
+ * What a proof must be for (RFC 9449 §4.3 checks 8, 9 and 12): the request's method and URL, and, when it comes
+ * with an access token (at a resource: RFC 9449 §7), that token's hash.
+ */
+export interface ProofTarget {
+  htm: string;
+  /** The URL the request was sent to, in the normal form of normalizedHttpUri (query and fragment dropped). */
+  htu: string;
+  /** RFC 9449 §4.3 check 12: the access token the proof comes with, whose hash its `ath` must be. */
+  accessToken?: string;
+}
+
 export interface DpopOptions {
   /** The token endpoint's URL, which a proof's htu must name (RFC 9449 §4.3 check 9). */
   tokenEndpoint: string;
@@ -130,11 +143,15 @@ const MIN_RSA_BITS = 2048;
  * each signature is then checked by node:crypto in one synchronous call, as tokens are signed (keys/jws.ts).
  */
 export class DpopVerifier {
-  private readonly endpoint: string;
+  /** Where a proof at the token endpoint is for. */
+  private readonly tokenEndpoint: ProofTarget;
   private readonly keys = new Map<string, ProofKey>();
 
   constructor(private readonly options: DpopOptions) {
-    this.endpoint = new URL(options.tokenEndpoint).href;
+    const htu = normalizedHttpUri(options.tokenEndpoint);
+    if (htu === undefined)
+      throw new Error(`the token endpoint ${options.tokenEndpoint} is not an http(s) URI`);
+    this.tokenEndpoint = { htm: 'POST', htu };
   }
 
   /** The nonce a client is to use now, when nonces are required; else undefined. */
@@ -143,11 +160,11 @@ export class DpopVerifier {
   }
 
   /**
-   * The RFC 7638 SHA-256 thumbprint of the proof's key, once the proof holds. `proof` is the DPoP header as
-   * received (two headers arrive joined by a comma). Throws invalid_dpop_proof, use_dpop_nonce, or 503 when
-   * the replay guard cannot answer.
+   * The RFC 7638 SHA-256 thumbprint of the proof's key, once the proof holds for `target` (the token endpoint
+   * when left out). `proof` is the DPoP header as received (two headers arrive joined by a comma). Throws
+   * invalid_dpop_proof, use_dpop_nonce, or 503 when the replay guard cannot answer.
    */
-  async verify(proof: string, now: number): Promise<string> {
+  async verify(proof: string, now: number, target: ProofTarget = this.tokenEndpoint): Promise<string> {
     if (proof.length > MAX_PROOF_LENGTH)
       throw invalidDpopProof(`DPoP proof is longer than ${MAX_PROOF_LENGTH} characters`);
     // RFC 9449 §4.3 check 1: one DPoP header. A JWS compact serialization has no comma.
@@ -158,7 +175,7 @@ export class DpopVerifier {
     const header = known === undefined ? this.checkedHeader(headerText) : undefined;
     const claims = jsonSegment(payloadText);
     if (claims === undefined) throw invalidDpopProof('DPoP proof is not a JWT');
-    const { iat, jti } = this.checkedClaims(claims, now);
+    const { iat, jti } = this.checkedClaims(claims, now, target);
 
     // RFC 9449 §4.3 check 8: the signature, by the key in the header.
     const key = known ?? (await this.importKey(header!));
@@ -194,11 +211,28 @@ export class DpopVerifier {
     return header as ProtectedHeaderParameters;
   }
 
-  /** The claims' iat and jti, when htm, htu, iat, jti and the nonce hold (RFC 9449 §4.3 checks 9 to 12). */
-  private checkedClaims(claims: Record<string, unknown>, now: number): { iat: number; jti: string } {
-    if (claims.htm !== 'POST') throw invalidDpopProof('DPoP proof htm must be POST');
-    if (!this.namesEndpoint(claims.htu))
-      throw invalidDpopProof('DPoP proof htu is not the token endpoint URL');
+  /** The claims' iat and jti, when htm, htu, iat, jti, the nonce and ath hold (RFC 9449 §4.3 checks 9 to 12). */
+  private checkedClaims(
+    claims: Record<string, unknown>,
+    now: number,
+    target: ProofTarget,
+  ): { iat: number; jti: string } {
+    if (claims.htm !== target.htm) throw invalidDpopProof(`DPoP proof htm must be ${target.htm}`);
+    // RFC 9449 §4.3 check 9, compared as INTERFACE.md says: RFC 3986 §6.2.2 and §6.2.3 normalization only.
+    // (The target is in normal form, a fixed point of the normalization: an htu equal to it needs none.)
+    const htu = claims.htu;
+    if (typeof htu !== 'string' || (htu !== target.htu && normalizedHttpUri(htu) !== target.htu))
+      throw invalidDpopProof(
+        target === this.tokenEndpoint
+          ? 'DPoP proof htu is not the token endpoint URL'
+          : 'DPoP proof htu is not the URL of this request',
+      );
+    // RFC 9449 §4.3 check 12 (a proof at a resource): ath, the base64url SHA-256 of the access token.
+    if (
+      target.accessToken !== undefined &&
+      claims.ath !== createHash('sha256').update(target.accessToken).digest('base64url')
+    )
+      throw invalidDpopProof('DPoP proof ath is not the hash of the access token');
     const iat = claims.iat;
     if (typeof iat !== 'number' || !Number.isFinite(iat)) throw invalidDpopProof('DPoP proof has no iat');
     if (Math.abs(now / 1000 - iat) > PROOF_WINDOW_SECONDS)
@@ -237,16 +271,5 @@ export class DpopVerifier {
   private keep(headerText: string, key: ProofKey): void {
     if (this.keys.size >= MAX_KEYS) this.keys.delete(this.keys.keys().next().value!);
     this.keys.set(headerText, key);
-  }
-
-  /** Whether htu names the token endpoint, its query and fragment ignored (RFC 9449 §4.3 check 9). */
-  private namesEndpoint(htu: unknown): boolean {
-    if (typeof htu !== 'string') return false;
-    if (htu === this.endpoint) return true;
-    if (!URL.canParse(htu)) return false;
-    const url = new URL(htu);
-    url.search = '';
-    url.hash = '';
-    return url.href === this.endpoint;
   }
 }

@@ -53,6 +53,12 @@ export interface OwnTokenClaims {
   [claim: string]: unknown;
 }
 
+/** The DPoP key a token is bound to (RFC 9449 §6.1: cnf.jkt), if it is bound to one. */
+export function dpopKeyOf(claims: OwnTokenClaims): string | undefined {
+  const jkt = claims.cnf?.jkt;
+  return typeof jkt === 'string' ? jkt : undefined;
+}
+
 /**
  * Why a token is inactive: it is no valid token of this server (malformed, another key or issuer, expired, ...),
  * it was revoked (on the denylist, or its client's tokens were revoked after it was issued), or its client is

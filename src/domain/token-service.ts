@@ -161,13 +161,13 @@ export class TokenService {
     const handler = this.grants.get(grantType);
     if (handler === undefined) throw unsupportedGrantType(this.grantTypes);
     // The grant's checks, synchronous: the claims to sign and what they were checked against, or its refusal.
-    const { claims, audience, grant: granted } = handler(params, client, this.deps);
+    const { claims, audience, grant: granted, dpopRequired } = handler(params, client, this.deps);
 
     // Proof of possession (RFC 9449): nothing at all to do for a request without a proof from a client that is
-    // not bound to DPoP. Before the quota: a refused proof costs no token of it.
+    // not bound to DPoP, for a grant that does not need one. Before the quota: a refused proof costs no token of it.
     const jkt =
-      request.dpop !== undefined || client.dpopBound === true
-        ? await this.proofKey(request, client)
+      request.dpop !== undefined || client.dpopBound === true || dpopRequired === true
+        ? await this.proofKey(request, client, dpopRequired === true)
         : undefined;
 
     // Only clients with a quota pay for counting it (an exchanged token counts as one of the acting client's).
@@ -218,10 +218,14 @@ export class TokenService {
    * The thumbprint of the key the request's DPoP proof proves, or a refusal: invalid_dpop_proof (a failed
    * attempt, as a wrong credential is) or use_dpop_nonce (not one: a client's first proof has no nonce yet).
    */
-  private async proofKey(request: TokenRequest, client: KnownClient): Promise<string> {
+  private async proofKey(request: TokenRequest, client: KnownClient, forSubject: boolean): Promise<string> {
     try {
       if (request.dpop === undefined)
-        throw invalidDpopProof('a DPoP proof is required for this client (dpop_bound_access_tokens)');
+        throw invalidDpopProof(
+          forSubject
+            ? 'the subject_token is bound to a DPoP key: a DPoP proof of the acting client is required'
+            : 'a DPoP proof is required for this client (dpop_bound_access_tokens)',
+        );
       if (this.deps.dpop === undefined) throw invalidDpopProof('DPoP proofs are not accepted here');
       return await this.deps.dpop.verify(request.dpop, this.deps.now());
     } catch (error) {

@@ -85,7 +85,12 @@ function checkFields(
     now: T,
   ): T => (input[key] === undefined ? now : checks.run(pointer, () => rule(input[key])));
   const name = pick('name', 'name', validateCredentialName, base?.name ?? '');
-  const issuer = pick('issuer', 'issuer', (v) => validateIssuer(v, production), base?.issuer ?? '');
+  const issuer = pick(
+    'issuer',
+    'issuer',
+    (v) => validateIssuer(v, production, ctx.config.issuer),
+    base?.issuer ?? '',
+  );
   const subject = pick('subject', 'subject', validateSubject, base?.subject ?? '');
   const audience = pick(
     'audience',

@@ -5,6 +5,7 @@
 import cluster from 'node:cluster';
 import { feedStaleMs } from '../config/index.js';
 import type { AuditRecorder } from '../audit/recorder.js';
+import type { DpopVerifier } from '../domain/dpop.js';
 import type { OwnTokenDeps } from '../domain/own-tokens.js';
 import type { RevocationService } from '../domain/revocation.js';
 import type { TokenService } from '../domain/token-service.js';
@@ -68,6 +69,7 @@ function adminFace(
     store: Store;
     master: MasterKey;
     ownTokens: OwnTokenDeps;
+    dpop: DpopVerifier;
     directory: Directory;
     attempts: FailedAttempts;
     audit: AuditRecorder;
@@ -82,7 +84,7 @@ function adminFace(
     refused: (refusal) => audit.recordAdminRefusal({ ...refusal, at: now() }),
     now,
     cursorKey: deriveKey(parts.master, 'tessera admin api cursors'),
-    tokens: parts.ownTokens,
+    tokens: { ...parts.ownTokens, dpop: parts.dpop },
     findClient: (id) => directory.findClient(id),
     catchUp: () => directory.catchUp(),
     sessions: parts.sessions,
@@ -100,6 +102,7 @@ export function appDeps(
     tokens: TokenService;
     revocation: RevocationService;
     ownTokens: OwnTokenDeps;
+    dpop: DpopVerifier;
     attempts: FailedAttempts;
     audit: AuditRecorder;
     storeOutage: Outage;

@@ -30,6 +30,7 @@ import {
   openRevocations,
   openRevocationService,
   ownTokens,
+  dpopVerifier,
   openRotator,
   openSecretUsage,
   openServerStore,
@@ -118,7 +119,9 @@ export async function openRuntime(
     const usage = openSecretUsage(opening, store);
     const replay = openReplay(opening, store, redis);
     const verifying = ownTokens(opening, { keyring, directory, revocations });
+    const dpop = dpopVerifier(opening, replay, master);
     const tokens = openTokenService(opening, {
+      dpop,
       master,
       directory,
       keyring,
@@ -138,6 +141,7 @@ export async function openRuntime(
       tokens,
       revocation,
       ownTokens: verifying,
+      dpop,
       attempts: limits.attempts,
       audit,
       storeOutage,

@@ -262,7 +262,7 @@ function jtiSource(): () => string {
  * DPoP proofs (RFC 9449): their ids single-use on every instance through the replay guard; with
  * TESSERA_DPOP_NONCE, nonces under a key derived from the master key, which every instance holds.
  */
-function dpopVerifier(config: Config, replay: AssertionReplay, master: MasterKey): DpopVerifier {
+export function dpopVerifier({ config }: Opening, replay: AssertionReplay, master: MasterKey): DpopVerifier {
   return new DpopVerifier({
     tokenEndpoint: config.issuer + TOKEN_PATH,
     replay,
@@ -283,6 +283,8 @@ export function openTokenService(
     audit: AuditRecorder;
     /** This server's own tokens, verified from memory: token exchange's subject and actor tokens. */
     ownTokens: OwnTokenDeps;
+    /** DPoP proofs, at the token endpoint as at the admin API. */
+    dpop: DpopVerifier;
   },
 ): TokenService {
   const { directory, keyring, usage, replay, limits, audit } = parts;
@@ -298,7 +300,7 @@ export function openTokenService(
     methods: clientAuthMethods({
       privateKeyJwt: { issuer: config.issuer, tokenEndpoint: config.issuer + TOKEN_PATH, replay, remote },
     }),
-    dpop: dpopVerifier(config, replay, parts.master),
+    dpop: parts.dpop,
     secretUsed: (id) => usage.used(id),
     findClient: (id) => directory.findClient(id),
     peekClient: (id) => directory.peekClient(id),

@@ -104,7 +104,7 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
       const response = refused.get(instance)!;
       expect(response.status).toBe(401);
       expect(response.headers.get('www-authenticate')).toBe(
-        `Bearer error="invalid_token", error_description="${DISABLED}"`,
+        `Bearer error="invalid_token", error_description="${DISABLED}", DPoP algs="ES256 ES384 RS256 PS256 EdDSA Ed25519"`,
       );
       expect(response.headers.get('content-type')).toBe('application/problem+json; charset=utf-8');
       expect(response.headers.get('cache-control')).toBe('no-store');
@@ -144,7 +144,7 @@ describe('an admin client disabled, on two instances on one PostgreSQL', () => {
       const response = await listKeys(instance, token);
       expect(response.status).toBe(401);
       expect(response.headers.get('www-authenticate')).toBe(
-        'Bearer error="invalid_token", error_description="the access token has been revoked"',
+        'Bearer error="invalid_token", error_description="the access token has been revoked", DPoP algs="ES256 ES384 RS256 PS256 EdDSA Ed25519"',
       );
       expect(await response.json()).toMatchObject({ detail: 'the access token has been revoked' });
     }

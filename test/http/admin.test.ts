@@ -197,14 +197,15 @@ describe('authentication (RFC 6750)', () => {
     const other = await t.createClient([API]);
     const foreign = await postToken(t.url, tokenParams(other.id, other.secret, API));
     for (const [token, detail] of [
-      [undefined, 'an access token is required (Authorization: Bearer)'],
+      [undefined, 'an access token is required (Authorization: Bearer or DPoP)'],
       ['not-a-jwt', 'the access token is not valid for this API'],
       [foreign.body.access_token as string, 'the access token is not valid for this API'],
     ] as const) {
       const r = await call(token, 'listClients');
       expect(r.status).toBe(401);
+      // Both schemes the admin API takes (RFC 9449 §7.1), the error on the one used.
       expect(r.headers.get('www-authenticate')).toBe(
-        `Bearer error="invalid_token", error_description="${detail}"`,
+        `Bearer error="invalid_token", error_description="${detail}", DPoP algs="ES256 ES384 RS256 PS256 EdDSA Ed25519"`,
       );
       expect(r.headers.get('content-type')).toBe('application/problem+json; charset=utf-8');
       expect(r.body).toEqual(problem(401, 'invalid_token', detail));

@@ -311,11 +311,11 @@ describe('the console on an http issuer', () => {
           type: 'urn:tessera:problem:invalid_token',
           title: 'Unauthorized',
           status: 401,
-          detail: 'an access token is required (Authorization: Bearer)',
+          detail: 'an access token is required (Authorization: Bearer or DPoP)',
         },
         {
           'www-authenticate':
-            'Bearer error="invalid_token", error_description="an access token is required (Authorization: Bearer)"',
+            'Bearer error="invalid_token", error_description="an access token is required (Authorization: Bearer or DPoP)", DPoP algs="ES256 ES384 RS256 PS256 EdDSA Ed25519"',
         },
       );
       // A cookie of the right shape that no session has, and one of any other shape.

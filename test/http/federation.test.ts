@@ -187,7 +187,7 @@ function credential(input: CredentialInput, server = t): FederatedCredential {
   return {
     id: newFederatedCredentialId(),
     name: validateCredentialName(input.name ?? `credential ${randomUUID().slice(0, 8)}`),
-    issuer: validateIssuer(input.issuer, false),
+    issuer: validateIssuer(input.issuer, false, server.url),
     ...validateIssuerKeys(input.jwks ?? null, input.jwksUri ?? null, false, true),
     subject: validateSubject(input.subject),
     // The default is the Tessera issuer URL, as management makes it.

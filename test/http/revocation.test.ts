@@ -56,7 +56,7 @@ describe('POST /oauth/revoke', () => {
     const refused = await adminCall(t, { token: opsToken }, 'GET', '/clients?limit=1');
     expect(refused.status).toBe(401);
     expect(refused.headers.get('www-authenticate')).toBe(
-      'Bearer error="invalid_token", error_description="the access token has been revoked"',
+      'Bearer error="invalid_token", error_description="the access token has been revoked", DPoP algs="ES256 ES384 RS256 PS256 EdDSA Ed25519"',
     );
 
     const { jti, exp } = decodeJwt(token);

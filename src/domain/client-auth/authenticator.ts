@@ -59,9 +59,11 @@ export class ClientAuthenticator {
   }
 
   /**
-   * The presented credentials, by the one method the request uses (RFC 6749 §2.3: one method per request).
-   * Malformed credentials are a failed authentication, counted against the source; from a caller that is
-   * blocked, any malformed request is a 429 like everything else it sends.
+   * The presented credentials, by the one method the request uses (RFC 6749 §2.3: one method per request). Two
+   * methods at once are an invalid_request decided before any credential is parsed (INTERFACE.md: a malformed
+   * assertion beside a secret is a 400, not a 401). Malformed credentials are a failed authentication, counted
+   * against the source; from a caller that is blocked, any malformed request is a 429 like everything else it
+   * sends.
    */
   private credentialsOf(
     request: TokenRequest,
@@ -71,54 +73,56 @@ export class ClientAuthenticator {
     // By index, without a filtered array or a closure: this runs for every token.
     let used = 0;
     let method: ClientAuthMethod | undefined;
-    let credentials: PresentedCredentials | undefined;
-    let malformed: unknown;
     for (let i = 0; i < this.methods.length; i++) {
       const candidate = this.methods[i]!;
       if (!candidate.presentedIn(request)) continue;
       used++;
-      try {
-        const parsed = candidate.parse(request);
-        if (credentials === undefined) {
-          credentials = parsed;
-          method = candidate;
-        }
-      } catch (error) {
-        if (error instanceof OAuthError && error.error === 'invalid_client') {
-          const wait = this.deps.attempts.blockedFor(undefined, source);
-          if (wait > 0) throw tooManyAttempts(wait);
-          void this.deps.attempts.failed(undefined, source);
-          throw error;
-        }
-        malformed ??= error;
-      }
+      method ??= candidate;
     }
-    try {
-      if (used > 1) {
-        throw invalidRequest(
-          params.client_assertion === undefined && params.client_assertion_type === undefined
-            ? 'use one client authentication method: HTTP Basic or client_secret in the body, not both'
-            : 'use one client authentication method: HTTP Basic, client_secret in the body, or client_assertion',
-        );
-      }
-      if (malformed !== undefined) throw malformed;
-      if (used === 0 || method === undefined || credentials === undefined) {
-        if (missing === 'invalid_client') throw invalidClient('no client credentials');
-        throw invalidRequest(
-          present(params.client_id) === undefined ? 'client_id is required' : 'client_secret is required',
-        );
-      }
-      method.check?.(request, credentials);
-      return credentials;
-    } catch (error) {
-      const id = credentials?.clientId ?? present(params.client_id);
+    // A refusal of the request's form: a blocked caller hears 429 instead, as for everything else it sends.
+    const refuse = (error: unknown, id: string | undefined): never => {
       const wait = this.deps.attempts.blockedFor(
         id !== undefined && isPossibleClientId(id) ? id : undefined,
         source,
       );
       if (wait > 0) throw tooManyAttempts(wait);
       throw error;
+    };
+    if (used > 1)
+      refuse(
+        invalidRequest(
+          params.client_assertion === undefined && params.client_assertion_type === undefined
+            ? 'use one client authentication method: HTTP Basic or client_secret in the body, not both'
+            : 'use one client authentication method: HTTP Basic, client_secret in the body, or client_assertion',
+        ),
+        present(params.client_id),
+      );
+    if (method === undefined)
+      return refuse(
+        missing === 'invalid_client'
+          ? invalidClient('no client credentials')
+          : invalidRequest(
+              present(params.client_id) === undefined ? 'client_id is required' : 'client_secret is required',
+            ),
+        present(params.client_id),
+      );
+    let credentials: PresentedCredentials;
+    try {
+      credentials = method.parse(request);
+    } catch (error) {
+      if (!(error instanceof OAuthError && error.error === 'invalid_client'))
+        return refuse(error, present(params.client_id));
+      const wait = this.deps.attempts.blockedFor(undefined, source);
+      if (wait > 0) throw tooManyAttempts(wait);
+      void this.deps.attempts.failed(undefined, source);
+      throw error;
     }
+    try {
+      method.check?.(request, credentials);
+    } catch (error) {
+      refuse(error, credentials.clientId);
+    }
+    return credentials;
   }
 
   /**

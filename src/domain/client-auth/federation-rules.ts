@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { normalizedHttpUri } from '../uri.js';
 import { ValidationError, validateName } from '../validate.js';
 import { validateJwks, validateJwksUri, type PublicJwks } from './jwks.js';
 
@@ -77,8 +78,15 @@ function exactText(value: unknown, what: string): string {
  * production), as OpenID Connect issuers and SPIFFE trust domains' JWT issuers are, with no query or fragment,
  * since `<issuer>/.well-known/openid-configuration` is where its keys are found when none are given.
  */
-export function validateIssuer(value: unknown, production: boolean): string {
+export function validateIssuer(value: unknown, production: boolean, ownIssuer: string): string {
   const raw = exactText(value, 'issuer');
+  // INTERFACE.md: never Tessera's own issuer (nor with a trailing slash, in any spelling of the same URI): this
+  // server's tokens reach another token only by token exchange, under its rules.
+  const same = (uri: string) => normalizedHttpUri(uri)?.replace(/\/$/, '');
+  if (same(raw) !== undefined && same(raw) === same(ownIssuer))
+    throw new ValidationError(
+      "issuer must not be this server's own issuer: its tokens are exchanged for others by token exchange (RFC 8693), never taken as a client credential",
+    );
   let url: URL;
   try {
     url = new URL(raw);

@@ -180,6 +180,11 @@ export function privateKeyJwt(options: PrivateKeyJwtOptions): ClientAuthMethod {
       } catch {
         throw invalidClient('malformed client_assertion');
       }
+      // RFC 8725 §3.11, RFC 9068 §4: an access token is never a client credential, whatever signed it (this
+      // server's own tokens as a federated credential's platform tokens, a token of another server as an
+      // assertion). Media types compare case-insensitively, and "application/" may be left out (RFC 7515 §4.1.9).
+      if (typeof header.typ === 'string' && /^(?:application\/)?at\+jwt$/i.test(header.typ))
+        throw invalidClient('client_assertion is an access token (typ at+jwt), not a client credential');
       const iss = payload.iss;
       if (typeof iss !== 'string' || iss === '') throw invalidClient('client_assertion has no iss');
       const clientId = present(request.params.client_id);

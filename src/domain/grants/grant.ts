@@ -58,6 +58,11 @@ interface GrantResult {
   claims: GrantClaims;
   audience: KnownAudience;
   grant: KnownGrant;
+  /**
+   * Whether the new token must be bound to a DPoP key whatever the client's registration says (INTERFACE.md: a
+   * sender-constrained token never becomes a bearer token through token exchange).
+   */
+  dpopRequired?: boolean;
 }
 
 /**

@@ -5,7 +5,7 @@ import {
   unauthorizedClient,
   unsupportedGrantType,
 } from '../errors.js';
-import { activeNow, readOwnToken, type OwnTokenClaims, type OwnTokenDeps } from '../own-tokens.js';
+import { activeNow, dpopKeyOf, readOwnToken, type OwnTokenClaims, type OwnTokenDeps } from '../own-tokens.js';
 import { present, type KnownClient } from '../token-types.js';
 import { requestedAudience, scopeOf, type ActClaim, type GrantClaims, type GrantHandler } from './grant.js';
 
@@ -205,7 +205,11 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
   };
   if (scope !== undefined) claims.scope = scope;
   claims.act = actClaim(client.id, before);
-  return { claims, audience, grant: granted };
+  // INTERFACE.md (DPoP): a DPoP-bound subject token is exchanged only with the acting client's own proof, and the
+  // new token is bound to that client's key: a sender-constrained token never becomes a bearer token.
+  return dpopKeyOf(subject) === undefined
+    ? { claims, audience, grant: granted }
+    : { claims, audience, grant: granted, dpopRequired: true };
 };
 
 /**

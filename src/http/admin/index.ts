@@ -5,7 +5,15 @@ import addFormats from 'ajv-formats';
 import type { Config } from '../../config/index.js';
 import type { Store } from '../../store/types.js';
 import type { AdminRefusal } from '../../audit/recorder.js';
-import { AdminAuth, presentedClientId, requireScope, type AdminAuthDeps, type AdminCaller } from './auth.js';
+import {
+  AdminAuth,
+  asksForNonce,
+  challengeForCaller,
+  presentedClientId,
+  requireScope,
+  type AdminAuthDeps,
+  type AdminCaller,
+} from './auth.js';
 import type { AdminGuard } from './route.js';
 import type { AdminRouteContext } from './route-context.js';
 import { depthLimited } from '../json-body.js';
@@ -27,7 +35,7 @@ const ADMIN_PREFIX = '/admin/v1';
 /** Admin request bodies are small documents; a few hundred KiB leaves room for key sets, and no more. */
 const ADMIN_BODY_LIMIT = 256 * 1024;
 
-export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience'> {
+export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience' | 'issuer'> {
   config: Config;
   store: Store;
   /** The key that signs list cursors; the same on every instance (derived from the master key). */
@@ -69,7 +77,7 @@ function ajv(options: Options): Ajv {
  */
 export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
   const audience = `${deps.config.issuer}${ADMIN_PREFIX}`;
-  const auth = new AdminAuth({ ...deps, audience });
+  const auth = new AdminAuth({ ...deps, audience, issuer: deps.config.issuer });
   const cursors = new Cursors(deps.cursorKey);
   void app.register(
     async (admin) => {
@@ -87,6 +95,14 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
           components: {
             securitySchemes: {
               bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+              dpop: {
+                type: 'http',
+                scheme: 'dpop',
+                description:
+                  'A DPoP-bound access token (RFC 9449 §7.1: Authorization: DPoP <token>) with a DPoP proof of each ' +
+                  'request (htm, htu, ath), signed by the key of its cnf.jkt. A client registered with ' +
+                  'dpop_bound_access_tokens gets only such tokens; a bound token is refused as Bearer.',
+              },
               session: {
                 type: 'apiKey',
                 in: 'cookie',
@@ -155,9 +171,23 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
             await catchUp();
         });
 
-      /** A refused call, for the audit trail: summed per address and minute, never a write per request. */
+      // RFC 9449 §8-9: with nonces required, every answer to a DPoP caller carries the nonce to use next.
+      if (deps.config.dpopNonce)
+        admin.addHook('onSend', async (request, reply) => {
+          if (/^dpop /i.test(request.headers.authorization ?? '') && !reply.hasHeader('dpop-nonce')) {
+            const nonce = auth.dpopNonce();
+            if (nonce !== undefined) reply.header('dpop-nonce', nonce);
+          }
+        });
+
+      /**
+       * A refused call: its challenge in the scheme of the caller's token, and the audit trail (summed per address
+       * and minute, never a write per request); a request for a DPoP nonce is not a refusal.
+       */
       const audit = (request: FastifyRequest, answer: ProblemError): void => {
+        challengeForCaller(request.adminCaller, answer);
         const { status, detail } = answer.problem;
+        if (asksForNonce(answer)) return;
         if (deps.refused === undefined || (status !== 401 && status !== 403 && status !== 429)) return;
         deps.refused({
           at: Date.now(),

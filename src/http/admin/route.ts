@@ -55,8 +55,9 @@ export function adminRoute(spec: {
         ? '.'
         : '; with a console session, also the `Origin` of the issuer and the header `X-CSRF-Token`.'),
     tags: spec.tags,
-    // An access token of the admin audience, or a console operator's session (its role gives the scopes).
-    security: [{ bearer: [spec.scope] }, { session: [] }],
+    // An access token of the admin audience (Bearer, or DPoP when it is bound to a key), or a console operator's
+    // session (its role gives the scopes).
+    security: [{ bearer: [spec.scope] }, { dpop: [spec.scope] }, { session: [] }],
     ...(spec.params ? { params: spec.params } : {}),
     ...(spec.querystring ? { querystring: spec.querystring } : {}),
     ...(spec.body ? { body: spec.body } : {}),
