@@ -347,6 +347,24 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
+    // A deleted client's id and when (INTERFACE.md, "Revocation and introspection"): a new client given that id starts
+    // with its tokens cut at that moment, so that the deleted client's tokens never become active again. Kept until
+    // every token of the deleted client has expired, or until the id is given again (the cut is then the new
+    // client's revoked_before).
+    '0016_client_deletions': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('client_deletions')
+          .addColumn('id', 'text', (c) => text(c).primaryKey())
+          .addColumn('deleted_at', 'text', (c) => text(c).notNull())
+          .execute();
+        await db.schema
+          .createIndex('client_deletions_at_idx')
+          .on('client_deletions')
+          .column('deleted_at')
+          .execute();
+      },
+    },
   };
 }
 

@@ -30,7 +30,11 @@ export interface RevocationsOptions {
 
 type RevocationReads = Pick<
   RevocationStore,
-  'listRevokedTokens' | 'pruneRevokedTokens' | 'listClientStandings' | 'findClientStandings'
+  | 'listRevokedTokens'
+  | 'pruneRevokedTokens'
+  | 'pruneClientDeletions'
+  | 'listClientStandings'
+  | 'findClientStandings'
 >;
 
 /**
@@ -175,8 +179,8 @@ export class Revocations implements FeedFollower {
   }
 
   /**
-   * Forgets the entries whose tokens have all expired, then deletes the expired rows of the denylist from the
-   * store, PRUNE_BATCH a statement with a turn of the event loop between them. Never rejects.
+   * Forgets the entries whose tokens have all expired, then deletes the expired rows of the denylist and the
+   * tombstones of clients deleted longer ago than the longest lifetime from the store, PRUNE_BATCH a statement with a turn of the event loop between them. Never rejects.
    */
   async prune(): Promise<void> {
     if (this.pruning) return;
@@ -193,6 +197,13 @@ export class Revocations implements FeedFollower {
         }
       for (;;) {
         const deleted = await this.store.pruneRevokedTokens(seconds, PRUNE_BATCH);
+        if (deleted < PRUNE_BATCH || this.timer === undefined) break;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      // A deleted client's tombstone matters while its tokens may live (see the store's deleteClient).
+      const before = new Date(now - this.options.maxTokenTtl * 1000).toISOString();
+      for (;;) {
+        const deleted = await this.store.pruneClientDeletions(before, PRUNE_BATCH);
         if (deleted < PRUNE_BATCH || this.timer === undefined) break;
         await new Promise((resolve) => setImmediate(resolve));
       }

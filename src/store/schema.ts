@@ -15,6 +15,14 @@ export interface Database {
   operator_sessions: OperatorSessionsTable;
   token_counts: TokenCountsTable;
   revoked_tokens: RevokedTokensTable;
+  client_deletions: ClientDeletionsTable;
+}
+
+/** Clients deleted whose tokens may not have expired yet: a new client of the same id starts with them cut. */
+interface ClientDeletionsTable {
+  id: string;
+  /** RFC 3339, UTC. */
+  deleted_at: string;
 }
 
 /** The denylist: tokens revoked one by one (RFC 7009), each kept until its exp. */

@@ -357,6 +357,11 @@ export interface RevocationStore {
   /** Deletes at most `limit` entries whose exp is at or before `now` (seconds); returns how many. */
   pruneRevokedTokens(now: number, limit: number): Promise<number>;
   /**
+   * Deletes up to `limit` tombstones of clients deleted before `before` (RFC 3339; every token of theirs has
+   * expired), the oldest first; how many it deleted.
+   */
+  pruneClientDeletions(before: string, limit: number): Promise<number>;
+  /**
    * The clients whose tokens may be inactive for who they are: those disabled, and those whose revoked_before or
    * created_at is at or after `since` (RFC 3339): every one, or with `page`, at most `limit` of them whose id comes
    * after `after` (null: from the first), in id order. Read once at start, a page at a time.

@@ -139,6 +139,7 @@ export function storeContract(name: string, open: OpenStore): void {
             '0013_dpop_bound_access_tokens',
             '0014_revocation',
             '0015_token_exchange',
+            '0016_client_deletions',
           ]);
           expect(await fresh.migrate()).toEqual([]);
           expect(await fresh.migrate()).toEqual([]);
@@ -171,6 +172,7 @@ export function storeContract(name: string, open: OpenStore): void {
             '0013_dpop_bound_access_tokens',
             '0014_revocation',
             '0015_token_exchange',
+            '0016_client_deletions',
           ]);
           const events = await fresh.queryAuditEvents({ limit: 10 });
           expect(events.reverse().map((e) => [e.actor, e.source, e.type])).toEqual([
@@ -2730,6 +2732,71 @@ export function storeContract(name: string, open: OpenStore): void {
         expect((await store.findClients(['svc']))[0]!.revokedBefore).toBe(at);
       });
 
+      it('a client made under the id of one deleted starts with its tokens cut at the deletion; its grants are its own', async () => {
+        await store.addAudience({
+          url: 'https://old.example.com',
+          name: null,
+          tokenTtl: null,
+          signingAlg: null,
+        });
+        await store.addAudience({
+          url: 'https://new.example.com',
+          name: null,
+          tokenTtl: null,
+          signingAlg: null,
+        });
+        await store.createClient(
+          newClient('svc', ['https://old.example.com'], { scopes: { 'https://old.example.com': ['read'] } }),
+        );
+        clock.advance(400);
+        const deletedAt = clock.iso();
+        await store.deleteClient('svc');
+        clock.advance(300);
+        const made = await store.createClient(newClient('svc', ['https://new.example.com']));
+        expect(made.revokedBefore).toBe(deletedAt);
+        expect(made.createdAt).toBe(clock.iso());
+        expect(made.grants).toEqual([
+          { audience: 'https://new.example.com', scopes: [], claims: null, tokenExchange: false },
+        ]);
+        expect((await store.findClient('svc'))!.revokedBefore).toBe(deletedAt);
+        expect(await store.findClientStandings(['svc'])).toEqual([
+          { id: 'svc', enabled: true, revokedBefore: deletedAt, createdAt: clock.iso() },
+        ]);
+        // The tombstone has served: deleted and made again, the cut is the second deletion.
+        clock.advance(5000);
+        const again = clock.iso();
+        await store.deleteClient('svc');
+        await store.createClients([
+          { client: newClient('first') },
+          { client: newClient('svc') },
+          { client: newClient('last') },
+        ]);
+        expect(
+          (await store.findClients(['first', 'last', 'svc'])).map((c) => [c.id, c.revokedBefore]),
+        ).toEqual([
+          ['first', null],
+          ['last', null],
+          ['svc', again],
+        ]);
+      });
+
+      it('prunes the tombstones of clients deleted before a time, the oldest first, a batch at a time', async () => {
+        for (const id of ['a', 'b', 'c']) {
+          await store.createClient(newClient(id));
+          await store.deleteClient(id);
+          clock.advance(1000);
+        }
+        const late = clock.iso();
+        await store.createClient(newClient('d'));
+        await store.deleteClient('d');
+        expect(await store.pruneClientDeletions(late, 2)).toBe(2);
+        expect(await store.pruneClientDeletions(late, 2)).toBe(1);
+        expect(await store.pruneClientDeletions(late, 2)).toBe(0);
+        // The pruned ids start afresh; the one deleted since keeps its cut.
+        expect((await store.createClient(newClient('a'))).revokedBefore).toBeNull();
+        expect((await store.createClient(newClient('d'))).revokedBefore).toBe(late);
+      });
+
       it('lists the standing of the clients disabled, revoked or created since a time; finds any by id', async () => {
         const start = clock.iso();
         await store.createClient(newClient('old-enabled'));
@@ -2789,7 +2856,11 @@ export function storeContract(name: string, open: OpenStore): void {
             );
           }
           const before = Date.now();
-          expect(await fresh.migrate()).toEqual(['0014_revocation', '0015_token_exchange']);
+          expect(await fresh.migrate()).toEqual([
+            '0014_revocation',
+            '0015_token_exchange',
+            '0016_client_deletions',
+          ]);
           expect((await fresh.findClient('on'))!.revokedBefore).toBeNull();
           // The moment of the migration, by the wall clock (a migration has no other).
           const at = Date.parse((await fresh.findClient('off'))!.revokedBefore!);
@@ -2847,6 +2918,7 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     '0013_dpop_bound_access_tokens',
     '0014_revocation',
     '0015_token_exchange',
+    '0016_client_deletions',
   ]);
   expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
     event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
@@ -2931,6 +3003,7 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     '0013_dpop_bound_access_tokens',
     '0014_revocation',
     '0015_token_exchange',
+    '0016_client_deletions',
   ]);
   const audiences = await store.listAudiences();
   expect(audiences).toEqual(

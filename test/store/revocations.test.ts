@@ -118,6 +118,29 @@ describe('Revocations', () => {
     expect(revocations.cutOf('svc')).toBe(seconds() - 2);
   });
 
+  it('a client deleted and made again within the same second: its old tokens stay cut, on load and by the feed', async () => {
+    await newClient('svc');
+    clock.advance((DAY + 10) * 1000);
+    await follow();
+    const deletedAt = seconds();
+    clock.advance(200);
+    // Deleted and made again before any poll: the feed brings both in one batch.
+    await store.deleteClient('svc');
+    await newClient('svc');
+    await directory.poll();
+    expect(revocations.cutOf('svc')).toBe(deletedAt);
+    // The same seen by an instance starting now.
+    const fresh = new Revocations(store, { now: clock.now, maxTokenTtl: DAY });
+    await fresh.load();
+    expect(fresh.cutOf('svc')).toBe(deletedAt);
+    // A tombstone no longer needed once every token of the deleted client has expired: pruned with the denylist.
+    await store.deleteClient('svc');
+    clock.advance((DAY + 1) * 1000);
+    await revocations.prune();
+    await newClient('svc');
+    expect((await store.findClient('svc'))!.revokedBefore).toBeNull();
+  });
+
   it('revoke(): in the store with its change and event, known here at once; again, nothing more', async () => {
     await follow();
     const token = { jti: 'j-2', clientId: 'svc', exp: seconds() + 60 };

@@ -50,7 +50,7 @@ export function tokenExchangeContract(name: string, open: OpenStore): void {
         await fresh.migrate('0014_revocation');
         await fresh.addAudience({ url: A, name: 'A', tokenTtl: null, signingAlg: null });
         await fresh.createClient(newClient('old', [A], { scopes: {} }));
-        expect(await fresh.migrate()).toEqual(['0015_token_exchange']);
+        expect(await fresh.migrate()).toEqual(['0015_token_exchange', '0016_client_deletions']);
         expect((await fresh.findClient('old'))!.grants).toEqual([
           { audience: A, scopes: [], claims: null, tokenExchange: false },
         ]);

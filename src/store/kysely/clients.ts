@@ -159,7 +159,7 @@ async function withGrantsAndSecrets(
 }
 
 /** The rows of a new client: its own, its grants', its first secret's (none for private_key_jwt). */
-function newClientRows(client: NewClient, at: string) {
+function newClientRows(client: NewClient, at: string, revokedBefore: string | undefined) {
   const audiences = [...new Set(client.audiences)].sort();
   const exchanging = client.grantTokenExchange?.length ?? 0;
   return {
@@ -183,6 +183,8 @@ function newClientRows(client: NewClient, at: string) {
       jwks_uri: client.jwksUri ?? null,
       federated_credentials: federatedText(client.federatedCredentials ?? []),
       dpop_bound_access_tokens: client.dpopBoundAccessTokens === true ? 1 : 0,
+      // Left to its default (null) for an id never given before.
+      ...(revokedBefore === undefined ? {} : { revoked_before: revokedBefore }),
     },
     grants: audiences.map((audience) => ({
       client_id: client.id,
@@ -207,6 +209,24 @@ function newClientRows(client: NewClient, at: string) {
 }
 
 export function clientStore(base: StoreBase): ClientStore {
+  /**
+   * Whether the store has the tombstones of deleted clients (migration 0016): a server refuses a store whose schema
+   * is older, but `tessera migrate`'s own steps (and their tests) write clients to one. Once there, always there.
+   */
+  let tombstones = false;
+  const hasTombstones = async (tx: Kysely<Database>): Promise<boolean> => {
+    if (tombstones) return true;
+    const found =
+      base.engine === 'postgres'
+        ? await sql<{ n: string | null }>`select to_regclass('client_deletions')::text as n`.execute(tx)
+        : await sql<{
+            n: string | null;
+          }>`select name as n from sqlite_master where type = 'table' and name = 'client_deletions'`.execute(
+            tx,
+          );
+    tombstones = (found.rows[0]?.n ?? null) !== null;
+    return tombstones;
+  };
   const compileFindClients = () => compileOnce(clientsByIds(base.db, base.engine, ''), 1);
   const findClients: ClientStore['findClients'] = async (ids) => {
     if (ids.length === 0) return [];
@@ -235,13 +255,29 @@ export function clientStore(base: StoreBase): ClientStore {
           if (first !== undefined) throw conflict(first);
         }
         const at = base.stamp();
-        const rows = clients.map(({ client }) => newClientRows(client, at));
+        // An id given before to a client since deleted: the new client starts with the deleted one's tokens cut
+        // (revoked_before = the deletion), and the id's tombstone has served.
+        const deletedAt = new Map<string, string>();
+        if (await hasTombstones(tx))
+          for (const chunk of chunks(ids, ROWS_PER_STATEMENT)) {
+            const gone = await tx
+              .selectFrom('client_deletions')
+              .selectAll()
+              .where('id', 'in', chunk)
+              .execute();
+            for (const row of gone) deletedAt.set(row.id, row.deleted_at);
+          }
+        if (deletedAt.size > 0)
+          for (const chunk of chunks([...deletedAt.keys()], ROWS_PER_STATEMENT))
+            await tx.deleteFrom('client_deletions').where('id', 'in', chunk).execute();
+        const rows = clients.map(({ client }) => newClientRows(client, at, deletedAt.get(client.id)));
         const grants = rows.flatMap((r) => r.grants);
         await requireAudiences(tx, [...new Set(grants.map((g) => g.audience_url))]);
+        // Rows of one insert have the same columns: revoked_before for all where some id had a tombstone.
         await base.insertRows(
           tx,
           'clients',
-          rows.map((r) => r.client),
+          rows.map((r) => (deletedAt.size > 0 ? { revoked_before: null, ...r.client } : r.client)),
         );
         // Rows of one insert have the same columns: token_exchange only where some grant allows it.
         const exchanging = grants.some((g) => g.token_exchange !== undefined);
@@ -276,9 +312,8 @@ export function clientStore(base: StoreBase): ClientStore {
     createClient: async (client, audit) => {
       const [rows] = await writeNewClients([{ client, audit }]);
       const secret = rows!.secret;
-      // A new client's tokens have not been revoked: the column is left to its default.
       return toClient(
-        { ...rows!.client, revoked_before: null },
+        { revoked_before: null, ...rows!.client },
         rows!.grants.map((g) => toGrant({ ...g, token_exchange: g.token_exchange ?? 0 })),
         secret === undefined
           ? []
@@ -383,6 +418,14 @@ export function clientStore(base: StoreBase): ClientStore {
           'client',
           notFound.client(id),
         );
+        // Its tokens stay inactive, whatever client is given the id next (see writeNewClients).
+        const at = base.stamp();
+        if (await hasTombstones(tx))
+          await tx
+            .insertInto('client_deletions')
+            .values({ id, deleted_at: at })
+            .onConflict((oc) => oc.column('id').doUpdateSet({ deleted_at: at }))
+            .execute();
         await base.record(tx, 'client', id, audit);
         // No audience names a client that does not exist as its resource server: it goes from their lists in the
         // same transaction, and each of them is recorded as changed, so that every server reloads its audiences.

@@ -49,6 +49,21 @@ export function revocationStore(base: StoreBase): RevocationStore {
       return Number(result.numDeletedRows);
     },
 
+    async pruneClientDeletions(before, limit) {
+      const result = await base.conn
+        .deleteFrom('client_deletions')
+        .where('id', 'in', (eb) =>
+          eb
+            .selectFrom('client_deletions')
+            .select('id')
+            .where('deleted_at', '<', before)
+            .orderBy('deleted_at')
+            .limit(limit),
+        )
+        .executeTakeFirst();
+      return Number(result.numDeletedRows);
+    },
+
     async listClientStandings(since, page) {
       let query = base.conn
         .selectFrom('clients')
