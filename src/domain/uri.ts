@@ -10,6 +10,11 @@ const ABSOLUTE = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)(?:\?[^#]*)?(?
 const URI_CHARACTERS = /^[\x21-\x7e]*$/;
 /** RFC 3986 §2.3. */
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
+/**
+ * RFC 3986 §3.2.2: an IP literal in brackets, or a reg-name (unreserved, percent-encodings, sub-delims: never a
+ * colon, so `host:8080:80` is no host and port).
+ */
+const HOST = /^(?:\[[0-9A-Za-z:._~!$&'()*+,;=-]+\]|[A-Za-z0-9\-._~%!$&'()*+,;=]+)$/;
 const DEFAULT_PORTS: Readonly<Record<string, string>> = { http: '80', https: '443' };
 
 /**
@@ -82,8 +87,11 @@ export function normalizedHttpUri(text: string): string | undefined {
   const hasPort = portAt >= 0 && !authority.slice(portAt).includes(']');
   const rawHost = hasPort ? authority.slice(0, portAt) : authority;
   const port = hasPort ? authority.slice(portAt + 1) : '';
-  if (!/^[0-9]*$/.test(port) || rawHost === '') return undefined;
-  const host = normalizePercents(rawHost)?.toLowerCase();
+  if (!/^[0-9]*$/.test(port) || !HOST.test(rawHost)) return undefined;
+  // Case-insensitive but for the hex of its percent-encodings, which are upper case (§6.2.2.1).
+  const host = normalizePercents(rawHost)?.replace(/%[0-9A-F]{2}|[A-Z]+/g, (part) =>
+    part.startsWith('%') ? part : part.toLowerCase(),
+  );
   const user = normalizePercents(userinfo);
   const path = normalizePercents(match[3]!);
   if (host === undefined || user === undefined || path === undefined) return undefined;

@@ -186,9 +186,11 @@ export async function removeGrant(
   return storeCall(() =>
     ctx.store.transaction(async (store) => {
       const client = await store.findClient(clientId);
-      if (client) requireGrantHeld(ctx, client, audience, []);
+      // As PUT on the same path answers: no client, client_not_found (not that it has no such grant).
+      if (!client) throw new ManagementError('client_not_found', `client ${clientId} does not exist`);
+      requireGrantHeld(ctx, client, audience, []);
       if (condition.ifMatch !== undefined) {
-        const current = client && grantOf(client, audience);
+        const current = grantOf(client, audience);
         const found = current && (await store.findAudience(audience));
         if (current && found) checkPrecondition(condition, grantJson(clientId, found, current), 'the grant');
       }

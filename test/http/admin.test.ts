@@ -592,6 +592,7 @@ describe('clients and grants', () => {
           last_used_at: null,
         },
       ],
+      next: null,
     });
     expect(JSON.stringify(listed.body)).not.toContain(first);
     const added = await call(token, 'addSecret', { params: { id: 'rotating' }, body: { grace: '1h' } });
@@ -605,6 +606,26 @@ describe('clients and grants', () => {
     });
     const both = await call(token, 'listSecrets', { params: { id: 'rotating' } });
     expect(both.body.items).toHaveLength(2);
+    expect(both.body.next).toBeNull();
+    // Paged as every list is (MANAGEMENT.md, Lists): oldest first, a page at a time.
+    const page1 = await call(token, 'listSecrets', { params: { id: 'rotating' }, query: { limit: 1 } });
+    expect(page1.body.items).toEqual([both.body.items[0]]);
+    expect(page1.body.next).toEqual(expect.any(String));
+    const page2 = await call(token, 'listSecrets', {
+      params: { id: 'rotating' },
+      query: { limit: 1, after: page1.body.next },
+    });
+    expect(page2.body).toEqual({ items: [both.body.items[1]], next: null });
+    expect(both.body.items.map((s: { id: string }) => s.id)).toEqual([
+      listed.body.items[0].id,
+      added.body.id,
+    ]);
+    const forged = await call(token, 'listSecrets', {
+      params: { id: 'rotating' },
+      query: { after: 'forged' },
+    });
+    expect(forged.status).toBe(400);
+    expect(forged.body.type).toBe('urn:tessera:problem:invalid_cursor');
     const old = both.body.items.find((s: { id: string }) => s.id !== added.body.id);
     expect(Date.parse(old.expires_at) - Date.parse(added.body.created_at)).toBe(3600_000);
     await t.sync();
@@ -1056,7 +1077,7 @@ describe('federated credentials (workload identity federation)', () => {
 
     const listed = await call(token, 'listFederatedCredentials', { params: { id: 'billing-ci' } });
     expect(listed.status).toBe(200);
-    expect(listed.body).toEqual({ items: created.body.federated_credentials });
+    expect(listed.body).toEqual({ items: created.body.federated_credentials, next: null });
     const one = await call(token, 'getFederatedCredential', {
       params: { id: 'billing-ci', fid: credential!.id },
     });
@@ -1170,6 +1191,7 @@ describe('federated credentials (workload identity federation)', () => {
     expect(removed.status).toBe(204);
     expect((await call(token, 'listFederatedCredentials', { params: { id: 'gitlab-ci' } })).body).toEqual({
       items: [],
+      next: null,
     });
 
     const events = await call(token, 'listAuditEvents', { query: { client_id: 'gitlab-ci', limit: 10 } });

@@ -249,7 +249,8 @@ interface SectionProps {
 
 function Secrets({ clientId, writable, ask, changed }: SectionProps) {
   const list = useLoad(
-    async () => (await api.get<{ items: Secret[] }>(`/clients/${seg(clientId)}/secrets`)).body,
+    // At most 5 live and the expired ones not yet pruned: one page holds them all.
+    async () => (await api.get<Page<Secret>>(`/clients/${seg(clientId)}/secrets?limit=500`)).body,
     [clientId],
   );
   const [grace, setGrace] = useState('24h');

@@ -4,7 +4,7 @@
  * removed; every change through the admin API.
  */
 import { useState } from 'preact/hooks';
-import { api, seg, type FederatedCredential } from '../api';
+import { api, seg, type FederatedCredential, type Page } from '../api';
 import { EditRemoveCell, formatSeconds, ReadOnly, TableBox, type Ask } from '../components';
 import {
   ChangeForm,
@@ -147,7 +147,8 @@ export function FederatedCredentials({
 }) {
   const path = `/clients/${seg(clientId)}/federated-credentials`;
   const list = useLoad(
-    async () => (await api.get<{ items: FederatedCredential[] }>(path)).body.items,
+    // At most 10 a client: one page holds them all.
+    async () => (await api.get<Page<FederatedCredential>>(`${path}?limit=500`)).body.items,
     [path],
   );
   const [preset, setPreset] = useState<PresetName>('kubernetes');

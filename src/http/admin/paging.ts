@@ -43,6 +43,13 @@ export class Cursors {
 
 export const isString = (v: unknown): v is string => typeof v === 'string';
 
+/** The key of an item listed oldest first (a client's secrets, its federated credentials): its creation, then id. */
+export const byCreation = (item: { createdAt: string; id: string }): string => `${item.createdAt} ${item.id}`;
+
+/** The items in byCreation's order, the order pageOfList pages them in. */
+export const oldestFirst = <T extends { createdAt: string; id: string }>(items: readonly T[]): T[] =>
+  [...items].sort((a, b) => (byCreation(a) < byCreation(b) ? -1 : byCreation(a) > byCreation(b) ? 1 : 0));
+
 /** A page of `items` (sorted by `keyOf`) after `after`: at most `limit`, and the cursor of the next if any. */
 function pageOf<T, K extends string>(
   sorted: readonly T[],

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
 import { federation, views } from '../../management/index.js';
 import type { AdminRouteContext } from './route-context.js';
+import { byCreation, oldestFirst, pageOfList } from './paging.js';
 import { adminRoute, ifMatch, sendResource } from './route.js';
 import * as S from './schemas.js';
 import { clientGuard, federatedInput, type CredentialBody } from './routes-clients.js';
@@ -27,12 +28,19 @@ export function federationRoutes(app: FastifyInstance, ctx: AdminRouteContext): 
       tags,
       scope: 'clients:read',
       params: S.IdParam,
-      ok: { 200: S.Items(S.FederatedCredential) },
+      querystring: S.ListQuery,
+      ok: { 200: S.Page(S.FederatedCredential) },
     }),
     async (request) => {
       const { id } = request.params as Static<typeof S.IdParam>;
-      const list = await federation.listFederatedCredentials(ctx.context(request), id);
-      return { items: list.map(views.federatedCredentialJson) };
+      return pageOfList(
+        ctx.cursors,
+        `federated-credentials ${id}`,
+        request.query as Static<typeof S.ListQuery>,
+        async () => oldestFirst(await federation.listFederatedCredentials(ctx.context(request), id)),
+        byCreation,
+        views.federatedCredentialJson,
+      );
     },
   );
   api.post(

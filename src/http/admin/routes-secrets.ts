@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
 import { secrets, views } from '../../management/index.js';
 import type { AdminRouteContext } from './route-context.js';
+import { byCreation, oldestFirst, pageOfList } from './paging.js';
 import { adminRoute, seconds } from './route.js';
 import * as S from './schemas.js';
 import { clientGuard } from './routes-clients.js';
@@ -20,11 +21,19 @@ export function secretRoutes(app: FastifyInstance, ctx: AdminRouteContext): void
       tags,
       scope: 'clients:read',
       params: S.IdParam,
-      ok: { 200: S.Items(S.Secret) },
+      querystring: S.ListQuery,
+      ok: { 200: S.Page(S.Secret) },
     }),
     async (request) => {
       const { id } = request.params as Static<typeof S.IdParam>;
-      return { items: (await secrets.listSecrets(ctx.context(request), id)).map(views.secretJson) };
+      return pageOfList(
+        ctx.cursors,
+        `secrets ${id}`,
+        request.query as Static<typeof S.ListQuery>,
+        async () => oldestFirst(await secrets.listSecrets(ctx.context(request), id)),
+        byCreation,
+        views.secretJson,
+      );
     },
   );
   api.post(

@@ -355,10 +355,6 @@ export const Page = <T extends TSchema>(item: T) =>
     { additionalProperties: false },
   );
 
-/** A whole list (no paging: a client has at most a few secrets). */
-export const Items = <T extends TSchema>(item: T) =>
-  Type.Object({ items: Type.Array(item) }, { additionalProperties: false });
-
 export const ProblemSchema = Type.Object(
   {
     type: Type.String({ description: 'urn:tessera:problem:<code>, stable' }),
