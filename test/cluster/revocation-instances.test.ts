@@ -151,6 +151,39 @@ describe.each([
     expect(await active(a, token)).toBe(false);
   });
 
+  it("a client deleted through one instance and made again at once under its id: the old tokens stay inactive everywhere, the new one's grants are its own", async () => {
+    const [a, b] = instances as [Serve, Serve];
+    const OTHER = 'https://other.example.com';
+    await audiences.addAudience(ctx, { url: OTHER });
+    const old = await create({ name: 'old', id: 'reborn', grants: [API] });
+    const [token] = await Promise.all(instances.map((instance) => tokenAt(instance, old)));
+    for (const instance of instances) expect(await active(instance, token!)).toBe(true);
+    const admin = await tokenAt(a, ops, adminAudienceUrl(ctx.config));
+    const deleted = await fetch(`${a.url}/admin/v1/clients/reborn`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${admin}` },
+    });
+    expect(deleted.status).toBe(204);
+    // Within the same second, another writer (the CLI, apply) gives the id to a client of another audience.
+    const reborn = await create({ name: 'new', id: 'reborn', grants: [OTHER] });
+    // Watched for 1.5 s on both instances (the old revival came within 2 s): never active again.
+    const until = Date.now() + 1500;
+    while (Date.now() < until) {
+      for (const instance of instances) {
+        const answer = await form(instance, '/oauth/introspect', rs, { token: token! });
+        expect(await answer.json()).toEqual({ active: false });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    // The new client gets tokens of its own audience only, active everywhere; never the old one's.
+    const mine = await tokenAt(b, reborn, OTHER);
+    for (const instance of instances) expect(await active(instance, mine)).toBe(true);
+    const refused = await postToken(b.url, tokenParams(reborn.id, reborn.secret, API));
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toBe('invalid_target');
+    expect(await active(a, token!)).toBe(false);
+  });
+
   it('an instance started again still knows the denylist', async () => {
     const [a, b] = instances as [Serve, Serve];
     // A second after the revoke-tokens above: these tokens are not affected by it.
