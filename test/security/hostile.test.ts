@@ -885,8 +885,17 @@ describe('Authorization header variants', () => {
     expectInvalidClient(await sendForm(body, { authorization: basic(disabled.id, disabled.secret) }));
   });
 
-  it('an empty Authorization header is a malformed Basic header', async () => {
-    expectInvalidClient(await sendForm(formOf(params()), { authorization: '' }));
+  it('an empty Authorization header is a malformed Basic header; beside a secret in the body, two methods', async () => {
+    expectInvalidClient(
+      await sendForm(formOf(params({ client_id: undefined, client_secret: undefined })), {
+        authorization: '',
+      }),
+    );
+    // INTERFACE.md: two methods at once are decided before any credential is parsed, the header's form included.
+    expectError(await sendForm(formOf(params()), { authorization: '' }), 400, [
+      'invalid_request',
+      'use one client authentication method: HTTP Basic or client_secret in the body, not both',
+    ]);
   });
 });
 

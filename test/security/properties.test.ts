@@ -156,8 +156,10 @@ function oracle(req: Req): Expected {
           ? { id: req.auth.id, secret: req.auth.secret }
           : undefined
         : decodeBasic(req.auth.header);
+    // Two methods at once, decided before any credential is parsed (INTERFACE.md): a malformed Basic header
+    // beside a secret in the body is a 400 too.
+    if (get('client_secret') !== undefined) return bad(400, 'invalid_request');
     if (!basic) return bad(401, 'invalid_client'); // a malformed Basic header
-    if (get('client_secret') !== undefined) return bad(400, 'invalid_request'); // two methods
     if (get('client_id') !== undefined && get('client_id') !== basic.id) return bad(400, 'invalid_request');
     ({ id, secret } = basic);
   } else {

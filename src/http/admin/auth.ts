@@ -55,7 +55,7 @@ const quoted = (value: string): string => value.replace(/["\\]/g, '');
  * A 401's challenges (RFC 9110 §11.6.1): both schemes the admin API takes, Bearer (RFC 6750 §3) and DPoP (RFC
  * 9449 §7.1, with the algorithms a proof may use); the error on the scheme the request used.
  */
-export function adminChallenge(scheme: TokenScheme, error?: string, description?: string): string {
+function adminChallenge(scheme: TokenScheme, error?: string, description?: string): string {
   const params =
     error === undefined
       ? []
