@@ -448,6 +448,18 @@ async function main() {
             `${per} ${row.serverCpuUsPerRequest?.toFixed(1)} vs ${tokens.serverCpuUsPerRequest?.toFixed(1)} µs`,
         );
     }
+  // The admin API read with a DPoP-bound token beside the same read with a Bearer one.
+  for (const row of rows.filter((r) => r.scenario === 'tessera-sqlite-admin-list-dpop')) {
+    const bearer = rows.find(
+      (r) => r.scenario === 'tessera-sqlite-admin-list' && r.connections === row.connections,
+    );
+    if (bearer)
+      notes.push(
+        `admin API at concurrency ${row.connections}: Bearer ${Math.round(bearer.reqPerSec)}/s, DPoP ` +
+          `${Math.round(row.reqPerSec)}/s (${((row.reqPerSec / bearer.reqPerSec) * 100).toFixed(0)} %); CPU per ` +
+          `answer ${row.serverCpuUsPerRequest?.toFixed(1)} vs ${bearer.serverCpuUsPerRequest?.toFixed(1)} µs`,
+      );
+  }
   const noisy = rows.filter((r) => r.otherCpuCores >= 0.15);
   if (noisy.length > 0)
     notes.push(

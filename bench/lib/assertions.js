@@ -1,6 +1,6 @@
 import { createHash, generateKeyPairSync, randomBytes, randomUUID, sign } from 'node:crypto';
 import { Buffer } from 'node:buffer';
-import { URLSearchParams } from 'node:url';
+import { URL, URLSearchParams } from 'node:url';
 
 /**
  * Client assertions for the private_key_jwt scenario (RFC 7523 §2.2): a fresh one per request (each jti is
@@ -47,10 +47,12 @@ export function assertionMaker() {
 }
 
 /**
- * DPoP proofs for the DPoP scenario (RFC 9449 §4.2): a fresh one per request (each jti is used once; the server
+ * DPoP proofs for the DPoP scenarios (RFC 9449 §4.2): a fresh one per request (each jti is used once; the server
  * refuses a replay), ES256 as oauth4webapi and openid-client sign by default, the key's JWK in the header. Made
  * in the load generator's request set-up with node:crypto, as the assertions are. `jkt` is the key's RFC 7638
- * thumbprint, which every token must carry as cnf.jkt.
+ * thumbprint, which every token must carry as cnf.jkt. A proof is for POST to the token endpoint, or, once
+ * `resource` is set (the admin API scenario, RFC 9449 §7), for that request with that token: its htm, its htu
+ * (the URL without query or fragment, §4.2) and ath, the base64url SHA-256 of the token.
  */
 export function dpopProofMaker() {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -64,13 +66,26 @@ export function dpopProofMaker() {
     jkt,
     /** The token endpoint, which every proof's htu names: set before proof(). */
     tokenEndpoint: '',
+    /** With a bound token: the request every proof is for, { htm, htu, ath } (see forResource); else undefined. */
+    resource: undefined,
+    /** From now on, proofs for `method` at `url` (its query left out) presenting `accessToken`. */
+    forResource(method, url, accessToken) {
+      const { origin, pathname } = new URL(url);
+      this.resource = {
+        htm: method,
+        htu: `${origin}${pathname}`,
+        ath: createHash('sha256').update(accessToken).digest('base64url'),
+      };
+    },
     /** A DPoP header never sent before. */
     proof() {
+      const { resource } = this;
       const input = `${header}.${b64({
-        htm: 'POST',
-        htu: this.tokenEndpoint,
+        htm: resource?.htm ?? 'POST',
+        htu: resource?.htu ?? this.tokenEndpoint,
         iat: Math.floor(Date.now() / 1000),
         jti: `${prefix}.${counter++}`,
+        ...(resource ? { ath: resource.ath } : {}),
       })}`;
       const signature = sign('sha256', Buffer.from(input), { key: privateKey, dsaEncoding: 'ieee-p1363' });
       return `${input}.${signature.toString('base64url')}`;

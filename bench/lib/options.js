@@ -21,6 +21,7 @@ const SCENARIOS = [
   'tessera-sqlite-introspect',
   'tessera-sqlite-exchange',
   'tessera-sqlite-admin-list',
+  'tessera-sqlite-admin-list-dpop',
   'tessera-sqlite-cold',
   'tessera-sqlite-cached',
   'tessera-workers2',

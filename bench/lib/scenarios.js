@@ -85,15 +85,64 @@ export function scenarios(run) {
     log(`${bodies.length.toLocaleString('en-US')} clients asked for once in ${Date.now() - t0} ms`);
   }
 
-  /** One token of the scenario's client, got at its running server: what an introspection or exchange scenario sends. */
-  async function clientToken(target, purpose) {
+  /**
+   * One token of the scenario's client, got at its running server: what an introspection or exchange scenario
+   * sends. With `dpop` (a proof maker), the request carries a proof, and the token must be bound to its key.
+   */
+  async function clientToken(target, purpose, dpop) {
     const response = await fetch(`${target.url}/oauth/token`, {
       method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        ...(dpop ? { dpop: dpop.proof() } : {}),
+      },
       body: target.body,
     });
-    if (response.status !== 200) throw new Error(`no token to ${purpose}: status ${response.status}`);
-    return (await response.json()).access_token;
+    if (response.status !== 200)
+      throw new Error(
+        `no token to ${purpose}: status ${response.status}: ${(await response.text()).slice(0, 300)}`,
+      );
+    const json = await response.json();
+    if (dpop) {
+      if (json.token_type !== 'DPoP') throw new Error(`token to ${purpose}: token_type ${json.token_type}`);
+      const [, payload] = json.access_token.split('.');
+      const cnf = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')).cnf;
+      if (cnf?.jkt !== dpop.jkt)
+        throw new Error(`token to ${purpose} bound to ${JSON.stringify(cnf)}, not to the proofs' key`);
+    }
+    return json.access_token;
+  }
+
+  /**
+   * The admin list scenarios' preparation, once the server answers: a token of the admin client (with a DPoP
+   * proof, bound to its key, when the store has a proof maker for it), with which every request reads the first
+   * page of clients; with DPoP, each request presents it with a proof of its own, for GET at the list's URL.
+   */
+  async function prepareAdminList(target, store) {
+    const { admin, adminDpop: dpop } = store;
+    if (dpop) dpop.tokenEndpoint = `${target.url}/oauth/token`;
+    const token = await clientToken(
+      {
+        ...target,
+        body: servers.form({
+          grant_type: 'client_credentials',
+          client_id: admin.clientId,
+          client_secret: admin.clientSecret,
+          audience: `${target.url}/admin/v1`,
+        }),
+      },
+      'list clients',
+      dpop,
+    );
+    target.method = 'GET';
+    target.path = `/admin/v1/clients?limit=${ADMIN_LIST_PAGE}`;
+    target.body = undefined;
+    target.adminList = { count: ADMIN_LIST_PAGE };
+    if (dpop) {
+      dpop.forResource('GET', `${target.url}${target.path}`, token);
+      target.headers = { authorization: `DPoP ${token}` };
+      target.dpop = dpop;
+    } else target.headers = { authorization: `Bearer ${token}` };
   }
 
   const definitions = {
@@ -298,29 +347,21 @@ export function scenarios(run) {
         'token verified, the page read from the store (clients, grants, secrets) and serialized with its schema; ' +
         "against tessera-sqlite, the token endpoint's rate on the same server build",
       // Once the server answers: an admin token, with which every request reads the first page of clients.
+      start: preparedTessera('tessera-sqlite-admin-list', servers.adminListSqliteStore, prepareAdminList),
+    },
+    'tessera-sqlite-admin-list-dpop': {
+      label: 'Tessera, SQLite, admin list, DPoP',
+      note: () =>
+        `admin list with DPoP (RFC 9449 §7): as tessera-sqlite-admin-list, the admin client made with --dpop-bound, ` +
+        'its token bound to a key (cnf.jkt, got once with a proof), and every GET carries Authorization: DPoP and ' +
+        'a new ES256 proof (htm GET, htu the list URL without its query, ath the hash of the token; made by the ' +
+        "load generator): the server verifies the token, then the proof's signature, and records its jti (one " +
+        'INSERT, those of a turn in one transaction); against tessera-sqlite-admin-list, what the binding costs a read',
+      // Once the server answers: a bound admin token, presented with a fresh proof on every request.
       start: preparedTessera(
-        'tessera-sqlite-admin-list',
-        servers.adminListSqliteStore,
-        async (target, store) => {
-          const admin = store.admin;
-          const token = await clientToken(
-            {
-              ...target,
-              body: servers.form({
-                grant_type: 'client_credentials',
-                client_id: admin.clientId,
-                client_secret: admin.clientSecret,
-                audience: `${target.url}/admin/v1`,
-              }),
-            },
-            'list clients',
-          );
-          target.method = 'GET';
-          target.path = `/admin/v1/clients?limit=${ADMIN_LIST_PAGE}`;
-          target.headers = { authorization: `Bearer ${token}` };
-          target.body = undefined;
-          target.adminList = { count: ADMIN_LIST_PAGE };
-        },
+        'tessera-sqlite-admin-list-dpop',
+        servers.adminListDpopSqliteStore,
+        prepareAdminList,
       ),
     },
     'tessera-sqlite-cold': coldScenario(

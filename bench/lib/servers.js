@@ -179,7 +179,7 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
    * Like sqliteStore, with ADMIN_LIST_CLIENTS more clients and an admin client that may read them (clients:read),
    * granted the admin audience of the server's issuer (`<issuer>/admin/v1`: the one the server on `port` will have).
    */
-  async function adminListSqliteStore(port) {
+  async function adminListSqliteStore(port, { dpopBound = false } = {}) {
     const store = await sqliteStore();
     store.admin = await provisionAdminReader(
       tesseraRoot,
@@ -187,7 +187,18 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
       store.dataDir,
       AUDIENCE,
       ADMIN_LIST_CLIENTS,
+      { dpopBound },
     );
+    return store;
+  }
+  /**
+   * Like adminListSqliteStore, with the admin client DPoP-bound and the maker of the proofs: one for its token,
+   * then one for every admin request (lib/assertions.js, forResource). The store's client stays unbound: the
+   * proofs are the admin client's alone.
+   */
+  async function adminListDpopSqliteStore(port) {
+    const store = await adminListSqliteStore(port, { dpopBound: true });
+    store.adminDpop = dpopProofMaker();
     return store;
   }
   async function postgresStore() {
@@ -387,6 +398,7 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     introspectionSqliteStore,
     exchangeSqliteStore,
     adminListSqliteStore,
+    adminListDpopSqliteStore,
     postgresStore,
     dpopPostgresStore,
     loadCold,

@@ -63,9 +63,10 @@ export async function provisionResourceServer(root, env) {
 /**
  * An operator's program reading the admin API: a client whose only admin grant is the scope clients:read, and
  * `count` more clients (each granted `audience`) made by `tessera apply` of a file, as README's bulk example does,
- * so that every page of GET /admin/v1/clients is full.
+ * so that every page of GET /admin/v1/clients is full. With `dpopBound`, the client is made with --dpop-bound
+ * (RFC 9449 dpop_bound_access_tokens): it gets no token without a DPoP proof, and each is bound to the proof's key.
  */
-export async function provisionAdminReader(root, env, dataDir, audience, count) {
+export async function provisionAdminReader(root, env, dataDir, audience, count, { dpopBound = false } = {}) {
   const lines = ['clients:'];
   for (let i = 0; i < count; i++)
     lines.push(
@@ -84,6 +85,7 @@ export async function provisionAdminReader(root, env, dataDir, audience, count) 
     'bench-admin-reader',
     '--admin-scopes',
     'clients:read',
+    ...(dpopBound ? ['--dpop-bound'] : []),
   ]);
   return { clientId: client.client_id, clientSecret: client.client_secret };
 }
