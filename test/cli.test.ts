@@ -1461,3 +1461,19 @@ describe('quotas set with the CLI, on a running server', () => {
     for (let i = 0; i < 10; i++) expect((await ask(c)).status).toBe(200);
   });
 });
+
+describe('tessera --version', () => {
+  it("prints package.json's version and exits 0, as -V does", async () => {
+    const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    for (const flag of ['--version', '-V']) {
+      const result = await tessera(tesseraEnv({}), flag);
+      expect({ code: result.code, stdout: result.stdout, stderr: result.stderr }).toEqual({
+        code: 0,
+        stdout: `${version}\n`,
+        stderr: '',
+      });
+    }
+  });
+});

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/index.js';
 import { asManagementError, declarative, type ErrorKind } from '../management/index.js';
@@ -25,9 +26,18 @@ const EXIT_CODES: Record<ErrorKind, number> = {
   forbidden: EXIT_FAILED,
 };
 
+/** This Tessera's version: package.json's, two levels above this module (src/cli/ and dist/cli/ alike). */
+function version(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return manifest.version;
+}
+
 export function buildProgram(): Command {
   const program = new Command('tessera')
     .description('Tessera: OAuth 2.0 client-credentials token server')
+    .version(version(), '-V, --version', "print Tessera's version")
     .option('--json', 'print one JSON document instead of text')
     .showHelpAfterError()
     .exitOverride();
