@@ -42,6 +42,7 @@ export function OverviewPage() {
               <div class="card">
                 <span class="figure">{data.audiences.toLocaleString('en')}</span>{' '}
                 <a href="/console/audiences">audiences</a>
+                <span class="card-note">including Tessera's own admin API (its clients' admin scopes)</span>
               </div>
             </div>
             <section class="panel" aria-labelledby="tokens-title">
