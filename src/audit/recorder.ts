@@ -68,7 +68,7 @@ interface Summed {
   count: number;
 }
 
-/** A refused admin API call (MANAGEMENT.md): summed per source address and minute, never a write per request. */
+/** A refused admin API call (docs/management.md): summed per source address and minute, never a write per request. */
 export interface AdminRefusal {
   /** Milliseconds since the epoch. */
   at: number;
@@ -190,7 +190,7 @@ export class AuditRecorder {
 
   /**
    * A refused admin API call: summed with the others of its kind from its address in the current minute, one
-   * event with a count (MANAGEMENT.md), so that a caller hammering the API cannot fill the store or the disk.
+   * event with a count (docs/management.md), so that a caller hammering the API cannot fill the store or the disk.
    */
   recordAdminRefusal(refusal: AdminRefusal): void {
     this.sum(refusal, refusal.type, `${refusal.type}\u0000\u0000${refusal.source}`);

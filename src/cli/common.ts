@@ -41,7 +41,7 @@ export function action<A extends unknown[]>(
     const config: Config = loadConfig();
     const store = await openStore(config, { migrate: false });
     try {
-      // The local CLI holds every scope: it is how the first admin is made (MANAGEMENT.md).
+      // The local CLI holds every scope: it is how the first admin is made (docs/management.md).
       await run({ store, config, actor: cliActor(), holds: EVERY_SCOPE }, json, ...(args.slice(0, -1) as A));
     } finally {
       await store.close();
@@ -49,7 +49,7 @@ export function action<A extends unknown[]>(
   };
 }
 
-/** The CLI's changes are audited as `cli:<the OS user>` (MANAGEMENT.md). */
+/** The CLI's changes are audited as `cli:<the OS user>` (docs/management.md). */
 function cliActor(): string {
   try {
     return actorOf.cli(userInfo().username);

@@ -159,7 +159,7 @@ function duration(
 
 /**
  * The JWKS `Cache-Control: max-age`, derived from how early keys are published: a verifier that fetched the
- * JWKS just before a new key appeared refetches by the time the key signs (INTERFACE.md, RFC 7517).
+ * JWKS just before a new key appeared refetches by the time the key signs (docs/interface.md, RFC 7517).
  */
 export function jwksMaxAge(config: Pick<Config, 'keyPublishAhead'>): number {
   return Math.floor(config.keyPublishAhead / 2);

@@ -119,7 +119,7 @@ export function query(values: Record<string, string | number | undefined | null>
   return text ? `?${text}` : '';
 }
 
-// --- the admin API's documents (MANAGEMENT.md's field names) ---
+// --- the admin API's documents (docs/management.md's field names) ---
 
 export interface Page<T> {
   items: T[];

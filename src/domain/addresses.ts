@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 
 /**
- * Which IP addresses are the open internet, for the keys Tessera fetches (INTERFACE.md, "Client
+ * Which IP addresses are the open internet, for the keys Tessera fetches (docs/interface.md, "Client
  * authentication": every address that the IANA IPv4 and IPv6 special-purpose registries do not mark globally
  * reachable is refused unless TESSERA_JWKS_ALLOW_PRIVATE=true). Decided on the address's bytes, not its text: an
  * IPv4 address has many IPv6 spellings, and every one of them is that IPv4 address. No I/O: the fetcher checks

@@ -10,10 +10,10 @@ import { normalizedHttpUri } from './uri.js';
  * proof; the token service asks it after the client is authenticated.
  */
 
-/** The algorithms a proof may be signed with: asymmetric ones only, as for client assertions (INTERFACE.md). */
+/** The algorithms a proof may be signed with: asymmetric ones only, as for client assertions (docs/interface.md). */
 export const DPOP_ALGS: readonly string[] = ASSERTION_ALGS;
 
-/** A proof is accepted within this many seconds of its iat, either way (INTERFACE.md). */
+/** A proof is accepted within this many seconds of its iat, either way (docs/interface.md). */
 const PROOF_WINDOW_SECONDS = 60;
 /** The longest proof read: room for an RSA key of 8192 bits in its header; the rest is refused unread. */
 const MAX_PROOF_LENGTH = 8192;
@@ -218,7 +218,7 @@ export class DpopVerifier {
     target: ProofTarget,
   ): { iat: number; jti: string } {
     if (claims.htm !== target.htm) throw invalidDpopProof(`DPoP proof htm must be ${target.htm}`);
-    // RFC 9449 §4.3 check 9, compared as INTERFACE.md says: RFC 3986 §6.2.2 and §6.2.3 normalization only.
+    // RFC 9449 §4.3 check 9, compared as docs/interface.md says: RFC 3986 §6.2.2 and §6.2.3 normalization only.
     // (The target is in normal form, a fixed point of the normalization: an htu equal to it needs none.)
     const htu = claims.htu;
     if (typeof htu !== 'string' || (htu !== target.htu && normalizedHttpUri(htu) !== target.htu))

@@ -83,7 +83,7 @@ export const temporarilyUnavailable = (retryAfterSeconds: number): OAuthError =>
     'retry-after': String(retryAfterSeconds),
   });
 
-/** INTERFACE.md: too many failed attempts, an invalid_request-shaped body with Retry-After (RFC 6585 §4). */
+/** docs/interface.md: too many failed attempts, an invalid_request-shaped body with Retry-After (RFC 6585 §4). */
 export const tooManyAttempts = (retryAfterSeconds: number): OAuthError =>
   new OAuthError('invalid_request', 'too many failed attempts; try again later', 429, {
     'retry-after': String(retryAfterSeconds),

@@ -1,5 +1,5 @@
 /**
- * How deep a JSON document may nest (MANAGEMENT.md: every JSON body nests at most 32 levels, the body itself
+ * How deep a JSON document may nest (docs/management.md: every JSON body nests at most 32 levels, the body itself
  * being level 1). JSON.parse copes with any depth a body limit allows, but much of what reads a parsed value
  * afterwards recurses once per level (JSON.stringify among them, which overflows the stack some 4,000 levels
  * down): the depth is refused where a document is read, and nothing past that point meets a deep one.

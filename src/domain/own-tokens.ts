@@ -98,7 +98,7 @@ const isAudience = (value: unknown): value is string | string[] =>
   isText(value) || (Array.isArray(value) && value.length > 0 && value.every(isText));
 
 /**
- * Whether `token` is one of this server's access tokens that is active now (INTERFACE.md, "Revocation and
+ * Whether `token` is one of this server's access tokens that is active now (docs/interface.md, "Revocation and
  * introspection"): a genuine one (readOwnToken) that is active now (activeNow).
  */
 export function verifyOwnToken(token: string, deps: OwnTokenDeps): OwnTokenVerdict {

@@ -2,7 +2,7 @@ import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:c
 import { ValidationError } from './validate.js';
 
 /**
- * Operators' passwords (MANAGEMENT.md, "Operators"): at least 12 characters, stored only as a scrypt hash
+ * Operators' passwords (docs/management.md, "Operators"): at least 12 characters, stored only as a scrypt hash
  * (RFC 7914) with a random salt, written `scrypt$<log2 N>$<r>$<p>$<salt>$<hash>` (base64url), so that the
  * cost can be raised later and old hashes still verify. scrypt runs in libuv's thread pool, never on the event
  * loop, one hash at a time; one takes about 150 ms of one core and 32 MiB.

@@ -7,7 +7,7 @@ import { normalizedHttpUri } from './uri.js';
  * A token of this server presented to one of its own endpoints that take its tokens (the admin API), as a
  * resource server takes it (RFC 6750 §2.1, RFC 9449 §7): the one verifier of this server's tokens (own-tokens.ts)
  * and then the token's binding. A token bound to a DPoP key (cnf.jkt) is good only with the DPoP scheme and a
- * proof for this very request by that key; an unbound token only as Bearer (INTERFACE.md, DPoP: "Tessera's own
+ * proof for this very request by that key; an unbound token only as Bearer (docs/interface.md, DPoP: "Tessera's own
  * endpoints that take its tokens honour the binding"). No endpoint decides that on its own.
  */
 

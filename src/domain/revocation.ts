@@ -4,7 +4,7 @@ import { verifyOwnToken, type OwnTokenClaims, type OwnTokenDeps } from './own-to
 import { present, type TokenRequest } from './token-types.js';
 
 /**
- * The admin scope a client needs to introspect tokens (INTERFACE.md: a resource server gets a client whose only
+ * The admin scope a client needs to introspect tokens (docs/interface.md: a resource server gets a client whose only
  * admin grant is this scope).
  */
 export const INTROSPECTION_SCOPE = 'tokens:introspect';
@@ -64,7 +64,7 @@ export interface RevocationDeps {
 }
 
 /**
- * Revocation (RFC 7009) and introspection (RFC 7662) of this server's access tokens (INTERFACE.md, "Revocation
+ * Revocation (RFC 7009) and introspection (RFC 7662) of this server's access tokens (docs/interface.md, "Revocation
  * and introspection"). The caller authenticates as at the token endpoint, first: nothing about the token is
  * revealed or done before that.
  */
@@ -80,7 +80,7 @@ export class RevocationService {
     const authenticated = this.deps.clients.authenticate(request);
     const client = authenticated instanceof Promise ? await authenticated : authenticated;
     const token = this.tokenOf(request);
-    // Tessera issues no refresh tokens: whatever the token, nothing is revoked (INTERFACE.md).
+    // Tessera issues no refresh tokens: whatever the token, nothing is revoked (docs/interface.md).
     if (request.params.token_type_hint === 'refresh_token') throw unsupportedTokenType();
     const verdict = verifyOwnToken(token, this.deps.tokens);
     if (!verdict.active || verdict.claims.client_id !== client.id) return;

@@ -2,12 +2,12 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * Client secrets are generated here, never chosen by people: 256 random bits. With that much entropy a
- * SHA-256 digest is as strong a verifier as bcrypt and a thousand times cheaper (DESIGN.md), and no
+ * SHA-256 digest is as strong a verifier as bcrypt and a thousand times cheaper (docs/design.md), and no
  * slow hash is needed on the token path.
  */
 const SECRET_BYTES = 32;
 
-/** At most this many secrets of a client work at once (INTERFACE.md, "Secrets, with overlap"). */
+/** At most this many secrets of a client work at once (docs/interface.md, "Secrets, with overlap"). */
 export const MAX_LIVE_SECRETS = 5;
 const DIGEST_PREFIX = 'sha256:';
 
@@ -39,7 +39,7 @@ export function digestBytes(stored: string): string {
 
 /**
  * A digest that matches no secret, so that an unknown client id takes the same path, the same work and
- * the same time as a known one with a wrong secret (INTERFACE.md).
+ * the same time as a known one with a wrong secret (docs/interface.md).
  */
 export const DUMMY_DIGEST: string = randomBytes(32).toString('latin1');
 

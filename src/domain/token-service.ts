@@ -92,7 +92,7 @@ const CLIENT_CREDENTIALS = 'client_credentials';
  * The token endpoint as a list of small steps: pick the authentication method, authenticate, look up the grant
  * type's handler (grants/), which checks what its grant needs and returns the claims; then, for every grant, the
  * DPoP proof, the quota, signing, the answer and the audit event. Credentials are checked before anything else
- * about the request is revealed (INTERFACE.md).
+ * about the request is revealed (docs/interface.md).
  */
 export class TokenService {
   /** Client authentication and its limits, as the revocation and introspection endpoints share it. */

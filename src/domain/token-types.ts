@@ -94,7 +94,7 @@ export interface KnownGrant {
    * the inside of a JSON object; undefined: none.
    */
   claims?: string | undefined;
-  /** The grant's `token_exchange` (INTERFACE.md, "Token exchange"): the client may exchange into this audience. */
+  /** The grant's `token_exchange` (docs/interface.md, "Token exchange"): the client may exchange into this audience. */
   tokenExchange: boolean;
 }
 
@@ -146,7 +146,7 @@ export type ClientKeys =
   InlineKeys | { readonly uri: string } | { readonly federated: readonly KnownFederatedCredential[] };
 
 /**
- * One federated credential as the token path checks it (INTERFACE.md, "Workload identity federation"): made
+ * One federated credential as the token path checks it (docs/interface.md, "Workload identity federation"): made
  * once, when the directory caches the client.
  */
 export interface KnownFederatedCredential {
@@ -176,7 +176,7 @@ export interface KnownAudience {
   signingAlg: SigningAlg | null;
   /**
    * The audience's `resource_server_client_ids`: the clients that receive its tokens, and so may exchange a
-   * token of this audience for one of another (INTERFACE.md, "Token exchange").
+   * token of this audience for one of another (docs/interface.md, "Token exchange").
    */
   resourceServers: ReadonlySet<string>;
 }

@@ -1,5 +1,5 @@
 /*
- * Comparing an http(s) URI the way RFC 3986 §6.2.2 and §6.2.3 allow, and no other way (INTERFACE.md, DPoP: a
+ * Comparing an http(s) URI the way RFC 3986 §6.2.2 and §6.2.3 allow, and no other way (docs/interface.md, DPoP: a
  * proof's `htu`). The WHATWG URL parser is no help here: it takes a leading space, a tab, `127.1` or `0x7f.1` for
  * the same URL, and RFC 9449 §4.3 wants the URI the client signed, compared as a URI.
  */

@@ -49,7 +49,7 @@ export function validateSigningAlg(value: string): SigningAlg {
   return value;
 }
 
-/** Control characters (Unicode's Cc: C0, DEL and C1), as names and descriptions refuse them (MANAGEMENT.md). */
+/** Control characters (Unicode's Cc: C0, DEL and C1), as names and descriptions refuse them (docs/management.md). */
 // eslint-disable-next-line no-control-regex -- control characters are exactly what is looked for
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 /** The same, but the line breaks and tabs that a free text may have. */
@@ -58,7 +58,7 @@ const CONTROL_BUT_LINES = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]
 /**
  * The bidirectional embeddings and overrides (U+202A–U+202E) and isolates (U+2066–U+2069) of Unicode's
  * bidirectional algorithm (UAX #9 §2.1–2.4): they make text show in another order than it is written (a name
- * with U+202E shows reversed in the console and in a terminal), so MANAGEMENT.md refuses them in names and
+ * with U+202E shows reversed in the console and in a terminal), so docs/management.md refuses them in names and
  * descriptions, as it does control characters.
  */
 const BIDI_CONTROL = /[\u202a-\u202e\u2066-\u2069]/;
@@ -206,7 +206,7 @@ export function validateAudienceScopes(
   return checked.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-/** Claim names a client or grant may not set: registered and protocol claims (INTERFACE.md). */
+/** Claim names a client or grant may not set: registered and protocol claims (docs/interface.md). */
 export const RESERVED_CLAIMS = [
   'iss',
   'sub',
@@ -231,7 +231,7 @@ const MAX_CLAIMS_BYTES = 4096;
 
 /**
  * A document that a request body holds as one of its fields (custom claims, a JWK Set) nests at most one level
- * less than the body (MANAGEMENT.md: 32 levels, the body being level 1), whichever face it came through: the
+ * less than the body (docs/management.md: 32 levels, the body being level 1), whichever face it came through: the
  * CLI's `--claims` and `--jwks` reach the rules without a body around them. Checked before JSON.stringify,
  * which recurses once per level and overflows the stack some 4,000 levels down.
  */

@@ -4,7 +4,7 @@ import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import { ownString } from '../domain/validate.js';
 import { TOKEN_PARAMS, type TokenParam, type TokenParams } from '../domain/token-types.js';
 
-/** Token requests are a few hundred bytes; a few KiB is plenty (INTERFACE.md), more is refused with 413. */
+/** Token requests are a few hundred bytes; a few KiB is plenty (docs/interface.md), more is refused with 413. */
 export const BODY_LIMIT = 8 * 1024;
 
 const KNOWN = new Set<string>(TOKEN_PARAMS);
@@ -72,7 +72,7 @@ export function registerBodyParsers(app: FastifyInstance): void {
       json(request, body as string, (error, value) => {
         if (error) return done(error, undefined);
         try {
-          // The admin API's depth rule holds here too (MANAGEMENT.md: every JSON body, 32 levels at most). The
+          // The admin API's depth rule holds here too (docs/management.md: every JSON body, 32 levels at most). The
           // pointer stays out of the description: a name may hold characters RFC 6749 §5.2 does not allow.
           if (tooDeepAt(value, MAX_JSON_DEPTH) !== undefined)
             throw invalidRequest(`the JSON body nests deeper than ${MAX_JSON_DEPTH} levels`);

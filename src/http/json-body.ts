@@ -2,7 +2,7 @@ import type { FastifyBodyParser } from 'fastify';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import { problem, type ProblemError } from './problem.js';
 
-/** A body nested past MAX_JSON_DEPTH: 400, the first value too deep named by its pointer (MANAGEMENT.md). */
+/** A body nested past MAX_JSON_DEPTH: 400, the first value too deep named by its pointer (docs/management.md). */
 const tooDeepBody = (pointer: string): ProblemError =>
   problem(400, 'invalid_body', `the request body nests deeper than ${MAX_JSON_DEPTH} levels`, {
     errors: [
@@ -14,7 +14,7 @@ const tooDeepBody = (pointer: string): ProblemError =>
   });
 
 /**
- * Fastify's JSON parser, then the depth rule (MANAGEMENT.md: every JSON body nests at most 32 levels), for the
+ * Fastify's JSON parser, then the depth rule (docs/management.md: every JSON body nests at most 32 levels), for the
  * admin API and the console's session API. JSON.parse itself reads any depth a body limit allows (V8's parser
  * is iterative); what reads the value after it (validation, the rules, JSON.stringify, the store) is not, so
  * a body too deep is refused here, before any hook, validation or handler sees it.

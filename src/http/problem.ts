@@ -154,7 +154,7 @@ function fromManagement(error: ManagementError): ProblemError {
   const headers: Record<string, string> = {};
   if (error.retryAfter !== undefined) headers['retry-after'] = String(error.retryAfter);
   if (error.kind === 'unauthenticated') headers['www-authenticate'] = CONSOLE_CHALLENGE;
-  // RFC 6750 §3.1: the scopes the caller would need, which it lacks (MANAGEMENT.md, no caller gives what it
+  // RFC 6750 §3.1: the scopes the caller would need, which it lacks (docs/management.md, no caller gives what it
   // does not hold).
   if (error.kind === 'forbidden') headers['www-authenticate'] = insufficientScope(error.scopes ?? []);
   return problem(status, error.code, error.message, errors ? { errors } : {}, headers);

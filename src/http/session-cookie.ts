@@ -1,5 +1,5 @@
 /**
- * The console's session cookie (MANAGEMENT.md, "Sessions"): `__Host-` prefixed and Secure when the issuer is
+ * The console's session cookie (docs/management.md, "Sessions"): `__Host-` prefixed and Secure when the issuer is
  * https; browsers refuse that prefix on plain http, so a local http issuer uses a plain name. Always HttpOnly,
  * SameSite=Strict, Path=/. Both HTTP faces know it: the console's session API sets and clears it, the admin API
  * takes it in place of a token and names it in its OpenAPI document.

@@ -10,7 +10,7 @@ import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import type { KeyPlace } from '../domain/token-types.js';
 
 /**
- * Public keys published at a URL (INTERFACE.md, "Client authentication" and "Workload identity federation"):
+ * Public keys published at a URL (docs/interface.md, "Client authentication" and "Workload identity federation"):
  * a private_key_jwt client's jwks_uri; a federated credential's issuer's jwks_uri, or the jwks_uri of the
  * issuer's OpenID Provider metadata (`<issuer>/.well-known/openid-configuration`, whose `issuer` must be that
  * issuer) when the credential names none. Each place is fetched with a 2 s timeout and a 64 KiB cap (the
@@ -101,7 +101,7 @@ function maxAgeOf(header: string | undefined): number | undefined {
 
 /** The usable signing keys of a fetched set: public keys of a type an assertion can be signed with. */
 function usableKeys(body: unknown): JWK[] {
-  // The depth rule of every JSON document Tessera reads (MANAGEMENT.md: 32 levels): jose copies the keys with
+  // The depth rule of every JSON document Tessera reads (docs/management.md: 32 levels): jose copies the keys with
   // structuredClone, which recurses per level and overflows the stack on a key nested a few thousand deep.
   if (tooDeepAt(body, MAX_JSON_DEPTH) !== undefined)
     throw new Error(`the answer nests deeper than ${MAX_JSON_DEPTH} levels`);

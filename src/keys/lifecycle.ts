@@ -33,7 +33,7 @@ export function mayStillSign(key: SigningKey, now: number): boolean {
 
 /**
  * Chooses, as of `now`, what is published and what signs. `maxTokenTtlMs` is the longest a token lives:
- * a retired key stays published that long after it stopped signing (INTERFACE.md: every key that can verify
+ * a retired key stays published that long after it stopped signing (docs/interface.md: every key that can verify
  * a token that has not expired yet).
  */
 export function selectKeys(rows: readonly SigningKey[], now: number, maxTokenTtlMs: number): KeySelection {

@@ -13,7 +13,7 @@ export interface LoginAttemptsOptions {
 }
 
 /**
- * The console's failed logins (MANAGEMENT.md, "Sessions"), throttled per operator and per address. Unlike a
+ * The console's failed logins (docs/management.md, "Sessions"), throttled per operator and per address. Unlike a
  * client secret (256 random bits), a password can be guessed: a blocked login is refused even when its password
  * is right, or the block would tell a guesser which guess was. The per-operator count is kept for any email,
  * known or not, so that the answers of an unknown email and a wrong password stay the same once blocked too.

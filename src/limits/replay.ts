@@ -110,7 +110,7 @@ export class AssertionReplay implements ReplayGuard {
       return await this.store.useAssertionJti(id, Math.ceil(until));
     } catch (error) {
       // Neither fresh nor a replay: the proof cannot be accepted safely, and the client may try again
-      // (INTERFACE.md: the store unreachable is a 503, for a client assertion as for a DPoP proof). On SQLite, a
+      // (docs/interface.md: the store unreachable is a 503, for a client assertion as for a DPoP proof). On SQLite, a
       // write lock another process holds past the wait (a very large apply) ends here too.
       this.options.onUnavailable?.(error);
       throw temporarilyUnavailable(this.options.retryAfter);

@@ -31,7 +31,7 @@ export interface AudienceFields {
   scopes?: { name: string; description?: string | null }[];
   /**
    * Its resource servers (`resource_server_client_ids`): the clients that receive its tokens, and so may exchange
-   * them (INTERFACE.md, "Token exchange"). Each an existing client id; the whole list ([] clears it).
+   * them (docs/interface.md, "Token exchange"). Each an existing client id; the whole list ([] clears it).
    */
   resourceServerClientIds?: readonly string[];
 }

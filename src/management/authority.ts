@@ -4,7 +4,7 @@ import { EVERY_SCOPE, type Holdings, type ManagementContext } from './context.js
 import { ManagementError } from './errors.js';
 
 /*
- * No caller gives what it does not hold (MANAGEMENT.md): the one authorization rule of every management
+ * No caller gives what it does not hold (docs/management.md): the one authorization rule of every management
  * operation that can hand out admin power. A caller holds a set of admin scopes (an admin client's token, as its
  * grant holds them now; an operator's role); the local CLI, a shell on the host with the master key, holds them
  * all — it is how the first admin is made — and so does the server itself.

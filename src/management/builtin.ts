@@ -7,7 +7,7 @@ import { changeAudit, type ManagementContext } from './context.js';
 import { ManagementError, storeCall } from './errors.js';
 
 /**
- * The admin API's own audience (MANAGEMENT.md): `<issuer>/admin/v1`, with one scope per kind of access. An
+ * The admin API's own audience (docs/management.md): `<issuer>/admin/v1`, with one scope per kind of access. An
  * admin client is an ordinary client granted this audience with some of these scopes; its tokens come from
  * /oauth/token like any other, and the admin API accepts them.
  */
@@ -27,7 +27,7 @@ export type AdminScope = (typeof ADMIN_SCOPES)[number];
 
 /**
  * What a console operator may do, as admin scopes (the admin API checks a session as it checks a token): an
- * admin everything; a viewer reads everything but the operators (MANAGEMENT.md: a viewer changes nothing, and
+ * admin everything; a viewer reads everything but the operators (docs/management.md: a viewer changes nothing, and
  * the operators page is for admins).
  */
 export const ROLE_SCOPES: Record<OperatorRole, readonly AdminScope[]> = {

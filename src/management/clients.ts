@@ -417,7 +417,7 @@ export async function updateClient(
     const patched = patchChanges(current, patch, clientJson, CLIENT_FIELDS);
     if (!patched) return current;
     const { after, changes } = patched;
-    // Disabling ends the tokens it has now, for good: enabling it again never revives them (INTERFACE.md).
+    // Disabling ends the tokens it has now, for good: enabling it again never revives them (docs/interface.md).
     if (current.enabled && after.enabled === false) {
       patch.revokedBefore = new Date(nowOf(ctx)).toISOString();
       changes.revoked_before = { from: current.revokedBefore, to: patch.revokedBefore };
@@ -481,7 +481,7 @@ export function setEnabled(ctx: ManagementContext, id: string, enabled: boolean)
 
 /**
  * Makes every token the client holds inactive at once, on every instance within a second: those issued at or
- * before this moment, to the second (INTERFACE.md, "Revocation and introspection"). Audited as
+ * before this moment, to the second (docs/interface.md, "Revocation and introspection"). Audited as
  * client.tokens_revoked; the client's view shows the moment as revoked_before.
  */
 export function revokeClientTokens(ctx: ManagementContext, id: string): Promise<Client> {

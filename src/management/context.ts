@@ -16,7 +16,7 @@ export interface ManagementContext {
   store: Store;
   config: Config;
   /**
-   * Who makes the changes, as the audit trail names them (MANAGEMENT.md): `client:<id>`, `operator:<email>`,
+   * Who makes the changes, as the audit trail names them (docs/management.md): `client:<id>`, `operator:<email>`,
    * `cli:<os user>`, `tessera` (see actors in store/types.ts).
    */
   actor: string;

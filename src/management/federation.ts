@@ -31,7 +31,7 @@ import { FieldChecks, ManagementError } from './errors.js';
 import { FEDERATED_FIELDS, federatedCredentialJson } from './views.js';
 
 /*
- * Workload identity federation (INTERFACE.md): a client's federated credentials, the platforms' tokens it
+ * Workload identity federation (docs/interface.md): a client's federated credentials, the platforms' tokens it
  * accepts in place of a secret or key. A client with credentials has no secret and no keys of its own (its
  * method is private_key_jwt); one with secrets or keys gets none (client_uses_secrets, client_uses_keys), and
  * secrets and keys are refused to one that has some (client_uses_federation, in clients.ts and secrets.ts).

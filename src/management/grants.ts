@@ -108,7 +108,7 @@ export const grantOf = (client: Client, url: string): Grant | undefined =>
 export interface GrantInput {
   scopes?: readonly string[];
   claims?: Record<string, unknown> | null;
-  /** `token_exchange` (INTERFACE.md, "Token exchange"): never true on a grant of the admin audience. */
+  /** `token_exchange` (docs/interface.md, "Token exchange"): never true on a grant of the admin audience. */
   tokenExchange?: boolean;
 }
 

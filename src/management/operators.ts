@@ -17,7 +17,7 @@ import { operatorContext } from './sessions.js';
 import { requireOperatorHeld } from './authority.js';
 
 /**
- * The console's operators (MANAGEMENT.md, "Operators"): people with an email and a role, apart from clients.
+ * The console's operators (docs/management.md, "Operators"): people with an email and a role, apart from clients.
  * An operator is added with a one-time enrollment link, valid 24 hours, where they choose their password; a
  * reset makes a new link, clears the password and ends their sessions.
  */

@@ -11,7 +11,7 @@ interface SecretToAdd {
 }
 
 /**
- * What adding a secret to `client` writes (INTERFACE.md, "Secrets, with overlap"), `client` as read in the
+ * What adding a secret to `client` writes (docs/interface.md, "Secrets, with overlap"), `client` as read in the
  * transaction that writes it (clients.ts changeClient):
  * - its secrets expired by `now` are pruned, so that they neither count nor clutter the list;
  * - with a grace, its other secrets that would outlive now + `graceSeconds` expire then (0: they go at once;

@@ -8,7 +8,7 @@ import { changeAudit, nowOf, type ManagementContext } from './context.js';
 import { ManagementError, storeCall } from './errors.js';
 
 /**
- * Console sessions (MANAGEMENT.md, "Sessions"): an operator logs in with email and password and gets an
+ * Console sessions (docs/management.md, "Sessions"): an operator logs in with email and password and gets an
  * opaque random id (the cookie), kept in the store only as its SHA-256, so every instance knows every session
  * and ending one (logout, the operator disabled or reset) takes effect everywhere with the commit. A session
  * ends after `idleSeconds` without a request and after `maxSeconds` in any case. Every state change also needs
@@ -134,7 +134,7 @@ export async function login(
   // A blocked key is refused from memory, with no I/O at all.
   const wait = policy.logins.blockedFor(email, source);
   if (wait > 0) throw await throttled(ctx, policy, source, wait);
-  // Counted before the password is hashed (MANAGEMENT.md, "Sessions"): logins made at once check at most as
+  // Counted before the password is hashed (docs/management.md, "Sessions"): logins made at once check at most as
   // many passwords as the limits allow; one past them is refused as a blocked one is.
   const attempt = await policy.logins.begin(email, source);
   if (attempt.refusedFor > 0) throw await throttled(ctx, policy, source, attempt.refusedFor);

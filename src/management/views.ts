@@ -3,7 +3,7 @@ import type { FederatedCredential } from '../domain/client-auth/index.js';
 import type { KeyView, Retirement, RotationResult } from './keys.js';
 
 /*
- * Records as every face shows them in JSON (snake_case, as OAuth and MANAGEMENT.md name them): the CLI's
+ * Records as every face shows them in JSON (snake_case, as OAuth and docs/management.md name them): the CLI's
  * `--json` and the admin API's answers are the same documents, made here and nowhere else. A view is made of
  * records and operation results; no operation's rule is here, and nothing here reads the store.
  */

@@ -11,7 +11,7 @@
 import { TOKEN_EVENT_TYPES, type AuditEntry } from '../domain/token-types.js';
 
 /**
- * Refused admin API calls (MANAGEMENT.md): a failed authentication (401, or 429 once its address is blocked) and
+ * Refused admin API calls (docs/management.md): a failed authentication (401, or 429 once its address is blocked) and
  * a refused authorization (403), summed per source address and minute, written through the audit spool.
  */
 const ADMIN_REFUSAL_TYPES = ['admin.auth_failed', 'admin.forbidden'] as const;
@@ -59,7 +59,7 @@ export type AdminRefusalType = (typeof ADMIN_REFUSAL_TYPES)[number];
 export type SpooledEventType = (typeof SPOOLED_EVENT_TYPES)[number];
 
 /**
- * The actors of the audit trail (MANAGEMENT.md): each says what kind it is, `kind:name`. Client ids have no
+ * The actors of the audit trail (docs/management.md): each says what kind it is, `kind:name`. Client ids have no
  * colon, and the kind comes first, so no client id or email can make an event look as if another kind of actor
  * made it; the server itself is `tessera`, without a colon.
  */

@@ -1,7 +1,7 @@
 import { hash, randomBytes } from 'node:crypto';
 
 /**
- * Every client id in memory, compactly (INTERFACE.md: at most 16 MB for a million clients), so that the token
+ * Every client id in memory, compactly (docs/interface.md: at most 16 MB for a million clients), so that the token
  * path can tell an id that no client has without asking the store, and a caller blocked for failed attempts
  * can still be let through with the credential of a client this process has not seen yet.
  *

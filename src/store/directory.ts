@@ -363,7 +363,7 @@ export class Directory {
       const url = (audience: string) => this.audiences.get(audience)?.url ?? audience;
       byId = new Map(found.map((client) => [client.id, toKnownClient(client, url)]));
     } catch (error) {
-      // The answer cannot be given safely without the store: 503, and the client may retry (INTERFACE.md).
+      // The answer cannot be given safely without the store: 503, and the client may retry (docs/interface.md).
       this.options.onError?.(error, 'client lookup');
       const unavailable = temporarilyUnavailable(this.options.retryAfter);
       for (const waiter of batch.waiting.values()) waiter.reject(unavailable);

@@ -164,13 +164,13 @@ export function migrations(engine: Engine): Record<string, Migration> {
         await db.schema.createIndex('audiences_id_idx').on('audiences').column('id').unique().execute();
       },
     },
-    // Custom claims (INTERFACE.md): a JSON object per client, and per grant (overriding the client's).
+    // Custom claims (docs/interface.md): a JSON object per client, and per grant (overriding the client's).
     '0007_custom_claims': addColumns([
       ['clients', 'claims', 'text'],
       ['grants', 'claims', 'text'],
     ]),
     '0008_client_secrets': {
-      // Several secrets per client (INTERFACE.md, "Secrets, with overlap"): each with an id, its digest, when
+      // Several secrets per client (docs/interface.md, "Secrets, with overlap"): each with an id, its digest, when
       // it was made, when it expires (null: never) and when it was last used. A client's single secret becomes
       // its first; the clients.secret_digest column stays, unread, for servers of the previous version.
       async up(db: Kysely<unknown>) {
@@ -217,7 +217,7 @@ export function migrations(engine: Engine): Record<string, Migration> {
       },
     },
     '0009_private_key_jwt': {
-      // Client authentication by signed assertion (INTERFACE.md, "Client authentication"): a client's method
+      // Client authentication by signed assertion (docs/interface.md, "Client authentication"): a client's method
       // (RFC 7591 names; every existing client keeps client_secret_basic), its public keys inline (a JWK Set as
       // JSON) or their URL; and the assertion ids already used (a SHA-256 of client id and jti), each until the
       // assertion it came in could no longer be valid (ms since the epoch), so a replay is refused everywhere.
@@ -243,7 +243,7 @@ export function migrations(engine: Engine): Record<string, Migration> {
       },
     },
     '0010_console': {
-      // The web console (MANAGEMENT.md, "Web console"): operators (people, apart from clients) with an email, a
+      // The web console (docs/management.md, "Web console"): operators (people, apart from clients) with an email, a
       // role, a password hash (scrypt; null until they enroll) and at most one open enrollment link (its digest
       // and expiry); their sessions (the digest of the cookie's id, times in ms since the epoch); and the token
       // endpoint's outcomes per minute, which the audit trail's writer adds to in the transaction of each batch,
@@ -287,7 +287,7 @@ export function migrations(engine: Engine): Record<string, Migration> {
       },
     },
     '0011_typed_actors': {
-      // Actors say what kind they are (MANAGEMENT.md): `client:<id>`, `operator:<email>`, `cli:<user>`, `tessera`.
+      // Actors say what kind they are (docs/management.md): `client:<id>`, `operator:<email>`, `cli:<user>`, `tessera`.
       // Before, an admin client was recorded by its bare id, so a client named `tessera` or `anonymous` read as
       // the server itself or as an anonymous login. Client ids have no colon: a bare one is an admin client's; of
       // the rows named `tessera`, the server's own came from no address (the admin API's callers always have one);
@@ -313,7 +313,7 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
-    // Revocation (INTERFACE.md, "Revocation and introspection"): a client's revoked_before (its tokens issued at or
+    // Revocation (docs/interface.md, "Revocation and introspection"): a client's revoked_before (its tokens issued at or
     // before it, to the second, are inactive; disabling sets it), set now for the clients already disabled, so that
     // enabling one again does not revive its old tokens; and the denylist of single tokens until their exp (seconds
     // since the epoch), which every server loads at start and follows through the change feed.
@@ -332,7 +332,7 @@ export function migrations(engine: Engine): Record<string, Migration> {
         await db.schema.createIndex('revoked_tokens_exp_idx').on('revoked_tokens').column('exp').execute();
       },
     },
-    // Token exchange (INTERFACE.md, "Token exchange"): a grant that lets its client exchange a token it received for
+    // Token exchange (docs/interface.md, "Token exchange"): a grant that lets its client exchange a token it received for
     // one of the grant's audience (0 for every grant there is), and an audience's resource servers, the clients that
     // receive its tokens (a JSON list of client ids, sorted; read with the audiences, which every server keeps whole).
     '0015_token_exchange': {
@@ -347,7 +347,7 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
-    // A deleted client's id and when (INTERFACE.md, "Revocation and introspection"): a new client given that id starts
+    // A deleted client's id and when (docs/interface.md, "Revocation and introspection"): a new client given that id starts
     // with its tokens cut at that moment, so that the deleted client's tokens never become active again. Kept until
     // every token of the deleted client has expired, or until the id is given again (the cut is then the new
     // client's revoked_before).

@@ -38,7 +38,7 @@ type RevocationReads = Pick<
 >;
 
 /**
- * What makes this server's own tokens inactive before they expire, in memory (INTERFACE.md, "Revocation and
+ * What makes this server's own tokens inactive before they expire, in memory (docs/interface.md, "Revocation and
  * introspection"), so that verifying one (domain/own-tokens.ts) asks the store nothing: the denylist of single
  * tokens (jti until exp) and, per client, the iat at or before which its tokens are inactive (revoked_before;
  * every token while it is disabled or once it is deleted). Loaded at start and kept by the change feed (the
@@ -109,7 +109,7 @@ export class Revocations implements FeedFollower {
     );
     for (const id of clients) {
       const standing = found.get(id);
-      // Deleted: its tokens are inactive until the last of them has expired (INTERFACE.md).
+      // Deleted: its tokens are inactive until the last of them has expired (docs/interface.md).
       if (standing === undefined) {
         this.cuts.set(id, Infinity);
         this.deleted.set(id, now + this.options.maxTokenTtl * 1000);

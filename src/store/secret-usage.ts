@@ -3,7 +3,7 @@ import type { SecretStore } from './types.js';
 const MINUTE_MS = 60_000;
 
 /**
- * When each client secret was last used (INTERFACE.md: "a last-used time, updated at most once a minute,
+ * When each client secret was last used (docs/interface.md: "a last-used time, updated at most once a minute,
  * off the token path"). The token path only notes the secret's id in memory, once per secret and minute;
  * a timer writes what was noted in one batch, so a busy client costs one small write a minute, not one per
  * token. Lost on a crash: it is a hint for operators (which secret is still in use), not an audit record.

@@ -23,7 +23,7 @@ export interface Audience {
   scopes: AudienceScope[];
   /**
    * Its resource servers (`resource_server_client_ids`): the clients that receive its tokens, and so may exchange
-   * one for a token of another audience (INTERFACE.md, "Token exchange"). Client ids, sorted, each once.
+   * one for a token of another audience (docs/interface.md, "Token exchange"). Client ids, sorted, each once.
    */
   resourceServerClientIds: string[];
   createdAt: string;
@@ -52,7 +52,7 @@ export interface GrantScopes {
   scopes: readonly string[];
 }
 
-/** Custom claims: a JSON object (INTERFACE.md, "Custom claims"). */
+/** Custom claims: a JSON object (docs/interface.md, "Custom claims"). */
 export type Claims = Record<string, unknown>;
 
 /** One of a client's secrets (its digest; the secret itself is never stored). */

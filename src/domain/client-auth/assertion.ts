@@ -18,7 +18,7 @@ import { ASSERTION_ALGS } from './jwks.js';
 
 /** RFC 7523 §2.2: the one client assertion type. */
 export const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
-/** Clock skew allowed on every time of an assertion (INTERFACE.md). */
+/** Clock skew allowed on every time of an assertion (docs/interface.md). */
 export const ASSERTION_SKEW_SECONDS = 60;
 /** A jti longer than this is refused (it is stored as a digest; this only bounds the work). */
 const MAX_JTI_LENGTH = 512;

@@ -23,7 +23,7 @@ export interface ClientAuthenticatorDeps {
 
 /**
  * Client authentication (RFC 6749 §2.3) with the failed-attempt limits around it, as every endpoint a client
- * authenticates at does it (INTERFACE.md): the token endpoint, revocation, introspection. One method per request,
+ * authenticates at does it (docs/interface.md): the token endpoint, revocation, introspection. One method per request,
  * chosen from what the request carries; a failure counted against the caller; a blocked caller let through only
  * with the exact credential of a registered, enabled client, and answered 429 from memory otherwise.
  */
@@ -51,7 +51,7 @@ export class ClientAuthenticator {
     presented?.(credentials);
     const possible = isPossibleClientId(credentials.clientId) ? credentials.clientId : undefined;
     // A caller blocked for failed attempts gets through only with the exact credential of a registered client,
-    // and 429 for everything else, with no store operation for whatever ids it sprays (INTERFACE.md).
+    // and 429 for everything else, with no store operation for whatever ids it sprays (docs/interface.md).
     const wait = this.deps.attempts.blockedFor(possible, request.source);
     return wait > 0
       ? this.authenticateBlocked(possible, credentials, wait)
@@ -60,7 +60,7 @@ export class ClientAuthenticator {
 
   /**
    * The presented credentials, by the one method the request uses (RFC 6749 §2.3: one method per request). Two
-   * methods at once are an invalid_request decided before any credential is parsed (INTERFACE.md: a malformed
+   * methods at once are an invalid_request decided before any credential is parsed (docs/interface.md: a malformed
    * assertion beside a secret is a 400, not a 401). Malformed credentials are a failed authentication, counted
    * against the source; from a caller that is blocked, any malformed request is a 429 like everything else it
    * sends.

@@ -15,7 +15,7 @@ import {
 } from './assertion.js';
 
 /*
- * Workload identity federation (INTERFACE.md): the client assertion is a platform's token (a Kubernetes
+ * Workload identity federation (docs/interface.md): the client assertion is a platform's token (a Kubernetes
  * service-account token, a GitHub Actions or GitLab CI OIDC token, a SPIFFE JWT-SVID) and one of the client's
  * federated credentials must match it. The request is private_key_jwt's (private-key-jwt.ts reads it and
  * comes here for a client registered with federated credentials), with client_id required: the token's iss is

@@ -4,7 +4,7 @@ import { ValidationError, validateName } from '../validate.js';
 import { validateJwks, validateJwksUri, type PublicJwks } from './jwks.js';
 
 /*
- * Workload identity federation (INTERFACE.md, "Workload identity federation"): a client trusts tokens that a
+ * Workload identity federation (docs/interface.md, "Workload identity federation"): a client trusts tokens that a
  * platform signs (a Kubernetes service-account token, a GitHub Actions or GitLab CI OIDC token, a SPIFFE
  * JWT-SVID) in place of a secret or a key of its own. Each trust is a federated credential: the issuer, where
  * its keys are, the subject and audience the token must carry, further claims that must equal given values,
@@ -42,7 +42,7 @@ export interface FederatedCredential {
   updatedAt: string;
 }
 
-/** At most this many federated credentials per client (INTERFACE.md). */
+/** At most this many federated credentials per client (docs/interface.md). */
 export const MAX_FEDERATED_CREDENTIALS = 10;
 /** `max_lifetime` when none is given: 1 hour. */
 export const DEFAULT_MAX_LIFETIME = 3600;
@@ -80,7 +80,7 @@ function exactText(value: unknown, what: string): string {
  */
 export function validateIssuer(value: unknown, production: boolean, ownIssuer: string): string {
   const raw = exactText(value, 'issuer');
-  // INTERFACE.md: never Tessera's own issuer (nor with a trailing slash, in any spelling of the same URI): this
+  // docs/interface.md: never Tessera's own issuer (nor with a trailing slash, in any spelling of the same URI): this
   // server's tokens reach another token only by token exchange, under its rules.
   const same = (uri: string) => normalizedHttpUri(uri)?.replace(/\/$/, '');
   if (same(raw) !== undefined && same(raw) === same(ownIssuer))
@@ -122,7 +122,7 @@ export function validateMaxLifetime(value: unknown): number {
 
 /**
  * The claims a token must carry with these exact values: an object of at most MAX_REQUIRED_CLAIMS top-level
- * names, each a string, a number or a boolean (INTERFACE.md: scalar values; a nested value cannot be
+ * names, each a string, a number or a boolean (docs/interface.md: scalar values; a nested value cannot be
  * compared exactly), none of the claims the token path checks itself.
  */
 export function validateRequiredClaims(value: unknown): Record<string, ClaimValue> {

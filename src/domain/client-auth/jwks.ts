@@ -10,7 +10,7 @@ import { checkNesting, ValidationError } from '../validate.js';
  */
 
 /**
- * The algorithms a client assertion may be signed with (INTERFACE.md): never `none`, never HMAC. `Ed25519`
+ * The algorithms a client assertion may be signed with (docs/interface.md): never `none`, never HMAC. `Ed25519`
  * is RFC 9864's fully-specified name for EdDSA with Ed25519, which openid-client and jose sign with.
  */
 export const ASSERTION_ALGS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA', 'Ed25519'] as const;
@@ -127,7 +127,7 @@ export function validateJwksUri(raw: string, production: boolean, allowPrivate: 
     );
   if (raw.includes('#')) throw new ValidationError('jwks_uri must not have a fragment');
   if (url.username || url.password) throw new ValidationError('jwks_uri must not carry credentials');
-  // Server-side request forgery (INTERFACE.md, "Client authentication"): the WHATWG URL parser has already
+  // Server-side request forgery (docs/interface.md, "Client authentication"): the WHATWG URL parser has already
   // written an IPv4 host in any spelling (2130706433, 0x7f.1, 127.1) as a dotted quad and an IPv6 one in
   // compressed lower case between brackets; every IPv6 form of an IPv4 address is judged as that address.
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');

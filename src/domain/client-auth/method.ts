@@ -3,7 +3,7 @@ import { ValidationError } from '../validate.js';
 import type { PublicJwks } from './jwks.js';
 
 /**
- * How a client authenticates at the token endpoint, by RFC 7591's names (INTERFACE.md, "Client
+ * How a client authenticates at the token endpoint, by RFC 7591's names (docs/interface.md, "Client
  * authentication"). A client with secrets may use either secret method, whichever it is registered with;
  * a private_key_jwt client has no secret that works.
  */

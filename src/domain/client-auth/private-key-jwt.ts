@@ -109,7 +109,7 @@ class AssertionCredentials implements PresentedCredentials {
       this.note = credential.note;
       return;
     }
-    // Only a federated credential's token has an iss that is not the client (INTERFACE.md).
+    // Only a federated credential's token has an iss that is not the client (docs/interface.md).
     if (this.assertion.payload.iss !== this.clientId)
       throw new AssertionFailed('client_id is not the client_assertion iss');
     if (!allowedAlg(this.assertion.header)) throw new AssertionFailed('assertion algorithm not allowed');

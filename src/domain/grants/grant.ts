@@ -59,7 +59,7 @@ interface GrantResult {
   audience: KnownAudience;
   grant: KnownGrant;
   /**
-   * Whether the new token must be bound to a DPoP key whatever the client's registration says (INTERFACE.md: a
+   * Whether the new token must be bound to a DPoP key whatever the client's registration says (docs/interface.md: a
    * sender-constrained token never becomes a bearer token through token exchange).
    */
   dpopRequired?: boolean;
@@ -84,7 +84,7 @@ export function requestedAudience(params: TokenParams): string {
 }
 
 /**
- * The scopes a token carries (INTERFACE.md, Scopes): without `scope` in the request every granted one; with
+ * The scopes a token carries (docs/interface.md, Scopes): without `scope` in the request every granted one; with
  * it exactly those asked for (each once, sorted), each granted, else invalid_scope naming the first that is not.
  */
 export function scopeOf(grant: KnownGrant, requested: string | undefined): string | undefined {

@@ -13,11 +13,11 @@ import { requestedAudience, scopeOf, type ActClaim, type GrantClaims, type Grant
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 /** RFC 8693 §3: the only token type Tessera takes and issues. */
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
-/** RFC 8693 §3: a JWT; Tessera's access tokens are JWTs, so it is taken as access_token (INTERFACE.md). */
+/** RFC 8693 §3: a JWT; Tessera's access tokens are JWTs, so it is taken as access_token (docs/interface.md). */
 const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 
 /**
- * The most actors a token's chain holds (INTERFACE.md: "Chains stop at 5 actors"). The depth of a token is the
+ * The most actors a token's chain holds (docs/interface.md: "Chains stop at 5 actors"). The depth of a token is the
  * number of `act` levels it nests: 0 for a client credentials token, 1 for one exchanged once (`act: {sub}`),
  * and so on. An exchange makes a token one deeper than its subject token, so it is allowed while the new depth
  * is at most 5: a subject token whose `act` already nests 5 actors is refused.
@@ -57,7 +57,7 @@ function actClaim(actor: string, before: readonly string[]): ActClaim {
 
 /**
  * RFC 8693 §2.1 subject_token_type and actor_token_type: required with their token; access_token, or jwt taken
- * as it; anything else is an invalid_request (INTERFACE.md).
+ * as it; anything else is an invalid_request (docs/interface.md).
  */
 function checkTokenType(value: string | undefined, param: 'subject_token_type' | 'actor_token_type'): void {
   if (value === undefined) throw invalidRequest(`${param} is required`);
@@ -111,7 +111,7 @@ function checkActorToken(token: string, client: KnownClient, deps: OwnTokenDeps)
 }
 
 /**
- * Token exchange (RFC 8693; INTERFACE.md, "Token exchange"): a service that received a token for its caller gets
+ * Token exchange (RFC 8693; docs/interface.md, "Token exchange"): a service that received a token for its caller gets
  * a token for the next API it calls, for the same caller (`sub`), narrowed to its own grant, with the chain of
  * who acted in `act`. The checks, in this order, so that nothing is revealed before the caller may know it:
  *
@@ -205,7 +205,7 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
   };
   if (scope !== undefined) claims.scope = scope;
   claims.act = actClaim(client.id, before);
-  // INTERFACE.md (DPoP): a DPoP-bound subject token is exchanged only with the acting client's own proof, and the
+  // docs/interface.md (DPoP): a DPoP-bound subject token is exchanged only with the acting client's own proof, and the
   // new token is bound to that client's key: a sender-constrained token never becomes a bearer token.
   return dpopKeyOf(subject) === undefined
     ? { claims, audience, grant: granted }

@@ -46,7 +46,7 @@ export interface AdminAuthDeps {
 /** The Authorization header's token, whatever its scheme (RFC 6750 §2.1, RFC 9449 §7.1). */
 const PRESENTED = /^(?:Bearer|DPoP) +([A-Za-z0-9._~+/-]+=*) *$/i;
 
-/** The problem type of a request for a DPoP nonce: no failed authentication (INTERFACE.md, DPoP). */
+/** The problem type of a request for a DPoP nonce: no failed authentication (docs/interface.md, DPoP). */
 const USE_DPOP_NONCE = 'urn:tessera:problem:use_dpop_nonce';
 
 const quoted = (value: string): string => value.replace(/["\\]/g, '');
@@ -145,7 +145,7 @@ export class AdminAuth {
         error: 'invalid_token',
         description: 'the client of this token is disabled or deleted',
       });
-    // Live scopes (MANAGEMENT.md): the token's, as far as the client's admin grant holds them now, as this
+    // Live scopes (docs/management.md): the token's, as far as the client's admin grant holds them now, as this
     // process's directory knows it (followed through the change feed): a scope taken from the grant, or the grant
     // deleted, stops working within a second, not when the token expires.
     const granted = client.grants.get(this.deps.audience)?.scopes;

@@ -71,7 +71,7 @@ function ajv(options: Options): Ajv {
 }
 
 /**
- * The admin API (MANAGEMENT.md) under /admin/v1, in its own encapsulated context: its own JSON parsers and
+ * The admin API (docs/management.md) under /admin/v1, in its own encapsulated context: its own JSON parsers and
  * body limit, validation that refuses unknown fields instead of dropping them, problem+json errors, bearer
  * authentication with Tessera's own tokens, and the OpenAPI 3.1 document generated from the route schemas.
  */
@@ -141,7 +141,7 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
         return maybeEmpty;
       });
 
-      // Nested at most 32 levels (MANAGEMENT.md), refused before any hook or validation sees the body.
+      // Nested at most 32 levels (docs/management.md), refused before any hook or validation sees the body.
       const json = depthLimited(admin.getDefaultJsonParser('error', 'error'));
       admin.removeAllContentTypeParsers();
       for (const type of ['application/json', 'application/merge-patch+json'])

@@ -13,7 +13,7 @@ const GUARDED =
 const ERROR_STATUSES = [400, 401, 403, 404, 409, 412, 413, 415, 429, 503] as const;
 
 /**
- * The check of a change that can hand out admin power (MANAGEMENT.md, no caller gives what it does not hold),
+ * The check of a change that can hand out admin power (docs/management.md, no caller gives what it does not hold),
  * made once the body is parsed and before it is validated, so that a refused change is a 403 even when its body is
  * also invalid. It calls the management layer's rule; the operation checks again in its own transaction.
  */

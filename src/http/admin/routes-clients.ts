@@ -19,12 +19,12 @@ import * as S from './schemas.js';
 
 const tags = ['clients'];
 
-/** Any change of a client needs every admin scope it holds (MANAGEMENT.md), decided before its body is read. */
+/** Any change of a client needs every admin scope it holds (docs/management.md), decided before its body is read. */
 export const clientGuard: AdminGuard = (request, mc) =>
   clients.authorizeChange(mc, (request.params as Static<typeof S.IdParam>).id);
 
 /**
- * A change of a grant needs every admin scope it gives (MANAGEMENT.md), decided before its body is validated:
+ * A change of a grant needs every admin scope it gives (docs/management.md), decided before its body is validated:
  * `scopesOf` reads them from the request (a withdrawal gives none).
  */
 const grantGuard =

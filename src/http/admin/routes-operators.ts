@@ -10,7 +10,7 @@ import * as S from './schemas.js';
 const tags = ['operators'];
 
 /**
- * Any change of an operator needs every admin scope of the role it has or would have (MANAGEMENT.md), decided
+ * Any change of an operator needs every admin scope of the role it has or would have (docs/management.md), decided
  * before the body is validated.
  */
 const operatorGuard: AdminGuard = (request, mc) =>

@@ -1,7 +1,7 @@
 /**
  * The admin API's schemas (TypeBox, i.e. JSON Schema): the server validates requests and serialises answers
  * with them, and the OpenAPI document is generated from them, so the document cannot drift from the server.
- * Field names and shapes are MANAGEMENT.md's, the same documents the CLI prints under --json (views.ts).
+ * Field names and shapes are docs/management.md's, the same documents the CLI prints under --json (views.ts).
  */
 import { Type, type TSchema } from 'typebox';
 import { SIGNING_ALGS } from '../../domain/algorithms.js';
@@ -65,7 +65,7 @@ const ResourceServersInput = Type.Array(Type.String({ maxLength: 128 }), {
   description: `token exchange: the client ids of the audience's resource servers (at most ${MAX_RESOURCE_SERVERS}, each an existing client; a client named twice is named once); on PATCH the whole list, [] for none`,
 });
 
-/** A grant's token_exchange (INTERFACE.md, "Token exchange"). */
+/** A grant's token_exchange (docs/interface.md, "Token exchange"). */
 const TOKEN_EXCHANGE =
   "token exchange (RFC 8693): the client may exchange a token it received, as a resource server of the token's audience, for one of this grant's audience; never true on a grant of the admin API's audience";
 const TokenExchange = Type.Boolean({ description: TOKEN_EXCHANGE });

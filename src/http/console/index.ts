@@ -73,7 +73,7 @@ function sendAsset(request: FastifyRequest, reply: FastifyReply, asset: Asset): 
 }
 
 /**
- * The web console (MANAGEMENT.md, "Web console") under /console: its built pages and files, and its session
+ * The web console (docs/management.md, "Web console") under /console: its built pages and files, and its session
  * API (login, logout, enrollment). Everything else the pages do goes through the admin API with the session
  * cookie, so the console can do exactly what the API can, under the same rules.
  */
@@ -82,7 +82,7 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   void app.register(
     async (scope) => {
       const api = scope.withTypeProvider<TypeBoxTypeProvider>();
-      // The rule for every JSON body, as in the admin API: at most 32 levels (MANAGEMENT.md).
+      // The rule for every JSON body, as in the admin API: at most 32 levels (docs/management.md).
       const json = depthLimited(scope.getDefaultJsonParser('error', 'error'));
       scope.removeAllContentTypeParsers();
       scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, json);

@@ -1,5 +1,5 @@
 /**
- * The file of `tessera apply` and `tessera export` (MANAGEMENT.md): its entries, and reading one. A file is read
+ * The file of `tessera apply` and `tessera export` (docs/management.md): its entries, and reading one. A file is read
  * as YAML (and so JSON, which YAML 1.2 reads alike), keeping where each value stands in the text, so that every
  * problem found later names its line and column.
  */
@@ -162,7 +162,7 @@ const segments = (pointer: string): string[] =>
 export const pointerOf = (...path: (string | number)[]): string =>
   path.map((s) => `/${pointerSegment(s)}`).join('');
 
-/** A file's place nested too deep (MANAGEMENT.md: 32 levels, as a JSON body). */
+/** A file's place nested too deep (docs/management.md: 32 levels, as a JSON body). */
 const TOO_DEEP = `is an object or list at level ${MAX_JSON_DEPTH + 1}; a file nests at most ${MAX_JSON_DEPTH} levels, itself being level 1`;
 
 /** Where a JSON pointer is in a parsed document: its value's place, or with `key` its key's. */
@@ -254,7 +254,7 @@ export function parseConfigFile(text: string, name: string): ParsedFile {
   // only the whole text reads (anchors, an error: see yaml-file.ts).
   const yaml = readYamlFile(text, MAX_JSON_DEPTH, MAX_ALIAS_COUNT);
   if (yaml !== undefined) return { name, data: yaml.data, locate: lazyLocator(text) };
-  // A file nests at most 32 levels, as every JSON body does (MANAGEMENT.md). On the text first: the composer
+  // A file nests at most 32 levels, as every JSON body does (docs/management.md). On the text first: the composer
   // (parseDocument) recurses per level, and what reads the data after it (JSON.stringify) too.
   const deep = deepPlaceInText(text, MAX_JSON_DEPTH);
   if (deep) throw new ConfigFileError(name, [{ ...deep, message: TOO_DEEP }]);

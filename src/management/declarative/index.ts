@@ -1,5 +1,5 @@
 /**
- * Declarative configuration (MANAGEMENT.md, `tessera apply` / `tessera export`): the store as a file kept in
+ * Declarative configuration (docs/management.md, `tessera apply` / `tessera export`): the store as a file kept in
  * git, and the plan that makes the store match one.
  *
  * - file.ts: the file's entries, and reading one (YAML or JSON, with every value's line and column);

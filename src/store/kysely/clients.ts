@@ -335,7 +335,7 @@ export function clientStore(base: StoreBase): ClientStore {
 
     /**
      * One round trip whether the client exists or not (the client row joined with its grants), so that a
-     * cache miss for an unknown id and for a known one cost the same (INTERFACE.md: no timing difference).
+     * cache miss for an unknown id and for a known one cost the same (docs/interface.md: no timing difference).
      */
     findClient: async (id) => (await findClients([id]))[0],
 
