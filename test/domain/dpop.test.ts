@@ -4,15 +4,8 @@
  * cheap ones first, the replay write last, only for a proof that holds), nonces derived from a time window,
  * and what a refusal costs the caller (a failed attempt, but not a request for a nonce).
  */
-import {
-  calculateJwkThumbprint,
-  exportJWK,
-  generateKeyPair,
-  SignJWT,
-  type CryptoKey,
-  type JWK,
-  type JWTPayload,
-} from 'jose';
+import { holder, signProof, type Holder } from './../helpers/dpop.js';
+import { exportJWK, type JWTPayload } from 'jose';
 import { generateKeyPairSync, sign as nodeSign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DpopNonces, DpopVerifier } from '../../src/domain/dpop.js';
@@ -46,19 +39,6 @@ class MemoryReplay {
   }
 }
 
-interface Holder {
-  alg: string;
-  privateKey: CryptoKey;
-  jwk: JWK;
-  jkt: string;
-}
-
-async function holder(alg = 'ES256'): Promise<Holder> {
-  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  const jwk = await exportJWK(publicKey);
-  return { alg, privateKey, jwk, jkt: await calculateJwkThumbprint(jwk, 'sha256') };
-}
-
 let jtis = 0;
 /** A proof as oauth4webapi makes one, then `claims` and `header` over it (undefined removes a member). */
 async function proof(
@@ -66,15 +46,8 @@ async function proof(
   claims: Record<string, unknown> = {},
   header: Record<string, unknown> = {},
 ): Promise<string> {
-  const payload = clean({ htm: 'POST', htu: ENDPOINT, iat: NOW_S, jti: `jti-${++jtis}`, ...claims });
-  const protectedHeader = clean({ alg: h.alg, typ: 'dpop+jwt', jwk: h.jwk, ...header });
-  return new SignJWT(payload as JWTPayload)
-    .setProtectedHeader(protectedHeader as { alg: string })
-    .sign(h.privateKey);
+  return signProof(h, { htm: 'POST', htu: ENDPOINT, iat: NOW_S, jti: `jti-${++jtis}`, ...claims }, header);
 }
-
-const clean = (o: Record<string, unknown>) =>
-  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
 function verifier(options: { nonces?: boolean; replay?: MemoryReplay } = {}) {
   const replay = options.replay ?? new MemoryReplay();

@@ -11,17 +11,8 @@
  * - nonce mode alone: use_dpop_nonce with its DPoP-Nonce, the retry, and a request for a nonce not counted as a
  *   failed authentication.
  */
-import { createHash } from 'node:crypto';
-import {
-  calculateJwkThumbprint,
-  decodeJwt,
-  exportJWK,
-  generateKeyPair,
-  SignJWT,
-  type CryptoKey,
-  type JWK,
-  type JWTPayload,
-} from 'jose';
+import { ath, clean, holder, signProof, type Holder } from './../helpers/dpop.js';
+import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
 import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -44,22 +35,6 @@ const insecure = { [oauth.allowInsecureRequests]: true } as const;
 
 // --- keys and proofs made by hand ---
 
-interface Holder {
-  privateKey: CryptoKey;
-  jwk: JWK;
-  jkt: string;
-}
-
-async function holder(alg = 'ES256'): Promise<Holder> {
-  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  const jwk = await exportJWK(publicKey);
-  return { privateKey, jwk, jkt: await calculateJwkThumbprint(jwk, 'sha256') };
-}
-
-const ath = (token: string): string => createHash('sha256').update(token).digest('base64url');
-const clean = (o: Record<string, unknown>) =>
-  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
-
 /** The nonce the server gives now (undefined without TESSERA_DPOP_NONCE). */
 const nonceOf = (t: TestServer): string | undefined => t.server.runtime.tokens.dpopNonce();
 
@@ -78,18 +53,19 @@ function proof(
   header: Record<string, unknown> = {},
 ): Promise<string> {
   const u = new URL(url);
-  const payload = clean({
-    htm: method,
-    htu: `${u.origin}${u.pathname}`,
-    iat: Math.floor(Date.now() / 1000),
-    jti: `admin-dpop-${++jtis}-${Date.now()}`,
-    ath: token === undefined ? undefined : ath(token),
-    nonce: nonceOf(t),
-    ...claims,
-  });
-  return new SignJWT(payload as JWTPayload)
-    .setProtectedHeader(clean({ alg: 'ES256', typ: 'dpop+jwt', jwk: h.jwk, ...header }) as { alg: string })
-    .sign(h.privateKey);
+  return signProof(
+    h,
+    {
+      htm: method,
+      htu: `${u.origin}${u.pathname}`,
+      iat: Math.floor(Date.now() / 1000),
+      jti: `admin-dpop-${++jtis}-${Date.now()}`,
+      ath: token === undefined ? undefined : ath(token),
+      nonce: nonceOf(t),
+      ...claims,
+    },
+    { alg: 'ES256', ...header },
+  );
 }
 
 // --- admin clients and their tokens ---

@@ -6,6 +6,7 @@
  * a Bearer client unaffected; and resource servers that check the proof against the token's cnf.jkt, with
  * jose as the README shows and with express-oauth2-jwt-bearer.
  */
+import { holder, signProof, type Holder } from './../helpers/dpop.js';
 import { createHash } from 'node:crypto';
 import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,11 +18,7 @@ import {
   decodeJwt,
   EmbeddedJWK,
   exportJWK,
-  generateKeyPair,
   jwtVerify,
-  SignJWT,
-  type CryptoKey,
-  type JWK,
   type JWTPayload,
 } from 'jose';
 import * as oauth from 'oauth4webapi';
@@ -37,18 +34,6 @@ const insecure = { [oauth.allowInsecureRequests]: true } as const;
 
 // --- proofs made by hand, for the refusals ---
 
-interface Holder {
-  privateKey: CryptoKey;
-  jwk: JWK;
-  jkt: string;
-}
-
-async function holder(alg = 'ES256'): Promise<Holder> {
-  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  const jwk = await exportJWK(publicKey);
-  return { privateKey, jwk, jkt: await calculateJwkThumbprint(jwk, 'sha256') };
-}
-
 let jtis = 0;
 /** A proof for `t`'s token endpoint, now; `claims` and `header` over it (undefined removes a member). */
 function proof(
@@ -57,18 +42,17 @@ function proof(
   claims: Record<string, unknown> = {},
   header: Record<string, unknown> = {},
 ): Promise<string> {
-  const clean = (o: Record<string, unknown>) =>
-    Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
-  const payload = clean({
-    htm: 'POST',
-    htu: `${t.url}/oauth/token`,
-    iat: Math.floor(Date.now() / 1000),
-    jti: `http-${++jtis}-${Date.now()}`,
-    ...claims,
-  });
-  return new SignJWT(payload as JWTPayload)
-    .setProtectedHeader(clean({ alg: 'ES256', typ: 'dpop+jwt', jwk: h.jwk, ...header }) as { alg: string })
-    .sign(h.privateKey);
+  return signProof(
+    h,
+    {
+      htm: 'POST',
+      htu: `${t.url}/oauth/token`,
+      iat: Math.floor(Date.now() / 1000),
+      jti: `http-${++jtis}-${Date.now()}`,
+      ...claims,
+    },
+    { alg: 'ES256', ...header },
+  );
 }
 
 const form = (c: TestClient) => ({
