@@ -43,6 +43,10 @@ export type PresentedToken =
 /** RFC 6750 §2.1 and RFC 9449 §7.1: the scheme, then a token68. */
 const AUTHORIZATION = /^(Bearer|DPoP) +([A-Za-z0-9._~+/-]+=*) *$/i;
 
+/** The token an Authorization header presents (Bearer or DPoP), unverified; undefined for any other header. */
+export const presentedTokenOf = (authorization: string | undefined): string | undefined =>
+  authorization === undefined ? undefined : AUTHORIZATION.exec(authorization)?.[2];
+
 /** The algorithms a proof may use, for a DPoP challenge's `algs` (RFC 9449 §7.1). */
 export const DPOP_CHALLENGE_ALGS = DPOP_ALGS.join(' ');
 

@@ -136,6 +136,15 @@ export class Revocations implements FeedFollower {
     return Number.isFinite(iat) && (iat + this.options.maxTokenTtl) * 1000 <= now;
   }
 
+  /**
+   * Deletes PRUNE_BATCH rows a statement, with a turn of the event loop between them, until fewer were left (or the
+   * pruning was stopped meanwhile).
+   */
+  private async inBatches(prune: (limit: number) => Promise<number>): Promise<void> {
+    while ((await prune(PRUNE_BATCH)) === PRUNE_BATCH && this.timer !== undefined)
+      await new Promise((resolve) => setImmediate(resolve));
+  }
+
   /** Memory only: whether this token id is on the denylist. */
   isRevoked(jti: string): boolean {
     return this.denied.has(jti);
@@ -195,18 +204,10 @@ export class Revocations implements FeedFollower {
           this.deleted.delete(id);
           this.cuts.delete(id);
         }
-      for (;;) {
-        const deleted = await this.store.pruneRevokedTokens(seconds, PRUNE_BATCH);
-        if (deleted < PRUNE_BATCH || this.timer === undefined) break;
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+      await this.inBatches((limit) => this.store.pruneRevokedTokens(seconds, limit));
       // A deleted client's tombstone matters while its tokens may live (see the store's deleteClient).
       const before = new Date(now - this.options.maxTokenTtl * 1000).toISOString();
-      for (;;) {
-        const deleted = await this.store.pruneClientDeletions(before, PRUNE_BATCH);
-        if (deleted < PRUNE_BATCH || this.timer === undefined) break;
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+      await this.inBatches((limit) => this.store.pruneClientDeletions(before, limit));
     } catch (error) {
       this.options.onError?.(error);
     } finally {

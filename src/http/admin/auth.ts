@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { decodeJwt } from 'jose';
 import {
   DPOP_CHALLENGE_ALGS,
+  presentedTokenOf,
   verifyPresentedToken,
   type PresentationDeps,
   type PresentedToken,
@@ -42,9 +43,6 @@ export interface AdminAuthDeps {
   /** Console sessions: a request without an Authorization header may carry one instead of a token. */
   sessions?: { caller(request: FastifyRequest): Promise<AdminCaller | undefined> };
 }
-
-/** The Authorization header's token, whatever its scheme (RFC 6750 §2.1, RFC 9449 §7.1). */
-const PRESENTED = /^(?:Bearer|DPoP) +([A-Za-z0-9._~+/-]+=*) *$/i;
 
 /** The problem type of a request for a DPoP nonce: no failed authentication (docs/interface.md, DPoP). */
 const USE_DPOP_NONCE = 'urn:tessera:problem:use_dpop_nonce';
@@ -187,10 +185,10 @@ export function requireScope(caller: AdminCaller, scope: AdminScope): void {
  * only (a refused token's claim is what was presented, as a refused token request's client_id is).
  */
 export function presentedClientId(request: FastifyRequest): string | null {
-  const match = PRESENTED.exec(request.headers.authorization ?? '');
-  if (!match) return null;
+  const token = presentedTokenOf(request.headers.authorization);
+  if (token === undefined) return null;
   try {
-    const id = decodeJwt(match[1]!).client_id;
+    const id = decodeJwt(token).client_id;
     return typeof id === 'string' && isPossibleClientId(id) ? id : null;
   } catch {
     return null;
