@@ -16,7 +16,7 @@ interface Call<I, O> {
  * that many run waits, and goes in the next one with everything else that came meanwhile (at most MOST_AT_ONCE
  * inputs a call).
  *
- * The token requests of a turn are answered together (endOfTurn, src/http/routes/token.ts), so the replay guard
+ * The token requests of a turn are answered together (Turns, src/http/turns.ts), so the replay guard
  * records their proofs' ids this way: the stores in one transaction (store/kysely/assertion-jtis.ts), Redis in one
  * command (limits/replay.ts).
  */

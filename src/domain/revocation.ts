@@ -78,7 +78,7 @@ export class RevocationService {
    */
   async revoke(request: TokenRequest): Promise<void> {
     const authenticated = this.deps.clients.authenticate(request);
-    const client = authenticated instanceof Promise ? await authenticated : authenticated;
+    const { client } = authenticated instanceof Promise ? await authenticated : authenticated;
     const token = this.tokenOf(request);
     // Tessera issues no refresh tokens: whatever the token, nothing is revoked (docs/interface.md).
     if (request.params.token_type_hint === 'refresh_token') throw unsupportedTokenType();
@@ -95,7 +95,7 @@ export class RevocationService {
   async introspect(request: TokenRequest): Promise<Introspection> {
     // RFC 7662 §2.3: a missing credential is invalid_client too.
     const authenticated = this.deps.clients.authenticate(request, 'invalid_client');
-    const client = authenticated instanceof Promise ? await authenticated : authenticated;
+    const { client } = authenticated instanceof Promise ? await authenticated : authenticated;
     if (client.grants.get(this.deps.adminAudience)?.scopes.has(INTROSPECTION_SCOPE) !== true)
       throw insufficientScope(INTROSPECTION_SCOPE);
     const verdict = verifyOwnToken(this.tokenOf(request), this.deps.tokens);

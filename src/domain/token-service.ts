@@ -6,26 +6,22 @@ import {
   SECRET_METHODS,
   type ClientAuthenticatorDeps,
   type ClientAuthMethod,
-  type PresentedCredentials,
 } from './client-auth/index.js';
 import type { DpopVerifier } from './dpop.js';
-import {
-  OAuthError,
-  invalidDpopProof,
-  invalidRequest,
-  quotaExceeded,
-  unsupportedGrantType,
-} from './errors.js';
+import { OAuthError, invalidRequest, quotaExceeded, unsupportedGrantType } from './errors.js';
 import { clientCredentials } from './grants/client-credentials.js';
-import type { GrantHandler } from './grants/grant.js';
-import { ACCESS_TOKEN_TYPE, exchangeNote, TOKEN_EXCHANGE, tokenExchange } from './grants/token-exchange.js';
+import type { GrantHandler, GrantResult } from './grants/grant.js';
+import { TOKEN_EXCHANGE, tokenExchange } from './grants/token-exchange.js';
 import type { OwnTokenDeps } from './own-tokens.js';
+import { dpopPossession } from './possession/dpop.js';
+import type { PossessionProof } from './possession/index.js';
 import {
   present,
   type AuditEntry,
   type KnownAudience,
   type KnownClient,
   type QuotaLimiter,
+  type TokenParams,
   type TokenRequest,
   type TokenResponse,
 } from './token-types.js';
@@ -76,23 +72,45 @@ export interface IssuedToken {
   clientId: string;
   audience: string;
   jti: string;
-  /** The audit event: token.exchanged for a token exchange (RFC 8693), token.issued for any other grant. */
-  type: 'token.issued' | 'token.exchanged';
+  /** The audit event: the grant's (token.exchanged for a token exchange, token.issued for any other grant). */
+  type: GrantResult['type'];
   /**
-   * What the audit trail says of the token beyond its client and audience: how the client authenticated, if its
-   * method said anything (a federated credential); for an exchange, the original caller and the actors first.
+   * What the audit trail says of the token beyond its client and audience: the grant's note (an exchange: the
+   * original caller and the actors), then the client authentication method's, if it said anything (a federated
+   * credential).
    */
   note?: string | undefined;
+}
+
+type TokenType = TokenResponse['token_type'];
+
+/** The answer (RFC 6749 §5.1): the token, its type, its lifetime, the grant's own members, the scopes if any. */
+function answerOf(accessToken: string, tokenType: TokenType, decided: GrantResult): TokenResponse {
+  const { claims, answer } = decided;
+  const expiresIn = claims.exp - claims.iat;
+  // In RFC 8693 §2.2.1's order, when the grant adds its member.
+  const response: TokenResponse =
+    answer?.issued_token_type === undefined
+      ? { access_token: accessToken, token_type: tokenType, expires_in: expiresIn }
+      : {
+          access_token: accessToken,
+          issued_token_type: answer.issued_token_type,
+          token_type: tokenType,
+          expires_in: expiresIn,
+        };
+  if (claims.scope !== undefined) response.scope = claims.scope;
+  return response;
 }
 
 /** The grant types (RFC 6749 §4.4, RFC 8693 §2.1), each a handler (grants/): looked up by grant_type, as sent. */
 const CLIENT_CREDENTIALS = 'client_credentials';
 
 /**
- * The token endpoint as a list of small steps: pick the authentication method, authenticate, look up the grant
- * type's handler (grants/), which checks what its grant needs and returns the claims; then, for every grant, the
- * DPoP proof, the quota, signing, the answer and the audit event. Credentials are checked before anything else
- * about the request is revealed (docs/interface.md).
+ * The token endpoint as named steps (grant, below): authenticate the client; choose the grant type's handler
+ * (grants/), which checks what its grant needs and decides the claims, its answer's own members, its audit event
+ * and note; the proofs of possession (possession/), each binding the token by one `cnf` member; the quota; sign;
+ * the answer. Each step is a module's, and a new grant, method or proof is one more module in its list, never a
+ * branch here. Credentials are checked before anything else about the request is revealed (docs/interface.md).
  */
 export class TokenService {
   /** Client authentication and its limits, as the revocation and introspection endpoints share it. */
@@ -101,6 +119,8 @@ export class TokenService {
   private readonly grants: ReadonlyMap<string, GrantHandler>;
   /** The unsupported_grant_type description: the grant types offered. */
   private readonly grantTypes: string;
+  /** The proofs of possession, in the order they are asked. */
+  private readonly proofs: readonly PossessionProof[];
 
   constructor(private readonly deps: TokenServiceDeps) {
     this.clients = new ClientAuthenticator(deps, deps.methods ?? SECRET_METHODS);
@@ -108,6 +128,7 @@ export class TokenService {
     if (deps.ownTokens !== undefined) grants.set(TOKEN_EXCHANGE, tokenExchange);
     this.grants = grants;
     this.grantTypes = [...grants.keys()].join(' or ');
+    this.proofs = [dpopPossession(deps.dpop, deps.attempts)];
   }
 
   /** The grant types this service issues tokens for (discovery's grant_types_supported). */
@@ -115,6 +136,7 @@ export class TokenService {
     return [...this.grants.keys()];
   }
 
+  /** A token for the request, or its refusal (an OAuthError); either way its audit event, when audited. */
   async issue(request: TokenRequest): Promise<IssuedToken> {
     const audit = this.deps.audit;
     if (!audit) return this.grant(request);
@@ -147,92 +169,71 @@ export class TokenService {
     }
   }
 
+  /** The steps. Awaited only where a step must wait (a cache miss, an assertion, a proof): a warm request waits on nothing. */
   private async grant(request: TokenRequest): Promise<IssuedToken> {
-    const { params } = request;
-    // Awaited only on a cache miss (and signing only while a first key is made): a warm request waits on nothing.
-    let credentials: PresentedCredentials | undefined;
-    const authenticated = this.clients.authenticate(request, 'invalid_request', (presented) => {
-      credentials = presented;
-    });
-    const client = authenticated instanceof Promise ? await authenticated : authenticated;
+    const authenticating = this.clients.authenticate(request);
+    const { client, note } = authenticating instanceof Promise ? await authenticating : authenticating;
+    const decided = this.handlerFor(request.params)(request.params, client, this.deps);
+    const binding = this.bind(request, client, decided);
+    const tokenType = typeof binding === 'string' ? binding : await binding;
+    const quota = this.takeQuota(client);
+    if (quota !== undefined) await quota;
+    const { claims } = decided;
+    const signed = this.deps.sign(
+      claims,
+      decided.audience.signingAlg ?? this.deps.defaultAlg,
+      decided.grant.claims,
+    );
+    const accessToken = typeof signed === 'string' ? signed : await signed;
+    return {
+      response: answerOf(accessToken, tokenType, decided),
+      clientId: client.id,
+      audience: decided.audience.url,
+      jti: claims.jti,
+      type: decided.type,
+      note:
+        decided.note === undefined ? note : note === undefined ? decided.note : `${decided.note}; ${note}`,
+    };
+  }
 
+  /** The grant type's handler, as sent (invalid_request without one, unsupported_grant_type for another). */
+  private handlerFor(params: TokenParams): GrantHandler {
     const grantType = present(params.grant_type);
     if (grantType === undefined) throw invalidRequest('grant_type is required');
     const handler = this.grants.get(grantType);
     if (handler === undefined) throw unsupportedGrantType(this.grantTypes);
-    // The grant's checks, synchronous: the claims to sign and what they were checked against, or its refusal.
-    const { claims, audience, grant: granted, dpopRequired } = handler(params, client, this.deps);
-
-    // Proof of possession (RFC 9449): nothing at all to do for a request without a proof from a client that is
-    // not bound to DPoP, for a grant that does not need one. Before the quota: a refused proof costs no token of it.
-    const jkt =
-      request.dpop !== undefined || client.dpopBound === true || dpopRequired === true
-        ? await this.proofKey(request, client, dpopRequired === true)
-        : undefined;
-
-    // Only clients with a quota pay for counting it (an exchanged token counts as one of the acting client's).
-    if (this.deps.quotas && (client.quota.perMinute !== null || client.quota.perDay !== null)) {
-      const wait = await this.deps.quotas.take(client.id, client.quota);
-      if (wait > 0) throw quotaExceeded(wait);
-    }
-
-    // RFC 9449 §6.1: the token is bound to the proof's key.
-    if (jkt !== undefined) claims.cnf = { jkt };
-    const signed = this.deps.sign(claims, audience.signingAlg ?? this.deps.defaultAlg, granted.claims);
-    const accessToken = typeof signed === 'string' ? signed : await signed;
-    const tokenType = jkt === undefined ? 'Bearer' : 'DPoP';
-    const expiresIn = claims.exp - claims.iat;
-    const scope = claims.scope;
-    if (claims.act === undefined)
-      return {
-        response:
-          scope === undefined
-            ? { access_token: accessToken, token_type: tokenType, expires_in: expiresIn }
-            : { access_token: accessToken, token_type: tokenType, expires_in: expiresIn, scope },
-        clientId: client.id,
-        audience: audience.url,
-        jti: claims.jti,
-        type: 'token.issued',
-        note: credentials?.note,
-      };
-    // RFC 8693 §2.2.1: an exchange's answer says what it issued.
-    const response: TokenResponse = {
-      access_token: accessToken,
-      issued_token_type: ACCESS_TOKEN_TYPE,
-      token_type: tokenType,
-      expires_in: expiresIn,
-    };
-    if (scope !== undefined) response.scope = scope;
-    const note = exchangeNote(claims);
-    return {
-      response,
-      clientId: client.id,
-      audience: audience.url,
-      jti: claims.jti,
-      type: 'token.exchanged',
-      note: credentials?.note === undefined ? note : `${note}; ${credentials.note}`,
-    };
+    return handler;
   }
 
   /**
-   * The thumbprint of the key the request's DPoP proof proves, or a refusal: invalid_dpop_proof (a failed
-   * attempt, as a wrong credential is) or use_dpop_nonce (not one: a client's first proof has no nonce yet).
+   * The proofs of possession that apply (none, for the plain request: nothing is awaited), each adding its member
+   * to the token's `cnf` (RFC 7800). Before the quota: a refused proof costs no token of it.
    */
-  private async proofKey(request: TokenRequest, client: KnownClient, forSubject: boolean): Promise<string> {
-    try {
-      if (request.dpop === undefined)
-        throw invalidDpopProof(
-          forSubject
-            ? 'the subject_token is bound to a DPoP key: a DPoP proof of the acting client is required'
-            : 'a DPoP proof is required for this client (dpop_bound_access_tokens)',
-        );
-      if (this.deps.dpop === undefined) throw invalidDpopProof('DPoP proofs are not accepted here');
-      return await this.deps.dpop.verify(request.dpop, this.deps.now());
-    } catch (error) {
-      if (error instanceof OAuthError && error.error === 'invalid_dpop_proof')
-        void this.deps.attempts.failed(client.id, request.source);
-      throw error;
+  private bind(
+    request: TokenRequest,
+    client: KnownClient,
+    decided: GrantResult,
+  ): Promise<TokenType> | TokenType {
+    let pending: Promise<TokenType> | undefined;
+    for (const proof of this.proofs) {
+      if (!proof.applies(request, client, decided)) continue;
+      const bound = (before: TokenType) =>
+        proof.prove(request, client, decided, this.deps.now()).then((binding): TokenType => {
+          (decided.claims.cnf ??= {})[binding.member] = binding.value;
+          return binding.tokenType === 'DPoP' ? 'DPoP' : before;
+        });
+      pending = pending === undefined ? bound('Bearer') : pending.then(bound);
     }
+    return pending ?? 'Bearer';
+  }
+
+  /** Only clients with a quota pay for counting it (an exchanged token counts as one of the acting client's). */
+  private takeQuota(client: KnownClient): Promise<void> | undefined {
+    if (this.deps.quotas && (client.quota.perMinute !== null || client.quota.perDay !== null))
+      return this.deps.quotas.take(client.id, client.quota).then((wait) => {
+        if (wait > 0) throw quotaExceeded(wait);
+      });
+    return undefined;
   }
 
   /** The nonce DPoP clients are to use now (every answer of the token endpoint carries it); else undefined. */

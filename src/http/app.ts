@@ -18,8 +18,11 @@ import { discoveryRoutes } from './routes/discovery.js';
 import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { revocationRoutes } from './routes/revocation.js';
-import { connectionAccepted, tokenRoutes } from './routes/token.js';
+import { tokenRoutes } from './routes/token.js';
+import { AnswerFinish, type RequestObserver } from './finish.js';
+import { TokenEndpoint } from './token-endpoint.js';
 import { TokenLane } from './token-lane.js';
+import { Turns } from './turns.js';
 
 /**
  * A connection with a request in progress that sees no traffic for this long is closed. Between requests,
@@ -47,10 +50,7 @@ export interface AppDeps {
   logger: Logger;
   trustProxy: boolean | string[];
   /** Prometheus metrics: request durations are observed, and GET /metrics answers. Absent: neither. */
-  metrics?: {
-    observeRequest(method: string, route: string, statusCode: number, seconds: number): void;
-    exposition(): Promise<Exposition>;
-  };
+  metrics?: RequestObserver & { exposition(): Promise<Exposition> };
   /** Time a client has to send a whole request (a token request is a few hundred bytes). */
   requestTimeoutMs: number;
   /**
@@ -86,22 +86,17 @@ function securityHeaders(issuer: string): Record<string, string> {
 
 /** The HTTP shell: builds the Fastify app without listening, so tests and main() can do that part. */
 export function buildApp(deps: AppDeps): FastifyInstance {
-  const security = securityHeaders(deps.issuer);
   const metrics = deps.metrics;
-  const persistAudit = deps.persistAudit;
   const shutdown = deps.shutdown;
-  // Shutting down: an answer closes its connection (RFC 9112 §9.6), so a keep-alive client moves to another
-  // instance instead of sending its next request to one that is about to stop.
-  const closesConnection = (socket: Socket) => shutdown.draining && shutdown.closesConnection(socket);
-  const lane = new TokenLane({
-    tokens: deps.tokens,
-    logger: deps.logger,
-    security,
-    trustProxy: deps.trustProxy,
-    persistAudit,
-    closesConnection,
+  const finish = new AnswerFinish(securityHeaders(deps.issuer), {
+    persistAudit: deps.persistAudit,
+    closesConnection: (socket: Socket) => shutdown.draining && shutdown.closesConnection(socket),
     metrics,
   });
+  // One batcher per app: the token, introspection and revocation requests of a turn, answered together.
+  const turns = new Turns();
+  const endpoint = new TokenEndpoint(deps.tokens, deps.logger, turns);
+  const lane = new TokenLane({ endpoint, finish, logger: deps.logger, trustProxy: deps.trustProxy });
   // The HTTP server, made here rather than by Fastify (so that it offers each request to the token lane first),
   // with the settings Fastify would give it (lib/server.js):
   // - A client that sends its headers and then trickles the body (or nothing) is answered 408 and cut off.
@@ -122,8 +117,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
         if (!lane.take(request, response)) fastify(request, response);
       },
     );
-    // Token batches are cut small while connections arrive (libuv accepts one an iteration: see endOfTurn).
-    server.on('connection', connectionAccepted);
+    // Token batches are cut small while connections arrive (libuv accepts one an iteration: see Turns).
+    server.on('connection', turns.connectionAccepted);
     server.keepAliveTimeout = deps.keepAliveTimeoutMs;
     server.requestTimeout = deps.requestTimeoutMs;
     server.setTimeout(CONNECTION_TIMEOUT_MS);
@@ -141,7 +136,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return503OnClosing: true,
     // The caller's address counts for the failed-attempt limits; behind a proxy it comes from X-Forwarded-For.
     trustProxy: deps.trustProxy,
-    clientErrorHandler: clientErrorHandler(security),
+    clientErrorHandler: clientErrorHandler(finish.security),
     // Idle keep-alive connections are closed by app.close(), those with a request in flight are answered.
     forceCloseConnections: 'idle',
   }) as unknown as FastifyInstance;
@@ -152,13 +147,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     done();
   });
   app.addHook('onSend', (request, reply, payload, done) => {
-    // First the audit events (one spool write for a whole batch of answers), then the answer.
-    persistAudit?.();
-    reply.headers(security);
+    const closes = finish.beforeWrite(request.raw.socket);
+    reply.headers(finish.security);
     // Anything that did not choose its caching (errors, 404s) is not to be stored.
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
-    if (closesConnection(request.raw.socket)) reply.header('connection', 'close');
-    metrics?.observeRequest(
+    if (closes) reply.header('connection', 'close');
+    finish.observe(
       request.method,
       request.routeOptions.url ?? '(unmatched)',
       reply.statusCode,
@@ -169,8 +163,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   registerBodyParsers(app);
   registerErrorHandlers(app);
-  tokenRoutes(app, deps.tokens);
-  revocationRoutes(app, deps.revocation);
+  tokenRoutes(app, endpoint);
+  revocationRoutes(app, deps.revocation, turns);
   discoveryRoutes(app, deps.issuer, deps.directory, deps.keyring, deps.tokens.grantTypesSupported);
   healthRoutes(app, deps.store, deps.keyring, deps.directory, deps.defaultAlg, {
     shutdown,

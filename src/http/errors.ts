@@ -81,7 +81,7 @@ export function clientErrorHandler(security: Record<string, string>) {
 /**
  * The OAuth error a failed request is answered with, logged: OAuth errors as they are (a refusal, at debug),
  * malformed requests as invalid_request, anything else logged with its detail (at error) and answered as a
- * generic server_error, never a stack. The error handler below and the token lane (token-lane.ts) use it.
+ * generic server_error, never a stack. The error handler below and the token endpoint (token-endpoint.ts) use it.
  */
 export function answerFor(error: unknown, log: Pick<FastifyBaseLogger, 'debug' | 'error'>): OAuthError {
   if (error instanceof OAuthError) {

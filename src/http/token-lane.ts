@@ -1,46 +1,35 @@
 import proxyAddr from '@fastify/proxy-addr';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import type { TokenService } from '../domain/token-service.js';
 import { BODY_LIMIT, parseForm } from './body.js';
-import { answerFor, NO_STORE } from './errors.js';
+import type { AnswerFinish } from './finish.js';
 import { TOKEN_PATH } from './routes/discovery.js';
-import { dpopHeader, endOfTurn, JSON_TYPE, tokenJson } from './routes/token.js';
+import { TOKEN_ANSWER_HEADERS, type TokenEndpoint } from './token-endpoint.js';
 
 const FORM = 'application/x-www-form-urlencoded';
 /** The Content-Types the lane takes, lower-cased: the form type, bare or with the UTF-8 charset. */
 const FORM_TYPES = new Set([FORM, `${FORM};charset=utf-8`, `${FORM}; charset=utf-8`]);
 
 export interface TokenLaneDeps {
-  tokens: TokenService;
+  endpoint: TokenEndpoint;
+  finish: AnswerFinish;
   logger: Logger;
-  /** Headers on every answer (app.ts, securityHeaders). */
-  security: Readonly<Record<string, string>>;
   trustProxy: boolean | string[];
-  /** Puts the audit events recorded so far on the spool, before an answer is written (AppDeps.persistAudit). */
-  persistAudit?: () => void;
-  /** While the server drains: whether this answer is to close its connection (AppDeps.shutdown). */
-  closesConnection(socket: Socket): boolean;
-  /** Request durations are observed (AppDeps.metrics); absent: not. */
-  metrics?: { observeRequest(method: string, route: string, statusCode: number, seconds: number): void };
 }
 
 /**
- * The token endpoint's common request, answered straight from Node's HTTP server instead of through Fastify's
+ * The token endpoint's common request, served straight from Node's HTTP server instead of through Fastify's
  * request pipeline (router, hooks, content-type parsers, reply): a POST to exactly /oauth/token with a form
  * body whose Content-Length is given and within the limit. That is the request of the OAuth client libraries,
  * and a warm token costs 8 % less CPU without Fastify's pipeline (bench/README.md, _The token lane_). Every
  * other request — a JSON body, a query string, a chunked or oversized body, any other type or method — goes
  * to Fastify as before, and is answered exactly as it always was.
  *
- * The answer is the one the Fastify route gives but for the order of headers: the same body (parseForm,
- * TokenService.issue, tokenJson), the same errors (answerFor), the same headers (the security headers,
- * no-store, the DPoP nonce, `Connection: close` while draining), the same audit persistence before it is
- * written and the same request metric; requests are batched the same way (endOfTurn). One difference: after a
- * malformed form (a parameter sent twice) Fastify closes the connection, in case more of the body is coming;
- * the lane has read all of it, and keeps the connection. From the app's close on, the lane takes nothing:
- * Fastify answers 503 while it closes.
+ * The lane only reads the socket and writes: the answer is the token endpoint's (TokenEndpoint.answer, as the
+ * Fastify route's), finished as every answer is (AnswerFinish, as Fastify's onSend hook does). One difference:
+ * after a malformed form (a parameter sent twice) Fastify closes the connection, in case more of the body is
+ * coming; the lane has read all of it, and keeps the connection. From the app's close on, the lane takes
+ * nothing: Fastify answers 503 while it closes.
  */
 export class TokenLane {
   private closed = false;
@@ -49,7 +38,7 @@ export class TokenLane {
   private readonly trust: ((address: string, hop: number) => boolean) | undefined;
 
   constructor(private readonly deps: TokenLaneDeps) {
-    this.headers = { ...NO_STORE, 'content-type': JSON_TYPE, ...deps.security };
+    this.headers = { ...TOKEN_ANSWER_HEADERS, ...deps.finish.security };
     // As Fastify's request.ip: the socket's peer, or with trusted proxies the nearest untrusted hop.
     const trust = deps.trustProxy;
     this.trust = trust === false ? undefined : trust === true ? () => true : proxyAddr.compile(trust);
@@ -94,37 +83,22 @@ export class TokenLane {
     body: string,
     started: number,
   ): Promise<void> {
-    let status = 200;
-    let text: string;
-    /** A refusal's own headers (WWW-Authenticate, Retry-After). */
-    let own: Readonly<Record<string, string>> | undefined;
-    try {
-      const params = parseForm(body).params;
-      await endOfTurn();
-      const issued = await this.deps.tokens.issue({
-        params,
-        authorization: request.headers.authorization,
-        source: this.trust ? proxyAddr(request, this.trust) : (request.socket.remoteAddress ?? ''),
-        dpop: dpopHeader(request.headers.dpop),
-      });
-      text = tokenJson(issued.response);
-    } catch (error) {
-      const refusal = answerFor(error, this.deps.logger);
-      status = refusal.status;
-      text = JSON.stringify(refusal.toJSON());
-      own = refusal.headers;
-    }
-    this.deps.persistAudit?.();
-    const answer: Record<string, string | number> = {
+    const answer = await this.deps.endpoint.answer({
+      params: () => parseForm(body).params,
+      authorization: request.headers.authorization,
+      dpop: request.headers.dpop,
+      source: this.trust ? proxyAddr(request, this.trust) : (request.socket.remoteAddress ?? ''),
+    });
+    const finish = this.deps.finish;
+    const closes = finish.beforeWrite(request.socket);
+    const headers: Record<string, string | number> = {
       ...this.headers,
-      ...own,
-      'content-length': Buffer.byteLength(text),
+      ...answer.headers,
+      'content-length': Buffer.byteLength(answer.body),
     };
-    const nonce = this.deps.tokens.dpopNonce();
-    if (nonce !== undefined) answer['dpop-nonce'] = nonce;
-    if (this.deps.closesConnection(request.socket)) answer.connection = 'close';
-    this.deps.metrics?.observeRequest('POST', TOKEN_PATH, status, (performance.now() - started) / 1000);
-    response.writeHead(status, answer);
-    response.end(text);
+    if (closes) headers.connection = 'close';
+    finish.observe('POST', TOKEN_PATH, answer.status, (performance.now() - started) / 1000);
+    response.writeHead(answer.status, headers);
+    response.end(answer.body);
   }
 }

@@ -78,7 +78,7 @@ export class AssertionReplay implements ReplayGuard {
         if (!Array.isArray(answers) || answers.length !== uses.length) return uses.map(() => undefined);
         return answers.map((used) => used === 1);
       },
-      // At the tick, not the turn's end: the lane resumes a turn's requests in one callback (endOfTurn), so a DPoP
+      // At the tick, not the turn's end: the lane resumes a turn's requests in one callback (Turns.end), so a DPoP
       // proof's id (verified synchronously) goes with the turn's others; a client assertion's (jose verifies with
       // WebCrypto, each in a callback of its own) with those its callback completed. Against the turn's end: DPoP
       // with Redis 1.14-1.15x the requests a second, private_key_jwt 0.95-0.99x (bench --compare, three rounds).

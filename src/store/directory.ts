@@ -334,7 +334,7 @@ export class Directory {
   /**
    * Asks the store for `id` together with every other id that misses before the microtasks of this callback
    * have run out: under load, concurrent misses share one query (one round trip, one statement) instead of
-   * one each. Token requests reach this together, one batch per event-loop iteration (http/routes/token.ts),
+   * one each. Token requests reach this together, one batch per event-loop iteration (http/turns.ts),
    * so the query goes out in the same iteration rather than one later.
    */
   private load(id: string): Promise<KnownClient | undefined> {

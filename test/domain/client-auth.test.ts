@@ -180,11 +180,11 @@ describe('client authentication methods', () => {
     expect(clientSecretPost.presentedIn(r)).toBe(false);
     const credentials = clientSecretBasic.parse(r);
     expect(credentials.clientId).toBe('svc-1');
-    expect(credentials.proves(client, Date.now())).toBe(true);
-    expect(credentials.proves(undefined, Date.now())).toBe(false);
-    expect(clientSecretBasic.parse(request({}, basicOf('svc-1', 'wrong'))).proves(client, Date.now())).toBe(
-      false,
-    );
+    expect(credentials.proves(client, Date.now())).toEqual({ proven: true, secretId: client.secrets[0]!.id });
+    expect(credentials.proves(undefined, Date.now())).toEqual({ proven: false, failure: 'wrong secret' });
+    expect(
+      clientSecretBasic.parse(request({}, basicOf('svc-1', 'wrong'))).proves(client, Date.now()),
+    ).toEqual({ proven: false, failure: 'wrong secret' });
     expect(() => clientSecretBasic.parse(request({}, 'Basic !!'))).toThrow(
       expect.objectContaining({ error: 'invalid_client' }),
     );
@@ -206,7 +206,10 @@ describe('client authentication methods', () => {
     expect(clientSecretPost.presentedIn(r)).toBe(true);
     expect(clientSecretBasic.presentedIn(r)).toBe(false);
     expect(clientSecretPost.presentedIn(request({ client_id: 'svc-1', client_secret: '' }))).toBe(false);
-    expect(clientSecretPost.parse(r).proves(client, Date.now())).toBe(true);
+    expect(clientSecretPost.parse(r).proves(client, Date.now())).toEqual({
+      proven: true,
+      secretId: client.secrets[0]!.id,
+    });
     expect(() => clientSecretPost.parse(request({ client_secret: secret }))).toThrow(
       expect.objectContaining({ error: 'invalid_request', description: 'client_id is required' }),
     );

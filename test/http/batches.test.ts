@@ -2,12 +2,15 @@ import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import type { TokenRequest } from '../../src/domain/token-types.js';
 import { registerBodyParsers } from '../../src/http/body.js';
-import { connectionAccepted, TURN_MAX, tokenRoutes } from '../../src/http/routes/token.js';
+import pino from 'pino';
+import { tokenRoutes } from '../../src/http/routes/token.js';
+import { TokenEndpoint } from '../../src/http/token-endpoint.js';
+import { TURN_MAX, Turns } from '../../src/http/turns.js';
 import { recordingTokens } from '../helpers/fake-tokens.js';
 
 /**
  * Token requests that arrive together are answered as a batch: every token is issued first, then every
- * answer written, back to back (src/http/routes/token.ts says why).
+ * answer written, back to back (src/http/turns.ts says why).
  */
 describe('token requests answered in batches', () => {
   /** One batch: every token issued, then every answer sent. */
@@ -18,11 +21,13 @@ describe('token requests answered in batches', () => {
    * sent, and `iteration N` where the check phase of each of the first four iterations begins. `check` runs there.
    */
   async function answered(ids: string[], check: (iteration: number) => void = () => {}): Promise<string[]> {
+    const turns = new Turns();
+    connectionAccepted = turns.connectionAccepted;
     const events: string[] = [];
     const tokens = recordingTokens(events);
     const app = Fastify();
     registerBodyParsers(app);
-    tokenRoutes(app, tokens);
+    tokenRoutes(app, new TokenEndpoint(tokens, pino({ level: 'silent' }), turns));
     app.addHook('onSend', async (request) => {
       events.push(`send ${(request.body as { params: TokenRequest['params'] }).params.client_id}`);
     });
@@ -53,6 +58,9 @@ describe('token requests answered in batches', () => {
       await app.close();
     }
   }
+
+  /** The app's batcher's connectionAccepted, while `answered` runs. */
+  let connectionAccepted = (): void => {};
 
   /** The events of the requests alone, without the iteration marks. */
   const requests = (events: string[]) => events.filter((e) => !e.startsWith('iteration'));

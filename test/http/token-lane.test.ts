@@ -4,7 +4,10 @@ import type { AddressInfo } from 'node:net';
 import { decodeJwt } from 'jose';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AnswerFinish } from '../../src/http/finish.js';
+import { TokenEndpoint } from '../../src/http/token-endpoint.js';
 import { TokenLane, type TokenLaneDeps } from '../../src/http/token-lane.js';
+import { Turns } from '../../src/http/turns.js';
 import { recordingTokens } from '../helpers/fake-tokens.js';
 import { openSocket, readResponse, type RawResponse } from '../helpers/raw-http.js';
 import { basic, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
@@ -15,12 +18,12 @@ import { basic, startTestServer, type TestClient, type TestServer } from '../hel
  */
 
 function laneOf(events: string[], deps: Partial<TokenLaneDeps> = {}): TokenLane {
+  const logger = pino({ level: 'silent' });
   return new TokenLane({
-    tokens: recordingTokens(events),
-    logger: pino({ level: 'silent' }),
-    security: { 'x-frame-options': 'DENY' },
+    endpoint: new TokenEndpoint(recordingTokens(events), logger, new Turns()),
+    finish: new AnswerFinish({ 'x-frame-options': 'DENY' }, { closesConnection: () => false }),
+    logger,
     trustProxy: false,
-    closesConnection: () => false,
     ...deps,
   });
 }

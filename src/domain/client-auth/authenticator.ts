@@ -1,7 +1,13 @@
 import { invalidClient, invalidRequest, OAuthError, tooManyAttempts } from '../errors.js';
 import { present, type AttemptLimiter, type KnownClient, type TokenRequest } from '../token-types.js';
 import { isPossibleClientId } from '../validate.js';
-import type { ClientAuthMethod, PresentedCredentials } from './method.js';
+import type { ClientAuthMethod, PresentedCredentials, Proof } from './method.js';
+
+/** A client that proved who it is, and what its method says of the proof (the audit trail's note, if any). */
+export interface Authenticated {
+  client: KnownClient;
+  note: string | undefined;
+}
 
 export interface ClientAuthenticatorDeps {
   /** Cached lookup; a promise only on a cache miss. */
@@ -44,11 +50,8 @@ export class ClientAuthenticator {
   authenticate(
     request: TokenRequest,
     missing: 'invalid_request' | 'invalid_client' = 'invalid_request',
-    /** Given the credentials as parsed: what they say once proven (`note`) is the caller's to read. */
-    presented?: (credentials: PresentedCredentials) => void,
-  ): KnownClient | Promise<KnownClient> {
+  ): Authenticated | Promise<Authenticated> {
     const credentials = this.credentialsOf(request, missing);
-    presented?.(credentials);
     const possible = isPossibleClientId(credentials.clientId) ? credentials.clientId : undefined;
     // A caller blocked for failed attempts gets through only with the exact credential of a registered client,
     // and 429 for everything else, with no store operation for whatever ids it sprays (docs/interface.md).
@@ -139,7 +142,7 @@ export class ClientAuthenticator {
     clientId: string | undefined,
     credentials: PresentedCredentials,
     wait: number,
-  ): KnownClient | Promise<KnownClient> {
+  ): Authenticated | Promise<Authenticated> {
     const held = clientId === undefined ? undefined : this.deps.peekClient(clientId);
     if (held === undefined && clientId !== undefined && this.deps.registered?.(clientId) === true) {
       let found: KnownClient | undefined | Promise<KnownClient | undefined>;
@@ -165,23 +168,26 @@ export class ClientAuthenticator {
     client: KnownClient | undefined,
     credentials: PresentedCredentials,
     wait: number,
-  ): KnownClient | Promise<KnownClient> {
-    const proven = credentials.proves(client, this.deps.now());
-    const decide = (matches: boolean): KnownClient => {
-      if (client && matches && client.enabled) {
-        if (credentials.usedSecret !== undefined) this.deps.secretUsed?.(credentials.usedSecret);
-        return client;
-      }
+  ): Authenticated | Promise<Authenticated> {
+    const decide = (proof: Proof): Authenticated => {
+      if (client && proof.proven && client.enabled) return this.admitted(client, proof);
       throw tooManyAttempts(wait);
     };
-    return typeof proven === 'boolean' ? decide(proven) : proven.then(decide);
+    const proof = credentials.proves(client, this.deps.now());
+    return proof instanceof Promise ? proof.then(decide) : decide(proof);
+  }
+
+  /** A client proven: its secret's use noted (written off the token path), the method's note kept. */
+  private admitted(client: KnownClient, proof: Proof & { proven: true }): Authenticated {
+    if (proof.secretId !== undefined) this.deps.secretUsed?.(proof.secretId);
+    return { client, note: proof.note };
   }
 
   /**
    * One path for every failure: the secret is always hashed and compared, against a dummy digest when the
    * client is unknown, so unknown, wrong and disabled give the same answer by the same work.
    */
-  private prove(credentials: PresentedCredentials, source: string): KnownClient | Promise<KnownClient> {
+  private prove(credentials: PresentedCredentials, source: string): Authenticated | Promise<Authenticated> {
     const { clientId } = credentials;
     // An id no client can have (a NUL, 8 KiB of junk) is unknown without a cache entry or a store query.
     const found = isPossibleClientId(clientId) ? this.deps.findClient(clientId) : undefined;
@@ -194,31 +200,27 @@ export class ClientAuthenticator {
     client: KnownClient | undefined,
     credentials: PresentedCredentials,
     source: string,
-  ): KnownClient | Promise<KnownClient> {
-    const matches = credentials.proves(client, this.deps.now());
-    return typeof matches === 'boolean'
-      ? this.decide(client, credentials, source, matches)
-      : matches.then((proven) => this.decide(client, credentials, source, proven));
+  ): Authenticated | Promise<Authenticated> {
+    const proof = credentials.proves(client, this.deps.now());
+    return proof instanceof Promise
+      ? proof.then((proven) => this.decide(client, credentials.clientId, source, proven))
+      : this.decide(client, credentials.clientId, source, proof);
   }
 
   private decide(
     client: KnownClient | undefined,
-    credentials: PresentedCredentials,
+    clientId: string,
     source: string,
-    matches: boolean,
-  ): KnownClient {
-    const { clientId } = credentials;
+    proof: Proof,
+  ): Authenticated {
     const failure = !client
       ? 'unknown client'
-      : !matches
-        ? (credentials.failure ?? 'wrong secret')
+      : !proof.proven
+        ? proof.failure
         : !client.enabled
           ? 'client is disabled'
           : '';
-    if (!failure) {
-      if (credentials.usedSecret !== undefined) this.deps.secretUsed?.(credentials.usedSecret);
-      return client!;
-    }
+    if (!failure) return this.admitted(client!, proof as Proof & { proven: true });
     // The limits turn failures into 429s, never a success: an enabled client with its exact secret is let
     // through even from a blocked address, so nobody sharing that address (a NAT, a proxy) can lock it
     // out. With 256-bit secrets, letting a blocked guesser learn "wrong" costs nothing.

@@ -37,6 +37,30 @@ export function authMethodProblem(
   return undefined;
 }
 
+/**
+ * What a proof of a client's credential found: proven, with what the method has to say of it; or not, and why.
+ * A result, never a change to the credentials: the authenticator reads it and decides.
+ */
+export type Proof =
+  | {
+      readonly proven: true;
+      /** The id of the secret that matched, if the method uses secrets (its last use is noted). */
+      readonly secretId?: string | undefined;
+      /**
+       * The audit trail's reason of the issued token, if the method has something to say of it (a federated
+       * credential names itself and the platform's subject).
+       */
+      readonly note?: string | undefined;
+    }
+  | {
+      readonly proven: false;
+      /** Why, for the audit trail (never the credential itself). */
+      readonly failure: string;
+    };
+
+/** A failed proof, by its reason. */
+export const failedProof = (failure: string): Proof => ({ proven: false, failure });
+
 /** What a request presented to authenticate as a client, by one method. */
 export interface PresentedCredentials {
   clientId: string;
@@ -45,16 +69,7 @@ export interface PresentedCredentials {
    * work either way, so that an unknown client and a wrong secret cannot be told apart by time. A promise
    * only for a method that must wait (an assertion: its keys, its replay check).
    */
-  proves(client: KnownClient | undefined, now: number): boolean | Promise<boolean>;
-  /** After a successful proof: the id of the secret that matched, if the method uses secrets. */
-  readonly usedSecret?: string | undefined;
-  /** After a failed proof of a known client: why, for the audit trail (never the credential itself). */
-  readonly failure?: string | undefined;
-  /**
-   * After a successful proof, if the method has something to say of it: the audit trail's reason of the issued
-   * token (a federated credential names itself and the platform's subject).
-   */
-  readonly note?: string | undefined;
+  proves(client: KnownClient | undefined, now: number): Proof | Promise<Proof>;
 }
 
 /**

@@ -23,7 +23,7 @@ import {
   type ReplayGuard,
 } from './assertion.js';
 import { proveFederated } from './federated.js';
-import type { ClientAuthMethod, PresentedCredentials } from './method.js';
+import { failedProof, type ClientAuthMethod, type PresentedCredentials, type Proof } from './method.js';
 
 /** An assertion may live at most this long: after its iat, or after now when it has none (authlib: 60 min). */
 const MAX_ASSERTION_LIFETIME_SECONDS = 3600;
@@ -69,9 +69,6 @@ function reasonOf(error: unknown): string {
  * a write.
  */
 class AssertionCredentials implements PresentedCredentials {
-  failure: string | undefined;
-  note: string | undefined;
-
   constructor(
     readonly clientId: string,
     private readonly assertion: ParsedAssertion,
@@ -80,19 +77,19 @@ class AssertionCredentials implements PresentedCredentials {
     private readonly options: PrivateKeyJwtOptions,
   ) {}
 
-  proves(client: KnownClient | undefined, now: number): Promise<boolean> {
+  proves(client: KnownClient | undefined, now: number): Promise<Proof> {
     return this.verify(client, now).then(
-      () => true,
+      (note): Proof => ({ proven: true, note }),
       (error: unknown) => {
         // The replay guard could not tell (503, temporarily_unavailable): not a failed proof, and not counted as one.
         if (error instanceof OAuthError) throw error;
-        this.failure = error instanceof AssertionFailed ? error.message : reasonOf(error);
-        return false;
+        return failedProof(error instanceof AssertionFailed ? error.message : reasonOf(error));
       },
     );
   }
 
-  private async verify(client: KnownClient | undefined, now: number): Promise<void> {
+  /** Resolves when the assertion proves `client`, with what a federated credential says of it; else rejects. */
+  private async verify(client: KnownClient | undefined, now: number): Promise<string | undefined> {
     if (client === undefined) throw new AssertionFailed('unknown client');
     const keys = client.keys;
     if (keys === undefined)
@@ -106,8 +103,7 @@ class AssertionCredentials implements PresentedCredentials {
         now,
         this.options,
       );
-      this.note = credential.note;
-      return;
+      return credential.note;
     }
     // Only a federated credential's token has an iss that is not the client (docs/interface.md).
     if (this.assertion.payload.iss !== this.clientId)
@@ -139,6 +135,7 @@ class AssertionCredentials implements PresentedCredentials {
     // recorded while it could be valid anywhere (its exp, plus the skew any instance allows).
     const fresh = await this.options.replay.use(this.clientId, jti, (exp + ASSERTION_SKEW_SECONDS) * 1000);
     if (!fresh) throw new AssertionFailed('assertion replayed');
+    return undefined;
   }
 
   /** Signature and claims (RFC 7523 §3), with jose. */

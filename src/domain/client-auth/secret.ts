@@ -1,7 +1,7 @@
 import { invalidClient, invalidRequest } from '../errors.js';
 import { digestOf, digestsEqual, DUMMY_DIGEST, MAX_LIVE_SECRETS } from '../secrets.js';
 import { present, type KnownClient } from '../token-types.js';
-import type { ClientAuthMethod, PresentedCredentials } from './method.js';
+import { failedProof, type ClientAuthMethod, type PresentedCredentials, type Proof } from './method.js';
 
 export interface BasicCredentials {
   clientId: string;
@@ -61,15 +61,12 @@ const SECRET_SLOTS = MAX_LIVE_SECRETS;
  * the same. An expired secret matches nothing.
  */
 class SecretCredentials implements PresentedCredentials {
-  usedSecret: string | undefined;
-  failure: string | undefined;
-
   constructor(
     readonly clientId: string,
     private readonly secret: string,
   ) {}
 
-  proves(client: KnownClient | undefined, now: number): boolean {
+  proves(client: KnownClient | undefined, now: number): Proof {
     const presented = digestOf(this.secret);
     const secrets = client?.secrets ?? [];
     let matched: string | undefined;
@@ -81,12 +78,13 @@ class SecretCredentials implements PresentedCredentials {
     }
     // A client registered for private_key_jwt has no secret that works (its secrets are deleted when it
     // switches; this holds whatever the store says): a secret from it is a failed authentication.
-    const keyOnly = client !== undefined && client.keys !== undefined;
-    this.failure = keyOnly ? 'client authenticates with private_key_jwt, not a secret' : 'wrong secret';
-    this.usedSecret = keyOnly ? undefined : matched;
-    return this.usedSecret !== undefined && client !== undefined;
+    if (client !== undefined && client.keys !== undefined) return KEY_ONLY;
+    return matched === undefined || client === undefined ? WRONG_SECRET : { proven: true, secretId: matched };
   }
 }
+
+const WRONG_SECRET = failedProof('wrong secret');
+const KEY_ONLY = failedProof('client authenticates with private_key_jwt, not a secret');
 
 /** client_secret_basic: the id and secret in an HTTP Basic Authorization header. */
 export const clientSecretBasic: ClientAuthMethod = {

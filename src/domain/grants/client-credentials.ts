@@ -27,5 +27,5 @@ export const clientCredentials: GrantHandler = (params, client, deps) => {
     jti: deps.newJti(),
   };
   if (scope !== undefined) claims.scope = scope;
-  return { claims, audience, grant: granted };
+  return { claims, audience, grant: granted, type: 'token.issued' };
 };

@@ -7,6 +7,7 @@ import {
   type KnownClient,
   type KnownGrant,
   type TokenParams,
+  type TokenResponse,
 } from '../token-types.js';
 import { SCOPE_TOKEN } from '../validate.js';
 
@@ -36,6 +37,8 @@ export interface GrantClaims extends JWTPayload {
   jti: string;
   scope?: string;
   act?: ActClaim;
+  /** RFC 7800: what the token is bound to, a member per proof of possession (possession/). */
+  cnf?: Record<string, string>;
 }
 
 /** What a grant handler reads: the audiences, the clock, token ids, and (token exchange) this server's tokens. */
@@ -51,10 +54,11 @@ interface GrantDeps {
 }
 
 /**
- * What a grant handler decided: the claims to sign, and the audience and grant it checked them against (whose
- * signing algorithm and custom claims the token service signs with, without looking them up again).
+ * What a grant handler decided: the claims to sign, the audience and grant it checked them against (whose
+ * signing algorithm and custom claims the token service signs with, without looking them up again), and what
+ * its answer and its audit event say beyond what every grant's do.
  */
-interface GrantResult {
+export interface GrantResult {
   claims: GrantClaims;
   audience: KnownAudience;
   grant: KnownGrant;
@@ -63,6 +67,12 @@ interface GrantResult {
    * sender-constrained token never becomes a bearer token through token exchange).
    */
   dpopRequired?: boolean;
+  /** The audit event of the token: token.exchanged for a token exchange (RFC 8693), token.issued otherwise. */
+  type: 'token.issued' | 'token.exchanged';
+  /** What the audit trail says of the token beyond its client and audience (an exchange: who acted). */
+  note?: string;
+  /** The grant's own members of the answer (RFC 8693 §2.2.1: issued_token_type). */
+  answer?: Pick<TokenResponse, 'issued_token_type'>;
 }
 
 /**

@@ -7,7 +7,14 @@ import {
 } from '../errors.js';
 import { activeNow, dpopKeyOf, readOwnToken, type OwnTokenClaims, type OwnTokenDeps } from '../own-tokens.js';
 import { present, type KnownClient } from '../token-types.js';
-import { requestedAudience, scopeOf, type ActClaim, type GrantClaims, type GrantHandler } from './grant.js';
+import {
+  requestedAudience,
+  scopeOf,
+  type ActClaim,
+  type GrantClaims,
+  type GrantHandler,
+  type GrantResult,
+} from './grant.js';
 
 /** RFC 8693 §2.1. */
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -207,16 +214,25 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
   claims.act = actClaim(client.id, before);
   // docs/interface.md (DPoP): a DPoP-bound subject token is exchanged only with the acting client's own proof, and the
   // new token is bound to that client's key: a sender-constrained token never becomes a bearer token.
-  return dpopKeyOf(subject) === undefined
-    ? { claims, audience, grant: granted }
-    : { claims, audience, grant: granted, dpopRequired: true };
+  const decided: GrantResult = {
+    claims,
+    audience,
+    grant: granted,
+    type: 'token.exchanged',
+    note: exchangeNote(client.id, before, subject.sub),
+    // RFC 8693 §2.2.1: an exchange's answer says what it issued.
+    answer: ISSUED_ACCESS_TOKEN,
+  };
+  if (dpopKeyOf(subject) !== undefined) decided.dpopRequired = true;
+  return decided;
 };
+
+const ISSUED_ACCESS_TOKEN = { issued_token_type: ACCESS_TOKEN_TYPE } as const;
 
 /**
  * What the audit trail says of an exchanged token (its `reason`): the original caller and the actors in the
  * order they acted, the acting client last: `sub A act B>C`.
  */
-export function exchangeNote(claims: GrantClaims): string {
-  const actors = actorsOf(claims.act) ?? [];
-  return `sub ${claims.sub} act ${actors.reverse().join('>')}`;
+function exchangeNote(actor: string, before: readonly string[], sub: string): string {
+  return `sub ${sub} act ${[...before].reverse().join('>')}${before.length ? '>' : ''}${actor}`;
 }

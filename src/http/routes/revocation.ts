@@ -2,15 +2,15 @@ import type { FastifyInstance } from 'fastify';
 import type { RevocationService } from '../../domain/revocation.js';
 import { tokenParams } from '../body.js';
 import { methodNotAllowed, NO_STORE } from '../errors.js';
+import type { Turns } from '../turns.js';
 import { INTROSPECTION_PATH, REVOCATION_PATH } from './discovery.js';
-import { endOfTurn } from './token.js';
 
 /**
  * POST /oauth/revoke (RFC 7009) and POST /oauth/introspect (RFC 7662): parse, call the domain, serialise; the body
  * encodings, the limits and the errors are the token endpoint's. Requests that arrive together are answered
- * together, as token requests are (token.ts): a resource server introspects as often as clients ask for tokens.
+ * together, as token requests are (Turns): a resource server introspects as often as clients ask for tokens.
  */
-export function revocationRoutes(app: FastifyInstance, revocation: RevocationService): void {
+export function revocationRoutes(app: FastifyInstance, revocation: RevocationService, turns: Turns): void {
   app.post(REVOCATION_PATH, async (request, reply) => {
     const params = tokenParams(request.body);
     await revocation.revoke({ params, authorization: request.headers.authorization, source: request.ip });
@@ -21,7 +21,7 @@ export function revocationRoutes(app: FastifyInstance, revocation: RevocationSer
 
   app.post(INTROSPECTION_PATH, async (request, reply) => {
     const params = tokenParams(request.body);
-    await endOfTurn();
+    await turns.end();
     const answer = await revocation.introspect({
       params,
       authorization: request.headers.authorization,

@@ -1,0 +1,86 @@
+import type { Logger } from 'pino';
+import type { TokenService } from '../domain/token-service.js';
+import type { TokenParams, TokenResponse } from '../domain/token-types.js';
+import { answerFor, NO_STORE } from './errors.js';
+import type { Turns } from './turns.js';
+
+export const JSON_TYPE = 'application/json; charset=utf-8';
+
+/** The headers of every answer of the token endpoint, a token's and a refusal's (RFC 6749 §5.1: no-store). */
+export const TOKEN_ANSWER_HEADERS: Readonly<Record<string, string>> = {
+  ...NO_STORE,
+  'content-type': JSON_TYPE,
+};
+
+/**
+ * The token answer as JSON.stringify writes it, without its escaping scan over the token: a JWS compact
+ * serialization is base64url and dots only, and the other members are fixed text and an integer. The scope,
+ * when the token has one, is escaped as any string.
+ */
+export function tokenJson(response: TokenResponse): string {
+  const scope = response.scope === undefined ? '' : `,"scope":${JSON.stringify(response.scope)}`;
+  // RFC 8693 §2.2.1: a token exchange's answer names the issued token's type (a fixed URN).
+  const issued =
+    response.issued_token_type === undefined ? '' : `,"issued_token_type":"${response.issued_token_type}"`;
+  return `{"access_token":"${response.access_token}"${issued},"token_type":"${response.token_type}","expires_in":${response.expires_in}${scope}}`;
+}
+
+/** The DPoP header as one string: Node joins repeated ones with commas, which the verifier refuses. */
+export const dpopHeader = (value: string | string[] | undefined): string | undefined =>
+  Array.isArray(value) ? value.join(', ') : value;
+
+/** A token request as the HTTP layer hands it over: its parameters still to be read, and its headers. */
+export interface TokenCall {
+  /** Reads the parameters from the body (throws invalid_request for a malformed one: it is answered). */
+  params(): TokenParams;
+  authorization: string | undefined;
+  dpop: string | string[] | undefined;
+  /** The caller's address: the socket's peer, or behind trusted proxies the nearest untrusted hop. */
+  source: string;
+}
+
+/** The answer to write: status, body, and the headers beyond TOKEN_ANSWER_HEADERS (none, for a token). */
+export interface TokenAnswer {
+  status: number;
+  body: string;
+  headers: Readonly<Record<string, string>> | undefined;
+}
+
+/**
+ * The token endpoint (POST /oauth/token), once: read the parameters, wait for the turn's batch (Turns), issue
+ * (TokenService), and the answer — the token, or the refusal as RFC 6749 §5.2 says (answerFor), and with DPoP
+ * nonces (TESSERA_DPOP_NONCE) the current one (RFC 9449 §8). Whatever serves the socket (the token lane, the
+ * Fastify route) calls it and writes what it returns with the headers every answer gets (AnswerFinish).
+ */
+export class TokenEndpoint {
+  constructor(
+    readonly tokens: TokenService,
+    private readonly logger: Logger,
+    readonly turns: Turns,
+  ) {}
+
+  async answer(call: TokenCall): Promise<TokenAnswer> {
+    let status = 200;
+    let body: string;
+    let headers: Readonly<Record<string, string>> | undefined;
+    try {
+      const params = call.params();
+      await this.turns.end();
+      const issued = await this.tokens.issue({
+        params,
+        authorization: call.authorization,
+        source: call.source,
+        dpop: dpopHeader(call.dpop),
+      });
+      body = tokenJson(issued.response);
+    } catch (error) {
+      const refusal = answerFor(error, this.logger);
+      status = refusal.status;
+      body = JSON.stringify(refusal.toJSON());
+      headers = refusal.headers;
+    }
+    const nonce = this.tokens.dpopNonce();
+    if (nonce !== undefined) headers = { ...headers, 'dpop-nonce': nonce };
+    return { status, body, headers };
+  }
+}
