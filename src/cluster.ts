@@ -51,12 +51,12 @@ export async function runCluster(config: Config, workers: number): Promise<void>
   const started = new Map<Worker, number>();
   const fork = (): void => {
     const worker = cluster.fork();
-    started.set(worker, Date.now());
+    started.set(worker, performance.now());
   };
 
   const listeners = coordinateListeners(() => started.keys());
   cluster.on('exit', (worker, code, signal) => {
-    const lived = Date.now() - (started.get(worker) ?? 0);
+    const lived = performance.now() - (started.get(worker) ?? 0);
     started.delete(worker);
     if (stopping) {
       listeners.check();

@@ -89,7 +89,7 @@ async function shutDown(
 }
 
 /**
- * open the runtime → build the app → listen. A start that fails closes what it opened. `options.now`: the
+ * open the runtime → build the app → listen. A start that fails closes what it opened. `options.clock`: the
  * runtime's clock (see RuntimeOptions).
  */
 export async function startServer(
@@ -107,7 +107,7 @@ export async function startServer(
   let address: string;
   try {
     app = buildApp({ ...runtime.app, shutdown: state });
-    connections = new Connections(app.server, { max: config.maxConnections, logger });
+    connections = new Connections(app.server, { max: config.maxConnections, logger, clock: options.clock });
     const counted = connections;
     runtime.metrics?.watchConnections(() => counted.stats);
     address = await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });

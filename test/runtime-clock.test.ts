@@ -20,7 +20,7 @@ describe('a server started with a clock', () => {
   let from: number;
   beforeAll(async () => {
     from = clock.now();
-    t = await startTestServer({}, undefined, { now: clock.now });
+    t = await startTestServer({}, undefined, { clock });
     await t.addAudience(API);
     client = await t.createClient([API]);
   });

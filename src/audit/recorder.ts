@@ -3,6 +3,7 @@ import type { AuditEntry } from '../domain/token-types.js';
 import { Outage } from '../outage.js';
 import { AUDIT_BATCH, type AdminRefusalType, type AuditRecord, type AuditStore } from '../store/types.js';
 import { encodeRecord, Spool, type SpoolChunk } from './spool.js';
+import { systemClock, type Clock, type Job } from '../clock.js';
 
 export interface AuditRecorderOptions {
   /** Where events wait for the store: a directory of this host's own. */
@@ -16,7 +17,8 @@ export interface AuditRecorderOptions {
   /** Events older than this many seconds are deleted (checked hourly). */
   retentionSeconds: number;
   logger: Logger;
-  now?: () => number;
+  /** Time of day and the periodic job (clock.ts); the wall clock when left out. */
+  clock?: Clock;
 }
 
 const PRUNE_EVERY_MS = 3600_000;
@@ -114,7 +116,7 @@ export class AuditRecorder {
   private droppedTotal = 0;
   private throttled = new Map<string, Summed>();
   private throttleWindow = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private job: Job | undefined;
   private flushing: Promise<void> | undefined;
   private flushAgain: Promise<void> | undefined;
   private pruning: Promise<void> | undefined;
@@ -132,7 +134,7 @@ export class AuditRecorder {
     private readonly store: AuditStore,
     private readonly options: AuditRecorderOptions,
   ) {
-    this.now = options.now ?? Date.now;
+    this.now = (options.clock ?? systemClock).now;
     this.batchSize = options.batch ?? AUDIT_BATCH;
     const logger = options.logger;
     this.spool = new Spool({ dir: options.spoolDir, maxBytes: options.spoolMaxBytes });
@@ -176,8 +178,10 @@ export class AuditRecorder {
     this.lastAdopt = this.now();
     if (adopted > 0)
       this.options.logger.info({ segments: adopted }, 'audit spool files left by a stopped process adopted');
-    this.timer = setInterval(() => void this.flush(), this.options.flushMs ?? 1000);
-    this.timer.unref();
+    this.job = (this.options.clock ?? systemClock).every(
+      this.options.flushMs ?? 1000,
+      () => void this.flush(),
+    );
     void this.flush();
   }
 
@@ -485,8 +489,8 @@ export class AuditRecorder {
    * next start.
    */
   async close(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    this.job?.stop();
+    this.job = undefined;
     this.closing = true;
     this.closeWindow();
     await this.flushAgain;

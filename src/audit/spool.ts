@@ -15,6 +15,7 @@ import {
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { SPOOLED_EVENT_TYPES, type AuditRecord, type SpooledEventType } from '../store/types.js';
+import { systemClock } from '../clock.js';
 
 /**
  * The audit spool: append-only files on local disk where every audit event is written before the answer it
@@ -151,7 +152,7 @@ export interface SpoolOptions {
 }
 
 export class Spool {
-  readonly owner = `${Date.now().toString(36)}-${randomBytes(6).toString('hex')}`;
+  readonly owner = `${systemClock.now().toString(36)}-${randomBytes(6).toString('hex')}`;
   /** Segments with events possibly not yet in the store, oldest first; adopted ones before this process's own. */
   private readonly segments: Segment[] = [];
   /** Locks of the owners whose segments this process adopted, until their last segment is removed. */
@@ -254,7 +255,8 @@ export class Spool {
     const file = this.file(name);
     let age: number;
     try {
-      age = Date.now() - statSync(file).mtimeMs;
+      // Against the file system's times, which are the wall clock's.
+      age = systemClock.now() - statSync(file).mtimeMs;
     } catch {
       return; // renamed or removed meanwhile
     }

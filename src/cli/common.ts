@@ -15,6 +15,7 @@ import type { ManagementContext } from '../management/index.js';
 import { EVERY_SCOPE } from '../management/context.js';
 import { actorOf } from '../store/types.js';
 import { openStore } from '../runtime/store.js';
+import { systemClock } from '../clock.js';
 
 /** Exit codes: 0 done, 1 the operation failed (not found, already exists, store error), 2 bad arguments. */
 export const EXIT_FAILED = 1;
@@ -89,7 +90,7 @@ export const parseWorkers = wrap((value: string) => {
 /** An ISO 8601 time, or a duration before now (`15m`, `12h`, `7d`). */
 export const parseTime = wrap((value: string) => {
   const ago = parseDuration(value);
-  if (ago !== undefined) return new Date(Date.now() - ago * 1000).toISOString();
+  if (ago !== undefined) return new Date(systemClock.now() - ago * 1000).toISOString();
   const at = Date.parse(value);
   if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(at)) {
     throw new ValidationError(

@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { systemClock, type Clock, type Job } from '../clock.js';
 
 /** How often the warning that the cap is reached may be logged again while it keeps being reached. */
 const CAP_WARNING_EVERY_MS = 60_000;
@@ -53,7 +54,7 @@ export class Connections {
   private refused = 0;
   /** Advances with each sample; a connection's activeAt is compared against it. */
   private tick = 0;
-  private sampler: NodeJS.Timeout | undefined;
+  private sampler: Job | undefined;
   /** Idle connections, least recently active first, from the last ranking; `next` is the next to close. */
   private ranked: Socket[] = [];
   private next = 0;
@@ -72,7 +73,8 @@ export class Connections {
     private readonly options: {
       max: number;
       logger: Logger;
-      now?: () => number;
+      /** The sampler's periodic job (clock.ts); the wall clock when left out. */
+      clock?: Clock;
     },
   ) {
     server.on('connection', (socket: Socket) => this.accept(socket));
@@ -86,8 +88,9 @@ export class Connections {
     return this.open.size;
   }
 
+  /** How long ago things happened here is a real event's duration: monotonic time. */
   private now(): number {
-    return (this.options.now ?? Date.now)();
+    return performance.now();
   }
 
   private accept(socket: Socket): void {
@@ -100,7 +103,7 @@ export class Connections {
     this.open.set(socket, { bytesRead: 0, activeAt: this.tick });
     socket.once('close', () => this.closed(socket));
     if (this.sampler === undefined && this.open.size * 2 >= this.options.max) {
-      this.sampler = setInterval(() => this.sample(), SAMPLE_EVERY_MS).unref();
+      this.sampler = (this.options.clock ?? systemClock).every(SAMPLE_EVERY_MS, () => this.sample());
     }
   }
 
@@ -122,7 +125,7 @@ export class Connections {
     // A ranking more than a second old is not used again: let go of the sockets it holds.
     if (this.ranked.length > 0 && this.now() - this.rankedAt > SAMPLE_EVERY_MS) this.ranked = [];
     if (this.open.size * 4 < this.options.max) {
-      clearInterval(this.sampler);
+      this.sampler?.stop();
       this.sampler = undefined;
     }
   }
@@ -225,7 +228,7 @@ export class Connections {
     const left = [...this.open.keys()];
     for (const socket of left) socket.destroy();
     this.open.clear();
-    if (this.sampler) clearInterval(this.sampler);
+    this.sampler?.stop();
     this.sampler = undefined;
     return left.length;
   }

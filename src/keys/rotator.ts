@@ -3,6 +3,7 @@ import type { KeyStore } from '../store/types.js';
 import { selectKeys } from './lifecycle.js';
 import type { MasterKey } from './master-key.js';
 import { pendingKey, rotateKey } from './rotation.js';
+import { systemClock, type Clock, type Job } from '../clock.js';
 
 export interface RotatorOptions {
   /** A key signs this long (ms) before its successor is scheduled. */
@@ -10,7 +11,8 @@ export interface RotatorOptions {
   /** The successor is published this long (ms) before it signs. */
   publishAheadMs: number;
   maxTokenTtlMs: number;
-  now?: () => number;
+  /** Time of day and the periodic job (clock.ts); the wall clock when left out. */
+  clock?: Clock;
   onRotated?: (alg: string, kid: string, activatesAt: string) => void;
   onError?: (error: unknown) => void;
 }
@@ -20,7 +22,7 @@ export interface RotatorOptions {
  * schedule each successor. A check is one read of the key table, once a minute at most.
  */
 export class KeyRotator {
-  private timer: NodeJS.Timeout | undefined;
+  private job: Job | undefined;
   private running: Promise<void> | undefined;
   private readonly now: () => number;
 
@@ -29,18 +31,17 @@ export class KeyRotator {
     private readonly master: MasterKey,
     private readonly options: RotatorOptions,
   ) {
-    this.now = options.now ?? Date.now;
+    this.now = (options.clock ?? systemClock).now;
   }
 
   start(): void {
     const every = Math.min(60_000, Math.max(1000, Math.floor(this.options.intervalMs / 4)));
-    this.timer = setInterval(() => void this.check(), every);
-    this.timer.unref();
+    this.job = (this.options.clock ?? systemClock).every(every, () => void this.check());
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    this.job?.stop();
+    this.job = undefined;
     await this.running;
   }
 

@@ -1,5 +1,6 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { SharedRedis } from './redis.js';
+import { systemClock } from '../clock.js';
 
 export interface CounterOptions {
   /** The limit (rate-limiter-flexible's points); a count past it still answers, with consumedPoints > points. */
@@ -82,12 +83,13 @@ export class Counter {
 }
 
 function taken(result: RateLimiterRes, marginMs: number, reward: () => Promise<unknown>): Taken {
-  const windowEnds = Date.now() + result.msBeforeNext;
+  // rate-limiter-flexible times its windows by the wall clock: so is the end of this one.
+  const windowEnds = systemClock.now() + result.msBeforeNext;
   let given = false;
   return {
     consumed: result.consumedPoints,
     async giveBack() {
-      if (given || Date.now() >= windowEnds - marginMs) return;
+      if (given || systemClock.now() >= windowEnds - marginMs) return;
       given = true;
       try {
         await reward();

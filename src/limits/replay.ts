@@ -4,6 +4,7 @@ import { temporarilyUnavailable } from '../domain/errors.js';
 import { perTurn } from '../per-turn.js';
 import type { AssertionJtiStore } from '../store/types.js';
 import type { SharedRedis } from './redis.js';
+import { systemClock, type Clock, type Job } from '../clock.js';
 
 /**
  * Redis: SET NX PX of every key (KEYS) with its time to live in milliseconds (ARGV, same order), in that order;
@@ -43,7 +44,8 @@ const PRUNE_BATCH = 2000;
  * key client while Redis is away would be the other choice.
  */
 export class AssertionReplay implements ReplayGuard {
-  private timer: NodeJS.Timeout | undefined;
+  private job: Job | undefined;
+  private readonly clock: Clock;
   private pruning = false;
   /**
    * Redis: the ids of one turn of the event loop in one command (USE_KEYS), as the stores record them in one
@@ -57,7 +59,8 @@ export class AssertionReplay implements ReplayGuard {
     private readonly options: {
       redis?: SharedRedis | undefined;
       keyPrefix: string;
-      now?: () => number;
+      /** Time of day and the prune job (clock.ts); the wall clock when left out. */
+      clock?: Clock;
       onError?: (error: unknown) => void;
       /** Seconds a 503 asks the client to wait (TESSERA_RETRY_AFTER) when the store cannot record a jti. */
       retryAfter: number;
@@ -65,6 +68,7 @@ export class AssertionReplay implements ReplayGuard {
       onUnavailable?: (error: unknown) => void;
     },
   ) {
+    this.clock = options.clock ?? systemClock;
     const redis = options.redis;
     if (redis === undefined) return;
     if (!('tesseraUseKeys' in redis.client)) redis.client.defineCommand('tesseraUseKeys', { lua: USE_KEYS });
@@ -96,7 +100,7 @@ export class AssertionReplay implements ReplayGuard {
 
   async use(scope: string, jti: string, until: number): Promise<boolean> {
     const id = AssertionReplay.idOf(scope, jti);
-    const now = (this.options.now ?? Date.now)();
+    const now = this.clock.now();
     // In whole milliseconds: a proof's iat or exp may have a fraction (RFC 7519 NumericDate); Redis's PX and the
     // store's column take integers.
     const ttl = Math.max(1, Math.ceil(until - now));
@@ -119,8 +123,7 @@ export class AssertionReplay implements ReplayGuard {
 
   /** Deletes expired ids from the store once a minute (Redis expires its keys itself). */
   start(): void {
-    this.timer = setInterval(() => void this.prune(), PRUNE_EVERY_MS);
-    this.timer.unref();
+    this.job = this.clock.every(PRUNE_EVERY_MS, () => void this.prune());
   }
 
   /**
@@ -133,11 +136,11 @@ export class AssertionReplay implements ReplayGuard {
     this.pruning = true;
     let total = 0;
     try {
-      const now = (this.options.now ?? Date.now)();
+      const now = this.clock.now();
       for (;;) {
         const deleted = await this.store.pruneAssertionJtis(now, PRUNE_BATCH);
         total += deleted;
-        if (deleted < PRUNE_BATCH || this.timer === undefined) break;
+        if (deleted < PRUNE_BATCH || this.job === undefined) break;
         await new Promise((resolve) => setImmediate(resolve));
       }
     } catch (error) {
@@ -149,7 +152,7 @@ export class AssertionReplay implements ReplayGuard {
   }
 
   stop(): void {
-    clearInterval(this.timer);
-    this.timer = undefined;
+    this.job?.stop();
+    this.job = undefined;
   }
 }

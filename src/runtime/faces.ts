@@ -30,7 +30,7 @@ export type AppDepsButShutdown = Omit<AppDeps, 'shutdown'>;
 
 /** The console's sessions: their timeouts, the anti-CSRF tokens' key, the failed-login limits, the clock. */
 export function sessionPolicy(
-  { config, now }: Opening,
+  { config, clock }: Opening,
   master: MasterKey,
   logins: LoginAttempts,
 ): SessionPolicy {
@@ -39,7 +39,7 @@ export function sessionPolicy(
     maxSeconds: config.sessionMax,
     csrfKey: deriveKey(master, 'tessera console csrf'),
     logins,
-    now,
+    now: clock.now,
   };
 }
 
@@ -64,7 +64,7 @@ function consoleFace({ logger }: Opening, sessions: ConsoleSessions): ConsoleDep
  * sessions, and the audit of its refusals (timed by the runtime's clock).
  */
 function adminFace(
-  { config, now }: Opening,
+  { config, clock }: Opening,
   parts: {
     store: Store;
     master: MasterKey;
@@ -81,8 +81,8 @@ function adminFace(
     config,
     store,
     attempts: parts.attempts,
-    refused: (refusal) => audit.recordAdminRefusal({ ...refusal, at: now() }),
-    now,
+    refused: (refusal) => audit.recordAdminRefusal({ at: clock.now(), ...refusal }),
+    now: clock.now,
     cursorKey: deriveKey(parts.master, 'tessera admin api cursors'),
     tokens: { ...parts.ownTokens, dpop: parts.dpop },
     findClient: (id) => directory.findClient(id),

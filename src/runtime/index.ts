@@ -37,6 +37,7 @@ import {
   openTokenService,
   type Opening,
 } from './parts.js';
+import { systemClock, type Clock } from '../clock.js';
 
 export interface Runtime {
   store: Store;
@@ -60,10 +61,11 @@ export interface Runtime {
 
 export interface RuntimeOptions {
   /**
-   * What time it is, in ms since the epoch, for every part that reasons about time (see Opening in parts.ts);
-   * the wall clock when left out. Tests give one to move time instead of waiting for it.
+   * What time it is for every part that reasons about time, and the clock their periodic jobs run on (see
+   * Opening in parts.ts, and clock.ts); the wall clock when left out. Tests give one to move time and run the
+   * jobs then due instead of waiting for them.
    */
-  now?: () => number;
+  clock?: Clock;
 }
 
 /**
@@ -82,11 +84,11 @@ export async function openRuntime(
   const opening: Opening = {
     config,
     logger,
-    now: options.now ?? Date.now,
+    clock: options.clock ?? systemClock,
     metrics: config.metrics ? new Metrics() : undefined,
     closers: new Closers(),
   };
-  const { now, metrics, closers } = opening;
+  const { clock, metrics, closers } = opening;
   if (metrics) closers.push(() => metrics.close());
   try {
     // Opened in the reverse of the order they close in: the writers (replay, usage, rotator) stop first,
@@ -101,7 +103,7 @@ export async function openRuntime(
     const rotator = openRotator(opening, store, master);
 
     // The admin API's audience, with its scopes, before the directory loads the audiences.
-    await ensureAdminAudience({ store, config, actor: SERVER_ACTOR, holds: EVERY_SCOPE, now });
+    await ensureAdminAudience({ store, config, actor: SERVER_ACTOR, holds: EVERY_SCOPE, now: clock.now });
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
     await directory.start();
     revocations.start();

@@ -33,6 +33,7 @@ import { SecretUsage } from '../store/secret-usage.js';
 import type { Store } from '../store/types.js';
 import type { Closers } from './closers.js';
 import { openStore } from './store.js';
+import type { Clock } from '../clock.js';
 
 /** What every part is opened with: the settings, the log, the clock, and the closers it pushes onto. */
 export interface Opening {
@@ -40,20 +41,21 @@ export interface Opening {
   logger: Logger;
   /**
    * What time it is for everything that reasons about time (tokens, keys, secrets, sessions, limits, the
-   * audit trail, caches): the wall clock, or the one a test gives. Durations of real events (an outage, a
-   * breaker's backoff, a connection's idleness) are timed by the wall clock whatever this is.
+   * audit trail, caches), and what every periodic job runs on (clock.ts): the wall clock, or the one a test
+   * gives. Durations of real events (an outage, a breaker's backoff, a connection's idleness, how long ago the
+   * feed was read) are monotonic time, performance.now(), whatever this is.
    */
-  now: () => number;
+  clock: Clock;
   /** Undefined when TESSERA_METRICS=false. */
   metrics: Metrics | undefined;
   closers: Closers;
 }
 
 /** The store, migrated, timed by the metrics when there are any. Closed last: everything else uses it. */
-export async function openServerStore({ config, logger, now, metrics, closers }: Opening): Promise<Store> {
+export async function openServerStore({ config, logger, clock, metrics, closers }: Opening): Promise<Store> {
   const opened = await openStore(config, {
     server: true,
-    now,
+    now: clock.now,
     onMaintenanceRestart: (reason, pauseMs) =>
       logger.error(
         { err: reason, restartInMs: pauseMs },
@@ -66,13 +68,13 @@ export async function openServerStore({ config, logger, now, metrics, closers }:
 }
 
 /** The signing keys; they are loaded once the change feed has its position (see openRuntime). */
-export function openKeyring({ config, logger, now }: Opening, store: Store, master: MasterKey): Keyring {
+export function openKeyring({ config, logger, clock }: Opening, store: Store, master: MasterKey): Keyring {
   return new Keyring(store, master, {
     maxTokenTtl: MAX_TOKEN_TTL,
     jwksMaxAge: jwksMaxAge(config),
     onError: (error) => logger.error({ err: error }, 'signing key unavailable'),
     retryAfter: config.retryAfter,
-    now,
+    now: clock.now,
   });
 }
 
@@ -80,9 +82,9 @@ export function openKeyring({ config, logger, now }: Opening, store: Store, mast
  * The denylist and the clients whose tokens are cut short, in memory: loaded and kept by the directory's change
  * feed, expired entries forgotten once a minute (started by openRuntime).
  */
-export function openRevocations({ logger, now, closers }: Opening, store: Store): Revocations {
+export function openRevocations({ logger, clock, closers }: Opening, store: Store): Revocations {
   const revocations = new Revocations(store, {
-    now,
+    clock,
     maxTokenTtl: MAX_TOKEN_TTL,
     onError: (error) => logger.warn({ err: error }, 'could not delete expired revoked tokens'),
   });
@@ -96,7 +98,7 @@ export function openRevocations({ logger, now, closers }: Opening, store: Store)
  * come twice a second from the feed alone.
  */
 export function openDirectory(
-  { config, logger, now, closers }: Opening,
+  { config, logger, clock, closers }: Opening,
   store: Store,
   keyring: Keyring,
   revocations: Revocations,
@@ -121,7 +123,7 @@ export function openDirectory(
     onError: (error, during) =>
       during === 'change listener' ? listener.failed(error) : storeOutage.failed(error, { during }),
     onKeysChanged: () => keyring.reload(),
-    now: () => new Date(now()),
+    clock,
     followers: [revocations],
   });
   closers.push(() => directory.stop());
@@ -151,14 +153,14 @@ export async function openRedis({
 }
 
 /** The limits: failed client authentications, issuance quotas, failed console logins. */
-export function openLimits({ config, now }: Opening, redis: SharedRedis | undefined) {
+export function openLimits({ config, clock }: Opening, redis: SharedRedis | undefined) {
   return {
     attempts: new FailedAttempts({
       redis,
       keyPrefix: config.redisPrefix,
       perClientAndSource: config.attemptsPerClient,
       perSource: config.attemptsPerSource,
-      now,
+      now: clock.now,
     }),
     // Counted by rate-limiter-flexible, on its own clock.
     quotas: new IssuanceQuotas({ redis, keyPrefix: config.redisPrefix }),
@@ -167,7 +169,7 @@ export function openLimits({ config, now }: Opening, redis: SharedRedis | undefi
       keyPrefix: config.redisPrefix,
       perOperator: config.attemptsLogin,
       perSource: config.attemptsLoginSource,
-      now,
+      now: clock.now,
     }),
   };
 }
@@ -176,13 +178,13 @@ export function openLimits({ config, now }: Opening, redis: SharedRedis | undefi
  * The audit trail (started by openRuntime). Its close writes what it holds to the store, or leaves it in the
  * spool for the next start; its lock is released.
  */
-export function openAudit({ config, logger, now, closers }: Opening, store: Store): AuditRecorder {
+export function openAudit({ config, logger, clock, closers }: Opening, store: Store): AuditRecorder {
   const audit = new AuditRecorder(store, {
     spoolDir: config.auditSpoolDir,
     spoolMaxBytes: config.auditSpoolMax,
     retentionSeconds: config.auditRetention,
     logger,
-    now,
+    clock,
   });
   closers.push(() => audit.close());
   return audit;
@@ -190,7 +192,7 @@ export function openAudit({ config, logger, now, closers }: Opening, store: Stor
 
 /** Automatic key rotation, when TESSERA_KEY_ROTATION_INTERVAL is set (started by openRuntime). */
 export function openRotator(
-  { config, logger, now, closers }: Opening,
+  { config, logger, clock, closers }: Opening,
   store: Store,
   master: MasterKey,
 ): KeyRotator | undefined {
@@ -202,17 +204,17 @@ export function openRotator(
     onRotated: (alg, kid, activatesAt) =>
       logger.info({ alg, kid, activatesAt }, 'signing key rotation scheduled'),
     onError: (error) => logger.error({ err: error }, 'automatic key rotation failed'),
-    now,
+    clock,
   });
   closers.push(() => rotator.stop());
   return rotator;
 }
 
 /** When client secrets were last used: noted by the token path, written in batches. Started. */
-export function openSecretUsage({ logger, now, closers }: Opening, store: Store): SecretUsage {
+export function openSecretUsage({ logger, clock, closers }: Opening, store: Store): SecretUsage {
   const usage = new SecretUsage(store, {
     onError: (error) => logger.warn({ err: error }, 'could not record when client secrets were last used'),
-    now,
+    clock,
   });
   usage.start();
   closers.push(() => usage.stop());
@@ -221,7 +223,7 @@ export function openSecretUsage({ logger, now, closers }: Opening, store: Store)
 
 /** The proof ids in use (client assertions' and DPoP proofs'), expired ones deleted now and then. Started. */
 export function openReplay(
-  { config, logger, now, closers }: Opening,
+  { config, logger, clock, closers }: Opening,
   store: Store,
   redis: SharedRedis | undefined,
 ): AssertionReplay {
@@ -232,7 +234,7 @@ export function openReplay(
     retryAfter: config.retryAfter,
     onUnavailable: (error) =>
       logger.warn({ err: error }, 'a proof id could not be recorded in the store: refused with 503'),
-    now,
+    clock,
   });
   replay.start();
   closers.push(() => replay.stop());
@@ -272,7 +274,7 @@ export function dpopVerifier({ config }: Opening, replay: AssertionReplay, maste
 
 /** The token path: client authentication by each method, DPoP, the directory, the keys, the limits, the audit. */
 export function openTokenService(
-  { config, now, metrics }: Opening,
+  { config, clock, metrics }: Opening,
   parts: {
     master: MasterKey;
     directory: Directory;
@@ -293,7 +295,7 @@ export function openTokenService(
   const remote = new JwksFetcher({
     allowPrivate: config.jwksAllowPrivate,
     production: config.production,
-    now,
+    now: clock.now,
     onIssuerFetch: metrics && ((issuer, ok) => metrics.issuerKeyFetch(issuer, ok)),
   });
   return new TokenService({
@@ -307,7 +309,7 @@ export function openTokenService(
     registered: (id) => directory.registered(id),
     findAudience: (url) => directory.findAudience(url),
     sign: (payload, alg: SigningAlg, claims) => keyring.sign(payload, alg, claims),
-    now,
+    now: clock.now,
     newJti: jtiSource(),
     attempts: limits.attempts,
     quotas: limits.quotas,
@@ -330,13 +332,13 @@ export function openTokenService(
  * token exchange share it.
  */
 export function ownTokens(
-  { config, now }: Opening,
+  { config, clock }: Opening,
   parts: { keyring: Keyring; directory: Directory; revocations: Revocations },
 ): OwnTokenDeps {
   const { keyring, directory, revocations } = parts;
   return {
     issuer: config.issuer,
-    now,
+    now: clock.now,
     key: (kid) => keyring.verificationKey(kid),
     revoked: (jti) => revocations.isRevoked(jti),
     clientExists: (id) => directory.clientExists(id),

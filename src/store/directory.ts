@@ -12,6 +12,7 @@ import type { KnownAudience, KnownClient } from '../domain/token-types.js';
 import { ClientCache } from './client-cache.js';
 import { toKnownClient } from './known-client.js';
 import type { Audience, AudienceStore, Change, ChangeFeed, ClientStore } from './types.js';
+import { systemClock, type Clock, type Job } from '../clock.js';
 
 export interface DirectoryOptions {
   /** Backstop lifetime of a cached client, in milliseconds; the change feed normally invalidates sooner. */
@@ -41,7 +42,8 @@ export interface DirectoryOptions {
   onKeysChanged?: () => Promise<void>;
   /** Called after the audiences were reloaded. */
   onAudiencesChanged?: (audiences: readonly Audience[]) => void | Promise<void>;
-  now?: () => Date;
+  /** Time of day (cache entries' ages, the full refresh, the feed's pruning) and the poll job (clock.ts). */
+  clock?: Clock;
   /** The hash of the client id set (client-ids.ts); a random key of this process's when left out. */
   idHash?: IdHash;
   /** What else this process keeps from the change feed (revocations.ts). */
@@ -136,7 +138,8 @@ export class Directory {
   private changeBatch = CHANGE_BATCH;
   /** Bumped by every invalidation, so that a lookup in flight across one does not cache what it read before. */
   private generation = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private job: Job | undefined;
+  private readonly clock: Clock;
   private unsubscribe: (() => Promise<void>) | undefined;
   private polling: Promise<void> | undefined;
   private pollAgain: Promise<void> | undefined;
@@ -145,8 +148,8 @@ export class Directory {
   /** The last read of the feed failed. */
   private failing = false;
   private readonly staleWindowMs: number;
-  /** When the feed was last read without error (wall clock, for readiness). */
-  private lastRead = Date.now();
+  /** When the feed was last read without error (performance.now(): how long ago is a real event's duration). */
+  private lastRead = performance.now();
   /**
    * Every client id, for lookups that miss the cache: undefined until it is built (start), and until then the
    * directory answers as it did before it had one (see findClient and registered).
@@ -159,7 +162,7 @@ export class Directory {
   private idsSeen: string[] | undefined;
   /** `client` changes applied since the id set was built: some may be deletions, whose ids it keeps. */
   private clientChanges = 0;
-  /** When the last build of the id set failed (ms since the epoch). */
+  /** When the last build of the id set failed (the clock's time: it is tried again ID_RETRY_MS later). */
   private idsFailedAt = -Infinity;
   private stopped = false;
   /**
@@ -172,6 +175,7 @@ export class Directory {
     private readonly store: DirectoryStore,
     private readonly options: DirectoryOptions,
   ) {
+    this.clock = options.clock ?? systemClock;
     this.staleWindowMs = options.staleWindowMs ?? Infinity;
     this.idHash = options.idHash ?? idHash();
     this.clients = new ClientCache(options.max, options.ttlMs);
@@ -184,16 +188,15 @@ export class Directory {
   /** Loads the audiences and the client ids, notes where the change feed stands, and starts following it. */
   async start(): Promise<void> {
     this.lastSeq = await this.store.latestChange();
-    this.lastFullRefresh = (this.options.now ?? (() => new Date()))().getTime();
+    this.lastFullRefresh = this.clock.now();
     await this.reloadAudiences();
     // After the feed's position is taken: a client created while the ids are read is on a page or comes
     // through the feed, and is not lost either way. Awaited (a million ids take a second or two, see
     // bench/README.md), so that a started server holds them; a build that fails is tried again later.
     await this.buildIds(false);
     for (const follower of this.options.followers ?? []) await follower.load();
-    this.timer = setInterval(() => void this.poll(), this.options.pollMs);
-    this.timer.unref();
-    // Where the store pushes (PostgreSQL NOTIFY), read the feed at once; the timer stays as the backstop.
+    this.job = this.clock.every(this.options.pollMs, () => void this.poll());
+    // Where the store pushes (PostgreSQL NOTIFY), read the feed at once; the poll stays as the backstop.
     this.unsubscribe = await this.store.subscribe?.(
       () => {
         this.options.onListening?.();
@@ -205,8 +208,8 @@ export class Directory {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    this.job?.stop();
+    this.job = undefined;
     await this.unsubscribe?.();
     this.unsubscribe = undefined;
     await this.pollAgain;
@@ -216,7 +219,7 @@ export class Directory {
 
   /** Whether the change feed was read successfully within `withinMs`: if not, changes may be going unseen. */
   following(withinMs: number): boolean {
-    return Date.now() - this.lastRead <= withinMs;
+    return performance.now() - this.lastRead <= withinMs;
   }
 
   findAudience(url: string): KnownAudience | undefined {
@@ -235,9 +238,8 @@ export class Directory {
    * just because its entry aged. Undefined once the stale window is over.
    */
   peekClient(id: string): KnownClient | undefined {
-    const now = Date.now();
-    if (now - this.lastRead > this.staleWindowMs) return undefined;
-    const known = this.clients.get(id, now, true);
+    if (performance.now() - this.lastRead > this.staleWindowMs) return undefined;
+    const known = this.clients.get(id, this.clock.now(), true);
     if (known !== undefined) this.stats.hits++;
     return known;
   }
@@ -258,7 +260,7 @@ export class Directory {
    * cannot tell: the set is not built yet, or the feed has gone unread for the stale window.
    */
   clientExists(id: string): boolean {
-    if (this.ids === undefined || Date.now() - this.lastRead > this.staleWindowMs)
+    if (this.ids === undefined || performance.now() - this.lastRead > this.staleWindowMs)
       throw temporarilyUnavailable(this.options.retryAfter);
     return this.ids.has(id);
   }
@@ -274,11 +276,11 @@ export class Directory {
    */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined> {
     // Without the feed, cached answers may be stale (a client disabled meanwhile): good for a while only.
-    const now = Date.now();
-    if (now - this.lastRead > this.staleWindowMs) throw temporarilyUnavailable(this.options.retryAfter);
+    if (performance.now() - this.lastRead > this.staleWindowMs)
+      throw temporarilyUnavailable(this.options.retryAfter);
     // While the feed cannot be read, the TTL backstop must not cut the stale window short: expired entries
     // are still served (they are as fresh as everything else this process knows).
-    const known = this.clients.get(id, now, this.failing);
+    const known = this.clients.get(id, this.clock.now(), this.failing);
     if (known !== undefined) {
       this.stats.hits++;
       return known;
@@ -375,7 +377,7 @@ export class Directory {
       const known = byId.get(id);
       if (current) {
         // Keyed by the client's own id string: the one from the request may be a slice of a longer one.
-        if (known) this.clients.set(known, Date.now());
+        if (known) this.clients.set(known, this.clock.now());
         else this.unknown.set(id, true);
       }
       waiter.resolve(known);
@@ -434,21 +436,21 @@ export class Directory {
       this.changeBatch = batch;
       await new Promise((resolve) => setImmediate(resolve));
     }
-    this.lastRead = Date.now();
-    const now = (this.options.now ?? (() => new Date()))();
+    this.lastRead = performance.now();
+    const now = this.clock.now();
     // The backstop behind the feed: once per cache TTL, audiences and keys are read afresh whatever happened.
-    if (now.getTime() - this.lastFullRefresh >= this.options.ttlMs) {
-      this.lastFullRefresh = now.getTime();
+    if (now - this.lastFullRefresh >= this.options.ttlMs) {
+      this.lastFullRefresh = now;
       await this.reloadAudiences();
       await this.keysChanged();
       this.maybeRebuildIds();
     }
     // A build that failed (the store was away) is tried again once the feed reads well, now and then.
-    if (this.ids === undefined && !this.stopped && Date.now() - this.idsFailedAt >= ID_RETRY_MS)
+    if (this.ids === undefined && !this.stopped && this.clock.now() - this.idsFailedAt >= ID_RETRY_MS)
       void this.buildIds(true);
-    if (now.getTime() - this.lastPrune > PRUNE_EVERY_MS) {
-      this.lastPrune = now.getTime();
-      await this.store.pruneChanges(new Date(now.getTime() - CHANGE_RETENTION_MS));
+    if (now - this.lastPrune > PRUNE_EVERY_MS) {
+      this.lastPrune = now;
+      await this.store.pruneChanges(new Date(now - CHANGE_RETENTION_MS));
     }
   }
 
@@ -520,7 +522,7 @@ export class Directory {
       this.ids = ids;
       this.clientChanges = seen.length;
     } catch (error) {
-      this.idsFailedAt = Date.now();
+      this.idsFailedAt = this.clock.now();
       this.options.onError?.(error, 'client ids');
     } finally {
       this.idsSeen = undefined;

@@ -6,6 +6,7 @@ import {
   type RevocationStore,
   type RevokedToken,
 } from './types.js';
+import type { Clock, Job } from '../clock.js';
 
 /** Rows read a query at start (load). */
 const LOAD_PAGE = 5000;
@@ -21,8 +22,8 @@ const PRUNE_BATCH = 2000;
 const CREATION_SKEW_SECONDS = 1;
 
 export interface RevocationsOptions {
-  /** Milliseconds since the epoch. */
-  now: () => number;
+  /** Time of day and the prune job (clock.ts). */
+  clock: Clock;
   /** The longest a token lives, in seconds: a cut older than that affects no token that has not expired. */
   maxTokenTtl: number;
   onError?: (error: unknown) => void;
@@ -58,7 +59,7 @@ export class Revocations implements FeedFollower {
   private readonly cuts = new Map<string, number>();
   /** client id → when the tokens of a deleted client have all expired (ms since the epoch): its cut is Infinity. */
   private readonly deleted = new Map<string, number>();
-  private timer: NodeJS.Timeout | undefined;
+  private job: Job | undefined;
   private pruning = false;
 
   constructor(
@@ -73,7 +74,7 @@ export class Revocations implements FeedFollower {
    * a time).
    */
   async load(): Promise<void> {
-    const now = this.options.now();
+    const now = this.options.clock.now();
     const seconds = Math.floor(now / 1000);
     for (let after: string | null = null; ;) {
       const tokens = await this.store.listRevokedTokens(seconds, { after, limit: LOAD_PAGE });
@@ -103,7 +104,7 @@ export class Revocations implements FeedFollower {
       }
     }
     if (clients.size === 0) return;
-    const now = this.options.now();
+    const now = this.options.clock.now();
     const found = new Map(
       (await this.store.findClientStandings([...clients])).map((standing) => [standing.id, standing]),
     );
@@ -141,7 +142,7 @@ export class Revocations implements FeedFollower {
    * pruning was stopped meanwhile).
    */
   private async inBatches(prune: (limit: number) => Promise<number>): Promise<void> {
-    while ((await prune(PRUNE_BATCH)) === PRUNE_BATCH && this.timer !== undefined)
+    while ((await prune(PRUNE_BATCH)) === PRUNE_BATCH && this.job !== undefined)
       await new Promise((resolve) => setImmediate(resolve));
   }
 
@@ -178,13 +179,12 @@ export class Revocations implements FeedFollower {
 
   /** Forgets what has expired, and deletes it from the store, once a minute. */
   start(): void {
-    this.timer = setInterval(() => void this.prune(), PRUNE_EVERY_MS);
-    this.timer.unref();
+    this.job = this.options.clock.every(PRUNE_EVERY_MS, () => void this.prune());
   }
 
   stop(): void {
-    clearInterval(this.timer);
-    this.timer = undefined;
+    this.job?.stop();
+    this.job = undefined;
   }
 
   /**
@@ -195,7 +195,7 @@ export class Revocations implements FeedFollower {
     if (this.pruning) return;
     this.pruning = true;
     try {
-      const now = this.options.now();
+      const now = this.options.clock.now();
       const seconds = Math.floor(now / 1000);
       for (const [jti, exp] of this.denied) if (exp <= seconds) this.denied.delete(jti);
       for (const [id, iat] of this.cuts) if (this.expired(iat, now)) this.cuts.delete(id);

@@ -1,4 +1,5 @@
 import type { SecretStore } from './types.js';
+import { systemClock, type Clock, type Job } from '../clock.js';
 
 const MINUTE_MS = 60_000;
 
@@ -17,21 +18,25 @@ export class SecretUsage {
   private minute = -1;
   /** The secrets used since the last write. */
   private pending = new Set<string>();
-  private timer: NodeJS.Timeout | undefined;
+  private job: Job | undefined;
+  private readonly clock: Clock;
   private writing: Promise<void> | undefined;
 
   constructor(
     private readonly store: Pick<SecretStore, 'markSecretsUsed'>,
     private readonly options: {
       flushMs?: number;
-      now?: () => number;
+      /** Time of day and the flush job (clock.ts); the wall clock when left out. */
+      clock?: Clock;
       onError?: (error: unknown) => void;
     } = {},
-  ) {}
+  ) {
+    this.clock = options.clock ?? systemClock;
+  }
 
   /** Called by the token path for every secret that authenticated a request: a map lookup at most. */
   used(secretId: string): void {
-    const now = (this.options.now ?? Date.now)();
+    const now = this.clock.now();
     const minute = Math.floor(now / MINUTE_MS);
     if (minute !== this.minute) {
       this.minute = minute;
@@ -42,8 +47,7 @@ export class SecretUsage {
   }
 
   start(): void {
-    this.timer = setInterval(() => void this.flush(), this.options.flushMs ?? 5000);
-    this.timer.unref();
+    this.job = this.clock.every(this.options.flushMs ?? 5000, () => void this.flush());
   }
 
   /** Writes what was noted since the last write. Never rejects (failures go to onError and are dropped). */
@@ -54,21 +58,21 @@ export class SecretUsage {
 
   private async write(): Promise<void> {
     // Forget the minutes gone by, so that a server gone quiet holds none.
-    if (Math.floor((this.options.now ?? Date.now)() / MINUTE_MS) !== this.minute) this.noted = new Set();
+    if (Math.floor(this.clock.now() / MINUTE_MS) !== this.minute) this.noted = new Set();
     if (this.pending.size === 0) return;
     // One time for the batch (the write's): a last-used time is a minute-grained hint, and one time lets a
     // whole batch be one statement per thousand secrets.
     const batch = [...this.pending];
     this.pending = new Set();
     try {
-      await this.store.markSecretsUsed(batch, new Date((this.options.now ?? Date.now)()).toISOString());
+      await this.store.markSecretsUsed(batch, new Date(this.clock.now()).toISOString());
     } catch (error) {
       this.options.onError?.(error);
     }
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
+    this.job?.stop();
     await this.flush();
   }
 }

@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import type { MaintenanceData } from './sqlite-maintenance-thread.js';
 
 /*
  * The SQLite store's maintenance thread (see MAINTENANCE): checkpoints, retention's deletes and the audit trail's
@@ -33,131 +34,15 @@ export const LOCK_WAIT_MS = 5000;
  *   to 4,000 with the larger page cache below (bench/audit-cpu.js).
  * It ends when the store closes; the last connection to close checkpoints what is left, as usual.
  */
-const MAINTENANCE = `
-// Not require(): the thread inherits the process's flags, and under --input-type=module its code is a module.
-const { workerData, parentPort } = process.getBuiltinModule('node:worker_threads');
-const { DatabaseSync } = process.getBuiltinModule('node:sqlite');
-const db = new DatabaseSync(workerData.file);
-db.exec('PRAGMA busy_timeout = ' + workerData.lockWaitMs);
-// Its writes (the audit trail's) leave the log to the timer's checkpoints too, as the server's own do.
-db.exec('PRAGMA wal_autocheckpoint = 0');
-// 16 MiB of page cache, not SQLite's 2: the last index page of each client the audit trail writes for stays in
-// memory between batches (taken as it is used: a store of a few clients never fills it).
-db.exec('PRAGMA cache_size = -16384');
-const timer = setInterval(() => {
-  try {
-    db.exec('PRAGMA wal_checkpoint(PASSIVE)');
-  } catch {
-    // busy (another checkpointer, a writer switching the log): the next round does it
-  }
-}, workerData.everyMs);
-// Prepared at first use: on a new file, the tables are made by the migrations after this thread starts.
-const SQL = {
-  pruneAuditEvents:
-    'delete from audit_events where id in (select id from audit_events where at < ? order by at limit ?)',
-  pruneTokenCounts: 'delete from token_counts where minute < ?',
-};
-// Statements by their text: the deletes, and the audit batches' few shapes (pieces of a power of two, counts, a
-// position).
-const statements = new Map();
-const prepared = (sql) => {
-  let statement = statements.get(sql);
-  if (statement === undefined) {
-    if (statements.size >= 32) statements.clear();
-    statements.set(sql, (statement = db.prepare(sql)));
-  }
-  return statement;
-};
-// The server's own statements waiting for the lock (a private_key_jwt or DPoP request's replay guard, an
-// operator's change) go first: before this thread takes the lock, it waits until none is left, up to yieldMs,
-// and a batch it holds open is committed at its next part. Without it, they tried again on timers while this
-// thread wrote a second's audit batches back to back, and rarely found the lock free between two.
-const waitingWrites = workerData.waitingWrites;
-const serverWaits = () => Atomics.load(waitingWrites, 0) > 0;
-function yieldToServer() {
-  const until = Date.now() + workerData.yieldMs;
-  for (let count; (count = Atomics.load(waitingWrites, 0)) > 0 && Date.now() < until; )
-    Atomics.wait(waitingWrites, 0, count, Math.max(1, until - Date.now()));
-}
-// An audit batch's transaction: held open for its next part (see appendAudit), with the timer that rolls it back
-// if that part never comes (the server's thread stopped between two parts), so the lock is not kept for long;
-// or, committed before its last part (for the server's writes), continued by the next part in a new one.
-let held = false;
-let heldTimer;
-let continued = false;
-function rollback() {
-  held = false;
-  continued = false;
-  clearTimeout(heldTimer);
-  try {
-    db.exec('ROLLBACK');
-  } catch {
-    // none left to roll back (SQLite ended it itself)
-  }
-}
-function abandonAudit() {
-  if (held) rollback();
-  continued = false;
-  return 0;
-}
-// One part of an audit batch: the first begins its transaction, the last commits it (1); the others leave it
-// open for the next part (0), or commit it (1) when one of the server's statements waits for the lock. A part
-// that is not the first continues the parts before it; if they were rolled back (a part failed, or this thread
-// is a new one), it is refused, and so nothing of the batch is committed.
-function appendAudit([writes, first, last]) {
-  if (first && held) rollback(); // a batch the server gave up on (it never does: see AuditRecorder)
-  if (!first && !held && !continued) throw new Error("the audit batch's transaction was rolled back");
-  if (!held) {
-    yieldToServer();
-    db.exec('BEGIN IMMEDIATE');
-    held = true;
-  }
-  clearTimeout(heldTimer);
-  try {
-    for (const { sql, parameters } of writes) prepared(sql).run(...parameters);
-    if (!last && !serverWaits()) {
-      heldTimer = setTimeout(rollback, workerData.heldMs);
-      return 0;
-    }
-    db.exec('COMMIT');
-    held = false;
-    continued = !last;
-    return 1;
-  } catch (error) {
-    rollback();
-    throw error;
-  }
-}
-// Retention's deletes. One asked while an audit batch is held open runs in its transaction (this thread runs one
-// thing at a time), and is committed or rolled back with it: rolled back, its rows go at the next round.
-function prune(op, args) {
-  if (!held) yieldToServer();
-  return Number(prepared(SQL[op]).run(...args).changes);
-}
-parentPort.on('message', (message) => {
-  if (message === 'stop') {
-    clearInterval(timer);
-    clearTimeout(heldTimer);
-    db.close();
-    parentPort.close();
-    return;
-  }
-  try {
-    const changes =
-      message.op === 'appendAudit'
-        ? appendAudit(message.args)
-        : message.op === 'abandonAudit'
-          ? abandonAudit()
-          : prune(message.op, message.args);
-    parentPort.postMessage({ id: message.id, changes });
-  } catch (error) {
-    parentPort.postMessage({ id: message.id, error: { message: String(error && error.message), errcode: error && error.errcode } });
-  }
-});
-`;
+const MAINTENANCE = new URL(
+  // Built, the thread is dist/store/sqlite-maintenance-thread.js; under the tests, which run src/, Node strips the
+  // types of the .ts itself (Node 22.18 on).
+  import.meta.url.endsWith('.ts') ? './sqlite-maintenance-thread.ts' : './sqlite-maintenance-thread.js',
+  import.meta.url,
+);
 /** How often the thread checkpoints, unless the store is opened with another interval. */
 export const CHECKPOINT_EVERY_MS = 250;
-/** An audit batch held open this long with no next part is rolled back (see MAINTENANCE's appendAudit). */
+/** An audit batch held open this long with no next part is rolled back (see appendAudit in sqlite-maintenance-thread.ts). */
 const HELD_MS = 2000;
 /** How long the maintenance thread waits for the server's own writes that wait for the lock, at most. */
 const YIELD_MS = 50;
@@ -214,19 +99,17 @@ export class MaintenanceThread {
   private start(): void {
     this.restartTimer = undefined;
     if (this.stopped) return;
-    const worker = new Worker(MAINTENANCE, {
-      eval: true,
-      workerData: {
-        file: this.file,
-        everyMs: this.everyMs,
-        lockWaitMs: LOCK_WAIT_MS,
-        heldMs: HELD_MS,
-        waitingWrites: this.waitingWrites,
-        yieldMs: YIELD_MS,
-      },
-    });
+    const data: MaintenanceData = {
+      file: this.file,
+      everyMs: this.everyMs,
+      lockWaitMs: LOCK_WAIT_MS,
+      heldMs: HELD_MS,
+      waitingWrites: this.waitingWrites,
+      yieldMs: YIELD_MS,
+    };
+    const worker = new Worker(MAINTENANCE, { workerData: data });
     this.worker = worker;
-    this.startedAt = Date.now();
+    this.startedAt = performance.now();
     this.starts++;
     worker.on('message', (answer: MaintenanceAnswer) => {
       const waiting = this.pending.get(answer.id);
@@ -249,7 +132,7 @@ export class MaintenanceThread {
       this.refuseAll(this.ended);
       if (this.stopped) return;
       this.pause =
-        Date.now() - this.startedAt >= STEADY_MS
+        performance.now() - this.startedAt >= STEADY_MS
           ? 0
           : Math.min(RESTART_MAX_PAUSE_MS, Math.max(RESTART_FIRST_PAUSE_MS, this.pause * 2));
       this.onRestart(this.ended, this.pause);

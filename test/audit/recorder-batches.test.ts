@@ -8,6 +8,7 @@ import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { AuditRecord, AuditStore, Store } from '../../src/store/types.js';
 import { collectGarbage } from '../helpers/memory.js';
 import { tempDir } from '../helpers/server.js';
+import { clockAt } from '../helpers/clock.js';
 
 // How a flush hands the spool's chunks to the store, one batch of parts (AuditRecorder's writeBatch): each chunk read
 // only once the part before it is with the store, and no chunk's events kept here after that.
@@ -70,7 +71,7 @@ function recorder(audit: AuditStore, spoolDir: string, logger = pino({ level: 's
     logger,
     flushMs: 3_600_000,
     batch: 2,
-    now: () => T0,
+    clock: clockAt(() => T0),
   });
   closing.push(made);
   return made;

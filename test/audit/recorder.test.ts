@@ -27,6 +27,7 @@ import type { AuditRecord, AuditStore, Store } from '../../src/store/types.js';
 import { ROOT } from '../helpers/process.js';
 import { tempDir } from '../helpers/server.js';
 import { sleep } from '../helpers/wait.js';
+import { clockAt } from '../helpers/clock.js';
 
 const T0 = Date.parse('2026-11-01T10:00:00.000Z');
 
@@ -168,7 +169,7 @@ describe('AuditRecorder: the spool', () => {
       },
     };
     // A clock that stands still: a batch is never cut short by its 50 ms, however slow the machine.
-    const r = recorder(audit, path.join(dir, 'spool'), { batch: 2, now: () => T0 });
+    const r = recorder(audit, path.join(dir, 'spool'), { batch: 2, clock: clockAt(() => T0) });
     r.start();
     await r.flush();
     for (let i = 0; i < 21; i++) r.record(issued(i));
@@ -466,7 +467,7 @@ describe('AuditRecorder: a process that crashed', () => {
       await alive.ready;
       const store = await sqlite(dbFile);
       let now = Date.now();
-      const r = recorder(store, spoolDir, { now: () => now });
+      const r = recorder(store, spoolDir, { clock: clockAt(() => now) });
       r.start();
       await r.flush();
       expect(await jtis(store)).toEqual([]);
@@ -500,7 +501,7 @@ describe('AuditRecorder: throttled refusals', () => {
     const log = capture();
     const minute = T0 - (T0 % THROTTLE_WINDOW_MS);
     let now = minute + 1000;
-    const r = recorder(store, path.join(dir, 'spool'), { logger: log.logger, now: () => now });
+    const r = recorder(store, path.join(dir, 'spool'), { logger: log.logger, clock: clockAt(() => now) });
     r.start();
     for (let i = 0; i < 500; i++) r.record(throttled(minute + 1000 + i, '203.0.113.9', `id-${i}`));
     for (let i = 0; i < 30; i++) r.record(throttled(minute + 2000 + i, '198.51.100.3', 'svc'));
@@ -546,7 +547,7 @@ describe('AuditRecorder: throttled refusals', () => {
     const dir = tempDir();
     const store = await sqlite(path.join(dir, 'tessera.db'));
     const minute = T0 - (T0 % THROTTLE_WINDOW_MS);
-    const r = recorder(store, path.join(dir, 'spool'), { now: () => minute });
+    const r = recorder(store, path.join(dir, 'spool'), { clock: clockAt(() => minute) });
     r.start();
     r.record(throttled(minute + 10, '203.0.113.9', 'a'));
     r.record(throttled(minute + THROTTLE_WINDOW_MS + 10, '203.0.113.9', 'a'));
@@ -567,7 +568,7 @@ describe("AuditRecorder: the admin API's refusals", () => {
     const store = await sqlite(path.join(dir, 'tessera.db'));
     const minute = T0 - (T0 % THROTTLE_WINDOW_MS);
     let now = minute + 1000;
-    const r = recorder(store, path.join(dir, 'spool'), { now: () => now });
+    const r = recorder(store, path.join(dir, 'spool'), { clock: clockAt(() => now) });
     r.start();
     const refusal = (
       at: number,
@@ -664,7 +665,7 @@ describe('AuditRecorder: retention', () => {
     const log = capture();
     const r = recorder(counting, path.join(dir, 'spool'), {
       retentionSeconds: 86_400,
-      now: () => now,
+      clock: clockAt(() => now),
       logger: log.logger,
     });
     r.start();

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect } from 'vitest';
 import { EVERY_SCOPE } from '../../src/management/context.js';
 import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
-import { testClock } from './clock.js';
+import { clockAt, testClock } from './clock.js';
 import { tokenParams } from './provision.js';
 import { basic, postToken, startTestServer, type TestServer } from './server.js';
 
@@ -111,7 +111,7 @@ export function setUpServer(): void {
     t = await startTestServer(
       { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' },
       undefined,
-      { now },
+      { clock: clockAt(now) },
     );
     ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE, now };
     await audiences.addAudience(ctx, {

@@ -1174,7 +1174,7 @@ describe('federation: stale keys while the issuer is down', () => {
   let s: TestServer;
   beforeAll(async () => {
     s = await startTestServer({ TESSERA_JWKS_ALLOW_PRIVATE: 'true', ...NO_BLOCKING }, undefined, {
-      now: clock.now,
+      clock,
     });
     await s.addAudience(API);
   });

@@ -12,6 +12,7 @@ import { audiences, clients, type ManagementContext } from '../../src/management
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { tokenParams } from '../helpers/provision.js';
 import { basic, postToken, startTestServer, type TestServer } from '../helpers/server.js';
+import { clockAt } from '../helpers/clock.js';
 
 const API = 'https://api.example.com';
 const OTHER = 'https://other.example.com';
@@ -63,7 +64,7 @@ describe.each([
         ...(db ? { TESSERA_DATABASE_URL: db.url } : {}),
       },
       undefined,
-      { now },
+      { clock: clockAt(now) },
     );
     ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE, now };
     await audiences.addAudience(ctx, { url: API });

@@ -19,7 +19,7 @@ let ctx: ManagementContext;
 const clock = testClock();
 
 beforeAll(async () => {
-  t = await startTestServer({}, undefined, { now: clock.now });
+  t = await startTestServer({}, undefined, { clock });
   ctx = {
     store: t.server.runtime.store,
     config: t.config,

@@ -9,6 +9,7 @@ import { generateSigningKey, planFirstKey, planRetire, planRotation } from '../.
 import { KeyRotator } from '../../src/keys/rotator.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { SigningKey, Store } from '../../src/store/types.js';
+import { clockAt } from '../helpers/clock.js';
 
 const T = Date.parse('2026-01-01T00:00:00.000Z');
 const MIN = 60_000;
@@ -173,7 +174,7 @@ describe('KeyRotator', () => {
       intervalMs: 30 * DAY,
       publishAheadMs: 10 * MIN,
       maxTokenTtlMs: TTL,
-      now: () => now,
+      clock: clockAt(() => now),
       onRotated: (alg) => rotated.push(alg),
       onError: (error) => {
         throw error;

@@ -14,6 +14,7 @@ import { createTestDatabase } from '../helpers/postgres.js';
 import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
 import { tempDir } from '../helpers/server.js';
 import path from 'node:path';
+import { clockAt } from '../helpers/clock.js';
 
 let store: Store;
 let redis: SharedRedis;
@@ -148,7 +149,7 @@ describe('AssertionReplay', () => {
 
   it('prunes every expired id, a batch at a time, and keeps the others', async () => {
     let now = Date.now();
-    const guard = new AssertionReplay(store, { keyPrefix: prefix, now: () => now, retryAfter: 7 });
+    const guard = new AssertionReplay(store, { keyPrefix: prefix, clock: clockAt(() => now), retryAfter: 7 });
     for (let i = 0; i < 4500; i++) await store.useAssertionJti(`old-${i}`, now + 1000);
     expect(await guard.use('svc', 'keep', now + 600_000)).toBe(true);
     now += 2000;

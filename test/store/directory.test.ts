@@ -13,6 +13,7 @@ import { Directory, type DirectoryOptions } from '../../src/store/directory.js';
 import { toKnownClient } from '../../src/store/known-client.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Audience, SigningKey, Store } from '../../src/store/types.js';
+import { clockAt } from '../helpers/clock.js';
 
 const A = 'https://api.a.example.com';
 const B = 'https://api.b.example.com';
@@ -810,7 +811,7 @@ describe('Directory', () => {
       let now = Date.parse('2030-06-01T00:00:00.000Z');
       await createClient('svc', [A]);
       await createClient('gone', [A]);
-      await startDirectory({ ttlMs: 60_000, now: () => new Date(now) });
+      await startDirectory({ ttlMs: 60_000, clock: clockAt(() => now) });
       await cli.deleteClient('gone');
       await directory.poll();
       expect(directory.registered('gone')).toBe(true);
@@ -934,7 +935,7 @@ describe('Directory', () => {
 
     it('sends a failing onKeysChanged to onError, goes on with the feed, and retries the keys at the full refresh', async () => {
       let now = Date.parse('2026-01-01T00:00:00Z');
-      await startDirectory({ ttlMs: 60_000, now: () => new Date(now) });
+      await startDirectory({ ttlMs: 60_000, clock: clockAt(() => now) });
       const boom = new Error('reload failed');
       onKeysChanged.mockRejectedValueOnce(boom);
       await cli.changeSigningKeys(() => ({ insert: key('k1') }));
@@ -1006,7 +1007,7 @@ describe('Directory', () => {
 
     it('prunes changes older than 24 hours, at most every 10 minutes', async () => {
       let now = Date.parse('2030-06-01T00:00:00.000Z');
-      await startDirectory({ now: () => new Date(now) });
+      await startDirectory({ clock: clockAt(() => now) });
       const pruned = vi.spyOn(server, 'pruneChanges');
 
       await directory.poll();

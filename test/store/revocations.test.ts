@@ -33,13 +33,13 @@ const newClient = (id: string, enabled = true) =>
 
 /** A server's view: revocations loaded and followed through a directory on the same store. */
 async function follow(): Promise<void> {
-  revocations = new Revocations(store, { now: clock.now, maxTokenTtl: DAY });
+  revocations = new Revocations(store, { clock, maxTokenTtl: DAY });
   directory = new Directory(store, {
     ttlMs: 60_000,
     max: 1000,
     pollMs: 3_600_000,
     retryAfter: 5,
-    now: clock.date,
+    clock,
     followers: [revocations],
   });
   await directory.start();
@@ -130,7 +130,7 @@ describe('Revocations', () => {
     await directory.poll();
     expect(revocations.cutOf('svc')).toBe(deletedAt);
     // The same seen by an instance starting now.
-    const fresh = new Revocations(store, { now: clock.now, maxTokenTtl: DAY });
+    const fresh = new Revocations(store, { clock, maxTokenTtl: DAY });
     await fresh.load();
     expect(fresh.cutOf('svc')).toBe(deletedAt);
     // A tombstone no longer needed once every token of the deleted client has expired: pruned with the denylist.
@@ -192,12 +192,12 @@ describe('Revocations', () => {
     db.close();
 
     const loaded = await retainedBytes(async () => {
-      const kept = new Revocations(store, { now: clock.now, maxTokenTtl: DAY });
+      const kept = new Revocations(store, { clock, maxTokenTtl: DAY });
       await kept.load();
       return kept;
     });
     const followed = await retainedBytes(async () => {
-      const kept = new Revocations(store, { now: clock.now, maxTokenTtl: DAY });
+      const kept = new Revocations(store, { clock, maxTokenTtl: DAY });
       await kept.apply(jtis.map((jti, seq) => ({ seq, entity: 'token' as const, key: `${exp} ${jti}` })));
       return kept;
     });
@@ -223,7 +223,7 @@ describe('Revocations', () => {
 
     let kept: Revocations | undefined;
     const bytes = await retainedBytes(async () => {
-      kept = new Revocations(store, { now: clock.now, maxTokenTtl: DAY });
+      kept = new Revocations(store, { clock, maxTokenTtl: DAY });
       await kept.load();
       return kept;
     });

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { inOrder } from '../../src/store/kysely/secrets.js';
 import { SecretUsage } from '../../src/store/secret-usage.js';
+import { clockAt } from '../helpers/clock.js';
 
 const MINUTE = 60_000;
 
@@ -11,7 +12,7 @@ describe('SecretUsage', () => {
     let now = 10 * MINUTE;
     const usage = new SecretUsage(
       { markSecretsUsed: async (ids) => void writes.push([...ids]) },
-      { now: () => now },
+      { clock: clockAt(() => now) },
     );
     for (const id of ['a', 'b', 'a', 'b', 'a']) usage.used(id);
     await usage.flush();

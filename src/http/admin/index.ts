@@ -41,7 +41,7 @@ export interface AdminApiDeps extends Omit<AdminAuthDeps, 'audience' | 'issuer'>
   /** The key that signs list cursors; the same on every instance (derived from the master key). */
   cursorKey: Uint8Array;
   /** Told of every refused call (401, 429, 403): the audit trail sums them per address and minute. */
-  refused?: (refusal: AdminRefusal) => void;
+  refused?: (refusal: Omit<AdminRefusal, 'at'>) => void;
   /** The runtime's clock (ms), for the operations' times (revoked_before, a secret's expiry); the wall clock if left out. */
   now?: () => number;
   /**
@@ -190,7 +190,6 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
         if (asksForNonce(answer)) return;
         if (deps.refused === undefined || (status !== 401 && status !== 403 && status !== 429)) return;
         deps.refused({
-          at: Date.now(),
           type: status === 403 ? 'admin.forbidden' : 'admin.auth_failed',
           clientId: request.adminCaller?.clientId ?? presentedClientId(request),
           reason: `${request.method} ${request.routeOptions.url ?? 'unknown route'}: ${detail}`,

@@ -41,7 +41,7 @@ export function healthRoutes(
       // Changes made elsewhere reach this instance only while it reads the feed.
       change_feed: directory.following(options.feedStaleMs) ? 'ok' : 'stale',
     };
-    const started = Date.now();
+    const started = performance.now();
     try {
       // A store that hangs is as unready as one that refuses: answer within two seconds either way.
       await Promise.race([
@@ -52,7 +52,7 @@ export function healthRoutes(
       checks.store = 'unreachable';
       // Part of the store's outage, logged once however often the probe runs. Not if the change feed was
       // read since this ping began: the store answered meanwhile (its recovery may already be logged).
-      if (!directory.following(Date.now() - started)) {
+      if (!directory.following(performance.now() - started)) {
         options.storeOutage?.failed(error, { during: 'readiness probe' });
       }
     }
