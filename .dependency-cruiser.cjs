@@ -5,8 +5,9 @@
  *
  *   domain                      pure: the token service, client authentication, validation (no I/O)
  *   config                      settings
- *   store, keys, limits, audit, metrics, outage, logger
- *                               infrastructure behind interfaces
+ *   store, read-model, keys, limits, audit, metrics, clock, outage, logger
+ *                               infrastructure behind interfaces (read-model: what the token path reads
+ *                               from memory, kept by the store's change feed)
  *   management                  every operator operation and rule
  *   http, cli                   the faces
  *   runtime, main, cluster      wiring, start and shutdown
@@ -14,7 +15,7 @@
  *
  * @type {import('dependency-cruiser').IConfiguration}
  */
-const INFRA = 'src/(store|keys|limits|audit|metrics|outage\\.ts|logger\\.ts)';
+const INFRA = 'src/(store|read-model|keys|limits|audit|metrics|clock\\.ts|outage\\.ts|logger\\.ts)';
 const FACES = 'src/(http|cli|console)/';
 const WIRING = 'src/(runtime/|main\\.ts|cluster\\.ts|cluster-listeners\\.ts)';
 
@@ -77,7 +78,7 @@ module.exports = {
       severity: 'error',
       comment:
         "a face goes through management (or the runtime), never into the store's implementation: its interfaces " +
-        "(types.ts) and the token path's cache (directory.ts) are what it may name",
+        "(types.ts) and the token path's read model (read-model/) are what it may name",
       from: { path: `^${FACES}` },
       to: { path: '^src/store/(kysely/|sqlite|postgres|schema|migrations)' },
     },

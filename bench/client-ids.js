@@ -1,5 +1,5 @@
 /* global process, console, gc, performance */
-// Every client id in memory (src/store/client-ids.ts): what it holds and how long a server takes to read it,
+// Every client id in memory (src/read-model/client-ids.ts): what it holds and how long a server takes to read it,
 // at given numbers of clients. `npm run bench -- --only client-ids` runs it, pinned like a server; alone:
 // `npm run build && npx node --expose-gc bench/client-ids.js [--clients 100000,1000000] [--json]`.
 //
@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { generateClientId } from '../dist/domain/secrets.js';
-import { Directory } from '../dist/store/directory.js';
+import { Directory } from '../dist/read-model/directory.js';
 import { openSqliteStore } from '../dist/store/sqlite.js';
 import { coldClients, insertSqlite } from './lib/stores.js';
 

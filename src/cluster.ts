@@ -2,7 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import type { Config } from './config/index.js';
 import { coordinateListeners } from './cluster-listeners.js';
-import { SIGNING_ALGS } from './domain/algorithms.js';
+import { SIGNING_ALGS } from './domain/jose.js';
 import { MAX_TOKEN_TTL } from './domain/validate.js';
 import { Keyring } from './keys/keyring.js';
 import { resolveMasterKey } from './keys/master-key.js';

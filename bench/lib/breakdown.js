@@ -46,10 +46,10 @@ const DIST = [
   [/^http\/body\.js$/, 'parse'],
   [/^(http\/|per-turn\.js$)/, 'lane'],
   [
-    /^(domain\/client-auth\/|domain\/(secrets|passwords)\.js$|limits\/|store\/(directory|client-cache|client-ids|known-client|secret-usage)\.js$|lru\.js$)/,
+    /^(domain\/client-auth\/|domain\/secrets\.js$|limits\/|read-model\/(directory|client-cache|client-ids|known-client|secret-usage)\.js$|lru\.js$|clock\.js$)/,
     'authenticate',
   ],
-  [/^(domain\/|keys\/|runtime\/parts\.js$)/, 'claims'],
+  [/^(domain\/|keys\/|read-model\/|runtime\/parts\.js$)/, 'claims'],
   [/^(audit\/|store\/(audit-events|sqlite-maintenance|kysely\/audit)\.js$)/, 'audit'],
   [/^metrics\//, 'metrics'],
   [/^logger\.js$/, 'log'],

@@ -272,7 +272,7 @@ const ID_COLUMNS = [
 ];
 
 const ID_NOTE =
-  'Every client id in memory (src/store/client-ids.ts), measured by bench/client-ids.js: a SQLite store filled ' +
+  'Every client id in memory (src/read-model/client-ids.ts), measured by bench/client-ids.js: a SQLite store filled ' +
   "by the bulk insert (ids made by generateClientId), then the start of the server's Directory on it (feed " +
   'position, audiences, a count, the ids 10 000 a page); held = heap and array buffers after full collections, ' +
   'before and after that start (budget: 16 MB a million); a test hashes an id and searches the set.';

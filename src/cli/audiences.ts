@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { SIGNING_ALGS } from '../domain/algorithms.js';
+import { SIGNING_ALGS } from '../domain/jose.js';
 import { audiences, ManagementError, views } from '../management/index.js';
 import { action, collectText, parseName, parseTtl, withJson } from './common.js';
 

@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { SIGNING_ALGS, type SigningAlg } from '../domain/algorithms.js';
+import { SIGNING_ALGS, type SigningAlg } from '../domain/jose.js';
 import { keys, views } from '../management/index.js';
 import type { KeyView } from '../management/keys.js';
 import { action, withJson } from './common.js';

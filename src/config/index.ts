@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from '../domain/algorithms.js';
+import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from '../domain/jose.js';
 import { MAX_TOKEN_TTL, MIN_TOKEN_TTL, parseDuration as parseDurationStrictly } from '../domain/validate.js';
 
 /** A failed-attempt limit: this many failures within the window block the key for `blockSeconds`. */

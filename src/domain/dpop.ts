@@ -1,7 +1,18 @@
-import { constants, createHash, createHmac, KeyObject, verify } from 'node:crypto';
+import { createHash, createHmac, KeyObject } from 'node:crypto';
 import { calculateJwkThumbprint, EmbeddedJWK, type ProtectedHeaderParameters } from 'jose';
-import { ASSERTION_ALGS, type ReplayGuard } from './client-auth/index.js';
+import type { ReplayGuard } from './client-auth/index.js';
 import { invalidDpopProof, useDpopNonce } from './errors.js';
+import {
+  ASSERTION_ALGS,
+  compactJws,
+  isJsonObject,
+  jsonPart,
+  MAX_JTI_LENGTH,
+  signatureCheck,
+  usableJti,
+  type AssertionAlg,
+  type SignatureBytesCheck,
+} from './jose.js';
 import { normalizedHttpUri } from './uri.js';
 
 /*
@@ -17,8 +28,6 @@ export const DPOP_ALGS: readonly string[] = ASSERTION_ALGS;
 const PROOF_WINDOW_SECONDS = 60;
 /** The longest proof read: room for an RSA key of 8192 bits in its header; the rest is refused unread. */
 const MAX_PROOF_LENGTH = 8192;
-/** A jti longer than this is refused (it is kept as a digest; this only bounds the work). */
-const MAX_JTI_LENGTH = 512;
 /** JWK members that only a private or symmetric key has (RFC 7518 §6.2.2, §6.3.2, §6.4; RFC 8037 §2). */
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
 /**
@@ -91,41 +100,10 @@ export interface DpopOptions {
   nonces?: DpopNonces | undefined;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-/** A base64url segment's JSON object, or undefined if it is not one. */
-function jsonSegment(segment: string): Record<string, unknown> | undefined {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
-    return isObject(value) ? value : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-type SignatureCheck = (input: Buffer, signature: Buffer) => boolean;
-
-/**
- * How node:crypto checks each algorithm's signature (RFC 7518 §3.3–3.5, RFC 8037 §3.1): ECDSA as r || s,
- * RSASSA-PSS with a salt as long as the hash, EdDSA hashing by itself; the mirror of keys/jws.ts's signing.
- */
-const SIGNATURE_CHECKS: Readonly<Record<string, (key: KeyObject) => SignatureCheck>> = {
-  ES256: (key) => (input, signature) =>
-    verify('sha256', input, { key, dsaEncoding: 'ieee-p1363' }, signature),
-  ES384: (key) => (input, signature) =>
-    verify('sha384', input, { key, dsaEncoding: 'ieee-p1363' }, signature),
-  RS256: (key) => (input, signature) => verify('sha256', input, key, signature),
-  PS256: (key) => (input, signature) =>
-    verify('sha256', input, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 }, signature),
-  EdDSA: (key) => (input, signature) => verify(null, input, key, signature),
-  Ed25519: (key) => (input, signature) => verify(null, input, key, signature),
-};
-
 /** A proof's key, imported once: its thumbprint and the check of its signatures under the header's alg. */
 interface ProofKey {
   jkt: string;
-  check: SignatureCheck;
+  check: SignatureBytesCheck;
 }
 
 /** Proof keys kept by protected header (a client signs every proof with one key and one header). */
@@ -140,7 +118,8 @@ const MIN_RSA_BITS = 2048;
  *
  * A client signs all its proofs with one key under one protected header: the key is imported (by jose's
  * EmbeddedJWK, which checks it fits the alg) and thumbprinted the first time, and kept by the header's text;
- * each signature is then checked by node:crypto in one synchronous call, as tokens are signed (keys/jws.ts).
+ * each signature is then checked by node:crypto in one synchronous call, from the table tokens are signed with
+ * (jose.ts).
  */
 export class DpopVerifier {
   /** Where a proof at the token endpoint is for. */
@@ -169,19 +148,20 @@ export class DpopVerifier {
       throw invalidDpopProof(`DPoP proof is longer than ${MAX_PROOF_LENGTH} characters`);
     // RFC 9449 §4.3 check 1: one DPoP header. A JWS compact serialization has no comma.
     if (proof.includes(',')) throw invalidDpopProof('send one DPoP header with one proof');
-    const [headerText = '', payloadText = '', signatureText, extra] = proof.split('.');
-    if (signatureText === undefined || extra !== undefined) throw invalidDpopProof('DPoP proof is not a JWT');
-    const known = this.keys.get(headerText);
-    const header = known === undefined ? this.checkedHeader(headerText) : undefined;
-    const claims = jsonSegment(payloadText);
+    const jws = compactJws(proof, 'any');
+    if (jws === undefined) throw invalidDpopProof('DPoP proof is not a JWT');
+    // The header is read only for a key not seen before: a kept one is found by the header's text.
+    const known = this.keys.get(jws.header);
+    const header = known === undefined ? this.checkedHeader(jws.header) : undefined;
+    const claims = jsonPart(jws.payload);
     if (claims === undefined) throw invalidDpopProof('DPoP proof is not a JWT');
     const { iat, jti } = this.checkedClaims(claims, now, target);
 
     // RFC 9449 §4.3 check 8: the signature, by the key in the header.
     const key = known ?? (await this.importKey(header!));
-    if (!key.check(Buffer.from(`${headerText}.${payloadText}`), Buffer.from(signatureText, 'base64url')))
+    if (!key.check(Buffer.from(jws.signingInput), jws.signature))
       throw invalidDpopProof('DPoP proof signature does not verify');
-    if (known === undefined) this.keep(headerText, key);
+    if (known === undefined) this.keep(jws.header, key);
 
     // RFC 9449 §11.1: a proof is used once, on every instance. Recorded while an instance whose clock is within
     // the window of this one's could still accept it.
@@ -197,13 +177,13 @@ export class DpopVerifier {
 
   /** The protected header, when RFC 9449 §4.3 checks 4 to 7 hold (a header seen before held them). */
   private checkedHeader(text: string): ProtectedHeaderParameters {
-    const header = jsonSegment(text);
+    const header = jsonPart(text);
     if (header === undefined) throw invalidDpopProof('DPoP proof is not a JWT');
     if (header.typ !== 'dpop+jwt') throw invalidDpopProof('DPoP proof typ must be dpop+jwt');
     if (typeof header.alg !== 'string' || !DPOP_ALGS.includes(header.alg))
       throw invalidDpopProof(`DPoP proof alg must be one of ${DPOP_ALGS.join(', ')}`);
     const jwk = header.jwk;
-    if (!isObject(jwk)) throw invalidDpopProof('DPoP proof header has no jwk');
+    if (!isJsonObject(jwk)) throw invalidDpopProof('DPoP proof header has no jwk');
     if (PRIVATE_MEMBERS.some((member) => member in jwk))
       throw invalidDpopProof('DPoP proof jwk must be a public key');
     // RFC 7515 §4.1.11: no extension this verifier would have to understand (b64 among them).
@@ -238,7 +218,7 @@ export class DpopVerifier {
     if (Math.abs(now / 1000 - iat) > PROOF_WINDOW_SECONDS)
       throw invalidDpopProof(`DPoP proof iat is not within ${PROOF_WINDOW_SECONDS} seconds of now`);
     const jti = claims.jti;
-    if (typeof jti !== 'string' || jti === '' || jti.length > MAX_JTI_LENGTH)
+    if (!usableJti(jti))
       throw invalidDpopProof(`DPoP proof jti must be a string of 1 to ${MAX_JTI_LENGTH} characters`);
     // RFC 9449 §8: a use_dpop_nonce answer carries the nonce to use; it is not a failure.
     const nonces = this.options.nonces;
@@ -263,7 +243,8 @@ export class DpopVerifier {
       throw invalidDpopProof(`DPoP proof jwk must be an RSA key of at least ${MIN_RSA_BITS} bits`);
     return {
       jkt: await calculateJwkThumbprint(header.jwk!, 'sha256'),
-      check: SIGNATURE_CHECKS[header.alg!]!(key),
+      // checkedHeader let only DPOP_ALGS through.
+      check: signatureCheck(header.alg as AssertionAlg, key),
     };
   }
 

@@ -1,5 +1,5 @@
 import type { JWTPayload } from 'jose';
-import type { SigningAlg } from './algorithms.js';
+import type { SigningAlg } from './jose.js';
 import {
   claimedClientId,
   ClientAuthenticator,

@@ -1,5 +1,5 @@
 import type { JWTVerifyGetKey } from 'jose';
-import type { SigningAlg } from './algorithms.js';
+import type { SigningAlg } from './jose.js';
 
 /*
  * The token path's vocabulary: the request as it arrives, what the path knows of clients and audiences, the

@@ -1,4 +1,4 @@
-import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from './algorithms.js';
+import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from './jose.js';
 import { MAX_JSON_DEPTH, tooDeepAt } from './json-depth.js';
 
 /** Rules for what operators register, shared by the CLI and the store so both refuse the same input. */

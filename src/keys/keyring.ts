@@ -1,6 +1,6 @@
 import { createPrivateKey, createPublicKey, type JsonWebKey } from 'node:crypto';
 import type { JWK, JWTPayload } from 'jose';
-import type { SigningAlg } from '../domain/algorithms.js';
+import type { SigningAlg } from '../domain/jose.js';
 import { temporarilyUnavailable } from '../domain/errors.js';
 import type { VerificationKey } from '../domain/own-tokens.js';
 import { SERVER_ACTOR, type KeyStore, type SigningKey } from '../store/types.js';

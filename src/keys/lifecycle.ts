@@ -1,4 +1,4 @@
-import type { SigningAlg } from '../domain/algorithms.js';
+import type { SigningAlg } from '../domain/jose.js';
 import type { SigningKey } from '../store/types.js';
 
 /**

@@ -1,5 +1,5 @@
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
-import type { SigningAlg } from '../domain/algorithms.js';
+import type { SigningAlg } from '../domain/jose.js';
 import {
   SERVER_ACTOR,
   StoreError,

@@ -1,4 +1,4 @@
-import { SIGNING_ALGS } from '../domain/algorithms.js';
+import { SIGNING_ALGS } from '../domain/jose.js';
 import type { KeyStore } from '../store/types.js';
 import { selectKeys } from './lifecycle.js';
 import type { MasterKey } from './master-key.js';

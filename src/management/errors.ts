@@ -1,4 +1,4 @@
-import { PasswordWorkBusy } from '../domain/passwords.js';
+import { PasswordWorkBusy } from './passwords.js';
 import { ValidationError } from '../domain/validate.js';
 import { MasterKeyMismatchError } from '../keys/sealed.js';
 import { StoreError, type StoreResource } from '../store/types.js';

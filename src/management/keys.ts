@@ -1,4 +1,4 @@
-import { SIGNING_ALGS, type SigningAlg } from '../domain/algorithms.js';
+import { SIGNING_ALGS, type SigningAlg } from '../domain/jose.js';
 import { MAX_TOKEN_TTL } from '../domain/validate.js';
 import { keyState, mayStillSign, selectKeys, type KeyState } from '../keys/lifecycle.js';
 import { resolveMasterKey, type MasterKey } from '../keys/master-key.js';

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { hashPassword, validatePassword } from '../domain/passwords.js';
+import { hashPassword, validatePassword } from './passwords.js';
 import { emailKey, OPERATOR_ROLES, validateEmail, validateRole } from '../domain/validate.js';
 import { newOperatorId } from '../store/migrations.js';
 import type { Operator, OperatorRole } from '../store/types.js';

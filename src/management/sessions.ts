@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { verifyPassword } from '../domain/passwords.js';
+import { verifyPassword } from './passwords.js';
 import { emailKey } from '../domain/validate.js';
 import type { LoginAttempt } from '../limits/logins.js';
 import { actorOf, type ChangeAudit, type Operator, type OperatorSession } from '../store/types.js';

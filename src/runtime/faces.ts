@@ -21,7 +21,7 @@ import type { LoginAttempts } from '../limits/logins.js';
 import type { SessionPolicy } from '../management/sessions.js';
 import { clusterExposition } from '../metrics/cluster.js';
 import type { Outage } from '../outage.js';
-import type { Directory } from '../store/directory.js';
+import type { Directory } from '../read-model/directory.js';
 import type { Store } from '../store/types.js';
 import type { Opening } from './parts.js';
 

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
-import { SIGNING_ALGS } from '../domain/algorithms.js';
+import { SIGNING_ALGS } from '../domain/jose.js';
 import type { TokenService } from '../domain/token-service.js';
 import type { AuditRecorder } from '../audit/recorder.js';
 import type { Keyring } from '../keys/keyring.js';
@@ -15,8 +15,8 @@ import { EVERY_SCOPE } from '../management/context.js';
 import type { SessionPolicy } from '../management/sessions.js';
 import { Metrics } from '../metrics/metrics.js';
 import type { Outage } from '../outage.js';
-import type { Directory } from '../store/directory.js';
-import type { SecretUsage } from '../store/secret-usage.js';
+import type { Directory } from '../read-model/directory.js';
+import type { SecretUsage } from '../read-model/secret-usage.js';
 import { SERVER_ACTOR, type Store } from '../store/types.js';
 import { Closers } from './closers.js';
 import { appDeps, sessionPolicy, type AppDepsButShutdown } from './faces.js';

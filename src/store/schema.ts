@@ -42,7 +42,7 @@ export interface OperatorsTable {
   /** `admin` or `viewer`. */
   role: string;
   enabled: number;
-  /** `scrypt$...` (see domain/passwords.ts), or null until the operator enrolls. */
+  /** `scrypt$...` (see management/passwords.ts), or null until the operator enrolls. */
   password_hash: string | null;
   /** SHA-256 (base64url) of the open enrollment link's token, or null when there is none. */
   enroll_digest: string | null;

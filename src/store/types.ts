@@ -1,4 +1,4 @@
-import type { SigningAlg } from '../domain/algorithms.js';
+import type { SigningAlg } from '../domain/jose.js';
 import type { AuthMethodName, FederatedCredential, PublicJwks } from '../domain/client-auth/index.js';
 import type { AuditStore, ChangeAudit } from './audit-events.js';
 
@@ -270,7 +270,7 @@ export interface ClientStore {
   countClients(): Promise<number>;
   /**
    * A page of client ids, nothing else, in id order (code-unit order): those after `after`, at most `limit`.
-   * The server reads every id this way at start (store/client-ids.ts), so it must stay one narrow query.
+   * The server reads every id this way at start (read-model/client-ids.ts), so it must stay one narrow query.
    */
   listClientIds(after: string | null, limit: number): Promise<string[]>;
   /**
@@ -519,7 +519,7 @@ export interface SessionStore {
 /**
  * The whole store: every resource's interface, and what a transaction needs (a bound store offers all of it,
  * inside one transaction). The management layer takes it; every other caller takes only the interface, or the
- * methods, it uses (store/directory.ts, audit/recorder.ts, limits/replay.ts, keys/, health).
+ * methods, it uses (read-model/directory.ts, audit/recorder.ts, limits/replay.ts, keys/, health).
  */
 export interface Store
   extends

@@ -4,7 +4,7 @@
  * cheap ones first, the replay write last, only for a proof that holds), nonces derived from a time window,
  * and what a refusal costs the caller (a failed attempt, but not a request for a nonce).
  */
-import { holder, signProof, type Holder } from './../helpers/dpop.js';
+import { holder, signProof, type Holder } from '../helpers/dpop.js';
 import { exportJWK, type JWTPayload } from 'jose';
 import { generateKeyPairSync, sign as nodeSign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';

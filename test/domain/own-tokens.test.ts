@@ -4,7 +4,7 @@
  */
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { SigningAlg } from '../../src/domain/algorithms.js';
+import type { SigningAlg } from '../../src/domain/jose.js';
 import { verifyOwnToken, type OwnTokenDeps } from '../../src/domain/own-tokens.js';
 import { jwsSigner, jwsVerifier } from '../../src/keys/jws.js';
 

@@ -3,7 +3,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { REGISTERED_CLAIMS } from '../helpers/expected.js';
 import { rejection } from '../helpers/assert.js';
 import { retainedBytes } from '../helpers/memory.js';
-import type { SigningAlg } from '../../src/domain/algorithms.js';
+import type { SigningAlg } from '../../src/domain/jose.js';
 import { OAuthError } from '../../src/domain/errors.js';
 import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
 import { TokenService, type TokenServiceDeps } from '../../src/domain/token-service.js';

@@ -11,7 +11,7 @@
  * - nonce mode alone: use_dpop_nonce with its DPoP-Nonce, the retry, and a request for a nonce not counted as a
  *   failed authentication.
  */
-import { ath, clean, holder, signProof, type Holder } from './../helpers/dpop.js';
+import { ath, clean, holder, signProof, type Holder } from '../helpers/dpop.js';
 import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
 import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';

@@ -6,7 +6,7 @@
  * a Bearer client unaffected; and resource servers that check the proof against the token's cnf.jkt, with
  * jose as the README shows and with express-oauth2-jwt-bearer.
  */
-import { holder, signProof, type Holder } from './../helpers/dpop.js';
+import { holder, signProof, type Holder } from '../helpers/dpop.js';
 import { createHash } from 'node:crypto';
 import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, type JsonWebKey } from 'node:crypto';
 import { compactVerify, decodeProtectedHeader, exportJWK, generateKeyPair, importJWK, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { SIGNING_ALGS, type SigningAlg } from '../../src/domain/algorithms.js';
+import { SIGNING_ALGS, type SigningAlg } from '../../src/domain/jose.js';
 import { jwsSigner } from '../../src/keys/jws.js';
 
 const OPTIONS = {

@@ -13,7 +13,7 @@ import {
 } from 'jose';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { rejection } from '../helpers/assert.js';
-import { SIGNING_ALGS, type SigningAlg } from '../../src/domain/algorithms.js';
+import { SIGNING_ALGS, type SigningAlg } from '../../src/domain/jose.js';
 import { OAuthError } from '../../src/domain/errors.js';
 import { Keyring } from '../../src/keys/keyring.js';
 import { parseMasterKey, type MasterKey } from '../../src/keys/master-key.js';

@@ -160,7 +160,7 @@ describe('429 at the token endpoint (in memory)', () => {
 /**
  * INTERFACE.md: a blocked caller never locks out a client that presents its exact credential, even one this
  * process has not looked up (it caches its token for 30 minutes: the cache forgot it, or the process is new).
- * The server holds every client id (store/client-ids.ts): a registered id is looked up and checked as usual,
+ * The server holds every client id (read-model/client-ids.ts): a registered id is looked up and checked as usual,
  * any other id is a 429 with no store operation.
  */
 describe('a blocked address and clients this process has not looked up (every client id in memory)', () => {

@@ -7,8 +7,8 @@ import {
   type JWTVerifyOptions,
   type ProtectedHeaderParameters,
 } from 'jose';
+import { ASSERTION_ALGS, usableJti } from '../jose.js';
 import type { KeyPlace } from '../token-types.js';
-import { ASSERTION_ALGS } from './jwks.js';
 
 /*
  * What every client assertion (RFC 7523 §2.2) shares, whoever signed it: the client's own key (private_key_jwt,
@@ -20,9 +20,6 @@ import { ASSERTION_ALGS } from './jwks.js';
 export const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 /** Clock skew allowed on every time of an assertion (docs/interface.md). */
 export const ASSERTION_SKEW_SECONDS = 60;
-/** A jti longer than this is refused (it is stored as a digest; this only bounds the work). */
-const MAX_JTI_LENGTH = 512;
-
 const ALGS: readonly string[] = ASSERTION_ALGS;
 /** For jose's `algorithms`: never `none`, never HMAC. */
 export const VERIFY_ALGS = ALGS as string[];
@@ -31,9 +28,8 @@ export const VERIFY_ALGS = ALGS as string[];
 export const allowedAlg = (header: ProtectedHeaderParameters): boolean =>
   typeof header.alg === 'string' && ALGS.includes(header.alg);
 
-/** A jti as a single-use check takes it: a string of 1 to MAX_JTI_LENGTH characters. */
-export const usableJti = (jti: unknown): jti is string =>
-  typeof jti === 'string' && jti !== '' && jti.length <= MAX_JTI_LENGTH;
+/** A jti as a single-use check takes it: jose.ts's, the same as a DPoP proof's. */
+export { usableJti };
 
 /** Marks assertion ids as used until a time, across every instance (Redis, else the store). */
 export interface ReplayGuard {

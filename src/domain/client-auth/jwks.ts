@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { importJWK, type JWK } from 'jose';
 import { isPublicAddress } from '../addresses.js';
+import { ASSERTION_ALGS, keyFitsAlg, type AssertionAlg } from '../jose.js';
 import { checkNesting, ValidationError } from '../validate.js';
 
 /*
@@ -9,12 +10,8 @@ import { checkNesting, ValidationError } from '../validate.js';
  * written (management) and when a published set is fetched (keys/jwks-fetcher.ts).
  */
 
-/**
- * The algorithms a client assertion may be signed with (docs/interface.md): never `none`, never HMAC. `Ed25519`
- * is RFC 9864's fully-specified name for EdDSA with Ed25519, which openid-client and jose sign with.
- */
-export const ASSERTION_ALGS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA', 'Ed25519'] as const;
-export type AssertionAlg = (typeof ASSERTION_ALGS)[number];
+/** The algorithms a client assertion may be signed with: jose.ts's table, where discovery and DPoP read them too. */
+export { ASSERTION_ALGS, type AssertionAlg };
 
 /** A client's public keys, as registered (RFC 7517 JWK Set). */
 export interface PublicJwks {
@@ -31,13 +28,9 @@ const MIN_RSA_BITS = 2048;
 /** Members that only a private or symmetric key has: a set holding one is refused, never stored. */
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
 
-/** The assertion algorithms a key can verify, by its type and curve. */
+/** The assertion algorithms a key can verify, by its type and curve (jose.ts's table), in the table's order. */
 export function algsForKey(jwk: JWK): AssertionAlg[] {
-  if (jwk.kty === 'RSA') return ['RS256', 'PS256'];
-  if (jwk.kty === 'EC' && jwk.crv === 'P-256') return ['ES256'];
-  if (jwk.kty === 'EC' && jwk.crv === 'P-384') return ['ES384'];
-  if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') return ['EdDSA', 'Ed25519'];
-  return [];
+  return ASSERTION_ALGS.filter((alg) => keyFitsAlg(alg, jwk));
 }
 
 /**

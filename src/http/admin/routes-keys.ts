@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
-import type { SigningAlg } from '../../domain/algorithms.js';
+import type { SigningAlg } from '../../domain/jose.js';
 import { keys, views } from '../../management/index.js';
 import type { AdminRouteContext } from './route-context.js';
 import { pageOfList } from './paging.js';

@@ -4,7 +4,7 @@
  * Field names and shapes are docs/management.md's, the same documents the CLI prints under --json (views.ts).
  */
 import { Type, type TSchema } from 'typebox';
-import { SIGNING_ALGS } from '../../domain/algorithms.js';
+import { SIGNING_ALGS } from '../../domain/jose.js';
 import {
   AUTH_METHOD_NAMES,
   DEFAULT_MAX_LIFETIME,

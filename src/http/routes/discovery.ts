@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Keyring } from '../../keys/keyring.js';
-import type { Directory } from '../../store/directory.js';
+import type { Directory } from '../../read-model/directory.js';
 import { methodNotAllowed } from '../errors.js';
 import { ASSERTION_ALGS, AUTH_METHOD_NAMES } from '../../domain/client-auth/index.js';
 import { DPOP_ALGS } from '../../domain/dpop.js';

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import type { SigningAlg } from '../../domain/algorithms.js';
+import type { SigningAlg } from '../../domain/jose.js';
 import type { Keyring } from '../../keys/keyring.js';
 import type { Outage } from '../../outage.js';
-import type { Directory } from '../../store/directory.js';
+import type { Directory } from '../../read-model/directory.js';
 import type { Store } from '../../store/types.js';
 
 /**

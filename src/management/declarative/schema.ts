@@ -3,7 +3,7 @@
  * (lengths, ranges, URL forms) are the management layer's, checked after it (see check.ts).
  */
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import { SIGNING_ALGS } from '../../domain/algorithms.js';
+import { SIGNING_ALGS } from '../../domain/jose.js';
 import { AUTH_METHOD_NAMES, DEFAULT_MAX_LIFETIME } from '../../domain/client-auth/index.js';
 import { pointerSegment } from '../../domain/json-depth.js';
 import type { FileProblem, ParsedFile } from './file.js';

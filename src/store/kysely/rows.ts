@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely';
-import type { SigningAlg } from '../../domain/algorithms.js';
+import type { SigningAlg } from '../../domain/jose.js';
 import type { AuthMethodName, FederatedCredential, PublicJwks } from '../../domain/client-auth/index.js';
 import type {
   AudiencesTable,

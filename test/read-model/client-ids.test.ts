@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { generateClientId } from '../../src/domain/secrets.js';
-import { ClientIdSet, ClientIdSetBuilder, idHash } from '../../src/store/client-ids.js';
+import { ClientIdSet, ClientIdSetBuilder, idHash } from '../../src/read-model/client-ids.js';
 import { heapUsed } from '../helpers/memory.js';
 
 /** Ids as Tessera makes them. */

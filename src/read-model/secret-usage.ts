@@ -1,4 +1,4 @@
-import type { SecretStore } from './types.js';
+import type { SecretStore } from '../store/types.js';
 import { systemClock, type Clock, type Job } from '../clock.js';
 
 const MINUTE_MS = 60_000;

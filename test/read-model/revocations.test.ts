@@ -1,5 +1,5 @@
 /**
- * The denylist and the clients' cuts in memory (store/revocations.ts): what start loads, what the change feed
+ * The denylist and the clients' cuts in memory (read-model/revocations.ts): what start loads, what the change feed
  * brings (through a Directory, as a server follows it), what pruning forgets, and how much memory 100 000
  * revoked tokens hold.
  */
@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Directory } from '../../src/store/directory.js';
-import { Revocations } from '../../src/store/revocations.js';
+import { Directory } from '../../src/read-model/directory.js';
+import { Revocations } from '../../src/read-model/revocations.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { stillClock, type TestClock } from '../helpers/clock.js';

@@ -10,7 +10,7 @@ import type {
   KnownSecret,
   Quota,
 } from '../domain/token-types.js';
-import type { Client } from './types.js';
+import type { Client } from '../store/types.js';
 
 /*
  * A stored client as the token path knows it (KnownClient): made once, when the directory caches the client, so

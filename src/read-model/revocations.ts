@@ -5,7 +5,7 @@ import {
   type ClientStanding,
   type RevocationStore,
   type RevokedToken,
-} from './types.js';
+} from '../store/types.js';
 import type { Clock, Job } from '../clock.js';
 
 /** Rows read a query at start (load). */

@@ -1,8 +1,8 @@
-/** The directory's cache of clients (store/client-cache.ts): the HOT_MAX asked for lately as objects, the rest packed. */
+/** The directory's cache of clients (read-model/client-cache.ts): the HOT_MAX asked for lately as objects, the rest packed. */
 import { describe, expect, it } from 'vitest';
 import type { KnownClient } from '../../src/domain/token-types.js';
-import { ClientCache, HOT_MAX } from '../../src/store/client-cache.js';
-import { toKnownClient } from '../../src/store/known-client.js';
+import { ClientCache, HOT_MAX } from '../../src/read-model/client-cache.js';
+import { toKnownClient } from '../../src/read-model/known-client.js';
 import { retainedBytes } from '../helpers/memory.js';
 import { API, stored } from '../helpers/stored-client.js';
 

@@ -1,5 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
-import { ValidationError } from './validate.js';
+import { ValidationError } from '../domain/validate.js';
 
 /**
  * Operators' passwords (docs/management.md, "Operators"): at least 12 characters, stored only as a scrypt hash

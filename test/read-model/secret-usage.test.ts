@@ -1,7 +1,7 @@
-/** Last-used times of secrets: noted once a minute in memory (store/secret-usage.ts), written in id order. */
+/** Last-used times of secrets: noted once a minute in memory (read-model/secret-usage.ts), written in id order. */
 import { describe, expect, it } from 'vitest';
 import { inOrder } from '../../src/store/kysely/secrets.js';
-import { SecretUsage } from '../../src/store/secret-usage.js';
+import { SecretUsage } from '../../src/read-model/secret-usage.js';
 import { clockAt } from '../helpers/clock.js';
 
 const MINUTE = 60_000;

@@ -4,7 +4,7 @@ import {
   PasswordWorkBusy,
   validatePassword,
   verifyPassword,
-} from '../../src/domain/passwords.js';
+} from '../../src/management/passwords.js';
 
 describe('operators’ passwords', () => {
   it('are stored as scrypt hashes with a salt of their own, and verify only with the same password', async () => {

@@ -1,6 +1,6 @@
-/** A client as the token path caches it (store/known-client.ts): how little a hundred thousand of them hold. */
+/** A client as the token path caches it (read-model/known-client.ts): how little a hundred thousand of them hold. */
 import { describe, expect, it } from 'vitest';
-import { toKnownClient } from '../../src/store/known-client.js';
+import { toKnownClient } from '../../src/read-model/known-client.js';
 import { retainedBytes } from '../helpers/memory.js';
 import { API, stored } from '../helpers/stored-client.js';
 

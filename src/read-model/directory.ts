@@ -11,7 +11,7 @@ import {
 import type { KnownAudience, KnownClient } from '../domain/token-types.js';
 import { ClientCache } from './client-cache.js';
 import { toKnownClient } from './known-client.js';
-import type { Audience, AudienceStore, Change, ChangeFeed, ClientStore } from './types.js';
+import type { Audience, AudienceStore, Change, ChangeFeed, ClientStore } from '../store/types.js';
 import { systemClock, type Clock, type Job } from '../clock.js';
 
 export interface DirectoryOptions {

@@ -1,0 +1,168 @@
+import { constants, sign, verify, type KeyObject, type SigningOptions } from 'node:crypto';
+
+/*
+ * Tessera's JWS (RFC 7515) in one place: the algorithms it knows and what node:crypto needs for each, the one
+ * reading of a JWS Compact Serialization, the signature made and checked from that table, and the bound on a
+ * jti. Access tokens are signed (keys/jws.ts) and read (own-tokens.ts) with it, DPoP proofs verified (dpop.ts);
+ * client assertions are verified by the jose library (client-auth/assertion.ts) under this table's algorithms.
+ *
+ * The cryptography is node:crypto's, one synchronous call a signature: jose signs through WebCrypto, whose
+ * per-call machinery (an async job, DOMException and structuredClone setup) costs more than the signature itself.
+ * jose still imports, exports, seals and thumbprints the keys.
+ */
+
+/** What node:crypto needs to make and check one JWS algorithm's signature, and the key it takes. */
+interface JwsAlgorithm {
+  /** The hash node:crypto applies first; null for EdDSA, which hashes by itself (RFC 8032 §5.1.6). */
+  digest: 'sha256' | 'sha384' | null;
+  /** The JWK key type the algorithm signs with (RFC 7518 §6.1, RFC 8037 §2). */
+  kty: 'EC' | 'RSA' | 'OKP';
+  /** The curve, where the key type has several (RFC 7518 §6.2.1.1, RFC 8037 §2); any RSA modulus will do. */
+  crv?: 'P-256' | 'P-384' | 'Ed25519';
+  /** node:crypto's key options that make its output the JWS form; none where its default is that form. */
+  options?: SigningOptions;
+  /** Whether Tessera signs access tokens with it (RFC 9068 §2.1); every algorithm here it verifies. */
+  signsAccessTokens: boolean;
+}
+
+/** ECDSA's JWS signature is r || s, each as long as the curve's order (RFC 7518 §3.4), not DER. */
+const ECDSA: SigningOptions = { dsaEncoding: 'ieee-p1363' };
+/** RSASSA-PSS with MGF1 and a salt as long as the hash: SHA-256's 32 bytes (RFC 7518 §3.5). */
+const PSS: SigningOptions = { padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 };
+
+/**
+ * Every JWS algorithm Tessera knows (RFC 7518 §3.1, RFC 8037 §3.1), in the order discovery publishes them:
+ * asymmetric ones only, never `none`, never HMAC. `Ed25519` is RFC 9864's fully-specified name for EdDSA with
+ * Ed25519, which openid-client and jose sign with.
+ */
+const JWS_ALGORITHMS = {
+  ES256: { digest: 'sha256', kty: 'EC', crv: 'P-256', options: ECDSA, signsAccessTokens: true },
+  ES384: { digest: 'sha384', kty: 'EC', crv: 'P-384', options: ECDSA, signsAccessTokens: false },
+  RS256: { digest: 'sha256', kty: 'RSA', signsAccessTokens: true },
+  PS256: { digest: 'sha256', kty: 'RSA', options: PSS, signsAccessTokens: true },
+  EdDSA: { digest: null, kty: 'OKP', crv: 'Ed25519', signsAccessTokens: true },
+  Ed25519: { digest: null, kty: 'OKP', crv: 'Ed25519', signsAccessTokens: false },
+} as const satisfies Record<string, JwsAlgorithm>;
+
+/** An algorithm a client assertion or a DPoP proof may be signed with: any of the table's. */
+export type AssertionAlg = keyof typeof JWS_ALGORITHMS;
+/** An algorithm Tessera signs access tokens with. */
+export type SigningAlg = {
+  [A in AssertionAlg]: (typeof JWS_ALGORITHMS)[A]['signsAccessTokens'] extends true ? A : never;
+}[AssertionAlg];
+
+/** The table's row for `alg`, as the row type (whose members every row may be asked for). */
+const algorithm = (alg: AssertionAlg): JwsAlgorithm => JWS_ALGORITHMS[alg];
+
+/**
+ * The algorithms a client assertion or a DPoP proof may be signed with (docs/interface.md), in the table's order,
+ * which discovery publishes.
+ */
+export const ASSERTION_ALGS = Object.keys(JWS_ALGORITHMS) as readonly AssertionAlg[];
+
+/** The algorithms Tessera signs access tokens with (RFC 9068 §2.1 forbids `none`), in the table's order. */
+export const SIGNING_ALGS: readonly SigningAlg[] = ASSERTION_ALGS.filter(
+  (alg): alg is SigningAlg => JWS_ALGORITHMS[alg].signsAccessTokens,
+);
+
+export function isSigningAlg(value: string): value is SigningAlg {
+  return (SIGNING_ALGS as readonly string[]).includes(value);
+}
+
+/** Whether a JWK is of the key type (and curve, where it has one) that `alg` signs with. */
+export function keyFitsAlg(alg: AssertionAlg, jwk: { kty?: unknown; crv?: unknown }): boolean {
+  const { kty, crv } = algorithm(alg);
+  return jwk.kty === kty && (crv === undefined || jwk.crv === crv);
+}
+
+/** node:crypto's key argument for `alg`: the key itself, or the key with the options of the JWS form. */
+function keyInput(alg: AssertionAlg, key: KeyObject): KeyObject | (SigningOptions & { key: KeyObject }) {
+  const options = algorithm(alg).options;
+  return options === undefined ? key : { key, ...options };
+}
+
+/**
+ * Makes the JWS Signature (RFC 7515 §5.1 step 5) of a signing input under `alg`, with a private key; the table's
+ * options are read once, when it is built for a key, and each signature is one node:crypto call.
+ */
+export function signatureMaker(alg: AssertionAlg, key: KeyObject): (input: Buffer) => Buffer {
+  if (key.type !== 'private') throw new Error('a signing key must be a private key');
+  const digest = algorithm(alg).digest;
+  const input = keyInput(alg, key);
+  return (data) => sign(digest, data, input);
+}
+
+/** Checks a JWS Signature (raw bytes) over its signing input (bytes), with one key. */
+export type SignatureBytesCheck = (input: Buffer, signature: Buffer) => boolean;
+
+/**
+ * Checks JWS Signatures (RFC 7515 §5.2 step 8) under `alg` with a public key: the mirror of signatureMaker, built
+ * once for a key. Whatever node:crypto cannot take as a signature of that key is none of it: false, not a throw.
+ */
+export function signatureCheck(alg: AssertionAlg, key: KeyObject): SignatureBytesCheck {
+  if (key.type !== 'public') throw new Error('a verifying key must be a public key');
+  const digest = algorithm(alg).digest;
+  const input = keyInput(alg, key);
+  return (data, signature) => {
+    try {
+      return verify(digest, data, input, signature);
+    } catch {
+      // A signature of the wrong length for the key, for instance: not a signature of it.
+      return false;
+    }
+  };
+}
+
+/** A JWS Compact Serialization (RFC 7515 §7.1) split into its parts: nothing of the header or payload decoded. */
+export interface CompactJws {
+  /** BASE64URL(UTF8(JWS Protected Header)), as it arrived. */
+  header: string;
+  /** BASE64URL(JWS Payload), as it arrived. */
+  payload: string;
+  /** `header.payload`, the JWS Signing Input (RFC 7515 §5.2 step 8): a slice of the text, not a new join. */
+  signingInput: string;
+  /** The JWS Signature, decoded. */
+  signature: Buffer;
+}
+
+/** Three parts, each base64url without padding (RFC 7515 §2) and none empty: one test of the whole text. */
+const BASE64URL_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/**
+ * `text`'s three parts, or undefined when it has not exactly three (two dots). With `'base64url'`, undefined too
+ * when a part is empty or not base64url without padding, which a lenient decoder would read anyway: Tessera's own
+ * tokens are refused so. With `'any'` the parts are only decoded, and one that does not decode fails the check
+ * of what it holds (a DPoP proof's).
+ */
+export function compactJws(text: string, parts: 'base64url' | 'any'): CompactJws | undefined {
+  if (parts === 'base64url' && !BASE64URL_COMPACT.test(text)) return undefined;
+  const first = text.indexOf('.');
+  const second = first === -1 ? -1 : text.indexOf('.', first + 1);
+  if (second === -1 || text.includes('.', second + 1)) return undefined;
+  return {
+    header: text.slice(0, first),
+    payload: text.slice(first + 1, second),
+    signingInput: text.slice(0, second),
+    signature: Buffer.from(text.slice(second + 1), 'base64url'),
+  };
+}
+
+export const isJsonObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** A header or payload part's JSON object (RFC 7515 §5.2 steps 2, 3 and 7), or undefined if it is not one. */
+export function jsonPart(part: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    return isJsonObject(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A jti longer than this is refused (a jti is kept as a digest; this only bounds the work). */
+export const MAX_JTI_LENGTH = 512;
+
+/** A jti as a single-use check takes it (RFC 7519 §4.1.7): a string of 1 to MAX_JTI_LENGTH characters. */
+export const usableJti = (jti: unknown): jti is string =>
+  typeof jti === 'string' && jti !== '' && jti.length <= MAX_JTI_LENGTH;
