@@ -40,6 +40,22 @@ const MAINTENANCE = new URL(
   import.meta.url.endsWith('.ts') ? './sqlite-maintenance-thread.ts' : './sqlite-maintenance-thread.js',
   import.meta.url,
 );
+/**
+ * The process's Node options for the thread, but a string program's (`-e`/`--eval`, `-p`/`--print` with their
+ * code, `--input-type`): a thread inherits the process's options, and one started from a file refuses those
+ * (ERR_INPUT_TYPE_NOT_ALLOWED), as a process run by `node --input-type=module -e …` that opens the store has them.
+ */
+function threadExecArgv(): string[] {
+  const options: string[] = [];
+  const given = process.execArgv;
+  for (let i = 0; i < given.length; i++) {
+    const option = given[i]!;
+    if (option === '-e' || option === '--eval' || option === '-p' || option === '--print') i++;
+    else if (!/^--(input-type|eval|print)=/.test(option)) options.push(option);
+  }
+  return options;
+}
+
 /** How often the thread checkpoints, unless the store is opened with another interval. */
 export const CHECKPOINT_EVERY_MS = 250;
 /** An audit batch held open this long with no next part is rolled back (see appendAudit in sqlite-maintenance-thread.ts). */
@@ -107,7 +123,7 @@ export class MaintenanceThread {
       waitingWrites: this.waitingWrites,
       yieldMs: YIELD_MS,
     };
-    const worker = new Worker(MAINTENANCE, { workerData: data });
+    const worker = new Worker(MAINTENANCE, { workerData: data, execArgv: threadExecArgv() });
     this.worker = worker;
     this.startedAt = performance.now();
     this.starts++;

@@ -746,6 +746,7 @@ describe('federation: the rules, each with its exact answer and its reason', () 
   });
 
   it('max_lifetime at its bounds: 24 hours accepted by a credential that allows it, 1 minute refused beyond it', async () => {
+    // Every token issued at `now`: a lifetime is exp - iat, whatever second the token is signed in.
     const now = nowSeconds();
     const day = await federatedClient([
       credential({
@@ -755,7 +756,10 @@ describe('federation: the rules, each with its exact answer and its reason', () 
         maxLifetime: MAX_MAX_LIFETIME,
       }),
     ]);
-    await expectIssued(await withToken(day, await k8s({ exp: now + MAX_MAX_LIFETIME })), day);
+    await expectIssued(
+      await withToken(day, await k8s({ iat: now, nbf: now, exp: now + MAX_MAX_LIFETIME })),
+      day,
+    );
     const minute = await federatedClient([
       credential({
         issuer: K8S_ISSUER,
@@ -764,10 +768,13 @@ describe('federation: the rules, each with its exact answer and its reason', () 
         maxLifetime: MIN_MAX_LIFETIME,
       }),
     ]);
-    await expectIssued(await withToken(minute, await k8s({ exp: now + MIN_MAX_LIFETIME })), minute);
+    await expectIssued(
+      await withToken(minute, await k8s({ iat: now, nbf: now, exp: now + MIN_MAX_LIFETIME })),
+      minute,
+    );
     await expectRefused(
       minute,
-      await k8s({ exp: now + MIN_MAX_LIFETIME + 1 }),
+      await k8s({ iat: now, nbf: now, exp: now + MIN_MAX_LIFETIME + 1 }),
       'federated: lifetime over max_lifetime',
     );
   });
