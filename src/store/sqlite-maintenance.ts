@@ -40,22 +40,6 @@ const MAINTENANCE = new URL(
   import.meta.url.endsWith('.ts') ? './sqlite-maintenance-thread.ts' : './sqlite-maintenance-thread.js',
   import.meta.url,
 );
-/**
- * The process's Node options for the thread, but a string program's (`-e`/`--eval`, `-p`/`--print` with their
- * code, `--input-type`): a thread inherits the process's options, and one started from a file refuses those
- * (ERR_INPUT_TYPE_NOT_ALLOWED), as a process run by `node --input-type=module -e …` that opens the store has them.
- */
-function threadExecArgv(): string[] {
-  const options: string[] = [];
-  const given = process.execArgv;
-  for (let i = 0; i < given.length; i++) {
-    const option = given[i]!;
-    if (option === '-e' || option === '--eval' || option === '-p' || option === '--print') i++;
-    else if (!/^--(input-type|eval|print)=/.test(option)) options.push(option);
-  }
-  return options;
-}
-
 /** How often the thread checkpoints, unless the store is opened with another interval. */
 export const CHECKPOINT_EVERY_MS = 250;
 /** An audit batch held open this long with no next part is rolled back (see appendAudit in sqlite-maintenance-thread.ts). */
@@ -123,7 +107,14 @@ export class MaintenanceThread {
       waitingWrites: this.waitingWrites,
       yieldMs: YIELD_MS,
     };
-    const worker = new Worker(MAINTENANCE, { workerData: data, execArgv: threadExecArgv() });
+    // The thread's program is a string that imports the file: a thread started from a file refuses a string
+    // program's options (`node --input-type=module -e …`, which a process that opens the store may have been run
+    // with; a thread inherits them), and options given to it instead may not hold V8's (--single-threaded-gc, which
+    // a server on one core runs with).
+    const worker = new Worker(`import(${JSON.stringify(MAINTENANCE.href)});`, {
+      eval: true,
+      workerData: data,
+    });
     this.worker = worker;
     this.startedAt = performance.now();
     this.starts++;
