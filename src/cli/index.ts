@@ -103,9 +103,9 @@ export async function main(args: string[] = process.argv): Promise<void> {
       if (json) fail(true, 'usage', message.replace(/^error: /, ''), EXIT_USAGE);
       else process.exitCode = EXIT_USAGE; // commander has printed the message and the usage
     } else if (error instanceof ConfigError) {
-      fail(json, 'invalid_config', error.message, EXIT_USAGE);
+      fail(json, error.code, error.message, EXIT_USAGE);
     } else if (error instanceof SchemaError) {
-      fail(json, 'schema_mismatch', error.message, EXIT_FAILED);
+      fail(json, error.code, error.message, EXIT_FAILED);
     } else if (asManagementError(error)) {
       const failure = asManagementError(error)!;
       // A file refused by `apply` lists every problem and its place.

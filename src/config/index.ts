@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { TesseraError } from '../domain/errors.js';
 import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from '../domain/jose.js';
 import { MAX_TOKEN_TTL, MIN_TOKEN_TTL, parseDuration as parseDurationStrictly } from '../domain/validate.js';
 
@@ -114,8 +115,13 @@ export interface Config {
   dpopNonce: boolean;
 }
 
-export class ConfigError extends Error {
+export class ConfigError extends TesseraError {
   override name = 'ConfigError';
+
+  /** The CLI's code for it under --json (cli/index.ts). */
+  override get code(): string {
+    return 'invalid_config';
+  }
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;

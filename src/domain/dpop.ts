@@ -165,7 +165,7 @@ export class DpopVerifier {
 
     // RFC 9449 §11.1: a proof is used once, on every instance. Recorded while an instance whose clock is within
     // the window of this one's could still accept it.
-    // A guard that cannot tell answers 503 itself (ReplayGuard).
+    // A guard that cannot tell throws what is answered 503 (ReplayGuard): no refused proof.
     const fresh = await this.options.replay.use(
       REPLAY_SCOPE + key.jkt,
       jti,

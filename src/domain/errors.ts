@@ -9,11 +9,23 @@ const NOT_IN_DESCRIPTION = /[^\x20\x21\x23-\x5b\x5d-\x7e]/g;
 export const descriptionText = (text: string): string => text.replace(NOT_IN_DESCRIPTION, '?');
 
 /**
+ * The base of every error class of Tessera's own, in the lowest layer so that every layer's errors may extend it
+ * (.dependency-cruiser.cjs: the domain imports nothing but itself, and every layer may import it). `code` is a
+ * stable, machine-readable snake_case identifier of the failure, for telling failures apart without reading a
+ * message: an OAuthError's is its RFC 6749 §5.2 `error`, a management error's the code the CLI and the admin API
+ * print. Each class keeps its own `name` and message. A class with no code-like field of its own has its code as
+ * a getter, on the prototype: the logger writes an error's enumerable fields, and a logged error stays as it was.
+ */
+export abstract class TesseraError extends Error {
+  abstract readonly code: string;
+}
+
+/**
  * The one error type a client ever sees. `error` is the RFC 6749 §5.2 / RFC 8707 code; the
  * description is meant for the client, in the characters §5.2 allows (made so here, whatever it was given);
  * `debug` goes to the log only.
  */
-export class OAuthError extends Error {
+export class OAuthError extends TesseraError {
   override name = 'OAuthError';
   readonly description: string;
   constructor(
@@ -26,6 +38,11 @@ export class OAuthError extends Error {
     const text = descriptionText(description);
     super(`${error}: ${text}`);
     this.description = text;
+  }
+
+  /** Its `error`. */
+  override get code(): string {
+    return this.error;
   }
 
   toJSON(): { error: string; error_description: string } {
@@ -82,6 +99,40 @@ export const temporarilyUnavailable = (retryAfterSeconds: number): OAuthError =>
   new OAuthError('temporarily_unavailable', 'the service cannot answer right now; try again later', 503, {
     'retry-after': String(retryAfterSeconds),
   });
+
+/**
+ * What the infrastructure throws when it cannot answer safely (docs/interface.md: the store cannot be reached and
+ * the answer cannot be given safely), instead of an answer of its own: it says only how long a client should
+ * wait. Where errors become answers (asOAuthError) it is the 503 temporarily_unavailable with `Retry-After`; in
+ * the domain it is what a 503 was: no failed attempt, no failed proof.
+ */
+export class Unavailable extends TesseraError {
+  override name = 'Unavailable';
+  constructor(
+    /** Seconds a client is asked to wait (`Retry-After`, TESSERA_RETRY_AFTER). */
+    readonly retryAfter: number,
+    /** What could not answer, for the log. */
+    message: string,
+    cause?: unknown,
+  ) {
+    super(message, cause === undefined ? undefined : { cause });
+  }
+
+  override get code(): string {
+    return 'unavailable';
+  }
+}
+
+/**
+ * The OAuth error a refusal is answered with (RFC 6749 §5.2): an OAuthError as it is, an Unavailable as the 503
+ * temporarily_unavailable with its Retry-After; undefined for anything else. The one mapping of Unavailable to an
+ * answer: the HTTP faces (http/errors.ts, http/problem.ts) and the token service's audit trail read it alike.
+ */
+export function asOAuthError(error: unknown): OAuthError | undefined {
+  if (error instanceof OAuthError) return error;
+  if (error instanceof Unavailable) return temporarilyUnavailable(error.retryAfter);
+  return undefined;
+}
 
 /** docs/interface.md: too many failed attempts, an invalid_request-shaped body with Retry-After (RFC 6585 §4). */
 export const tooManyAttempts = (retryAfterSeconds: number): OAuthError =>

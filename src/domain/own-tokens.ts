@@ -25,8 +25,8 @@ export interface OwnTokenDeps {
   /** Memory only: whether this token id is on the denylist. */
   revoked(jti: string): boolean;
   /**
-   * Memory only: whether a client with this id exists. May throw (temporarily_unavailable) when this process
-   * cannot tell, its view of the clients being stale.
+   * Memory only: whether a client with this id exists. May throw (Unavailable, answered 503
+   * temporarily_unavailable) when this process cannot tell, its view of the clients being stale.
    */
   clientExists(id: string): boolean;
   /**

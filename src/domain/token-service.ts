@@ -8,7 +8,7 @@ import {
   type ClientAuthMethod,
 } from './client-auth/index.js';
 import type { DpopVerifier } from './dpop.js';
-import { OAuthError, invalidRequest, quotaExceeded, unsupportedGrantType } from './errors.js';
+import { asOAuthError, invalidRequest, quotaExceeded, unsupportedGrantType } from './errors.js';
 import { clientCredentials } from './grants/client-credentials.js';
 import type { GrantHandler, GrantResult } from './grants/grant.js';
 import { TOKEN_EXCHANGE, tokenExchange } from './grants/token-exchange.js';
@@ -136,7 +136,10 @@ export class TokenService {
     return [...this.grants.keys()];
   }
 
-  /** A token for the request, or its refusal (an OAuthError); either way its audit event, when audited. */
+  /**
+   * A token for the request, or its refusal (an OAuthError, or an Unavailable: the 503 it is answered with); either
+   * way its audit event, when audited.
+   */
   async issue(request: TokenRequest): Promise<IssuedToken> {
     const audit = this.deps.audit;
     if (!audit) return this.grant(request);
@@ -153,16 +156,16 @@ export class TokenService {
       });
       return issued;
     } catch (error) {
-      const oauth = error as OAuthError;
-      const known = oauth instanceof OAuthError;
+      // Audited as it is answered (the infrastructure's Unavailable as its 503 temporarily_unavailable).
+      const oauth = asOAuthError(error);
       audit({
         at: this.deps.now(),
         // Every 429 is a throttled refusal (a blocked caller, a client over its quota): summed, not stored.
-        type: known && oauth.status === 429 ? 'token.throttled' : 'token.refused',
+        type: oauth?.status === 429 ? 'token.throttled' : 'token.refused',
         clientId: possibleId(claimedClientId(request)),
         audience: clip(request.params.audience ?? request.params.resource),
         jti: null,
-        reason: known ? [oauth.error, oauth.debug ?? oauth.description].join(': ') : 'server_error',
+        reason: oauth ? [oauth.error, oauth.debug ?? oauth.description].join(': ') : 'server_error',
         source: request.source,
       });
       throw error;

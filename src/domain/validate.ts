@@ -1,9 +1,15 @@
+import { TesseraError } from './errors.js';
 import { isSigningAlg, SIGNING_ALGS, type SigningAlg } from './jose.js';
 import { MAX_JSON_DEPTH, tooDeepAt } from './json-depth.js';
 
 /** Rules for what operators register, shared by the CLI and the store so both refuse the same input. */
-export class ValidationError extends Error {
+export class ValidationError extends TesseraError {
   override name = 'ValidationError';
+
+  /** The management error it is answered as, whatever the face (management/errors.ts). */
+  override get code(): string {
+    return 'invalid_field';
+  }
 }
 
 export const MIN_TOKEN_TTL = 60;

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import type { Socket } from 'node:net';
-import { invalidRequest, OAuthError, serverError } from '../domain/errors.js';
+import { asOAuthError, invalidRequest, OAuthError, serverError } from '../domain/errors.js';
 import { BODY_LIMIT } from './body.js';
 
 /** RFC 6749 §5.1/§5.2: token responses, successful or not, must not be cached. */
@@ -79,14 +79,16 @@ export function clientErrorHandler(security: Record<string, string>) {
 }
 
 /**
- * The OAuth error a failed request is answered with, logged: OAuth errors as they are (a refusal, at debug),
- * malformed requests as invalid_request, anything else logged with its detail (at error) and answered as a
+ * The OAuth error a failed request is answered with, logged: OAuth errors as they are (a refusal, at debug), the
+ * infrastructure's Unavailable as the 503 temporarily_unavailable with Retry-After (docs/interface.md; a refusal
+ * too), malformed requests as invalid_request, anything else logged with its detail (at error) and answered as a
  * generic server_error, never a stack. The error handler below and the token endpoint (token-endpoint.ts) use it.
  */
 export function answerFor(error: unknown, log: Pick<FastifyBaseLogger, 'debug' | 'error'>): OAuthError {
-  if (error instanceof OAuthError) {
-    log.debug({ error: error.error, status: error.status, reason: error.debug }, 'request refused');
-    return error;
+  const refusal = asOAuthError(error);
+  if (refusal) {
+    log.debug({ error: refusal.error, status: refusal.status, reason: refusal.debug }, 'request refused');
+    return refusal;
   }
   const mapped = error instanceof Error ? fromFastify(error as FastifyError) : undefined;
   if (mapped) return mapped;

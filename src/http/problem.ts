@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { OAuthError } from '../domain/errors.js';
+import { asOAuthError, TesseraError } from '../domain/errors.js';
 import { asManagementError, type ErrorKind, type ManagementError } from '../management/index.js';
 
 /*
@@ -28,7 +28,8 @@ export const insufficientScope = (scopes: readonly string[]): string =>
   `Bearer error="insufficient_scope", scope="${scopes.join(' ')}"`;
 
 /** Stable problem type URIs: `urn:tessera:problem:<code>`, the same codes the CLI prints under --json. */
-const problemType = (code: string): string => `urn:tessera:problem:${code}`;
+const PROBLEM_TYPE = 'urn:tessera:problem:';
+const problemType = (code: string): string => PROBLEM_TYPE + code;
 
 const STATUS: Record<ErrorKind, number> = {
   invalid: 400,
@@ -58,12 +59,17 @@ const TITLES: Record<number, string> = {
 };
 
 /** An error answered as it is: its status, its problem, and headers (WWW-Authenticate, ...). */
-export class ProblemError extends Error {
+export class ProblemError extends TesseraError {
   constructor(
     readonly problem: Problem,
     readonly headers: Record<string, string> = {},
   ) {
     super(problem.detail);
+  }
+
+  /** Its problem type's code (`urn:tessera:problem:<code>`). */
+  override get code(): string {
+    return this.problem.type.slice(PROBLEM_TYPE.length);
   }
 }
 
@@ -109,9 +115,11 @@ function ajvDetail(e: { keyword?: string; message?: string; params?: Record<stri
 /** Any error of a request, as the problem it is answered with; undefined for an unexpected one. */
 export function asProblem(error: unknown): ProblemError | undefined {
   if (error instanceof ProblemError) return error;
-  // The store cannot answer a client lookup (the token path's 503, with its Retry-After).
-  if (error instanceof OAuthError && error.status === 503)
-    return problem(503, 'temporarily_unavailable', error.description, {}, { ...error.headers });
+  // The store cannot answer a client lookup (the token path's 503, with its Retry-After): the infrastructure's
+  // Unavailable, or that 503 itself.
+  const oauth = asOAuthError(error);
+  if (oauth?.status === 503)
+    return problem(503, 'temporarily_unavailable', oauth.description, {}, { ...oauth.headers });
   const managed = asManagementError(error);
   if (managed) return fromManagement(managed);
   const e = error as FastifyError & { validation?: { instancePath?: string; keyword?: string }[] };

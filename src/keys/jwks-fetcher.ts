@@ -5,6 +5,7 @@ import { isIP, type LookupFunction } from 'node:net';
 import { createLocalJWKSet, type JWK, type JWTVerifyGetKey } from 'jose';
 import { boundedLru } from '../lru.js';
 import { isPublicAddress } from '../domain/addresses.js';
+import { TesseraError } from '../domain/errors.js';
 import { algsForKey, discoveryUrl, MAX_CLIENT_KEYS, type RemoteKeys } from '../domain/client-auth/index.js';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import type { KeyPlace } from '../domain/token-types.js';
@@ -73,7 +74,12 @@ interface Fetched {
   maxAgeMs: number | undefined;
 }
 
-class FetchRefused extends Error {}
+/** A fetch refused before it is made (a name that resolves to an address that is not public). */
+class FetchRefused extends TesseraError {
+  override get code(): string {
+    return 'fetch_refused';
+  }
+}
 
 /** A DNS lookup that fails for a name with any address that is not public (all of them are checked). */
 function guardedLookup(allowPrivate: boolean): LookupFunction {

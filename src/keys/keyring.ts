@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, type JsonWebKey } from 'node:crypto';
 import type { JWK, JWTPayload } from 'jose';
 import type { SigningAlg } from '../domain/jose.js';
-import { temporarilyUnavailable } from '../domain/errors.js';
+import { Unavailable } from '../domain/errors.js';
 import type { VerificationKey } from '../domain/own-tokens.js';
 import { SERVER_ACTOR, type KeyStore, type SigningKey } from '../store/types.js';
 import { jwsSigner, jwsVerifier, type Signer } from './jws.js';
@@ -196,7 +196,7 @@ export class Keyring {
     await this.ensure(alg).catch((error: unknown) => this.options.onError?.(error));
     const key = this.active.get(alg);
     // The store is unreachable, or the signing key cannot be opened: not an answer to give unsafely.
-    if (!key) throw temporarilyUnavailable(this.options.retryAfter);
+    if (!key) throw new Unavailable(this.options.retryAfter, `no ${alg} signing key can be used`);
     return key.sign(payload, claims);
   }
 

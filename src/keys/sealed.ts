@@ -1,4 +1,5 @@
 import { CompactEncrypt, compactDecrypt, decodeProtectedHeader, type JWK } from 'jose';
+import { TesseraError } from '../domain/errors.js';
 import type { MasterKey } from './master-key.js';
 
 /**
@@ -12,8 +13,13 @@ export async function sealPrivateJwk(jwk: JWK, master: MasterKey, kid: string): 
     .encrypt(master.key);
 }
 
-export class MasterKeyMismatchError extends Error {
+export class MasterKeyMismatchError extends TesseraError {
   override name = 'MasterKeyMismatchError';
+
+  /** The management error it is answered as (management/errors.ts). */
+  override get code(): string {
+    return 'master_key_mismatch';
+  }
 }
 
 export async function openPrivateJwk(sealed: string, master: MasterKey, kid: string): Promise<JWK> {

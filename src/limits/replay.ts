@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ReplayGuard } from '../domain/client-auth/index.js';
-import { temporarilyUnavailable } from '../domain/errors.js';
+import { Unavailable } from '../domain/errors.js';
 import { perTurn } from '../per-turn.js';
 import type { AssertionJtiStore } from '../store/types.js';
 import type { SharedRedis } from './redis.js';
@@ -117,7 +117,7 @@ export class AssertionReplay implements ReplayGuard {
       // (docs/interface.md: the store unreachable is a 503, for a client assertion as for a DPoP proof). On SQLite, a
       // write lock another process holds past the wait (a very large apply) ends here too.
       this.options.onUnavailable?.(error);
-      throw temporarilyUnavailable(this.options.retryAfter);
+      throw new Unavailable(this.options.retryAfter, 'the proof id could not be recorded', error);
     }
   }
 

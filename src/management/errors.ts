@@ -1,3 +1,4 @@
+import { TesseraError } from '../domain/errors.js';
 import { PasswordWorkBusy } from './passwords.js';
 import { ValidationError } from '../domain/validate.js';
 import { MasterKeyMismatchError } from '../keys/sealed.js';
@@ -40,10 +41,10 @@ export type ErrorCode = keyof typeof ERROR_CODES;
 /** What kind of failure a code is: each face maps kinds (an exit code, an HTTP status), not every code. */
 export type ErrorKind = (typeof ERROR_CODES)[ErrorCode];
 
-export class ManagementError extends Error {
+export class ManagementError extends TesseraError {
   override name = 'ManagementError';
   constructor(
-    readonly code: ErrorCode,
+    override readonly code: ErrorCode,
     message: string,
     /** The input field at fault, for invalid_field (`name`, `token_ttl`, ...). */
     readonly field?: string,

@@ -1,4 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { TesseraError } from '../domain/errors.js';
 import { ValidationError } from '../domain/validate.js';
 
 /**
@@ -17,8 +18,13 @@ const KEY_LENGTH = 32;
 const SALT_LENGTH = 16;
 
 /** Too many password hashes are waiting: the caller is asked to try again in a moment. */
-export class PasswordWorkBusy extends Error {
+export class PasswordWorkBusy extends TesseraError {
   override name = 'PasswordWorkBusy';
+
+  /** The management error it is answered as (errors.ts): 429 with Retry-After, or the CLI's exit code. */
+  override get code(): string {
+    return 'login_throttled';
+  }
 }
 
 /**

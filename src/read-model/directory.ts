@@ -1,6 +1,6 @@
 import type { LRUCache } from 'lru-cache';
 import { boundedLru } from '../lru.js';
-import { temporarilyUnavailable } from '../domain/errors.js';
+import { Unavailable } from '../domain/errors.js';
 import {
   ClientIdSetBuilder,
   idHash,
@@ -256,12 +256,15 @@ export class Directory {
 
   /**
    * Memory only: whether a client with this id exists, by the set of every client id (in which a client deleted
-   * since it was built stays: revocations.ts knows those). Throws temporarily_unavailable while this process
+   * since it was built stays: revocations.ts knows those). Throws Unavailable (answered 503) while this process
    * cannot tell: the set is not built yet, or the feed has gone unread for the stale window.
    */
   clientExists(id: string): boolean {
     if (this.ids === undefined || performance.now() - this.lastRead > this.staleWindowMs)
-      throw temporarilyUnavailable(this.options.retryAfter);
+      throw new Unavailable(
+        this.options.retryAfter,
+        'the client id set is not built, or the change feed is stale',
+      );
     return this.ids.has(id);
   }
 
@@ -277,7 +280,7 @@ export class Directory {
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined> {
     // Without the feed, cached answers may be stale (a client disabled meanwhile): good for a while only.
     if (performance.now() - this.lastRead > this.staleWindowMs)
-      throw temporarilyUnavailable(this.options.retryAfter);
+      throw new Unavailable(this.options.retryAfter, 'the change feed has gone unread for the stale window');
     // While the feed cannot be read, the TTL backstop must not cut the stale window short: expired entries
     // are still served (they are as fresh as everything else this process knows).
     const known = this.clients.get(id, this.clock.now(), this.failing);
@@ -319,10 +322,10 @@ export class Directory {
     try {
       // A store that hangs is a down one here too (poll() never rejects: only its deadline can).
       await deadline(this.poll(), this.options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS);
-    } catch {
-      throw temporarilyUnavailable(this.options.retryAfter);
+    } catch (error) {
+      throw new Unavailable(this.options.retryAfter, 'the change feed did not answer', error);
     }
-    if (this.failing) throw temporarilyUnavailable(this.options.retryAfter);
+    if (this.failing) throw new Unavailable(this.options.retryAfter, 'the change feed cannot be read');
     // Created a moment ago: looked up like any miss (the change just read took it out of the cache, if it
     // was there at all).
     if (this.ids?.has(id) === true) {
@@ -367,7 +370,7 @@ export class Directory {
     } catch (error) {
       // The answer cannot be given safely without the store: 503, and the client may retry (docs/interface.md).
       this.options.onError?.(error, 'client lookup');
-      const unavailable = temporarilyUnavailable(this.options.retryAfter);
+      const unavailable = new Unavailable(this.options.retryAfter, 'the client lookup failed', error);
       for (const waiter of batch.waiting.values()) waiter.reject(unavailable);
       return;
     }

@@ -1,10 +1,16 @@
 import { isPostgresUrl, sqlitePath, type Config } from '../config/index.js';
+import { TesseraError } from '../domain/errors.js';
 import { openSqliteStore } from '../store/sqlite.js';
 import type { Store } from '../store/types.js';
 
 /** A store whose schema this code must not use as it is, and must not migrate without being asked. */
-export class SchemaError extends Error {
+export class SchemaError extends TesseraError {
   override name = 'SchemaError';
+
+  /** The CLI's code for it under --json (cli/index.ts). */
+  override get code(): string {
+    return 'schema_mismatch';
+  }
 }
 
 interface OpenStoreOptions {

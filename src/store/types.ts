@@ -1,3 +1,4 @@
+import { TesseraError } from '../domain/errors.js';
 import type { SigningAlg } from '../domain/jose.js';
 import type { AuthMethodName, FederatedCredential, PublicJwks } from '../domain/client-auth/index.js';
 import type { AuditStore, ChangeAudit } from './audit-events.js';
@@ -559,10 +560,10 @@ export interface SchemaState {
 export type StoreResource = 'audience' | 'client' | 'grant' | 'signing_key' | 'secret' | 'operator';
 
 /** A refusal of the store, with a stable `code` that the management layer switches on (errors.ts). */
-export class StoreError extends Error {
+export class StoreError extends TesseraError {
   override name = 'StoreError';
   constructor(
-    readonly code: 'not_found' | 'conflict',
+    override readonly code: 'not_found' | 'conflict',
     message: string,
     readonly resource?: StoreResource,
   ) {

@@ -14,7 +14,7 @@ import {
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { rejection } from '../helpers/assert.js';
 import { SIGNING_ALGS, type SigningAlg } from '../../src/domain/jose.js';
-import { OAuthError } from '../../src/domain/errors.js';
+import { asOAuthError, Unavailable } from '../../src/domain/errors.js';
 import { Keyring } from '../../src/keys/keyring.js';
 import { parseMasterKey, type MasterKey } from '../../src/keys/master-key.js';
 import { MasterKeyMismatchError, openPrivateJwk, sealPrivateJwk } from '../../src/keys/sealed.js';
@@ -266,10 +266,12 @@ describe('Keyring generation', () => {
     await keyring.load(['ES256']);
     const down = new Error('the store is down');
     store.changeSigningKeys = () => Promise.reject(down);
-    const refused = await rejection(
-      Promise.resolve().then(() => keyring.sign({ sub: 'svc' }, 'EdDSA')),
-      OAuthError,
-    );
+    const refused = asOAuthError(
+      await rejection(
+        Promise.resolve().then(() => keyring.sign({ sub: 'svc' }, 'EdDSA')),
+        Unavailable,
+      ),
+    )!;
     expect([refused.error, refused.status, refused.headers]).toEqual([
       'temporarily_unavailable',
       503,

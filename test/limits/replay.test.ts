@@ -4,7 +4,7 @@
  */
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OAuthError } from '../../src/domain/errors.js';
+import { asOAuthError, Unavailable } from '../../src/domain/errors.js';
 import { AssertionReplay, redisKeyOf } from '../../src/limits/replay.js';
 import { connectRedis, type SharedRedis } from '../../src/limits/redis.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
@@ -75,9 +75,9 @@ describe('AssertionReplay', () => {
       () => undefined,
       (error: unknown) => error,
     );
-    expect(refused).toBeInstanceOf(OAuthError);
-    expect(refused).toMatchObject({ status: 503, error: 'temporarily_unavailable' });
-    expect((refused as OAuthError).headers).toEqual({ 'retry-after': '7' });
+    expect(refused).toBeInstanceOf(Unavailable);
+    expect(asOAuthError(refused)).toMatchObject({ status: 503, error: 'temporarily_unavailable' });
+    expect(asOAuthError(refused)!.headers).toEqual({ 'retry-after': '7' });
     expect(seen).toHaveLength(1);
   });
 

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DatabaseSync } from 'node:sqlite';
 import { digestBytes, digestSecret, generateClientId } from '../../src/domain/secrets.js';
 import type { KnownClient } from '../../src/domain/token-types.js';
-import { OAuthError } from '../../src/domain/errors.js';
+import { asOAuthError, Unavailable } from '../../src/domain/errors.js';
 import { rejection } from '../helpers/assert.js';
 import { sleep } from '../helpers/wait.js';
 import { Directory, type DirectoryOptions } from '../../src/read-model/directory.js';
@@ -433,10 +433,9 @@ describe('Directory', () => {
       const results = await Promise.allSettled(['c1', 'c2', 'nobody'].map((id) => directory.findClient(id)));
       for (const result of results) {
         expect(result.status).toBe('rejected');
-        expect((result as PromiseRejectedResult).reason).toMatchObject({
-          error: 'temporarily_unavailable',
-          status: 503,
-        });
+        const { reason } = result as PromiseRejectedResult;
+        expect(reason).toBeInstanceOf(Unavailable);
+        expect(asOAuthError(reason)).toMatchObject({ error: 'temporarily_unavailable', status: 503 });
       }
       expect(spy.calls).toEqual(['findClients']);
       expect(onError).toHaveBeenCalledTimes(1);
@@ -469,7 +468,9 @@ describe('Directory', () => {
       await startDirectory({ retryAfter: 7 });
       const boom = new Error('store unreachable');
       spy.fail('changesSince', boom);
-      const failure = await rejection(Promise.resolve(directory.findClient('nobody')), OAuthError);
+      const failure = asOAuthError(
+        await rejection(Promise.resolve(directory.findClient('nobody')), Unavailable),
+      )!;
       expect([failure.error, failure.status, failure.headers]).toEqual([
         'temporarily_unavailable',
         503,
@@ -485,7 +486,9 @@ describe('Directory', () => {
       await startDirectory({ lookupTimeoutMs: 50, retryAfter: 7 });
       const gate = spy.gate('changesSince');
       const started = Date.now();
-      const failure = await rejection(Promise.resolve(directory.findClient('nobody')), OAuthError);
+      const failure = asOAuthError(
+        await rejection(Promise.resolve(directory.findClient('nobody')), Unavailable),
+      )!;
       expect([failure.error, failure.status, failure.headers]).toEqual([
         'temporarily_unavailable',
         503,
@@ -969,8 +972,8 @@ describe('Directory', () => {
       } catch (error) {
         failure = error;
       }
-      expect(failure).toBeInstanceOf(OAuthError);
-      const oauth = failure as OAuthError;
+      expect(failure).toBeInstanceOf(Unavailable);
+      const oauth = asOAuthError(failure)!;
       expect([oauth.error, oauth.description, oauth.status, oauth.headers]).toEqual([
         'temporarily_unavailable',
         'the service cannot answer right now; try again later',

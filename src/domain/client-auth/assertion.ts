@@ -7,6 +7,7 @@ import {
   type JWTVerifyOptions,
   type ProtectedHeaderParameters,
 } from 'jose';
+import { TesseraError } from '../errors.js';
 import { ASSERTION_ALGS, usableJti } from '../jose.js';
 import type { KeyPlace } from '../token-types.js';
 
@@ -36,7 +37,8 @@ export interface ReplayGuard {
   /**
    * True if `jti` was not in use within `scope`; false if it is (a replay). `scope`: the client id for its own
    * assertions, the client and the issuer for a federated one (see federated.ts). `until`: ms since the epoch.
-   * Throws temporarily_unavailable (503) when it cannot tell (the store cannot record the jti).
+   * Throws Unavailable, or the 503 temporarily_unavailable itself, when it cannot tell (the store cannot record
+   * the jti): answered 503 either way, and no failed proof.
    */
   use(scope: string, jti: string, until: number): Promise<boolean>;
 }
@@ -57,10 +59,18 @@ export interface ParsedAssertion {
 }
 
 /** A refusal whose message is the audit trail's reason. */
-export class AssertionFailed extends Error {}
+export class AssertionFailed extends TesseraError {
+  override get code(): string {
+    return 'assertion_failed';
+  }
+}
 
 /** No keys could be had at a place: the message says why. */
-export class KeysUnavailable extends Error {}
+export class KeysUnavailable extends TesseraError {
+  override get code(): string {
+    return 'keys_unavailable';
+  }
+}
 
 type KeyLike = Parameters<typeof jwtVerify>[1] & object;
 

@@ -6,7 +6,7 @@ import {
   type JWTVerifyGetKey,
   type ProtectedHeaderParameters,
 } from 'jose';
-import { invalidClient, invalidRequest, OAuthError } from '../errors.js';
+import { invalidClient, invalidRequest, OAuthError, Unavailable } from '../errors.js';
 import { present, type KnownClient, type TokenRequest } from '../token-types.js';
 import {
   allowedAlg,
@@ -82,7 +82,7 @@ class AssertionCredentials implements PresentedCredentials {
       (note): Proof => ({ proven: true, note }),
       (error: unknown) => {
         // The replay guard could not tell (503, temporarily_unavailable): not a failed proof, and not counted as one.
-        if (error instanceof OAuthError) throw error;
+        if (error instanceof OAuthError || error instanceof Unavailable) throw error;
         return failedProof(error instanceof AssertionFailed ? error.message : reasonOf(error));
       },
     );

@@ -11,6 +11,7 @@
  * anchor of another entry), directives, more than one document, any error, and any place nested too deep.
  */
 import { Composer, CST, Lexer, Parser } from 'yaml';
+import { TesseraError } from '../../domain/errors.js';
 import { tooDeepToken } from './file-depth.js';
 
 /** A top-level list being read part by part: its entries' data so far, and its key in the data. */
@@ -24,7 +25,11 @@ type Entry = CST.BlockSequence['items'][number];
 type Pair = CST.BlockMap['items'][number];
 
 /** Stops the reading: the whole text is read instead (file.ts). */
-class NotHere extends Error {}
+class NotHere extends TesseraError {
+  override get code(): string {
+    return 'read_whole';
+  }
+}
 
 /**
  * The data of a YAML text, read part by part; undefined when it must be read whole (see above), which then
