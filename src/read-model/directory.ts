@@ -12,7 +12,8 @@ import type { KnownAudience, KnownClient } from '../domain/token-types.js';
 import { ClientCache } from './client-cache.js';
 import { toKnownClient } from './known-client.js';
 import type { Audience, AudienceStore, Change, ChangeFeed, ClientStore } from '../store/types.js';
-import { systemClock, type Clock, type Job } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
+import { FeedReader } from './feed.js';
 
 export interface DirectoryOptions {
   /** Backstop lifetime of a cached client, in milliseconds; the change feed normally invalidates sooner. */
@@ -75,16 +76,6 @@ export type DirectoryStore = ChangeFeed &
  */
 const UNKNOWN_MAX = 10_000;
 
-/**
- * The change feed is read at most CHANGE_BATCH records a query, and each batch is sized from the last one's time
- * to take about CHANGE_BATCH_MS of this thread (reading it, dropping the cached clients, adding their ids, the
- * followers' reads), at least CHANGE_BATCH_MIN records: between batches requests are answered. With a fixed 1000,
- * the 40,000 records of an apply of 20,000 clients were 16–25 ms batches on a slow machine, one after the other,
- * and a request that needed the thread between two of them waited up to 160 ms.
- */
-const CHANGE_BATCH = 1000;
-const CHANGE_BATCH_MIN = 50;
-const CHANGE_BATCH_MS = 4;
 const LOOKUP_TIMEOUT_MS = 2000;
 /** Most ids asked of the store in one query. */
 const BATCH_MAX = 100;
@@ -111,16 +102,15 @@ function deadline<T>(work: Promise<T>, ms: number): Promise<T> {
     );
   });
 }
-const CHANGE_RETENTION_MS = 24 * 3600 * 1000;
-const PRUNE_EVERY_MS = 10 * 60 * 1000;
 /** Client ids read per query when the id set is built. */
 const ID_PAGE = 10_000;
 /** After a failed build of the id set, the next is tried this much later at the earliest (ms). */
 const ID_RETRY_MS = 10_000;
 
 /**
- * The in-memory view of clients, grants and audiences that the token path reads, so that a warm request
- * does no store I/O. Clients are loaded on first use and kept in an LRU; audiences are few and kept whole;
+ * The lookup side of the read model: the in-memory view of clients, grants and audiences that the token path
+ * reads, so that a warm request does no store I/O (the feed-following side, FeedReader in feed.ts, keeps it
+ * current). Clients are loaded on first use and kept in an LRU; audiences are few and kept whole;
  * every client id is kept too, compactly (client-ids.ts), so that an id no client has costs no lookup.
  * Changes made elsewhere (the CLI, another instance) arrive through the store's change feed, read every
  * `pollMs`; the TTL is only a backstop.
@@ -133,23 +123,13 @@ export class Directory {
   private batch: LookupBatch | undefined;
   private audiences = new Map<string, KnownAudience>();
   private audienceList: readonly Audience[] = [];
-  private lastSeq = 0;
-  /** The change feed's batch size, as the last big read left it (see CHANGE_BATCH_MS). */
-  private changeBatch = CHANGE_BATCH;
   /** Bumped by every invalidation, so that a lookup in flight across one does not cache what it read before. */
   private generation = 0;
-  private job: Job | undefined;
   private readonly clock: Clock;
-  private unsubscribe: (() => Promise<void>) | undefined;
-  private polling: Promise<void> | undefined;
-  private pollAgain: Promise<void> | undefined;
-  private lastPrune = 0;
+  /** The feed-following side: what keeps this directory current (feed.ts). */
+  private readonly feed: FeedReader;
   private lastFullRefresh = 0;
-  /** The last read of the feed failed. */
-  private failing = false;
   private readonly staleWindowMs: number;
-  /** When the feed was last read without error (performance.now(): how long ago is a real event's duration). */
-  private lastRead = performance.now();
   /**
    * Every client id, for lookups that miss the cache: undefined until it is built (start), and until then the
    * directory answers as it did before it had one (see findClient and registered).
@@ -183,11 +163,22 @@ export class Directory {
       ttl: options.ttlMs,
       ttlAutopurge: false,
     });
+    this.feed = new FeedReader(
+      store,
+      { apply: (changes) => this.apply(changes), afterRead: (now) => this.afterRead(now) },
+      {
+        pollMs: options.pollMs,
+        clock: this.clock,
+        onError: options.onError,
+        onRecovered: options.onRecovered,
+        onListening: options.onListening,
+      },
+    );
   }
 
   /** Loads the audiences and the client ids, notes where the change feed stands, and starts following it. */
   async start(): Promise<void> {
-    this.lastSeq = await this.store.latestChange();
+    await this.feed.mark();
     this.lastFullRefresh = this.clock.now();
     await this.reloadAudiences();
     // After the feed's position is taken: a client created while the ids are read is on a page or comes
@@ -195,31 +186,18 @@ export class Directory {
     // bench/README.md), so that a started server holds them; a build that fails is tried again later.
     await this.buildIds(false);
     for (const follower of this.options.followers ?? []) await follower.load();
-    this.job = this.clock.every(this.options.pollMs, () => void this.poll());
-    // Where the store pushes (PostgreSQL NOTIFY), read the feed at once; the poll stays as the backstop.
-    this.unsubscribe = await this.store.subscribe?.(
-      () => {
-        this.options.onListening?.();
-        void this.poll();
-      },
-      (error) => this.options.onError?.(error, 'change listener'),
-    );
+    await this.feed.follow();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    this.job?.stop();
-    this.job = undefined;
-    await this.unsubscribe?.();
-    this.unsubscribe = undefined;
-    await this.pollAgain;
-    await this.polling;
+    await this.feed.stop();
     await this.idsBuilding;
   }
 
   /** Whether the change feed was read successfully within `withinMs`: if not, changes may be going unseen. */
   following(withinMs: number): boolean {
-    return performance.now() - this.lastRead <= withinMs;
+    return this.feed.following(withinMs);
   }
 
   findAudience(url: string): KnownAudience | undefined {
@@ -238,7 +216,7 @@ export class Directory {
    * just because its entry aged. Undefined once the stale window is over.
    */
   peekClient(id: string): KnownClient | undefined {
-    if (performance.now() - this.lastRead > this.staleWindowMs) return undefined;
+    if (!this.feed.following(this.staleWindowMs)) return undefined;
     const known = this.clients.get(id, this.clock.now(), true);
     if (known !== undefined) this.stats.hits++;
     return known;
@@ -260,7 +238,7 @@ export class Directory {
    * cannot tell: the set is not built yet, or the feed has gone unread for the stale window.
    */
   clientExists(id: string): boolean {
-    if (this.ids === undefined || performance.now() - this.lastRead > this.staleWindowMs)
+    if (this.ids === undefined || !this.feed.following(this.staleWindowMs))
       throw new Unavailable(
         this.options.retryAfter,
         'the client id set is not built, or the change feed is stale',
@@ -279,11 +257,11 @@ export class Directory {
    */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined> {
     // Without the feed, cached answers may be stale (a client disabled meanwhile): good for a while only.
-    if (performance.now() - this.lastRead > this.staleWindowMs)
+    if (!this.feed.following(this.staleWindowMs))
       throw new Unavailable(this.options.retryAfter, 'the change feed has gone unread for the stale window');
     // While the feed cannot be read, the TTL backstop must not cut the stale window short: expired entries
     // are still served (they are as fresh as everything else this process knows).
-    const known = this.clients.get(id, this.clock.now(), this.failing);
+    const known = this.clients.get(id, this.clock.now(), this.feed.failing);
     if (known !== undefined) {
       this.stats.hits++;
       return known;
@@ -325,7 +303,7 @@ export class Directory {
     } catch (error) {
       throw new Unavailable(this.options.retryAfter, 'the change feed did not answer', error);
     }
-    if (this.failing) throw new Unavailable(this.options.retryAfter, 'the change feed cannot be read');
+    if (this.feed.failing) throw new Unavailable(this.options.retryAfter, 'the change feed cannot be read');
     // Created a moment ago: looked up like any miss (the change just read took it out of the cache, if it
     // was there at all).
     if (this.ids?.has(id) === true) {
@@ -397,51 +375,14 @@ export class Directory {
     await deadline(this.poll(), this.options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS).catch(() => undefined);
   }
 
-  /** Reads the change feed once; also run by the timer. Never rejects: errors go to onError. */
+  /** Reads the change feed once; also run by the clock. Never rejects: errors go to onError. */
   poll(): Promise<void> {
-    // A poll already in flight may have read the feed before the caller's write: run one more after it.
-    if (this.polling) {
-      this.pollAgain ??= this.polling.then(() => {
-        this.pollAgain = undefined;
-        return this.poll();
-      });
-      return this.pollAgain;
-    }
-    this.polling = this.readChanges()
-      .then(() => {
-        // Every good read closes any outage, whatever opened it (a failed lookup, a lost listener).
-        this.failing = false;
-        this.options.onRecovered?.();
-      })
-      .catch((error: unknown) => {
-        this.failing = true;
-        this.options.onError?.(error, 'change feed');
-      })
-      .finally(() => (this.polling = undefined));
-    return this.polling;
+    return this.feed.poll();
   }
 
-  private async readChanges(): Promise<void> {
-    for (let batch = this.changeBatch; ;) {
-      const started = performance.now();
-      const changes = await this.store.changesSince(this.lastSeq, batch);
-      if (changes.length === 0) break;
-      await this.apply(changes);
-      this.lastSeq = changes[changes.length - 1]!.seq;
-      if (changes.length < batch) break;
-      // A big change (an apply of 20k clients is 40k records) is read a batch at a time with requests answered in
-      // between: on SQLite a read is synchronous, and an awaited promise that is already settled lets nothing in.
-      const took = performance.now() - started;
-      batch = Math.max(
-        CHANGE_BATCH_MIN,
-        Math.min(CHANGE_BATCH, Math.round((batch * CHANGE_BATCH_MS) / Math.max(took, 0.1))),
-      );
-      this.changeBatch = batch;
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    this.lastRead = performance.now();
-    const now = this.clock.now();
-    // The backstop behind the feed: once per cache TTL, audiences and keys are read afresh whatever happened.
+  /** After every good read of the feed: the backstops behind it. */
+  private async afterRead(now: number): Promise<void> {
+    // Once per cache TTL, audiences and keys are read afresh whatever happened.
     if (now - this.lastFullRefresh >= this.options.ttlMs) {
       this.lastFullRefresh = now;
       await this.reloadAudiences();
@@ -449,12 +390,8 @@ export class Directory {
       this.maybeRebuildIds();
     }
     // A build that failed (the store was away) is tried again once the feed reads well, now and then.
-    if (this.ids === undefined && !this.stopped && this.clock.now() - this.idsFailedAt >= ID_RETRY_MS)
+    if (this.ids === undefined && !this.stopped && now - this.idsFailedAt >= ID_RETRY_MS)
       void this.buildIds(true);
-    if (now - this.lastPrune > PRUNE_EVERY_MS) {
-      this.lastPrune = now;
-      await this.store.pruneChanges(new Date(now - CHANGE_RETENTION_MS));
-    }
   }
 
   private async apply(changes: Change[]): Promise<void> {

@@ -105,9 +105,10 @@ async function listenPids(admin: pg.Client): Promise<number[]> {
 }
 
 /** The last time the directory read the change feed successfully (private; read for the report only). */
-/** When the directory last read the feed, in ms since the epoch (it keeps it as monotonic time, this process's). */
+/** When the directory's feed was last read, in ms since the epoch (kept as monotonic time, this process's). */
 function lastFeedRead(t: TestServer): number {
-  return performance.timeOrigin + (t.server.runtime.directory as unknown as { lastRead: number }).lastRead;
+  const { feed } = t.server.runtime.directory as unknown as { feed: { lastRead: number } };
+  return performance.timeOrigin + feed.lastRead;
 }
 
 describe('PostgreSQL outage and recovery', () => {
