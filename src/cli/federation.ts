@@ -3,6 +3,13 @@ import type { FederatedCredential } from '../domain/client-auth/index.js';
 import { MAX_MAX_LIFETIME, MIN_MAX_LIFETIME } from '../domain/client-auth/federation-rules.js';
 import { discoveryUrl } from '../domain/client-auth/index.js';
 import { parseDuration, ValidationError } from '../domain/validate.js';
+import {
+  GITHUB_ISSUER,
+  GITLAB_ISSUER,
+  githubSubject,
+  gitlabSubject,
+  kubernetesSubject,
+} from '../management/federation-presets.js';
 import { clients, federation, views, type ManagementContext } from '../management/index.js';
 import { action, collectText, parseClaims, parseJwks, withJson } from './common.js';
 import { formatRecord, formatTable, print, printJson } from './output.js';
@@ -10,11 +17,9 @@ import { formatRecord, formatTable, print, printJson } from './output.js';
 /*
  * `tessera client federation add|list|show|update|remove`: a client's federated credentials (workload identity
  * federation), the platforms' tokens it accepts in place of a secret. The options name the API's fields; the
- * presets (--github-repo, --gitlab-project, --k8s-service-account) only fill the issuer and the subject.
+ * presets (--github-repo, --gitlab-project, --k8s-service-account) only fill the issuer and the subject
+ * (management/federation-presets.ts: the table the console shows too).
  */
-
-const GITHUB_ISSUER = 'https://token.actions.githubusercontent.com';
-const GITLAB_ISSUER = 'https://gitlab.com';
 
 /** Options of `add` and `update`, as commander gives them. */
 interface CredentialOptions {
@@ -91,28 +96,23 @@ function preset(options: PresetOptions): { issuer?: string; subject: string } | 
   if (githubRepo !== undefined) {
     if ((githubRef === undefined) === (githubEnvironment === undefined))
       throw new ValidationError('--github-repo needs --github-ref or --github-environment (one of them)');
-    // GitHub's sub: repo:<owner>/<repo>:ref:<ref> for a push, repo:<owner>/<repo>:environment:<name> for a job
-    // with an environment.
     return {
       issuer: GITHUB_ISSUER,
-      subject:
-        githubRef !== undefined
-          ? `repo:${githubRepo}:ref:${githubRef}`
-          : `repo:${githubRepo}:environment:${githubEnvironment}`,
+      subject: githubSubject(
+        githubRepo,
+        githubRef !== undefined ? { ref: githubRef } : { environment: githubEnvironment! },
+      ),
     };
   }
   if (gitlabProject !== undefined) {
     if (gitlabRef === undefined) throw new ValidationError('--gitlab-project needs --gitlab-ref (a branch)');
-    return {
-      issuer: GITLAB_ISSUER,
-      subject: `project_path:${gitlabProject}:ref_type:branch:ref:${gitlabRef}`,
-    };
+    return { issuer: GITLAB_ISSUER, subject: gitlabSubject(gitlabProject, gitlabRef) };
   }
   if (k8sServiceAccount !== undefined) {
-    const match = /^([^:/\s]+)[:/]([^:/\s]+)$/.exec(k8sServiceAccount);
-    if (!match)
+    const subject = kubernetesSubject(k8sServiceAccount);
+    if (subject === undefined)
       throw new ValidationError(`--k8s-service-account is <namespace>:<name>, got "${k8sServiceAccount}"`);
-    return { subject: `system:serviceaccount:${match[1]}:${match[2]}` };
+    return { subject };
   }
   return undefined;
 }

@@ -16,65 +16,17 @@ import {
   SelectField,
   TextField,
 } from '../forms';
+import {
+  FEDERATION_PRESETS,
+  type FederationPreset,
+  type PresetKeys,
+} from '../../management/federation-presets';
 import { Loaded, useAction, useLoad } from '../load';
 
-/** What a platform's tokens look like: its issuer (when it is the same everywhere) and the format of its `sub`. */
-interface Preset {
-  label: string;
-  issuer: string;
-  issuerHint: string;
-  subject: string;
-  subjectHint: string;
-  keys: Keys;
-}
-
-type Keys = 'discovery' | 'jwks_uri' | 'jwks';
-
-const PRESETS = {
-  kubernetes: {
-    label: 'Kubernetes service account',
-    issuer: '',
-    issuerHint:
-      "The cluster's service-account issuer: kubectl get --raw /.well-known/openid-configuration (its issuer).",
-    subject: 'system:serviceaccount:<namespace>:<name>',
-    subjectHint: 'The namespace and name of the service account whose projected token the pod sends.',
-    keys: 'jwks',
-  },
-  github: {
-    label: 'GitHub Actions',
-    issuer: 'https://token.actions.githubusercontent.com',
-    issuerHint: 'GitHub.com; GitHub Enterprise Server: https://<host>/_services/token.',
-    subject: 'repo:<owner>/<repo>:ref:refs/heads/<branch>',
-    subjectHint: 'Or repo:<owner>/<repo>:environment:<env> for the jobs of an environment.',
-    keys: 'discovery',
-  },
-  gitlab: {
-    label: 'GitLab CI',
-    issuer: 'https://gitlab.com',
-    issuerHint: 'GitLab.com; a self-managed GitLab: its URL.',
-    subject: 'project_path:<group>/<project>:ref_type:branch:ref:<branch>',
-    subjectHint: 'The job token of id_tokens: with aud set to the audience below.',
-    keys: 'discovery',
-  },
-  spiffe: {
-    label: 'SPIFFE JWT-SVID',
-    issuer: '',
-    issuerHint:
-      "The issuer of the trust domain's JWT-SVIDs (its OIDC discovery provider), e.g. https://oidc.example.org.",
-    subject: 'spiffe://<trust-domain>/<path>',
-    subjectHint: 'The SPIFFE ID of the workload.',
-    keys: 'discovery',
-  },
-  oidc: {
-    label: 'Another OIDC issuer',
-    issuer: '',
-    issuerHint:
-      'The exact iss of its tokens; their keys are found at <issuer>/.well-known/openid-configuration.',
-    subject: '<the sub of its tokens>',
-    subjectHint: 'The exact sub required.',
-    keys: 'discovery',
-  },
-} satisfies Record<string, Preset>;
+/** The platforms, written once for the CLI and the console (management/federation-presets.ts: pure data). */
+const PRESETS = FEDERATION_PRESETS;
+type Preset = FederationPreset;
+type Keys = PresetKeys;
 
 type PresetName = keyof typeof PRESETS;
 
