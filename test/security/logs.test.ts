@@ -8,7 +8,7 @@ import { EVERY_SCOPE } from '../../src/management/context.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { tessera } from '../helpers/process.js';
 import { basic, freePort, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
-import { sleep, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * What Tessera writes to its log, at the most verbose level (trace), over a full flow: tokens in every
@@ -352,7 +352,7 @@ describe('log lines at trace level over a full flow', () => {
     // --- the store gone for good: an uncached client is a 503 ---
     await store.close();
     record('503', await form({ ...good, client_id: uncached.id, client_secret: uncached.secret }));
-    await sleep(300); // let the failing feed poll log once
+    await t.server.runtime.directory.poll(); // a read of the failing feed, logged (an event, not a wait)
   }, 60_000);
 
   afterAll(async () => {
