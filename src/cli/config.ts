@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
-import { stringify } from 'yaml';
-import { declarative, type ManagementContext } from '../management/index.js';
+import type * as declarative from '../management/declarative/index.js';
+import type { ManagementContext } from '../management/index.js';
 import { action, withJson } from './common.js';
 import { jsonPieces, print, printJson, writePieces } from './output.js';
 
@@ -11,7 +11,15 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-const asYaml = (value: unknown): string => stringify(value, { lineWidth: 0 });
+/**
+ * The declarative layer (the file's schema and its validator, YAML, the plan), loaded by the commands that use it:
+ * every other command starts without it (Ajv and yaml are a quarter of the CLI's start-up).
+ */
+type Declarative = typeof declarative;
+const loadDeclarative = (): Promise<Declarative> => import('../management/declarative/index.js');
+
+const asYaml = async (value: unknown): Promise<string> =>
+  (await import('yaml')).stringify(value, { lineWidth: 0 });
 
 /** What the store has and the file does not, kept: `Not in the file, kept (...): 1 client.` */
 function keptText({ kept }: declarative.Plan): string {
@@ -29,6 +37,7 @@ function keptText({ kept }: declarative.Plan): string {
  * time: an apply may create hundreds of thousands of clients.
  */
 function* applyText(
+  d: Declarative,
   plan: declarative.Plan,
   secrets: declarative.CreatedSecret[],
   dryRun: boolean,
@@ -37,8 +46,8 @@ function* applyText(
     yield `No changes.\n${keptText(plan)}`;
     return;
   }
-  const summary = declarative.planSummary(plan);
-  for (const line of declarative.planLines(plan)) yield `${line}\n`;
+  const summary = d.planSummary(plan);
+  for (const line of d.planLines(plan)) yield `${line}\n`;
   yield '\n';
   yield `Plan: ${summary.create} to create, ${summary.update} to update, ${summary.delete} to delete.\n`;
   yield keptText(plan);
@@ -68,13 +77,14 @@ function* applyJson(document: Record<string, unknown>): Generator<string> {
  * (for 200 000 clients, some 100 MB).
  */
 async function planOf(
+  d: Declarative,
   ctx: ManagementContext,
   file: string,
   name: string,
   prune: boolean,
 ): Promise<declarative.Plan> {
   const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
-  return declarative.planApply(ctx, declarative.parseConfigFile(text, name), { prune });
+  return d.planApply(ctx, d.parseConfigFile(text, name), { prune });
 }
 
 /** `tessera export` and `tessera apply`: the configuration as a file kept in git. */
@@ -88,13 +98,14 @@ export function configCommands(program: Command): void {
     .action(
       action(async (ctx, json, options: { format?: string; schema?: boolean }) => {
         const format = options.format ?? (json ? 'json' : 'yaml');
+        const d = await loadDeclarative();
         if (options.schema) {
-          printJson(declarative.configSchema());
+          printJson(d.configSchema());
           return;
         }
-        const file = await declarative.exportConfig(ctx);
+        const file = await d.exportConfig(ctx);
         if (format === 'json') printJson(file);
-        else print(asYaml(file));
+        else print(await asYaml(file));
       }),
     );
   withJson(
@@ -107,9 +118,10 @@ export function configCommands(program: Command): void {
   ).action(
     action(async (ctx, json, options: { file: string; dryRun?: boolean; prune?: boolean }) => {
       const name = options.file === '-' ? '<stdin>' : options.file;
-      const plan = await planOf(ctx, options.file, name, Boolean(options.prune));
+      const d = await loadDeclarative();
+      const plan = await planOf(d, ctx, options.file, name, Boolean(options.prune));
       const dryRun = Boolean(options.dryRun);
-      const secrets = dryRun ? [] : await declarative.applyPlan(ctx, plan);
+      const secrets = dryRun ? [] : await d.applyPlan(ctx, plan);
       if (json) {
         // Its changes and secrets are written one at a time: for 200 000 clients the document is 90 MB.
         await writePieces(
@@ -118,7 +130,7 @@ export function configCommands(program: Command): void {
             dry_run: dryRun,
             prune: plan.prune,
             applied: !dryRun && plan.steps.length > 0,
-            summary: declarative.planSummary(plan),
+            summary: d.planSummary(plan),
             changes: plan.steps,
             kept: plan.kept,
             secrets,
@@ -126,7 +138,7 @@ export function configCommands(program: Command): void {
         );
         return;
       }
-      await writePieces(applyText(plan, secrets, dryRun));
+      await writePieces(applyText(d, plan, secrets, dryRun));
     }),
   );
 }

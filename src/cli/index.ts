@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/index.js';
-import { asManagementError, declarative, type ErrorKind } from '../management/index.js';
+import type { ConfigFileError } from '../management/declarative/index.js';
+import { asManagementError, type ErrorKind } from '../management/index.js';
 import { SchemaError } from '../runtime/store.js';
 import { auditCommand } from './audit.js';
 import { audienceCommands } from './audiences.js';
@@ -109,7 +110,9 @@ export async function main(args: string[] = process.argv): Promise<void> {
     } else if (asManagementError(error)) {
       const failure = asManagementError(error)!;
       // A file refused by `apply` lists every problem and its place.
-      const details = failure instanceof declarative.ConfigFileError ? { errors: failure.problems } : {};
+      // (By its code: the declarative layer is loaded only by the commands that read files, see config.ts.)
+      const details =
+        failure.code === 'invalid_file' ? { errors: (failure as ConfigFileError).problems } : {};
       fail(json, failure.code, failure.message, EXIT_CODES[failure.kind], details);
     } else {
       fail(json, 'failed', (error as Error).message ?? String(error), EXIT_FAILED);

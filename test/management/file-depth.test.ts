@@ -5,7 +5,7 @@
  * per level, never sees it. The CLI's `--claims` follow the claims rule (31 levels of their own).
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { declarative } from '../../src/management/index.js';
+import * as declarative from '../../src/management/declarative/index.js';
 import { jsonError, workspace } from '../helpers/cli.js';
 
 const MESSAGE = 'is an object or list at level 33; a file nests at most 32 levels, itself being level 1';

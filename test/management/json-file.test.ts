@@ -7,7 +7,7 @@
 import { LineCounter, parseDocument } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { readJsonFile } from '../../src/management/declarative/json-file.js';
-import { declarative } from '../../src/management/index.js';
+import * as declarative from '../../src/management/declarative/index.js';
 
 /** What yaml says of a text: its errors, placed, as the YAML reading reported them. */
 function yamlErrors(text: string) {

@@ -7,7 +7,7 @@
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { readYamlFile } from '../../src/management/declarative/yaml-file.js';
-import { declarative } from '../../src/management/index.js';
+import * as declarative from '../../src/management/declarative/index.js';
 import { heapUsed } from '../helpers/memory.js';
 
 const read = (text: string) => readYamlFile(text, 32, 100);
