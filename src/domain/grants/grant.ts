@@ -1,5 +1,5 @@
 import type { JWTPayload } from 'jose';
-import { invalidRequest, invalidScope } from '../errors.js';
+import { invalidRequest, invalidScope, invalidTarget } from '../errors.js';
 import type { OwnTokenDeps } from '../own-tokens.js';
 import {
   present,
@@ -108,4 +108,42 @@ export function scopeOf(grant: KnownGrant, requested: string | undefined): strin
       throw invalidScope(`scope ${token.slice(0, 128)} is not granted to this client for this audience`);
   }
   return [...new Set(asked)].sort().join(' ');
+}
+
+/** The audience asked for and the client's grant of it: invalid_target when it is not registered, or not granted. */
+export function grantedAudience(
+  url: string,
+  client: KnownClient,
+  deps: Pick<GrantDeps, 'findAudience'>,
+): { audience: KnownAudience; granted: KnownGrant } {
+  const audience = deps.findAudience(url);
+  if (!audience) throw invalidTarget('the requested audience is not registered');
+  const granted = client.grants.get(audience.url);
+  if (!granted) throw invalidTarget('the requested audience is not granted to this client');
+  return { audience, granted };
+}
+
+/**
+ * RFC 9068 §2.2's claims (iss, exp, aud, sub, client_id, iat, jti) of a token for `sub` at `audience`, issued to
+ * `client` now: it lives the client's TTL, else the audience's, else the server's, and never past `notAfter`
+ * (seconds; an exchanged token never outlives its subject token).
+ */
+export function accessTokenClaims(
+  deps: GrantDeps,
+  client: KnownClient,
+  audience: KnownAudience,
+  sub: string,
+  notAfter = Infinity,
+): GrantClaims {
+  const ttl = client.tokenTtl ?? audience.tokenTtl ?? deps.defaultTtl;
+  const iat = Math.floor(deps.now() / 1000);
+  return {
+    iss: deps.issuer,
+    sub,
+    aud: audience.url,
+    client_id: client.id,
+    iat,
+    exp: Math.min(iat + ttl, notAfter),
+    jti: deps.newJti(),
+  };
 }

@@ -1,17 +1,12 @@
-import {
-  invalidRequest,
-  invalidTarget,
-  unacceptableToken,
-  unauthorizedClient,
-  unsupportedGrantType,
-} from '../errors.js';
+import { invalidRequest, unacceptableToken, unauthorizedClient, unsupportedGrantType } from '../errors.js';
 import { activeNow, dpopKeyOf, readOwnToken, type OwnTokenClaims, type OwnTokenDeps } from '../own-tokens.js';
 import { present, type KnownClient } from '../token-types.js';
 import {
+  accessTokenClaims,
+  grantedAudience,
   requestedAudience,
   scopeOf,
   type ActClaim,
-  type GrantClaims,
   type GrantHandler,
   type GrantResult,
 } from './grant.js';
@@ -185,10 +180,7 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
       before === undefined ? 'act is malformed or nests more than 5 actors' : 'act nests 5 actors',
     );
   // 7. The target.
-  const audience = deps.findAudience(target);
-  if (!audience) throw invalidTarget('the requested audience is not registered');
-  const granted = client.grants.get(audience.url);
-  if (!granted) throw invalidTarget('the requested audience is not granted to this client');
+  const { audience, granted } = grantedAudience(target, client, deps);
   // 8. Exchange allowed into it.
   if (!granted.tokenExchange)
     throw unauthorizedClient(
@@ -197,19 +189,9 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
   // 9. The scopes, within the acting client's grant.
   const scope = scopeOf(granted, present(params.scope));
 
-  const ttl = client.tokenTtl ?? audience.tokenTtl ?? deps.defaultTtl;
-  const iat = Math.floor(deps.now() / 1000);
   // RFC 9068 §2.2 with RFC 8693 §4.1: the caller stays the subject; the acting client is the client and the
   // current actor. Never outlives the subject token.
-  const claims: GrantClaims = {
-    iss: deps.issuer,
-    sub: subject.sub,
-    aud: audience.url,
-    client_id: client.id,
-    iat,
-    exp: Math.min(iat + ttl, subject.exp),
-    jti: deps.newJti(),
-  };
+  const claims = accessTokenClaims(deps, client, audience, subject.sub, subject.exp);
   if (scope !== undefined) claims.scope = scope;
   claims.act = actClaim(client.id, before);
   // docs/interface.md (DPoP): a DPoP-bound subject token is exchanged only with the acting client's own proof, and the
