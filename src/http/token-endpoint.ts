@@ -4,7 +4,7 @@ import type { TokenParams, TokenResponse } from '../domain/token-types.js';
 import { answerFor, NO_STORE } from './errors.js';
 import type { Turns } from './turns.js';
 
-export const JSON_TYPE = 'application/json; charset=utf-8';
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** The headers of every answer of the token endpoint, a token's and a refusal's (RFC 6749 §5.1: no-store). */
 export const TOKEN_ANSWER_HEADERS: Readonly<Record<string, string>> = {
@@ -17,7 +17,7 @@ export const TOKEN_ANSWER_HEADERS: Readonly<Record<string, string>> = {
  * serialization is base64url and dots only, and the other members are fixed text and an integer. The scope,
  * when the token has one, is escaped as any string.
  */
-export function tokenJson(response: TokenResponse): string {
+function tokenJson(response: TokenResponse): string {
   const scope = response.scope === undefined ? '' : `,"scope":${JSON.stringify(response.scope)}`;
   // RFC 8693 §2.2.1: a token exchange's answer names the issued token's type (a fixed URN).
   const issued =
@@ -26,7 +26,7 @@ export function tokenJson(response: TokenResponse): string {
 }
 
 /** The DPoP header as one string: Node joins repeated ones with commas, which the verifier refuses. */
-export const dpopHeader = (value: string | string[] | undefined): string | undefined =>
+const dpopHeader = (value: string | string[] | undefined): string | undefined =>
   Array.isArray(value) ? value.join(', ') : value;
 
 /** A token request as the HTTP layer hands it over: its parameters still to be read, and its headers. */

@@ -19,6 +19,7 @@ import {
 import {
   FEDERATION_PRESETS,
   type FederationPreset,
+  type FederationPresetName,
   type PresetKeys,
 } from '../../management/federation-presets';
 import { Loaded, useAction, useLoad } from '../load';
@@ -28,7 +29,7 @@ const PRESETS = FEDERATION_PRESETS;
 type Preset = FederationPreset;
 type Keys = PresetKeys;
 
-type PresetName = keyof typeof PRESETS;
+type PresetName = FederationPresetName;
 
 /** The fields of a credential that the form edits, as text. */
 interface Draft {

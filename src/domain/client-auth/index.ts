@@ -40,7 +40,6 @@ export {
   validateAuthMethod,
   type AuthMethodName,
   type ClientAuthMethod,
-  type PresentedCredentials,
 } from './method.js';
 export { clientSecretBasic, clientSecretPost, parseBasicAuthorization } from './secret.js';
 export { ClientAuthenticator, type ClientAuthenticatorDeps } from './authenticator.js';

@@ -14,7 +14,7 @@ import {
 /** RFC 8693 §2.1. */
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 /** RFC 8693 §3: the only token type Tessera takes and issues. */
-export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 /** RFC 8693 §3: a JWT; Tessera's access tokens are JWTs, so it is taken as access_token (docs/interface.md). */
 const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 
