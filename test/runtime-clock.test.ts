@@ -7,7 +7,7 @@ import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tokenParams } from './helpers/provision.js';
 import { testClock } from './helpers/clock.js';
-import { postToken, startTestServer, type TestClient, type TestServer } from './helpers/server.js';
+import { postToken, startWithClient, type TestClient, type TestServer } from './helpers/server.js';
 
 const API = 'https://api.example.com';
 const DAY = 86_400_000;
@@ -20,9 +20,7 @@ describe('a server started with a clock', () => {
   let from: number;
   beforeAll(async () => {
     from = clock.now();
-    t = await startTestServer({}, undefined, { clock });
-    await t.addAudience(API);
-    client = await t.createClient([API]);
+    ({ t, client } = await startWithClient(API, {}, undefined, { clock }));
   });
   afterAll(async () => t?.close());
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { AuditEntry } from '../domain/token-types.js';
+import type { AuditEntry } from '../domain/token-events.js';
 import { Outage } from '../outage.js';
 import { AUDIT_BATCH, type AdminRefusalType, type AuditRecord, type AuditStore } from '../store/types.js';
 import { encodeRecord, Spool, type SpoolChunk } from './spool.js';

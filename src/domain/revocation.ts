@@ -1,7 +1,7 @@
 import type { ClientAuthenticator } from './client-auth/index.js';
 import { insufficientScope, invalidRequest, unsupportedTokenType } from './errors.js';
 import { verifyOwnToken, type OwnTokenClaims, type OwnTokenDeps } from './own-tokens.js';
-import { present, type TokenRequest } from './token-types.js';
+import { present, type TokenRequest } from './token-request.js';
 
 /**
  * The admin scope a client needs to introspect tokens (docs/interface.md: a resource server gets a client whose only

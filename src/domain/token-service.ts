@@ -12,19 +12,13 @@ import { asOAuthError, invalidRequest, quotaExceeded, unsupportedGrantType } fro
 import { clientCredentials } from './grants/client-credentials.js';
 import type { GrantHandler, GrantResult } from './grants/grant.js';
 import { TOKEN_EXCHANGE, tokenExchange } from './grants/token-exchange.js';
+import type { KnownAudience, KnownClient } from './known-client.js';
+import type { QuotaLimiter } from './limits.js';
 import type { OwnTokenDeps } from './own-tokens.js';
 import { dpopPossession } from './possession/dpop.js';
 import type { PossessionProof } from './possession/index.js';
-import {
-  present,
-  type AuditEntry,
-  type KnownAudience,
-  type KnownClient,
-  type QuotaLimiter,
-  type TokenParams,
-  type TokenRequest,
-  type TokenResponse,
-} from './token-types.js';
+import type { AuditEntry } from './token-events.js';
+import { present, type TokenParams, type TokenRequest, type TokenResponse } from './token-request.js';
 import { isPossibleClientId, ownString } from './validate.js';
 
 /** What the token service needs: client authentication's (client-auth/authenticator.ts), and its own. */

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { invalidRequest } from '../domain/errors.js';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import { ownString } from '../domain/validate.js';
-import { TOKEN_PARAMS, type TokenParam, type TokenParams } from '../domain/token-types.js';
+import { TOKEN_PARAMS, type TokenParam, type TokenParams } from '../domain/token-request.js';
 
 /** Token requests are a few hundred bytes; a few KiB is plenty (docs/interface.md), more is refused with 413. */
 export const BODY_LIMIT = 8 * 1024;

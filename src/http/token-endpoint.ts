@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { TokenService } from '../domain/token-service.js';
-import type { TokenParams, TokenResponse } from '../domain/token-types.js';
+import type { TokenParams, TokenResponse } from '../domain/token-request.js';
 import { answerFor, NO_STORE } from './errors.js';
 import type { Turns } from './turns.js';
 

@@ -8,7 +8,7 @@ import { isPublicAddress } from '../domain/addresses.js';
 import { TesseraError } from '../domain/errors.js';
 import { algsForKey, discoveryUrl, MAX_CLIENT_KEYS, type RemoteKeys } from '../domain/client-auth/index.js';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
-import type { KeyPlace } from '../domain/token-types.js';
+import type { KeyPlace } from '../domain/known-client.js';
 
 /**
  * Public keys published at a URL (docs/interface.md, "Client authentication" and "Workload identity federation"):

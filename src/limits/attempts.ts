@@ -1,5 +1,5 @@
 import { boundedLru } from '../lru.js';
-import type { AttemptLimiter } from '../domain/token-types.js';
+import type { AttemptLimiter } from '../domain/limits.js';
 import { Counter, type Taken } from './counter.js';
 import type { SharedRedis } from './redis.js';
 import type { Threshold } from '../config/index.js';

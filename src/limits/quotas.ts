@@ -1,5 +1,5 @@
 import type { RateLimiterRes } from 'rate-limiter-flexible';
-import type { Quota, QuotaLimiter } from '../domain/token-types.js';
+import type { Quota, QuotaLimiter } from '../domain/limits.js';
 import { Counter } from './counter.js';
 import type { SharedRedis } from './redis.js';
 

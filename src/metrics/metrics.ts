@@ -1,6 +1,6 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
-import type { AuditEntry } from '../domain/token-types.js';
+import type { AuditEntry } from '../domain/token-events.js';
 import type { Store } from '../store/types.js';
 
 /** Seconds: a warm token answer takes well under a millisecond, a cold one a store round trip. */

@@ -1,5 +1,5 @@
 import type { LRUCache } from 'lru-cache';
-import type { KnownClient } from '../domain/token-types.js';
+import type { KnownClient } from '../domain/known-client.js';
 import { ownString } from '../domain/validate.js';
 import { boundedLru } from '../lru.js';
 import { packKnownClient, unpackKnownClient } from './known-client.js';

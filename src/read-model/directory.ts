@@ -8,7 +8,7 @@ import {
   type ClientIdStats,
   type IdHash,
 } from './client-ids.js';
-import type { KnownAudience, KnownClient } from '../domain/token-types.js';
+import type { KnownAudience, KnownClient } from '../domain/known-client.js';
 import { ClientCache } from './client-cache.js';
 import { toKnownClient } from './known-client.js';
 import type { Audience, AudienceStore, Change, ChangeFeed, ClientStore } from '../store/types.js';

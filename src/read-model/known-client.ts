@@ -1,6 +1,5 @@
 import { createLocalJWKSet } from 'jose';
 import type { FederatedCredential } from '../domain/client-auth/index.js';
-import { digestBytes } from '../domain/secrets.js';
 import type {
   ClientKeys,
   GrantsByAudience,
@@ -8,8 +7,9 @@ import type {
   KnownFederatedCredential,
   KnownGrant,
   KnownSecret,
-  Quota,
-} from '../domain/token-types.js';
+} from '../domain/known-client.js';
+import type { Quota } from '../domain/limits.js';
+import { digestBytes } from '../domain/secrets.js';
 import type { Client } from '../store/types.js';
 
 /*

@@ -8,7 +8,7 @@
 // `token.exchanged` (a token issued by token exchange, RFC 8693: client_id the acting client, audience the target,
 // reason `sub <original caller> act <first actor>>...><acting client>`), `token.refused`, and `token.throttled`
 // (refusals of a blocked caller or a client over its quota, summed per caller and minute: `count`).
-import { TOKEN_EVENT_TYPES, type AuditEntry } from '../domain/token-types.js';
+import { TOKEN_EVENT_TYPES, type AuditEntry } from '../domain/token-events.js';
 
 /**
  * Refused admin API calls (docs/management.md): a failed authentication (401, or 429 once its address is blocked) and

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuditRecorder } from '../../src/audit/recorder.js';
-import type { AuditEntry } from '../../src/domain/token-types.js';
+import type { AuditEntry } from '../../src/domain/token-events.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { AuditRecord, AuditStore, Store } from '../../src/store/types.js';
 import { collectGarbage } from '../helpers/memory.js';

@@ -21,7 +21,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuditRecorder, THROTTLE_WINDOW_MS } from '../../src/audit/recorder.js';
 import { Spool } from '../../src/audit/spool.js';
-import type { AuditEntry } from '../../src/domain/token-types.js';
+import type { AuditEntry } from '../../src/domain/token-events.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { AuditRecord, AuditStore, Store } from '../../src/store/types.js';
 import { ROOT } from '../helpers/process.js';

@@ -9,49 +9,26 @@
  *
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does).
  */
-import { createHash } from 'node:crypto';
-import { rmSync } from 'node:fs';
-import {
-  calculateJwkThumbprint,
-  decodeJwt,
-  exportJWK,
-  generateKeyPair,
-  SignJWT,
-  type CryptoKey,
-  type JWK,
-} from 'jose';
-import { Redis } from 'ioredis';
-import pg from 'pg';
+import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AssertionReplay, redisKeyOf } from '../../src/limits/replay.js';
-import { sharedDatabaseEnv, startInstances } from '../helpers/instances.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { ath, holder, signProof, type Holder } from '../helpers/dpop.js';
+import {
+  expectProofRecorded,
+  startPostgresPair,
+  stopPostgresPair,
+  type PostgresPair,
+} from '../helpers/instances.js';
 import { tesseraOk, type Serve } from '../helpers/process.js';
-import { openSocket, readResponse } from '../helpers/raw-http.js';
-import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
-import { tempDir } from '../helpers/server.js';
+import { sendRawAtOnce, type JsonAnswer as Answer } from '../helpers/raw-http.js';
+import { testPrefix } from '../helpers/redis.js';
+import { NO_BLOCKING } from '../helpers/server.js';
 
 const ISSUER = 'https://auth.tessera.test';
 const ADMIN = `${ISSUER}/admin/v1`;
 const CLIENTS = `${ADMIN}/clients`;
 const ALGS = 'ES256 ES384 RS256 PS256 EdDSA Ed25519';
 const CONNECTIONS = 20;
-/** Every refusal here comes from 127.0.0.1: the failed-attempt limits must not turn them into 429s. */
-const NO_BLOCKING = { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' };
 const REPLAYED = 'DPoP proof jti was already used';
-
-interface Holder {
-  privateKey: CryptoKey;
-  jwk: JWK;
-  jkt: string;
-}
-
-interface Answer {
-  port: number;
-  status: number;
-  headers: Record<string, string>;
-  body: Record<string, unknown>;
-}
 
 /** A GET of /admin/v1/clients with the token and proof, as a keep-alive client sends it. */
 const adminRequest = (port: number, token: string, dpop: string): string =>
@@ -59,26 +36,8 @@ const adminRequest = (port: number, token: string, dpop: string): string =>
   `Authorization: DPoP ${token}\r\nDPoP: ${dpop}\r\n\r\n`;
 
 /** Sends the same call to each port, one connection each, every request written in the same turn. */
-async function sendAtOnce(ports: number[], token: string, dpop: string): Promise<Answer[]> {
-  const sockets = await Promise.all(ports.map((port) => openSocket(port, 15_000)));
-  try {
-    const answers = sockets.map((socket) => readResponse(socket, 20_000));
-    sockets.forEach((socket, i) => socket.write(adminRequest(ports[i]!, token, dpop)));
-    return await Promise.all(
-      answers.map(async (pending, i) => {
-        const r = await pending;
-        return {
-          port: ports[i]!,
-          status: r.status,
-          headers: r.headers,
-          body: JSON.parse(r.body) as Record<string, unknown>,
-        };
-      }),
-    );
-  } finally {
-    for (const socket of sockets) socket.destroy();
-  }
-}
+const sendAtOnce = (ports: number[], token: string, dpop: string): Promise<Answer[]> =>
+  sendRawAtOnce(ports, (port) => adminRequest(port, token, dpop));
 
 const call = async (port: number, token: string, dpop: string) => (await sendAtOnce([port], token, dpop))[0]!;
 
@@ -86,12 +45,9 @@ describe.each([
   { name: 'without Redis and without nonces: the proof ids go to the store', redis: false, nonces: false },
   { name: 'with Redis and TESSERA_DPOP_NONCE=true: the proof ids go to Redis', redis: true, nonces: true },
 ])('the admin API of two instances on one PostgreSQL, $name', ({ redis, nonces }) => {
-  let db: TestDatabase;
+  let pair: PostgresPair | undefined;
   let env: NodeJS.ProcessEnv;
   let instances: Serve[] = [];
-  const dirs: string[] = [];
-  const prefix = testPrefix();
-  let redisClient: Redis | undefined;
   let h: Holder;
   let form: string;
   /** A DPoP-bound admin token, from A. */
@@ -100,16 +56,14 @@ describe.each([
 
   /** A proof by `h` of a call to `htm` `htu` (with the token's ath unless `forToken`), its nonce given. */
   const proofOf = (htm: string, htu: string, nonce: string | undefined, forToken = false): Promise<string> =>
-    new SignJWT({
+    signProof(h, {
       htm,
       htu,
       iat: Math.floor(Date.now() / 1000),
       jti: `admin-${++jtis}-${Date.now()}-${Math.random()}`,
-      ...(forToken ? {} : { ath: createHash('sha256').update(token).digest('base64url') }),
+      ...(forToken ? {} : { ath: ath(token) }),
       ...(nonce === undefined ? {} : { nonce }),
-    })
-      .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: h.jwk })
-      .sign(h.privateKey);
+    });
 
   /** A token request to `instance` with this proof. */
   const tokenAt = async (instance: Serve, dpop: string) => {
@@ -165,31 +119,16 @@ describe.each([
   });
 
   /** Where the proof's id is kept: in Redis (not the store) with Redis, else in the store. */
-  async function expectRecorded(jti: string): Promise<void> {
-    const id = AssertionReplay.idOf(`dpop:${h.jkt}`, jti);
-    const client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    try {
-      const { rows } = await client.query('SELECT expires_at FROM assertion_jtis WHERE id = $1', [id]);
-      if (redis) {
-        expect(rows).toEqual([]);
-        expect(await redisClient!.pttl(redisKeyOf(prefix, id))).toBeGreaterThan(60_000);
-      } else expect(rows).toHaveLength(1);
-    } finally {
-      await client.end();
-    }
-  }
+  const expectRecorded = (jti: string): Promise<void> => expectProofRecorded(pair!, h.jkt, jti);
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    env = sharedDatabaseEnv(db.url, ISSUER, {
-      ...NO_BLOCKING,
-      ...(nonces ? { TESSERA_DPOP_NONCE: 'true' } : {}),
-      ...(redis ? { TESSERA_REDIS_URL: REDIS_URL, TESSERA_REDIS_PREFIX: prefix } : {}),
-    });
-    dirs.push(tempDir('tessera-admin-dpop-'), tempDir('tessera-admin-dpop-'));
-    instances = await startInstances(env, 2, (i) => ({ TESSERA_DATA_DIR: dirs[i]! }));
-    env = { ...env, TESSERA_DATA_DIR: dirs[0] };
+    pair = await startPostgresPair(
+      ISSUER,
+      'tessera-admin-dpop-',
+      { ...NO_BLOCKING, ...(nonces ? { TESSERA_DPOP_NONCE: 'true' } : {}) },
+      redis ? testPrefix() : undefined,
+    );
+    ({ env, instances } = pair);
     // An admin client bound to DPoP: every token it gets is a DPoP token.
     const created = await tesseraOk(
       env,
@@ -208,10 +147,7 @@ describe.each([
       client_secret: created.json.client_secret as string,
       audience: ADMIN,
     }).toString();
-    const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
-    const jwk = await exportJWK(publicKey);
-    h = { privateKey, jwk, jkt: await calculateJwkThumbprint(jwk, 'sha256') };
-    if (redis) redisClient = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+    h = await holder('ES256');
 
     // A token from A; B asked for one too, so that it knows the client (its admin API asks only what it knows).
     const [a, b] = instances as [Serve, Serve];
@@ -227,11 +163,7 @@ describe.each([
   }, 90_000);
 
   afterAll(async () => {
-    await Promise.all(instances.map((i) => i.stop('SIGKILL')));
-    redisClient?.disconnect();
-    if (redis) await dropPrefix(prefix);
-    await db?.drop();
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    await stopPostgresPair(pair);
   });
 
   it('a proof used at A is refused at B, and at A again; one used at B is refused at A', async () => {

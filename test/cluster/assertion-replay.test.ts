@@ -16,23 +16,27 @@ import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { decodeJwt, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
-import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWT_BEARER } from '../../src/domain/client-auth/index.js';
-import { generateClientId } from '../../src/domain/secrets.js';
 import { AssertionReplay, redisKeyOf } from '../../src/limits/replay.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
-import { sharedDatabaseEnv, startInstances } from '../helpers/instances.js';
+import {
+  complaints,
+  startPostgresPair,
+  stopPostgresPair,
+  tokenEvents,
+  type PostgresPair,
+} from '../helpers/instances.js';
+import { writeKeyClient } from '../helpers/key-client.js';
 import { alive, childrenOf, connectionOwner, startedWith } from '../helpers/proc.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { startServe, tesseraEnv, tesseraOk, type LogLine, type Serve } from '../helpers/process.js';
-import { openSocket, readResponse, tokenRequest } from '../helpers/raw-http.js';
-import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
-import { freePort, tempDir } from '../helpers/server.js';
-import { waitFor } from '../helpers/wait.js';
+import { startServe, tesseraEnv, tesseraOk, type Serve } from '../helpers/process.js';
+import { sendRawAtOnce, tokenRequest, type JsonAnswer } from '../helpers/raw-http.js';
+import { testPrefix } from '../helpers/redis.js';
+import { freePort, NO_BLOCKING, tempDir } from '../helpers/server.js';
 
 const ISSUER = 'https://auth.tessera.test';
 const API = 'https://api.example.com';
@@ -40,8 +44,6 @@ const REFUSED = { error: 'invalid_client', error_description: 'client authentica
 const REPLAYED = 'invalid_client: assertion replayed';
 /** How many connections carry the same assertion at once. */
 const CONNECTIONS = 20;
-/** Every refusal here comes from 127.0.0.1 for one client: the failed-attempt limits must not turn them into 429s. */
-const NO_BLOCKING = { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' };
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 // --- the client and its assertions ---
@@ -55,17 +57,7 @@ interface KeyClient {
 async function keyClient(store: Store): Promise<KeyClient> {
   const { privateKey, publicKey } = await generateKeyPair('ES256');
   const jwk: JWK = { ...(await exportJWK(publicKey)), kid: 'replay', alg: 'ES256', use: 'sig' };
-  const id = generateClientId();
-  await store.createClient({
-    id,
-    name: 'replay test',
-    secretDigest: null,
-    tokenTtl: null,
-    audiences: [API],
-    authMethod: 'private_key_jwt',
-    jwks: { keys: [jwk] },
-    jwksUri: null,
-  });
+  const id = await writeKeyClient(store, { name: 'replay test', audiences: [API], jwks: { keys: [jwk] } });
   return { id, privateKey };
 }
 
@@ -96,41 +88,23 @@ async function assertionOf(client: KeyClient): Promise<Assertion> {
 
 // --- sending it ---
 
-interface Answer {
-  port: number;
-  status: number;
-  headers: Record<string, string>;
-  body: Record<string, unknown>;
+interface Answer extends JsonAnswer {
   /** The pid holding the server side of the connection (with `owners` to choose from), read before it closed. */
   owner: number | undefined;
 }
 
 /**
- * Sends `form` to each port of `ports`, one new connection each: every connection is opened first, then every
- * request is written in the same turn of the event loop, so that they all arrive at once. Each connection
- * stays open until its answer is read and, with `owners`, until the process that answered it is known.
+ * Sends `form` to each port of `ports`, one new connection each, all at once (sendRawAtOnce); with `owners`,
+ * each connection stays open until the process that answered it is known.
  */
-async function sendAtOnce(ports: number[], form: string, owners: number[] = []): Promise<Answer[]> {
-  const sockets = await Promise.all(ports.map((port) => openSocket(port, 15_000)));
-  try {
-    const answers = sockets.map((socket) => readResponse(socket, 20_000));
-    sockets.forEach((socket, i) => socket.write(tokenRequest(ports[i]!, form)));
-    return await Promise.all(
-      answers.map(async (pending, i) => {
-        const response = await pending;
-        return {
-          port: ports[i]!,
-          status: response.status,
-          headers: response.headers,
-          body: JSON.parse(response.body) as Record<string, unknown>,
-          owner: owners.length > 0 ? connectionOwner(ports[i]!, sockets[i]!.localPort!, owners) : undefined,
-        };
-      }),
-    );
-  } finally {
-    for (const socket of sockets) socket.destroy();
-  }
-}
+const sendAtOnce = (ports: number[], form: string, owners: number[] = []): Promise<Answer[]> =>
+  sendRawAtOnce(
+    ports,
+    (port) => tokenRequest(port, form),
+    (port, socket) => ({
+      owner: owners.length > 0 ? connectionOwner(port, socket.localPort!, owners) : undefined,
+    }),
+  );
 
 const send = async (port: number, form: string): Promise<Answer> => (await sendAtOnce([port], form))[0]!;
 
@@ -168,31 +142,7 @@ function expectOneIssued(answers: Answer[], client: KeyClient, context: string):
   return issued[0]!;
 }
 
-// --- the audit trail, through the CLI ---
-
-interface AuditEvent {
-  type: string;
-  client_id: string | null;
-  reason: string | null;
-}
-
-/**
- * The token events of `clientId` once there are `count` of them (the instances write their spools to the
- * store every second), as "type: reason" sorted.
- */
-async function tokenEvents(env: NodeJS.ProcessEnv, clientId: string, count: number): Promise<string[]> {
-  let events: AuditEvent[] = [];
-  await waitFor(
-    async () => {
-      const result = await tesseraOk(env, 'audit', '--client', clientId, '--limit', '1000', '--json');
-      events = (result.json as AuditEvent[]).filter((e) => e.type.startsWith('token.'));
-      return events.length >= count;
-    },
-    15_000,
-    250,
-  ).catch(() => undefined);
-  return events.map((e) => `${e.type}: ${e.reason ?? ''}`).sort();
-}
+// --- the audit trail, through the CLI (tokenEvents) ---
 
 const expectedEvents = (refused: number): string[] =>
   ['token.issued: ', ...Array<string>(refused).fill(`token.refused: ${REPLAYED}`)].sort();
@@ -228,46 +178,28 @@ function sqliteJtiRow(file: string, id: string): number | undefined {
   }
 }
 
-/** The warnings and errors the instances logged (Redis outages, store failures), to explain a failure. */
-const complaints = (instances: Serve[]): LogLine[] =>
-  instances.flatMap((i) => i.logs.filter((line) => line.level >= 40));
-
 // --- the clusters under test ---
 
 describe.each([
   { name: 'without Redis: the used ids go to the store', redis: false },
   { name: 'with Redis: the used ids go to Redis', redis: true },
 ])('two instances on one PostgreSQL, $name', ({ redis }) => {
+  let pair: PostgresPair | undefined;
   let db: TestDatabase;
   let env: NodeJS.ProcessEnv;
   let store: Store;
   let instances: Serve[] = [];
-  const dirs: string[] = [];
   const prefix = testPrefix();
-  let redisClient: Redis | undefined;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    env = sharedDatabaseEnv(db.url, ISSUER, {
-      ...NO_BLOCKING,
-      ...(redis ? { TESSERA_REDIS_URL: REDIS_URL, TESSERA_REDIS_PREFIX: prefix } : {}),
-    });
-    // Each instance with a data directory (its audit spool) of its own, both at once on the empty database.
-    dirs.push(tempDir('tessera-replay-'), tempDir('tessera-replay-'));
-    instances = await startInstances(env, 2, (i) => ({ TESSERA_DATA_DIR: dirs[i]! }));
-    env = { ...env, TESSERA_DATA_DIR: dirs[0] };
+    pair = await startPostgresPair(ISSUER, 'tessera-replay-', NO_BLOCKING, redis ? prefix : undefined);
+    ({ db, env, instances } = pair);
     await tesseraOk(env, 'audience', 'add', API);
     store = openPostgresStore(db.url, { max: 2 });
-    if (redis) redisClient = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
   }, 90_000);
 
   afterAll(async () => {
-    await Promise.all(instances.map((i) => i.stop('SIGKILL')));
-    await store?.close();
-    redisClient?.disconnect();
-    if (redis) await dropPrefix(prefix);
-    await db?.drop();
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    await stopPostgresPair(pair, store);
   });
 
   /** Where the assertion's id is recorded: in Redis (and not the store) with Redis, else in the store. */
@@ -275,7 +207,7 @@ describe.each([
     const id = replayId(client, assertion);
     const until = (assertion.exp + 60) * 1000;
     if (redis) {
-      const ttl = await redisClient!.pttl(redisKeyOf(prefix, id));
+      const ttl = await pair!.redisClient!.pttl(redisKeyOf(prefix, id));
       // Set with PX until - now when the first request was checked, a moment ago.
       expect(ttl).toBeGreaterThan(until - Date.now() - 30_000);
       expect(ttl).toBeLessThanOrEqual(until - Date.now() + 1000);

@@ -8,110 +8,63 @@
  *
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does).
  */
-import { rmSync } from 'node:fs';
-import {
-  calculateJwkThumbprint,
-  decodeJwt,
-  exportJWK,
-  generateKeyPair,
-  SignJWT,
-  type CryptoKey,
-  type JWK,
-} from 'jose';
-import { Redis } from 'ioredis';
-import pg from 'pg';
+import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AssertionReplay, redisKeyOf } from '../../src/limits/replay.js';
-import { sharedDatabaseEnv, startInstances } from '../helpers/instances.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { holder, signProof, type Holder } from '../helpers/dpop.js';
+import {
+  expectProofRecorded,
+  startPostgresPair,
+  stopPostgresPair,
+  type PostgresPair,
+} from '../helpers/instances.js';
 import { tesseraOk, type Serve } from '../helpers/process.js';
-import { openSocket, readResponse, tokenRequest } from '../helpers/raw-http.js';
-import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
-import { tempDir } from '../helpers/server.js';
+import { sendRawAtOnce, tokenRequest, type JsonAnswer } from '../helpers/raw-http.js';
+import { testPrefix } from '../helpers/redis.js';
+import { NO_BLOCKING } from '../helpers/server.js';
 
 const ISSUER = 'https://auth.tessera.test';
 const API = 'https://api.example.com';
 const CONNECTIONS = 20;
-/** Every refusal here comes from 127.0.0.1 for one client: the failed-attempt limits must not turn them into 429s. */
-const NO_BLOCKING = { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' };
 const REPLAYED = {
   error: 'invalid_dpop_proof',
   error_description: 'DPoP proof jti was already used',
 };
 
-interface Answer {
-  port: number;
-  status: number;
-  headers: Record<string, string>;
-  body: Record<string, unknown>;
-}
-
 /** Sends `form` with `dpop` to each port, one connection each, every request written in the same turn. */
-async function sendAtOnce(ports: number[], form: string, dpop: string): Promise<Answer[]> {
-  const sockets = await Promise.all(ports.map((port) => openSocket(port, 15_000)));
-  try {
-    const answers = sockets.map((socket) => readResponse(socket, 20_000));
-    sockets.forEach((socket, i) => socket.write(tokenRequest(ports[i]!, form, { DPoP: dpop })));
-    return await Promise.all(
-      answers.map(async (pending, i) => {
-        const r = await pending;
-        return {
-          port: ports[i]!,
-          status: r.status,
-          headers: r.headers,
-          body: JSON.parse(r.body) as Record<string, unknown>,
-        };
-      }),
-    );
-  } finally {
-    for (const socket of sockets) socket.destroy();
-  }
-}
+const sendAtOnce = (ports: number[], form: string, dpop: string): Promise<JsonAnswer[]> =>
+  sendRawAtOnce(ports, (port) => tokenRequest(port, form, { DPoP: dpop }));
 
 const send = async (port: number, form: string, dpop: string) => (await sendAtOnce([port], form, dpop))[0]!;
 
-interface Holder {
-  privateKey: CryptoKey;
-  jwk: JWK;
-  jkt: string;
-}
-
 /** A proof for the public token endpoint, its jti and nonce given. */
 function proofOf(h: Holder, jti: string, nonce?: string): Promise<string> {
-  return new SignJWT({
+  return signProof(h, {
     htm: 'POST',
     htu: `${ISSUER}/oauth/token`,
     iat: Math.floor(Date.now() / 1000),
     jti,
     ...(nonce === undefined ? {} : { nonce }),
-  })
-    .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: h.jwk })
-    .sign(h.privateKey);
+  });
 }
 
 describe.each([
   { name: 'without Redis: the proof ids go to the store', redis: false },
   { name: 'with Redis: the proof ids go to Redis', redis: true },
 ])('two instances on one PostgreSQL with TESSERA_DPOP_NONCE=true, $name', ({ redis }) => {
-  let db: TestDatabase;
+  let pair: PostgresPair | undefined;
   let env: NodeJS.ProcessEnv;
   let instances: Serve[] = [];
-  const dirs: string[] = [];
-  const prefix = testPrefix();
-  let redisClient: Redis | undefined;
   let form: string;
   let h: Holder;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    env = sharedDatabaseEnv(db.url, ISSUER, {
-      ...NO_BLOCKING,
-      TESSERA_DPOP_NONCE: 'true',
-      ...(redis ? { TESSERA_REDIS_URL: REDIS_URL, TESSERA_REDIS_PREFIX: prefix } : {}),
-    });
-    dirs.push(tempDir('tessera-dpop-'), tempDir('tessera-dpop-'));
-    instances = await startInstances(env, 2, (i) => ({ TESSERA_DATA_DIR: dirs[i]! }));
-    env = { ...env, TESSERA_DATA_DIR: dirs[0] };
+    pair = await startPostgresPair(
+      ISSUER,
+      'tessera-dpop-',
+      { ...NO_BLOCKING, TESSERA_DPOP_NONCE: 'true' },
+      redis ? testPrefix() : undefined,
+    );
+    ({ env, instances } = pair);
     await tesseraOk(env, 'audience', 'add', API);
     // Bound to DPoP: every token it gets here is a DPoP token.
     const created = await tesseraOk(
@@ -131,18 +84,11 @@ describe.each([
       client_secret: created.json.client_secret as string,
       audience: API,
     }).toString();
-    const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
-    const jwk = await exportJWK(publicKey);
-    h = { privateKey, jwk, jkt: await calculateJwkThumbprint(jwk, 'sha256') };
-    if (redis) redisClient = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+    h = await holder('ES256');
   }, 90_000);
 
   afterAll(async () => {
-    await Promise.all(instances.map((i) => i.stop('SIGKILL')));
-    redisClient?.disconnect();
-    if (redis) await dropPrefix(prefix);
-    await db?.drop();
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    await stopPostgresPair(pair);
   });
 
   /** The nonce A gives, in its use_dpop_nonce answer to a proof without one. */
@@ -160,20 +106,7 @@ describe.each([
   }
 
   /** Where the proof's id is kept: in Redis (not the store) with Redis, else in the store. */
-  async function expectRecorded(jti: string): Promise<void> {
-    const id = AssertionReplay.idOf(`dpop:${h.jkt}`, jti);
-    const client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    try {
-      const { rows } = await client.query('SELECT expires_at FROM assertion_jtis WHERE id = $1', [id]);
-      if (redis) {
-        expect(rows).toEqual([]);
-        expect(await redisClient!.pttl(redisKeyOf(prefix, id))).toBeGreaterThan(60_000);
-      } else expect(rows).toHaveLength(1);
-    } finally {
-      await client.end();
-    }
-  }
+  const expectRecorded = (jti: string): Promise<void> => expectProofRecorded(pair!, h.jkt, jti);
 
   it("A's nonce is taken by B; the proof used at B is refused at A, and at B again", async () => {
     const [a, b] = instances as [Serve, Serve];

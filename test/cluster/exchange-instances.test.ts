@@ -12,7 +12,7 @@ import { openPostgresStore, type PostgresStore } from '../../src/store/postgres.
 import { sharedDatabaseEnv, startInstances } from '../helpers/instances.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import type { Serve } from '../helpers/process.js';
-import { tokenParams } from '../helpers/provision.js';
+import { exchangeParams, tokenParams } from '../helpers/provision.js';
 import { postToken } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -20,8 +20,6 @@ const ISSUER = 'https://auth.tessera.test';
 const FRONT = 'https://front.example.com';
 const MIDDLE = 'https://middle.example.com';
 const BACK = 'https://back.example.com';
-const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
-const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 
 interface Caller {
   id: string;
@@ -56,14 +54,7 @@ describe('token exchange on two instances on one PostgreSQL', () => {
     return token;
   };
   const exchange = (instance: Serve, actor: Caller, subject: string, audience: string) =>
-    postToken(instance.url, {
-      grant_type: EXCHANGE,
-      client_id: actor.id,
-      client_secret: actor.secret,
-      subject_token: subject,
-      subject_token_type: ACCESS_TOKEN,
-      audience,
-    });
+    postToken(instance.url, exchangeParams(actor, subject, audience));
   const REFUSED = {
     error: 'invalid_request',
     error_description: 'subject_token is not an active access token of this server',

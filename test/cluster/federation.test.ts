@@ -13,8 +13,6 @@
  * The instances load dist/, so `npm run build` must have run (`npm test` does).
  */
 import { randomUUID } from 'node:crypto';
-import { rmSync } from 'node:fs';
-import { Redis } from 'ioredis';
 import {
   decodeJwt,
   exportJWK,
@@ -32,15 +30,21 @@ import {
   newFederatedCredentialId,
   type FederatedCredential,
 } from '../../src/domain/client-auth/index.js';
-import { generateClientId } from '../../src/domain/secrets.js';
 import { AssertionReplay, redisKeyOf } from '../../src/limits/replay.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import type { Store } from '../../src/store/types.js';
-import { sharedDatabaseEnv, startInstances } from '../helpers/instances.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { tesseraOk, type LogLine, type Serve } from '../helpers/process.js';
-import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
-import { postToken, tempDir } from '../helpers/server.js';
+import {
+  complaints,
+  startPostgresPair,
+  stopPostgresPair,
+  tokenEvents as tokenEventsOf,
+  type PostgresPair,
+} from '../helpers/instances.js';
+import { writeKeyClient } from '../helpers/key-client.js';
+import type { TestDatabase } from '../helpers/postgres.js';
+import { tesseraOk, type Serve } from '../helpers/process.js';
+import { testPrefix } from '../helpers/redis.js';
+import { NO_BLOCKING, postToken } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
 const ISSUER = 'https://auth.tessera.test';
@@ -49,7 +53,6 @@ const REFUSED = { error: 'invalid_client', error_description: 'client authentica
 const PROD = 'https://kubernetes.prod.acme.example';
 const STAGING = 'https://kubernetes.staging.acme.example';
 const SUBJECT = 'system:serviceaccount:billing:billing';
-const NO_BLOCKING = { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' };
 /** How many requests carry the same `once` token at once, to both instances. */
 const AT_ONCE = 20;
 
@@ -129,75 +132,34 @@ function expectRefused(answer: Answer): void {
   expect(answer.headers.get('www-authenticate')).toBe('Basic realm="tessera"');
 }
 
-/** The warnings and errors the instances logged, to explain a failure. */
-const complaints = (instances: Serve[]): LogLine[] =>
-  instances.flatMap((i) => i.logs.filter((line) => line.level >= 40));
-
 describe.each([
   { name: 'without Redis', redis: false },
   { name: 'with Redis', redis: true },
 ])('federation: two instances on one PostgreSQL, $name', ({ redis }) => {
+  let pair: PostgresPair | undefined;
   let db: TestDatabase;
   let env: NodeJS.ProcessEnv;
   let store: Store;
   let instances: Serve[] = [];
-  const dirs: string[] = [];
   const prefix = testPrefix();
-  let redisClient: Redis | undefined;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    env = sharedDatabaseEnv(db.url, ISSUER, {
-      ...NO_BLOCKING,
-      ...(redis ? { TESSERA_REDIS_URL: REDIS_URL, TESSERA_REDIS_PREFIX: prefix } : {}),
-    });
-    dirs.push(tempDir('tessera-federation-'), tempDir('tessera-federation-'));
-    instances = await startInstances(env, 2, (i) => ({ TESSERA_DATA_DIR: dirs[i]! }));
-    env = { ...env, TESSERA_DATA_DIR: dirs[0] };
+    pair = await startPostgresPair(ISSUER, 'tessera-federation-', NO_BLOCKING, redis ? prefix : undefined);
+    ({ db, env, instances } = pair);
     await tesseraOk(env, 'audience', 'add', API);
     store = openPostgresStore(db.url, { max: 2 });
-    if (redis) redisClient = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
   }, 90_000);
 
   afterAll(async () => {
-    await Promise.all(instances.map((i) => i.stop('SIGKILL')));
-    await store?.close();
-    redisClient?.disconnect();
-    if (redis) await dropPrefix(prefix);
-    await db?.drop();
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    await stopPostgresPair(pair, store);
   });
 
-  async function federatedClient(credentials: FederatedCredential[]): Promise<string> {
-    const id = generateClientId();
-    await store.createClient({
-      id,
-      name: 'billing',
-      secretDigest: null,
-      tokenTtl: null,
-      audiences: [API],
-      authMethod: 'private_key_jwt',
-      jwks: null,
-      jwksUri: null,
-      federatedCredentials: credentials,
-    });
-    return id;
-  }
+  const federatedClient = (credentials: FederatedCredential[]): Promise<string> =>
+    writeKeyClient(store, { name: 'billing', audiences: [API], federatedCredentials: credentials });
 
   /** The token events of `clientId` once there are `count` (the spools reach the store every second). */
-  async function tokenEvents(clientId: string, count: number): Promise<string[]> {
-    let events: { type: string; reason: string | null }[] = [];
-    await waitFor(
-      async () => {
-        const result = await tesseraOk(env, 'audit', '--client', clientId, '--limit', '1000', '--json');
-        events = (result.json as typeof events).filter((e) => e.type.startsWith('token.'));
-        return events.length >= count;
-      },
-      15_000,
-      250,
-    ).catch(() => undefined);
-    return events.map((e) => `${e.type}: ${e.reason ?? ''}`).sort();
-  }
+  const tokenEvents = (clientId: string, count: number): Promise<string[]> =>
+    tokenEventsOf(env, clientId, count);
 
   it('a credential removed is refused by the other instance within a second; the other credential still works', async () => {
     const [a, b] = instances as [Serve, Serve];
@@ -268,7 +230,7 @@ describe.each([
       );
       if (redis) {
         expect(rows).toEqual([]);
-        const ttl = await redisClient!.pttl(redisKeyOf(prefix, key));
+        const ttl = await pair!.redisClient!.pttl(redisKeyOf(prefix, key));
         expect(ttl).toBeGreaterThan(until - Date.now() - 30_000);
         expect(ttl).toBeLessThanOrEqual(until - Date.now() + 1000);
       } else expect(rows.map((r) => Number(r.expires_at))).toEqual([until]);

@@ -6,24 +6,23 @@
  * who can change nothing, log out. Every page is photographed at 1280×800 and some at 390×844, into
  * test-results/console/ (look at them), and no page may log a CSP violation or an error.
  */
-import { EVERY_SCOPE } from '../../src/management/context.js';
-import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clients, operators } from '../../src/management/index.js';
 import type { ManagementContext } from '../../src/management/index.js';
+import { enrollOperator } from '../helpers/admin.js';
 import {
   chromiumAvailable as available,
   eventually,
   expectLabelled,
   go,
-  launchChromium,
   openWatched,
   shot as photograph,
+  startConsoleTest,
   watchedContext,
 } from '../helpers/browser.js';
-import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
+import { postToken, type TestServer } from '../helpers/server.js';
 
 // What the callbacks run in the page see (the test's own TypeScript has no DOM library).
 declare const window: Record<string, unknown> & { innerWidth: number };
@@ -50,11 +49,7 @@ const shot = (page: Page, name: string): Promise<void> => photograph(page, SCREE
 
 describe.skipIf(!available)('the web console in Chromium', () => {
   beforeAll(async () => {
-    rmSync(SCREENSHOTS, { recursive: true, force: true });
-    mkdirSync(SCREENSHOTS, { recursive: true });
-    t = await startTestServer({ TESSERA_HOST: '127.0.0.1' });
-    ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE };
-    browser = await launchChromium();
+    ({ t, ctx, browser } = await startConsoleTest(SCREENSHOTS));
   });
   afterAll(async () => {
     await browser?.close();
@@ -351,10 +346,7 @@ describe.skipIf(!available)('the web console in Chromium', () => {
   }, 90_000); // forty steps in one browser: 23 s on an idle machine, past 30 s while the rest of the suite runs beside it
 
   it('is readable in a phone-sized window (390×844): nothing wider than the screen, the menu opens', async () => {
-    await operators.addOperator(ctx, { email: 'phone@example.com', role: 'admin' }).then(async ({ url }) => {
-      const token = new URL(url).hash.slice('#token='.length);
-      await operators.enroll(ctx, token, PASSWORD);
-    });
+    await enrollOperator(ctx, 'phone@example.com', 'admin', PASSWORD);
     const context = await newContext({ width: 390, height: 844 });
     const page = await open(context);
     await page.goto('/console/login');
@@ -381,9 +373,7 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     expect(problems).toEqual([]);
   });
   it("a client's DPoP requirement: a checkbox when it is created and on its page, shown as a badge; the token endpoint follows it", async () => {
-    await operators.addOperator(ctx, { email: 'dpop@example.com', role: 'admin' }).then(async ({ url }) => {
-      await operators.enroll(ctx, new URL(url).hash.slice('#token='.length), PASSWORD);
-    });
+    await enrollOperator(ctx, 'dpop@example.com', 'admin', PASSWORD);
     const context = await newContext();
     const page = await open(context);
     await page.goto('/console/login');

@@ -5,32 +5,24 @@
  * moves a secret client to federation (its secret actions go). Photographed into
  * test-results/console-federation/ (look at them); no page may log a CSP violation or an error.
  */
-import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { exportJWK, generateKeyPair } from 'jose';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVERY_SCOPE } from '../../src/management/context.js';
-import {
-  audiences,
-  clients,
-  federation,
-  operators,
-  views,
-  type ManagementContext,
-} from '../../src/management/index.js';
+import { audiences, clients, federation, views, type ManagementContext } from '../../src/management/index.js';
+import { enrollOperator } from '../helpers/admin.js';
 import {
   chromiumAvailable,
   eventually,
   expectLabelled,
   go,
-  launchChromium,
   logIn as logInAs,
   openWatched,
   shot,
+  startConsoleTest,
   watchedContext,
 } from '../helpers/browser.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import type { TestServer } from '../helpers/server.js';
 
 // What the callbacks run in the page see (the test's own TypeScript has no DOM library).
 declare const window: { innerWidth: number };
@@ -52,19 +44,10 @@ const logIn = (page: Page, email: string) => logInAs(page, t.url, email, PASSWOR
 
 describe.skipIf(!chromiumAvailable)('federated credentials in the web console', () => {
   beforeAll(async () => {
-    rmSync(SCREENSHOTS, { recursive: true, force: true });
-    mkdirSync(SCREENSHOTS, { recursive: true });
-    t = await startTestServer({ TESSERA_HOST: '127.0.0.1' });
-    ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE };
+    ({ t, ctx, browser } = await startConsoleTest(SCREENSHOTS));
     await audiences.addAudience(ctx, { url: API, name: 'Orders API' });
-    for (const [email, role] of [
-      ['admin@example.com', 'admin'],
-      ['viewer@example.com', 'viewer'],
-    ] as const) {
-      const { url } = await operators.addOperator(ctx, { email, role });
-      await operators.enroll(ctx, new URL(url).hash.slice('#token='.length), PASSWORD);
-    }
-    browser = await launchChromium();
+    await enrollOperator(ctx, 'admin@example.com', 'admin', PASSWORD);
+    await enrollOperator(ctx, 'viewer@example.com', 'viewer', PASSWORD);
   });
   afterAll(async () => {
     await browser?.close();

@@ -5,23 +5,22 @@
  * nothing. Photographed into test-results/console-token-exchange/ (look at them); no page may log a CSP violation
  * or an error.
  */
-import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVERY_SCOPE } from '../../src/management/context.js';
-import { audiences, clients, operators, type ManagementContext } from '../../src/management/index.js';
+import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
+import { enrollOperator } from '../helpers/admin.js';
 import {
   chromiumAvailable,
   eventually,
   expectLabelled,
-  launchChromium,
   logIn as logInAs,
   openWatched,
   shot,
+  startConsoleTest,
   watchedContext,
 } from '../helpers/browser.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import type { TestServer } from '../helpers/server.js';
 
 // What the callbacks run in the page see (the test's own TypeScript has no DOM library).
 declare const window: { innerWidth: number };
@@ -42,10 +41,7 @@ const logIn = (page: Page, email: string) => logInAs(page, t.url, email, PASSWOR
 
 describe.skipIf(!chromiumAvailable)('token exchange in the web console', () => {
   beforeAll(async () => {
-    rmSync(SCREENSHOTS, { recursive: true, force: true });
-    mkdirSync(SCREENSHOTS, { recursive: true });
-    t = await startTestServer({ TESSERA_HOST: '127.0.0.1' });
-    ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE };
+    ({ t, ctx, browser } = await startConsoleTest(SCREENSHOTS));
     await audiences.addAudience(ctx, { url: ORDERS, name: 'Orders API' });
     await audiences.addAudience(ctx, {
       url: BILLING,
@@ -53,14 +49,8 @@ describe.skipIf(!chromiumAvailable)('token exchange in the web console', () => {
       scopes: [{ name: 'invoices:read' }],
     });
     for (const id of ['orders-api', 'gateway']) await clients.createClient(ctx, { id, name: id });
-    for (const [email, role] of [
-      ['admin@example.com', 'admin'],
-      ['viewer@example.com', 'viewer'],
-    ] as const) {
-      const { url } = await operators.addOperator(ctx, { email, role });
-      await operators.enroll(ctx, new URL(url).hash.slice('#token='.length), PASSWORD);
-    }
-    browser = await launchChromium();
+    await enrollOperator(ctx, 'admin@example.com', 'admin', PASSWORD);
+    await enrollOperator(ctx, 'viewer@example.com', 'viewer', PASSWORD);
   });
   afterAll(async () => {
     await browser?.close();

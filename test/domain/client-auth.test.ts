@@ -9,7 +9,8 @@ import {
   SECRET_METHODS,
 } from '../../src/domain/client-auth/index.js';
 import { digestBytes, digestSecret, generateSecret } from '../../src/domain/secrets.js';
-import type { KnownClient, TokenParams, TokenRequest } from '../../src/domain/token-types.js';
+import type { KnownClient } from '../../src/domain/known-client.js';
+import type { TokenParams, TokenRequest } from '../../src/domain/token-request.js';
 import { OAuthError } from '../../src/domain/errors.js';
 
 const b64 = (text: string | Buffer) => Buffer.from(text).toString('base64');

@@ -12,7 +12,8 @@ import { DpopNonces, DpopVerifier } from '../../src/domain/dpop.js';
 import { OAuthError, temporarilyUnavailable } from '../../src/domain/errors.js';
 import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
 import { TokenService } from '../../src/domain/token-service.js';
-import type { KnownClient, TokenRequest } from '../../src/domain/token-types.js';
+import type { KnownClient } from '../../src/domain/known-client.js';
+import type { TokenRequest } from '../../src/domain/token-request.js';
 import { rejection } from '../helpers/assert.js';
 import { DPOP_SIGNING_ALGS } from '../helpers/expected.js';
 

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { OAuthError } from '../../src/domain/errors.js';
 import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
 import { TokenService } from '../../src/domain/token-service.js';
-import type { KnownAudience, KnownClient, KnownGrant } from '../../src/domain/token-types.js';
+import type { KnownAudience, KnownClient, KnownGrant } from '../../src/domain/known-client.js';
 import { jwsSigner, jwsVerifier } from '../../src/keys/jws.js';
 
 const NOW = Date.parse('2030-01-02T03:04:05.000Z');

@@ -14,13 +14,9 @@ import { OAuthError } from '../../src/domain/errors.js';
 import type { OwnTokenDeps } from '../../src/domain/own-tokens.js';
 import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
 import { TokenService, type TokenServiceDeps } from '../../src/domain/token-service.js';
-import type {
-  AuditEntry,
-  KnownAudience,
-  KnownClient,
-  KnownGrant,
-  TokenRequest,
-} from '../../src/domain/token-types.js';
+import type { KnownAudience, KnownClient, KnownGrant } from '../../src/domain/known-client.js';
+import type { AuditEntry } from '../../src/domain/token-events.js';
+import type { TokenRequest } from '../../src/domain/token-request.js';
 import { jwsSigner, jwsVerifier } from '../../src/keys/jws.js';
 
 const NOW = Date.parse('2030-01-02T03:04:05.678Z');

@@ -7,12 +7,9 @@ import type { SigningAlg } from '../../src/domain/jose.js';
 import { OAuthError } from '../../src/domain/errors.js';
 import { digestBytes, digestSecret } from '../../src/domain/secrets.js';
 import { TokenService, type TokenServiceDeps } from '../../src/domain/token-service.js';
-import {
-  type AuditEntry,
-  type KnownAudience,
-  type KnownClient,
-  type TokenRequest,
-} from '../../src/domain/token-types.js';
+import type { KnownAudience, KnownClient } from '../../src/domain/known-client.js';
+import type { AuditEntry } from '../../src/domain/token-events.js';
+import type { TokenRequest } from '../../src/domain/token-request.js';
 
 const NOW = Date.parse('2030-01-02T03:04:05.678Z');
 const IAT = Math.floor(NOW / 1000);

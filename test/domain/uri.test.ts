@@ -4,12 +4,12 @@
  * `htu` is a URI without whitespace anywhere, compared after that normalization only; any other spelling of
  * the endpoint, a host written `127.1`, a leading space, is refused).
  */
-import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { DpopVerifier, type ProofTarget } from '../../src/domain/dpop.js';
 import { OAuthError } from '../../src/domain/errors.js';
 import { normalizedHttpUri } from '../../src/domain/uri.js';
 import { rejection } from '../helpers/assert.js';
+import { holder, signProof, type Holder } from '../helpers/dpop.js';
 
 describe('normalizedHttpUri: the normal form', () => {
   it.each([
@@ -179,24 +179,10 @@ class MemoryReplay {
   }
 }
 
-interface Holder {
-  privateKey: CryptoKey;
-  jwk: JWK;
-  jkt: string;
-}
-
-async function holder(): Promise<Holder> {
-  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
-  const jwk = await exportJWK(publicKey);
-  return { privateKey, jwk, jkt: await calculateJwkThumbprint(jwk, 'sha256') };
-}
-
 let jtis = 0;
 /** A proof for `htu`, as oauth4webapi makes one. */
 function proof(h: Holder, htu: string, htm = 'POST'): Promise<string> {
-  return new SignJWT({ htm, htu, iat: NOW_S, jti: `uri-jti-${++jtis}` })
-    .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: h.jwk })
-    .sign(h.privateKey);
+  return signProof(h, { htm, htu, iat: NOW_S, jti: `uri-jti-${++jtis}` });
 }
 
 const verifier = (tokenEndpoint: string) => new DpopVerifier({ tokenEndpoint, replay: new MemoryReplay() });

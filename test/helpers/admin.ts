@@ -86,6 +86,20 @@ export async function adminCall(
   };
 }
 
+/**
+ * Adds an operator (as `tessera operator add` does) and sets their password with the token of the enrollment
+ * link, which is in its fragment (as the enrollment page does).
+ */
+export async function enrollOperator(
+  ctx: ManagementContext,
+  email: string,
+  role: 'admin' | 'viewer',
+  password: string,
+): Promise<void> {
+  const { url } = await operators.addOperator(ctx, { email, role });
+  await operators.enroll(ctx, new URL(url).hash.slice('#token='.length), password);
+}
+
 /** Adds an operator with a password (as `tessera operator add` and the enrollment page do) and logs them in. */
 export async function operatorSession(
   t: TestServer,
@@ -94,8 +108,7 @@ export async function operatorSession(
   role: 'admin' | 'viewer',
   password = 'a long enough pass phrase',
 ): Promise<{ cookie: string; csrf: string; origin: string }> {
-  const { url } = await operators.addOperator(ctx, { email, role });
-  await operators.enroll(ctx, new URL(url).hash.slice('#token='.length), password);
+  await enrollOperator(ctx, email, role, password);
   const origin = new URL(t.config.issuer).origin;
   const response = await fetch(`${baseOf(t)}/console/api/session`, {
     method: 'POST',

@@ -4,10 +4,13 @@
  * error, an uncaught exception, a failed request, a file the server did not answer), photographed, and checked
  * for unlabelled form fields.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { expect } from 'vitest';
+import type { ManagementContext } from '../../src/management/index.js';
+import { managementOf } from './management.js';
+import { startTestServer, type TestServer } from './server.js';
 
 // What the callbacks run in the page see (the test's own TypeScript has no DOM library).
 declare const window: Record<string, unknown>;
@@ -30,7 +33,7 @@ if (!chromiumAvailable && process.env.CI)
   throw new Error(`Chromium is not at ${CHROMIUM}: install Debian's chromium`);
 
 /** Chromium as root in a container, with no network but loopback: no sandbox, nothing fetched by itself. */
-export function launchChromium(): Promise<Browser> {
+function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
     args: [
@@ -43,6 +46,31 @@ export function launchChromium(): Promise<Browser> {
       '--disable-sync',
     ],
   });
+}
+
+export interface ConsoleTest {
+  t: TestServer;
+  /** The management layer over the server's store: what a story starts from is set up by it. */
+  ctx: ManagementContext;
+  browser: Browser;
+}
+
+/**
+ * What a console story runs against: a server, the management layer over its store, and Chromium; `screenshots`
+ * emptied first, so that what is in it after a run is that run's photographs. Close the browser, then the server,
+ * after the tests.
+ */
+export async function startConsoleTest(screenshots: string): Promise<ConsoleTest> {
+  rmSync(screenshots, { recursive: true, force: true });
+  mkdirSync(screenshots, { recursive: true });
+  const t = await startTestServer({ TESSERA_HOST: '127.0.0.1' });
+  try {
+    return { t, ctx: managementOf(t), browser: await launchChromium() };
+  } catch (error) {
+    // The caller has no server to close in its afterAll yet.
+    await t.close();
+    throw error;
+  }
 }
 
 /**

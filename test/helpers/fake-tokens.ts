@@ -1,5 +1,5 @@
 import type { TokenService } from '../../src/domain/token-service.js';
-import type { TokenRequest } from '../../src/domain/token-types.js';
+import type { TokenRequest } from '../../src/domain/token-request.js';
 
 /**
  * A token service that issues `a.b.c` to anyone and pushes `issue <client_id>` to `events`, for tests of the

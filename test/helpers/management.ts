@@ -5,7 +5,7 @@ import { EVERY_SCOPE, type ManagementContext } from '../../src/management/contex
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { stillClock, type TestClock } from './clock.js';
-import { tempDir } from './server.js';
+import { tempDir, type TestServer } from './server.js';
 
 /**
  * The management layer as the CLI calls it, over a fresh SQLite store in a directory of its own, on a clock
@@ -24,4 +24,20 @@ export async function managementContext(
     ...env,
   });
   return { store, clock, ctx: { store, config, actor: 'cli:test', holds: EVERY_SCOPE, now: clock.now } };
+}
+
+/**
+ * The management layer over a running test server's store, holding every scope, as `tessera` on the server's
+ * own host calls it: for tests that set up audiences, clients and operators as an operator would. `actor` is
+ * what the audit trail records as who made each change; `now`, the clock of its rules (the wall clock if left
+ * out).
+ */
+export function managementOf(t: TestServer, actor = 'cli:test', now?: () => number): ManagementContext {
+  return {
+    store: t.server.runtime.store,
+    config: t.config,
+    actor,
+    holds: EVERY_SCOPE,
+    ...(now ? { now } : {}),
+  };
 }

@@ -6,6 +6,7 @@ import { expect } from 'vitest';
 import { digestSecret, generateClientId, generateSecret } from '../../src/domain/secrets.js';
 import type { Store } from '../../src/store/types.js';
 import { tessera } from './process.js';
+import { postToken } from './server.js';
 
 export interface Provisioned {
   id: string;
@@ -47,6 +48,29 @@ export async function provisionWithCli(
   };
 }
 
+/** RFC 8693's grant type, and the type of the tokens a token exchange takes and issues. */
+export const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+export const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+
+/**
+ * A token exchange request's parameters: `actor`, with its secret in the body, exchanges the access token
+ * `subject` for a token of `audience`.
+ */
+export function exchangeParams(
+  actor: { id: string; secret: string },
+  subject: string,
+  audience: string,
+): Record<string, string> {
+  return {
+    grant_type: EXCHANGE,
+    client_id: actor.id,
+    client_secret: actor.secret,
+    subject_token: subject,
+    subject_token_type: ACCESS_TOKEN,
+    audience,
+  };
+}
+
 /** A client_credentials request's parameters (postToken sends them as a form). */
 export function tokenParams(
   clientId: string,
@@ -54,6 +78,20 @@ export function tokenParams(
   audience: string,
 ): Record<string, string> {
   return { grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret, audience };
+}
+
+/**
+ * A client credentials token of `who` from the server at `base` (its secret in the body, the way curl users send
+ * it); the test fails, showing the answer, unless one is issued.
+ */
+export async function issuedToken(
+  base: string,
+  who: { id: string; secret: string },
+  audience: string,
+): Promise<string> {
+  const answer = await postToken(base, tokenParams(who.id, who.secret, audience));
+  expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+  return answer.body.access_token as string;
 }
 
 /** A client_credentials request body. */

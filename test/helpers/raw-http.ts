@@ -92,3 +92,43 @@ export function tokenRequest(port: number, form: string, headers: Record<string,
     `Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${Buffer.byteLength(form)}\r\n\r\n${form}`
   );
 }
+
+/** An answer of sendRawAtOnce: the port it came from, and its JSON body parsed. */
+export interface JsonAnswer {
+  port: number;
+  status: number;
+  headers: Record<string, string>;
+  body: Record<string, unknown>;
+}
+
+/**
+ * Sends one request to each port of `ports` (`request` makes it for its port), a new connection each: every
+ * connection is opened first, then every request is written in the same turn of the event loop, so that they all
+ * arrive at once. Each connection stays open until its answer is read and `inspect`, when given, has looked at
+ * it: what it returns is added to the answer (which process held the connection is known only while it is open).
+ */
+export async function sendRawAtOnce<T extends object = object>(
+  ports: number[],
+  request: (port: number) => string,
+  inspect?: (port: number, socket: Socket) => T,
+): Promise<(JsonAnswer & T)[]> {
+  const sockets = await Promise.all(ports.map((port) => openSocket(port, 15_000)));
+  try {
+    const answers = sockets.map((socket) => readResponse(socket, 20_000));
+    sockets.forEach((socket, i) => socket.write(request(ports[i]!)));
+    return await Promise.all(
+      answers.map(async (pending, i) => {
+        const response = await pending;
+        return {
+          port: ports[i]!,
+          status: response.status,
+          headers: response.headers,
+          body: JSON.parse(response.body) as Record<string, unknown>,
+          ...(inspect?.(ports[i]!, sockets[i]!) as T),
+        };
+      }),
+    );
+  } finally {
+    for (const socket of sockets) socket.destroy();
+  }
+}

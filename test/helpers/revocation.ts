@@ -5,11 +5,11 @@
  * send, with the checks they share. setUpServer() registers the hooks that start and stop it.
  */
 import { afterAll, beforeAll, expect } from 'vitest';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
 import { clockAt, testClock } from './clock.js';
-import { tokenParams } from './provision.js';
-import { basic, postToken, startTestServer, type TestServer } from './server.js';
+import { managementOf } from './management.js';
+import { issuedToken } from './provision.js';
+import { basic, NO_BLOCKING, startTestServer, type TestServer } from './server.js';
 
 export const API = 'https://api.example.com';
 export const INACTIVE = '{"active":false}';
@@ -72,11 +72,7 @@ export const introspect = (token: string, as: Caller = rs) =>
 export const revoke = (as: Caller, token: string, extra: Record<string, string> = {}) =>
   post('/oauth/revoke', { token, ...extra }, { authorization: basic(as.id, as.secret) });
 
-export async function tokenOf(c: Caller, audience = API): Promise<string> {
-  const answer = await postToken(t.url, tokenParams(c.id, c.secret, audience));
-  expect(answer.status, JSON.stringify(answer.body)).toBe(200);
-  return answer.body.access_token as string;
-}
+export const tokenOf = (c: Caller, audience = API): Promise<string> => issuedToken(t.url, c, audience);
 
 export async function expectActive(token: string): Promise<void> {
   const answer = await introspect(token);
@@ -108,12 +104,8 @@ export async function at<T>(ms: number, run: () => Promise<T>): Promise<T> {
 export function setUpServer(): void {
   beforeAll(async () => {
     // Refusals are many here, from one address: the failed-attempt limits have a test and a server of their own.
-    t = await startTestServer(
-      { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' },
-      undefined,
-      { clock: clockAt(now) },
-    );
-    ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE, now };
+    t = await startTestServer(NO_BLOCKING, undefined, { clock: clockAt(now) });
+    ctx = managementOf(t, 'cli:test', now);
     await audiences.addAudience(ctx, {
       url: API,
       scopes: [{ name: 'orders:read' }, { name: 'orders:write' }],

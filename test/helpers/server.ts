@@ -8,7 +8,7 @@ import { digestSecret, generateClientId, generateSecret } from '../../src/domain
 import { createLogger } from '../../src/logger.js';
 import { startServer, type Server } from '../../src/main.js';
 import type { RuntimeOptions } from '../../src/runtime/index.js';
-import type { Client, NewAudience, NewClient } from '../../src/store/types.js';
+import type { AuditEvent, Client, NewAudience, NewClient } from '../../src/store/types.js';
 
 /** A port that was free a moment ago (the issuer URL must be known before the server listens). */
 export async function freePort(): Promise<number> {
@@ -44,6 +44,12 @@ export interface TestServer {
   sync(): Promise<void>;
   close(): Promise<void>;
 }
+
+/**
+ * Failed-attempt limits (TESSERA_ATTEMPTS_*) that a test never reaches: for tests whose refusals are many, all
+ * from 127.0.0.1, which the limits would turn into 429s. The limits have tests of their own.
+ */
+export const NO_BLOCKING = { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' };
 
 /** A real Tessera on a real socket, on a fresh data directory that is removed on close. */
 export async function startTestServer(
@@ -95,6 +101,34 @@ export async function startTestServer(
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * startTestServer with `audience` registered and one client granted it: what most tests of the token endpoint
+ * start from. Its arguments after `audience` are startTestServer's.
+ */
+export async function startWithClient(
+  audience: string,
+  env: Record<string, string> = {},
+  log?: (line: string) => void,
+  options: RuntimeOptions = {},
+): Promise<{ t: TestServer; client: TestClient }> {
+  const t = await startTestServer(env, log, options);
+  try {
+    await t.addAudience(audience);
+    return { t, client: await t.createClient([audience]) };
+  } catch (error) {
+    // The caller has no server to close in its afterAll yet.
+    await t.close();
+    throw error;
+  }
+}
+
+/** The latest audit event of client `clientId`, once the server has written the events it holds to its store. */
+export async function latestAuditEvent(t: TestServer, clientId: string): Promise<AuditEvent | undefined> {
+  await t.server.runtime.audit.flush();
+  const [event] = await t.server.runtime.store.queryAuditEvents({ limit: 1, clientId });
+  return event;
 }
 
 /** POSTs a form body to the token endpoint and returns status, headers and parsed JSON body. */

@@ -17,20 +17,18 @@ import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlitePath } from '../../src/config/index.js';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
 import { clients, type ManagementContext } from '../../src/management/index.js';
 import { tokenParams } from '../helpers/provision.js';
 import { openSocket, readResponse } from '../helpers/raw-http.js';
-import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
+import { NO_BLOCKING, postToken, startTestServer, type TestServer } from '../helpers/server.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
+import { managementOf } from '../helpers/management.js';
 
 const ALGS = 'ES256 ES384 RS256 PS256 EdDSA Ed25519';
 const PROBLEM_JSON = 'application/problem+json; charset=utf-8';
 const JSON_UTF8 = 'application/json; charset=utf-8';
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
-/** Every refusal here comes from 127.0.0.1: the failed-attempt limits must not turn them into 429s. */
-const NO_BLOCKING = { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' };
 const insecure = { [oauth.allowInsecureRequests]: true } as const;
 
 // --- keys and proofs made by hand ---
@@ -70,12 +68,7 @@ function proof(
 
 // --- admin clients and their tokens ---
 
-const ctxOf = (t: TestServer): ManagementContext => ({
-  store: t.server.runtime.store,
-  config: t.config,
-  actor: 'test',
-  holds: EVERY_SCOPE,
-});
+const ctxOf = (t: TestServer): ManagementContext => managementOf(t, 'test');
 
 /** An admin client with these scopes (dpop_bound_access_tokens unless `bound` is false). */
 async function adminClientOf(

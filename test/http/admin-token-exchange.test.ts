@@ -7,10 +7,10 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { adminAudienceUrl } from '../../src/management/builtin.js';
 import { clients, type ManagementContext } from '../../src/management/index.js';
 import { adminCall, adminClient, adminToken, type AdminAnswer } from '../helpers/admin.js';
+import { managementOf } from '../helpers/management.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 type Schema = { type?: string; properties?: Record<string, Schema>; [key: string]: unknown };
@@ -30,7 +30,7 @@ const ajv = new Ajv2020({ strict: false, allErrors: true });
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE };
+  ctx = managementOf(t);
   doc = (await (await fetch(`${t.url}/admin/v1/openapi.json`)).json()) as Doc;
   token = await adminToken(t, ctx);
   for (const id of ['orders-api', 'billing-api', 'gateway'])

@@ -4,7 +4,6 @@
  * (operations by operationId, paths from the document's templates). Every answer it gets, success or error, is
  * checked against the document's schema for that operation and status.
  */
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
@@ -16,6 +15,7 @@ import { clients as clientOps } from '../../src/management/index.js';
 import { ADMIN_SCOPES, adminAudienceUrl, ensureAdminAudience } from '../../src/management/builtin.js';
 import { exportConfig } from '../../src/management/declarative/index.js';
 import type { ManagementContext } from '../../src/management/index.js';
+import { managementOf } from '../helpers/management.js';
 import { tokenParams } from '../helpers/provision.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -47,7 +47,7 @@ const API = 'https://api.example.com';
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
+  ctx = managementOf(t, 'test');
   doc = (await (await fetch(`${t.url}/admin/v1/openapi.json`)).json()) as Doc;
 });
 afterAll(async () => {
@@ -968,12 +968,7 @@ describe('failed admin authentications are throttled like failed token requests'
   it('a blocked address gets 429 with Retry-After; a valid token of an enabled admin client still gets through', async () => {
     const small = await startTestServer({ TESSERA_ATTEMPTS_SOURCE_MAX: '3' });
     try {
-      const sctx: ManagementContext = {
-        store: small.server.runtime.store,
-        config: small.config,
-        actor: 'test',
-        holds: EVERY_SCOPE,
-      };
+      const sctx = managementOf(small, 'test');
       await ensureAdminAudience(sctx);
       const url = adminAudienceUrl(small.config);
       const { client, secret } = await clientOps.createClient(sctx, {
@@ -1709,12 +1704,7 @@ describe('private_key_jwt clients over the API', () => {
   it('with TESSERA_JWKS_ALLOW_PRIVATE=true, the same jwks_uri is taken', async () => {
     const open = await startTestServer({ TESSERA_JWKS_ALLOW_PRIVATE: 'true' });
     try {
-      const octx: ManagementContext = {
-        store: open.server.runtime.store,
-        config: open.config,
-        actor: 'test',
-        holds: EVERY_SCOPE,
-      };
+      const octx = managementOf(open, 'test');
       await ensureAdminAudience(octx);
       const url = adminAudienceUrl(open.config);
       const { client, secret } = await clientOps.createClient(octx, {

@@ -1,6 +1,6 @@
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import type { TokenRequest } from '../../src/domain/token-types.js';
+import type { TokenRequest } from '../../src/domain/token-request.js';
 import { registerBodyParsers } from '../../src/http/body.js';
 import pino from 'pino';
 import { tokenRoutes } from '../../src/http/routes/token.js';

@@ -2,14 +2,15 @@
  * Custom claims (INTERFACE.md, "Custom claims"): per client and per grant (the grant's override the client's
  * for its audience), refused when reserved or too large, and in every token after the registered claims.
  */
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { decodeJwt, decodeProtectedHeader, jwtVerify, createRemoteJWKSet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESERVED_CLAIMS } from '../../src/domain/validate.js';
 import { audiences, clients, grants, ManagementError } from '../../src/management/index.js';
 import type { ManagementContext } from '../../src/management/index.js';
 import { REGISTERED_CLAIMS } from '../helpers/expected.js';
-import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
+import { managementOf } from '../helpers/management.js';
+import { issuedToken } from '../helpers/provision.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const API = 'https://orders.example.com';
 const OTHER = 'https://other.example.com';
@@ -20,7 +21,7 @@ let svc: { id: string; secret: string };
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
+  ctx = managementOf(t, 'test');
   await audiences.addAudience(ctx, { url: API, scopes: [{ name: 'orders:read' }] });
   await audiences.addAudience(ctx, { url: OTHER });
   const made = await clients.createClient(ctx, {
@@ -37,16 +38,7 @@ afterAll(async () => {
   await t?.close();
 });
 
-const tokenFor = async (audience: string) => {
-  const r = await postToken(t.url, {
-    grant_type: 'client_credentials',
-    client_id: svc.id,
-    client_secret: svc.secret,
-    audience,
-  });
-  expect(r.status).toBe(200);
-  return r.body.access_token as string;
-};
+const tokenFor = (audience: string) => issuedToken(t.url, svc, audience);
 
 describe('custom claims in tokens', () => {
   it("the registered claims first, then the client's, the grant's overriding them for its audience", async () => {

@@ -5,7 +5,6 @@
  * header and problem body, and every refused change by reading the store afterwards: nothing changed.
  * Operators are added through the management layer, as `tessera operator add` does.
  */
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -21,6 +20,7 @@ import {
   type ManagementContext,
 } from '../../src/management/index.js';
 import type { AuditEvent } from '../../src/store/types.js';
+import { managementOf } from '../helpers/management.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { ROOT } from '../helpers/process.js';
 import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
@@ -100,13 +100,7 @@ interface Session {
   answer: Answer;
 }
 
-const ctxOf = (t: TestServer, now?: () => number): ManagementContext => ({
-  store: t.server.runtime.store,
-  config: t.config,
-  actor: 'test',
-  holds: EVERY_SCOPE,
-  ...(now ? { now } : {}),
-});
+const ctxOf = (t: TestServer, now?: () => number): ManagementContext => managementOf(t, 'test', now);
 const originOf = (t: TestServer): string => new URL(t.config.issuer).origin;
 const cookieName = (t: TestServer): string =>
   t.config.issuer.startsWith('https://') ? '__Host-tessera_session' : 'tessera_session';

@@ -5,18 +5,13 @@
  * a DPoP-bound token never becomes a bearer token through token exchange. Exact statuses, bodies and challenges,
  * on a real server on a real socket.
  */
-import { randomUUID } from 'node:crypto';
 import {
   calculateJwkThumbprint,
   createRemoteJWKSet,
   decodeJwt,
   decodeProtectedHeader,
-  exportJWK,
-  generateKeyPair,
   jwtVerify,
   SignJWT,
-  type CryptoKey,
-  type JWK,
   type JWTPayload,
 } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,21 +20,25 @@ import {
   newFederatedCredentialId,
   type FederatedCredential,
 } from '../../src/domain/client-auth/index.js';
-import { generateClientId } from '../../src/domain/secrets.js';
 import type { PublicJwks } from '../../src/domain/client-auth/index.js';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
 import { adminCall, adminToken } from '../helpers/admin.js';
-import { basic, postToken, startTestServer, type TestServer } from '../helpers/server.js';
+import { clientAssertion, signer, writeKeyClient, type Signer } from '../helpers/key-client.js';
+import { managementOf } from '../helpers/management.js';
+import { ACCESS_TOKEN, exchangeParams } from '../helpers/provision.js';
+import {
+  basic,
+  latestAuditEvent,
+  NO_BLOCKING,
+  postToken,
+  startTestServer,
+  type TestServer,
+} from '../helpers/server.js';
 
 const API = 'https://api.example.com';
 const FRONT = 'https://front.example.com';
 const MIDDLE = 'https://middle.example.com';
-const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
-const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
-/** Refusals here are many, from one address: the failed-attempt limits are tested on their own. */
-const NO_BLOCKING = { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' };
 
 const REFUSED = { error: 'invalid_client', error_description: 'client authentication failed' };
 const TWO_METHODS = {
@@ -65,19 +64,6 @@ interface Made {
   secret: string;
 }
 
-interface Signer {
-  privateKey: CryptoKey;
-  jwk: JWK;
-  alg: string;
-}
-
-async function signer(alg = 'ES256', kid?: string): Promise<Signer> {
-  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  const jwk = await exportJWK(publicKey);
-  if (kid !== undefined) jwk.kid = kid;
-  return { privateKey, jwk, alg };
-}
-
 async function made(input: Parameters<typeof clients.createClient>[1]): Promise<Made> {
   const { client, secret } = await clients.createClient(ctx, input);
   return { id: client.id, secret: secret ?? '' };
@@ -85,7 +71,7 @@ async function made(input: Parameters<typeof clients.createClient>[1]): Promise<
 
 beforeAll(async () => {
   t = await startTestServer(NO_BLOCKING);
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE };
+  ctx = managementOf(t);
   await audiences.addAudience(ctx, { url: API });
   // FRONT's tokens live an hour, so that a token exchanged from one (1800 s) is never cut short by its exp.
   await audiences.addAudience(ctx, { url: FRONT, tokenTtl: 3600 });
@@ -127,8 +113,7 @@ const answer401 = {
 
 /** The reason the audit trail gives for the latest token event of `id`. */
 async function latestEvent(id: string) {
-  await t.server.runtime.audit.flush();
-  const [event] = await t.server.runtime.store.queryAuditEvents({ limit: 1, clientId: id });
+  const event = await latestAuditEvent(t, id);
   return { type: event?.type, reason: event?.reason };
 }
 
@@ -136,36 +121,14 @@ const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 /** A private_key_jwt client with these keys inline, granted API. */
 async function keyClient(jwks: PublicJwks): Promise<string> {
-  const id = generateClientId();
-  await t.server.runtime.store.createClient({
-    id,
-    name: 'key client',
-    secretDigest: null,
-    tokenTtl: null,
-    audiences: [API],
-    authMethod: 'private_key_jwt',
-    jwks,
-    jwksUri: null,
-  });
+  const id = await writeKeyClient(t.server.runtime.store, { name: 'key client', audiences: [API], jwks });
   await t.sync();
   return id;
 }
 
 /** An RFC 7523 assertion by `key` for `id`, with `header` over the defaults. */
-function assertion(key: Signer, id: string, header: Record<string, unknown> = {}, claims: JWTPayload = {}) {
-  const now = nowSeconds();
-  return new SignJWT({
-    iss: id,
-    sub: id,
-    aud: `${t.url}/oauth/token`,
-    iat: now,
-    exp: now + 300,
-    jti: randomUUID(),
-    ...claims,
-  })
-    .setProtectedHeader({ alg: key.alg, ...(key.jwk.kid ? { kid: key.jwk.kid } : {}), ...header })
-    .sign(key.privateKey);
-}
+const assertion = (key: Signer, id: string, header: Record<string, unknown> = {}, claims: JWTPayload = {}) =>
+  clientAssertion(key, id, `${t.url}/oauth/token`, claims, header);
 
 describe('two client authentication methods in one request: 400 invalid_request, before any is parsed', () => {
   let secretClient: Made;
@@ -479,16 +442,9 @@ describe('workload identity federation: never Tessera’s own issuer, never its 
       createdAt: at,
       updatedAt: at,
     };
-    const id = generateClientId();
-    await t.server.runtime.store.createClient({
-      id,
+    const id = await writeKeyClient(t.server.runtime.store, {
       name: 'trusts tessera',
-      secretDigest: null,
-      tokenTtl: null,
       audiences: [API],
-      authMethod: 'private_key_jwt',
-      jwks: null,
-      jwksUri: null,
       federatedCredentials: [trusting],
     });
     await t.sync();
@@ -553,17 +509,7 @@ describe('token exchange: a DPoP-bound subject token never becomes a bearer toke
   }
 
   const exchange = (subject: string, headers: Record<string, string> = {}) =>
-    token(
-      {
-        grant_type: EXCHANGE,
-        client_id: actor.id,
-        client_secret: actor.secret,
-        subject_token: subject,
-        subject_token_type: ACCESS_TOKEN,
-        audience: MIDDLE,
-      },
-      { headers },
-    );
+    token(exchangeParams(actor, subject, MIDDLE), { headers });
 
   it('the bound client itself gets no token without a proof (the subject is bound for real)', async () => {
     const r = await token({

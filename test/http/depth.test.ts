@@ -4,10 +4,10 @@
  * naming that value's pointer, before validation or the handler (at the token endpoint, 400 invalid_request);
  * never a 500, however deep. A real server on a real socket; every answer asserted whole.
  */
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
 import { adminToken, send as sendTo, type SentAnswer as Answer } from '../helpers/admin.js';
+import { managementOf } from '../helpers/management.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 const API = 'https://api.example.com';
@@ -40,7 +40,7 @@ let audienceId: string;
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
+  ctx = managementOf(t, 'test');
   token = await adminToken(t, ctx);
   audienceId = (await audiences.addAudience(ctx, { url: API })).id;
 });

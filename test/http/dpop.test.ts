@@ -25,7 +25,13 @@ import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSocket, readResponse, tokenRequest } from '../helpers/raw-http.js';
-import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import {
+  NO_BLOCKING,
+  postToken,
+  startTestServer,
+  type TestClient,
+  type TestServer,
+} from '../helpers/server.js';
 
 const API = 'https://api.example.com';
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
@@ -167,7 +173,7 @@ let n: TestServer;
 
 beforeAll(async () => {
   [t, n] = await Promise.all([
-    startTestServer({ TESSERA_ATTEMPTS_CLIENT_MAX: '100000', TESSERA_ATTEMPTS_SOURCE_MAX: '100000' }),
+    startTestServer(NO_BLOCKING),
     startTestServer({
       TESSERA_DPOP_NONCE: 'true',
       TESSERA_ATTEMPTS_CLIENT_MAX: '3',

@@ -4,14 +4,14 @@
  * `1*( %x20-21 / %x23-5B / %x5D-7E )`, printable ASCII without `"` and `\` (INTERFACE.md says so too). A
  * description with a `§` (as some scope refusals had) or a quoted value fails here, whichever refusal it is.
  */
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWT_BEARER } from '../../src/domain/client-auth/index.js';
 import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
+import { managementOf } from '../helpers/management.js';
 import { tokenParams } from '../helpers/provision.js';
 import { openSocket, readResponse } from '../helpers/raw-http.js';
-import { basic, postToken, startTestServer, type TestServer } from '../helpers/server.js';
+import { basic, postToken, startTestServer, startWithClient, type TestServer } from '../helpers/server.js';
 
 /** RFC 6749 §5.2: error_description = 1*( %x20-21 / %x23-5B / %x5D-7E ). */
 const DESCRIPTION = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
@@ -43,7 +43,7 @@ let foreignKey: CryptoKey;
 beforeAll(async () => {
   // Three failures block a client id, so that a 429 takes few requests; the source's limit stays far off.
   t = await startTestServer({ TESSERA_ATTEMPTS_CLIENT_MAX: '3' });
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
+  ctx = managementOf(t, 'test');
   await audiences.addAudience(ctx, { url: API, scopes: [{ name: 'orders:read' }, { name: 'orders:write' }] });
   await audiences.addAudience(ctx, { url: OTHER });
   const make = (name: string, extra: Parameters<typeof clients.createClient>[1] = { name }) =>
@@ -423,10 +423,8 @@ describe('every refusal of the token endpoint: an error_description of RFC 6749 
 
 describe('503 temporarily_unavailable', () => {
   it('the store gone, a client not cached: 503, its description within RFC 6749 §5.2', async () => {
-    const down = await startTestServer();
+    const { t: down, client: c } = await startWithClient(API);
     try {
-      await down.addAudience(API);
-      const c = await down.createClient([API]);
       await down.server.runtime.store.close();
       const answer = await postToken(down.url, tokenParams(c.id, c.secret, API));
       expectRefusal(

@@ -45,14 +45,18 @@ import {
   MAX_REQUIRED_CLAIMS,
   MIN_MAX_LIFETIME,
 } from '../../src/domain/client-auth/federation-rules.js';
-import { generateClientId } from '../../src/domain/secrets.js';
 import { testClock } from '../helpers/clock.js';
-import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
+import { writeKeyClient } from '../helpers/key-client.js';
+import {
+  latestAuditEvent,
+  NO_BLOCKING,
+  postToken,
+  startTestServer,
+  type TestServer,
+} from '../helpers/server.js';
 
 const API = 'https://api.example.com';
 const REFUSED = { error: 'invalid_client', error_description: 'client authentication failed' };
-/** Refusals here are many, from one address: the failed-attempt limits are tested on their own. */
-const NO_BLOCKING = { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' };
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 const K8S_ISSUER = 'https://kubernetes.default.svc.cluster.local';
@@ -202,16 +206,9 @@ function credential(input: CredentialInput, server = t): FederatedCredential {
 
 /** A client with these federated credentials (a private_key_jwt client without jwks or jwks_uri), granted API. */
 async function federatedClient(credentials: FederatedCredential[], server = t): Promise<string> {
-  const id = generateClientId();
-  await server.server.runtime.store.createClient({
-    id,
+  const id = await writeKeyClient(server.server.runtime.store, {
     name: 'federated client',
-    secretDigest: null,
-    tokenTtl: null,
     audiences: [API],
-    authMethod: 'private_key_jwt',
-    jwks: null,
-    jwksUri: null,
     federatedCredentials: credentials,
   });
   await server.sync();
@@ -235,11 +232,7 @@ const withToken = (
   });
 
 /** The latest audit event of `id` (a client id as the trail records it). */
-async function latestEvent(id: string, server = t) {
-  await server.server.runtime.audit.flush();
-  const [event] = await server.server.runtime.store.queryAuditEvents({ limit: 1, clientId: id });
-  return event;
-}
+const latestEvent = (id: string, server = t) => latestAuditEvent(server, id);
 
 /** A token for `id`: 200 with exactly the usual body, the access token the client's. */
 async function expectIssued(
@@ -916,16 +909,10 @@ describe('federation: the rules, each with its exact answer and its reason', () 
     const jwt = await ok();
     const secretClient = await t.createClient([API]);
     await expectRefused(secretClient.id, jwt, 'client authenticates with a secret, not private_key_jwt');
-    const keyClient = generateClientId();
-    await t.server.runtime.store.createClient({
-      id: keyClient,
+    const keyClient = await writeKeyClient(t.server.runtime.store, {
       name: 'own keys',
-      secretDigest: null,
-      tokenTtl: null,
       audiences: [API],
-      authMethod: 'private_key_jwt',
       jwks: { keys: [key.jwk] },
-      jwksUri: null,
     });
     await t.sync();
     await expectRefused(keyClient, jwt, 'client_id is not the client_assertion iss');

@@ -20,7 +20,7 @@ import {
 import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tokenParams } from '../helpers/provision.js';
+import { issuedToken, tokenParams } from '../helpers/provision.js';
 import { postToken, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
 
 const SANDBOX = 'https://api.sandbox.example.com';
@@ -57,16 +57,7 @@ async function fetchMetadata(): Promise<Metadata> {
 }
 
 /** A token by client_secret_post, the way curl users get one. */
-async function token(who: TestClient, audience: string): Promise<string> {
-  const r = await postToken(issuer, {
-    grant_type: 'client_credentials',
-    client_id: who.id,
-    client_secret: who.secret,
-    audience,
-  });
-  expect(r.status, JSON.stringify(r.body)).toBe(200);
-  return r.body.access_token as string;
-}
+const token = (who: TestClient, audience: string): Promise<string> => issuedToken(issuer, who, audience);
 
 beforeAll(async () => {
   t = await startTestServer();

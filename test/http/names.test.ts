@@ -4,11 +4,11 @@
  * management layer, for every face: here the admin API on a real server (each refusal a 400 problem+json at
  * the field's pointer, nothing changed), and the CLI.
  */
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
 import { adminToken, send, type SentAnswer as AdminAnswer } from '../helpers/admin.js';
 import { jsonError, workspace } from '../helpers/cli.js';
+import { managementOf } from '../helpers/management.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const NO_BIDI = 'must not contain bidirectional overrides (U+202A to U+202E, U+2066 to U+2069)';
@@ -23,7 +23,7 @@ let token: string;
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
+  ctx = managementOf(t, 'test');
   token = await adminToken(t, ctx);
 });
 afterAll(async () => {

@@ -11,40 +11,24 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import type { AddressInfo } from 'node:net';
-import {
-  decodeJwt,
-  decodeProtectedHeader,
-  exportJWK,
-  exportPKCS8,
-  generateKeyPair,
-  SignJWT,
-  type CryptoKey,
-  type JWK,
-  type JWTPayload,
-} from 'jose';
+import { decodeJwt, decodeProtectedHeader, exportPKCS8, SignJWT, type JWK, type JWTPayload } from 'jose';
 import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JWT_BEARER, type PublicJwks } from '../../src/domain/client-auth/index.js';
-import { generateClientId } from '../../src/domain/secrets.js';
 import { ASSERTION_SIGNING_ALGS } from '../helpers/expected.js';
-import { basic, postToken, startTestServer, type TestServer } from '../helpers/server.js';
+import { clientAssertion, signer, writeKeyClient, type Signer } from '../helpers/key-client.js';
+import {
+  basic,
+  latestAuditEvent,
+  NO_BLOCKING,
+  postToken,
+  startTestServer,
+  type TestServer,
+} from '../helpers/server.js';
 
 const API = 'https://api.example.com';
 const REFUSED = { error: 'invalid_client', error_description: 'client authentication failed' };
-
-interface Signer {
-  privateKey: CryptoKey;
-  jwk: JWK;
-  alg: string;
-}
-
-async function signer(alg: string, kid?: string): Promise<Signer> {
-  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  const jwk = await exportJWK(publicKey);
-  if (kid !== undefined) jwk.kid = kid;
-  return { privateKey, jwk, alg };
-}
 
 /** A served JWK Set whose keys, answer and delay the test changes; counts its fetches. */
 class KeyHost {
@@ -70,8 +54,6 @@ class KeyHost {
 }
 
 let t: TestServer;
-/** Refusals here are many, from one address: the failed-attempt limits are tested on their own. */
-const NO_BLOCKING = { TESSERA_ATTEMPTS_SOURCE_MAX: '100000', TESSERA_ATTEMPTS_CLIENT_MAX: '100000' };
 let hosts: KeyHost[] = [];
 
 async function keyHost(): Promise<KeyHost> {
@@ -95,42 +77,23 @@ async function keyClient(
   server: TestServer,
   keys: { jwks: PublicJwks } | { jwksUri: string },
 ): Promise<string> {
-  const id = generateClientId();
-  await server.server.runtime.store.createClient({
-    id,
+  const id = await writeKeyClient(server.server.runtime.store, {
     name: 'key client',
-    secretDigest: null,
-    tokenTtl: null,
     audiences: [API],
-    authMethod: 'private_key_jwt',
-    jwks: 'jwks' in keys ? keys.jwks : null,
-    jwksUri: 'jwksUri' in keys ? keys.jwksUri : null,
+    ...keys,
   });
   await server.sync();
   return id;
 }
 
 /** An assertion as RFC 7523 wants it, for `id`, with `claims` and `header` over the defaults. */
-async function assertion(
+const assertion = (
   key: Signer,
   id: string,
   claims: JWTPayload = {},
   header: Record<string, unknown> = {},
   base = t,
-): Promise<string> {
-  const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({
-    iss: id,
-    sub: id,
-    aud: `${base.url}/oauth/token`,
-    iat: now,
-    exp: now + 300,
-    jti: randomUUID(),
-    ...claims,
-  })
-    .setProtectedHeader({ alg: key.alg, ...(key.jwk.kid ? { kid: key.jwk.kid } : {}), ...header })
-    .sign(key.privateKey);
-}
+): Promise<string> => clientAssertion(key, id, `${base.url}/oauth/token`, claims, header);
 
 const withAssertion = (jwt: string, extra: Record<string, string> = {}, base = t) =>
   postToken(base.url, {
@@ -143,9 +106,7 @@ const withAssertion = (jwt: string, extra: Record<string, string> = {}, base = t
 
 /** The reason the audit trail gives for the latest refusal of `id`. */
 async function reasonFor(id: string, base = t): Promise<string | null | undefined> {
-  await base.server.runtime.audit.flush();
-  const [event] = await base.server.runtime.store.queryAuditEvents({ limit: 1, clientId: id });
-  return event?.reason;
+  return (await latestAuditEvent(base, id))?.reason;
 }
 
 async function expectRefused(jwt: string, id: string, reason: string, extra: Record<string, string> = {}) {

@@ -9,7 +9,6 @@ import {
   ensureAdminAudience,
   ROLE_SCOPES,
 } from '../../src/management/builtin.js';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import {
   audiences,
   clients,
@@ -26,6 +25,7 @@ import {
   type AdminAnswer,
   type AdminCredentials,
 } from '../helpers/admin.js';
+import { managementOf } from '../helpers/management.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { pollUntil } from '../helpers/wait.js';
 import { sqlitePath } from '../../src/config/index.js';
@@ -49,7 +49,7 @@ let serial = 0;
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE };
+  ctx = managementOf(t);
   adminUrl = adminAudienceUrl(t.config);
   adminId = (await ensureAdminAudience(ctx)).id;
   apiId = (await audiences.addAudience(ctx, { url: API, scopes: [{ name: 'orders:read' }] })).id;
@@ -720,7 +720,7 @@ describe('the rule in the management layer, for every face but the local CLI', (
 describe('the audit trail of the admin API', () => {
   it('sums refused calls per address and minute (admin.auth_failed, admin.forbidden), with no write per request', async () => {
     const own = await startTestServer();
-    const ownCtx: ManagementContext = { ...ctx, store: own.server.runtime.store, config: own.config };
+    const ownCtx = managementOf(own);
     try {
       const caller = await adminClient(own, ownCtx, ['clients:read']);
       const changesBefore = await own.server.runtime.store.latestChange();

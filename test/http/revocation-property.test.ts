@@ -7,12 +7,12 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { audiences, clients, type ManagementContext } from '../../src/management/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { tokenParams } from '../helpers/provision.js';
-import { basic, postToken, startTestServer, type TestServer } from '../helpers/server.js';
+import { basic, NO_BLOCKING, postToken, startTestServer, type TestServer } from '../helpers/server.js';
 import { clockAt } from '../helpers/clock.js';
+import { managementOf } from '../helpers/management.js';
 
 const API = 'https://api.example.com';
 const OTHER = 'https://other.example.com';
@@ -58,15 +58,11 @@ describe.each([
   beforeAll(async () => {
     db = postgres ? await createTestDatabase() : undefined;
     t = await startTestServer(
-      {
-        TESSERA_ATTEMPTS_SOURCE_MAX: '100000',
-        TESSERA_ATTEMPTS_CLIENT_MAX: '100000',
-        ...(db ? { TESSERA_DATABASE_URL: db.url } : {}),
-      },
+      { ...NO_BLOCKING, ...(db ? { TESSERA_DATABASE_URL: db.url } : {}) },
       undefined,
       { clock: clockAt(now) },
     );
-    ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE, now };
+    ctx = managementOf(t, 'cli:test', now);
     await audiences.addAudience(ctx, { url: API });
     await audiences.addAudience(ctx, { url: OTHER });
     const made = await clients.createClient(ctx, { name: 'rs', adminScopes: ['tokens:introspect'] });

@@ -9,10 +9,10 @@ import * as client from 'openid-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { JWT_BEARER } from '../../src/domain/client-auth/index.js';
 import { adminAudienceUrl } from '../../src/management/builtin.js';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { audiences, clients } from '../../src/management/index.js';
 import { tokenParams } from '../helpers/provision.js';
 import { adminCall } from '../helpers/admin.js';
+import { managementOf } from '../helpers/management.js';
 import { basic, postToken, startTestServer, type TestServer } from '../helpers/server.js';
 import {
   API,
@@ -378,12 +378,7 @@ describe('a change made through the admin API is in effect at that instance when
 
   it('revoke-tokens, then an introspection at once: inactive; a client deleted: its secret refused at once', async () => {
     slow = await startTestServer({ TESSERA_CHANGE_POLL_MS: '10000' });
-    slowCtx = {
-      store: slow.server.runtime.store,
-      config: slow.config,
-      actor: 'cli:test',
-      holds: EVERY_SCOPE,
-    };
+    slowCtx = managementOf(slow);
     await audiences.addAudience(slowCtx, { url: API });
     const svc = await make({ name: 'svc', grants: [API] });
     const gone = await make({ name: 'gone', grants: [API] });

@@ -3,7 +3,6 @@
  * and checked by resource servers. Real clients (openid-client, oauth4webapi) ask for tokens; Auth0's
  * express-oauth2-jwt-bearer checks them with requiredScopes. Every case on a real server.
  */
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
@@ -15,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { audiences, clients, grants, ManagementError } from '../../src/management/index.js';
 import type { ManagementContext } from '../../src/management/index.js';
 import { ADMIN_SCOPE_NAMES } from '../helpers/expected.js';
+import { managementOf } from '../helpers/management.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 const API = 'https://orders.example.com';
@@ -27,7 +27,7 @@ let bare: { id: string; secret: string };
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
+  ctx = managementOf(t, 'test');
   await audiences.addAudience(ctx, {
     url: API,
     scopes: [

@@ -3,12 +3,12 @@
  * which both work, expiry at its time on the token path with no change event, revocation, at most five, the
  * last-used time written off the token path; and the CLI commands that do it.
  */
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { audiences, clients, secrets, type ManagementContext } from '../../src/management/index.js';
 import { tokenParams } from '../helpers/provision.js';
 import { workspace } from '../helpers/cli.js';
 import { testClock } from '../helpers/clock.js';
+import { managementOf } from '../helpers/management.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 const API = 'https://api.example.com';
@@ -20,13 +20,7 @@ const clock = testClock();
 
 beforeAll(async () => {
   t = await startTestServer({}, undefined, { clock });
-  ctx = {
-    store: t.server.runtime.store,
-    config: t.config,
-    actor: 'test',
-    holds: EVERY_SCOPE,
-    now: clock.now,
-  };
+  ctx = managementOf(t, 'test', clock.now);
   await audiences.addAudience(ctx, { url: API });
 });
 afterAll(async () => {

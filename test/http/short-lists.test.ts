@@ -5,7 +5,6 @@
  * credentials must answer the same way.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import {
   audiences,
   clients,
@@ -14,6 +13,7 @@ import {
   type ManagementContext,
 } from '../../src/management/index.js';
 import { adminCall, adminToken } from '../helpers/admin.js';
+import { managementOf } from '../helpers/management.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let t: TestServer;
@@ -25,7 +25,7 @@ let grantClient: string;
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:test', holds: EVERY_SCOPE };
+  ctx = managementOf(t);
   await audiences.addAudience(ctx, { url: 'https://a.example.com' });
   await audiences.addAudience(ctx, { url: 'https://b.example.com' });
   admin = await adminToken(t, ctx);

@@ -16,12 +16,11 @@ import {
 } from 'jose';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { audiences, audit, clients, type ManagementContext } from '../../src/management/index.js';
+import { managementOf } from '../helpers/management.js';
+import { ACCESS_TOKEN, EXCHANGE, exchangeParams, issuedToken } from '../helpers/provision.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
-const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
-const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 // The caller calls FRONT (served by bravo); bravo calls MIDDLE (served by charlie); charlie calls BACK.
@@ -50,7 +49,7 @@ async function made(input: Parameters<typeof clients.createClient>[1]): Promise<
 
 beforeAll(async () => {
   t = await startTestServer();
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'test', holds: EVERY_SCOPE };
+  ctx = managementOf(t, 'test');
   // The caller's tokens live an hour, so a token exchanged from one (1800 s by default) is never cut short by its
   // subject's exp when the exchange falls in the next second: the cap itself is tested in the domain tests.
   await audiences.addAudience(ctx, { url: FRONT, scopes: [{ name: 'front:read' }], tokenTtl: 3600 });
@@ -92,16 +91,7 @@ afterAll(async () => {
 });
 
 /** A client credentials token. */
-async function tokenOf(who: Made, audience: string): Promise<string> {
-  const r = await postToken(t.url, {
-    grant_type: 'client_credentials',
-    client_id: who.id,
-    client_secret: who.secret,
-    audience,
-  });
-  expect(r.status, JSON.stringify(r.body)).toBe(200);
-  return r.body.access_token as string;
-}
+const tokenOf = (who: Made, audience: string): Promise<string> => issuedToken(t.url, who, audience);
 
 /** A token exchange by `actor` of `subject` for `audience`, the answer with the headers a test cares about. */
 async function exchange(
@@ -111,19 +101,7 @@ async function exchange(
   extra: Record<string, string> = {},
   init: { headers?: Record<string, string>; json?: boolean } = {},
 ) {
-  const r = await postToken(
-    t.url,
-    {
-      grant_type: EXCHANGE,
-      client_id: actor.id,
-      client_secret: actor.secret,
-      subject_token: subject,
-      subject_token_type: ACCESS_TOKEN,
-      audience,
-      ...extra,
-    },
-    init,
-  );
+  const r = await postToken(t.url, { ...exchangeParams(actor, subject, audience), ...extra }, init);
   return {
     status: r.status,
     body: r.body,

@@ -10,7 +10,7 @@ import { TokenLane, type TokenLaneDeps } from '../../src/http/token-lane.js';
 import { Turns } from '../../src/http/turns.js';
 import { recordingTokens } from '../helpers/fake-tokens.js';
 import { openSocket, readResponse, type RawResponse } from '../helpers/raw-http.js';
-import { basic, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import { basic, startWithClient, type TestClient, type TestServer } from '../helpers/server.js';
 
 /**
  * The token lane (src/http/token-lane.ts) answers the common token request without Fastify's pipeline. It
@@ -144,9 +144,7 @@ describe('the lane answers as the Fastify route does', () => {
   let client: TestClient;
   const API = 'https://api.example.com';
   beforeAll(async () => {
-    t = await startTestServer({ TESSERA_TRUST_PROXY: 'loopback' });
-    await t.addAudience(API);
-    client = await t.createClient([API]);
+    ({ t, client } = await startWithClient(API, { TESSERA_TRUST_PROXY: 'loopback' }));
   });
   afterAll(async () => t.close());
 

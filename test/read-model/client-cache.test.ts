@@ -1,6 +1,6 @@
 /** The directory's cache of clients (read-model/client-cache.ts): the HOT_MAX asked for lately as objects, the rest packed. */
 import { describe, expect, it } from 'vitest';
-import type { KnownClient } from '../../src/domain/token-types.js';
+import type { KnownClient } from '../../src/domain/known-client.js';
 import { ClientCache, HOT_MAX } from '../../src/read-model/client-cache.js';
 import { toKnownClient } from '../../src/read-model/known-client.js';
 import { retainedBytes } from '../helpers/memory.js';

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DatabaseSync } from 'node:sqlite';
 import { digestBytes, digestSecret, generateClientId } from '../../src/domain/secrets.js';
-import type { KnownClient } from '../../src/domain/token-types.js';
+import type { KnownClient } from '../../src/domain/known-client.js';
 import { asOAuthError, Unavailable } from '../../src/domain/errors.js';
 import { rejection } from '../helpers/assert.js';
 import { sleep } from '../helpers/wait.js';

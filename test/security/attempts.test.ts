@@ -10,12 +10,14 @@ import { digestSecret, generateClientId, generateSecret } from '../../src/domain
 import { FailedAttempts, sourceKey } from '../../src/limits/attempts.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
+import { writeKeyClient } from '../helpers/key-client.js';
 import { provisionClient, type Provisioned } from '../helpers/provision.js';
 import { dropPrefix, REDIS_URL, testPrefix, throwawayRedis } from '../helpers/redis.js';
 import {
   postToken,
   startTestServer,
   startTwoInstances,
+  startWithClient,
   tempDir,
   type TestClient,
   type TestServer,
@@ -111,9 +113,7 @@ describe('429 at the token endpoint (in memory)', () => {
   let t: TestServer;
   let client: TestClient;
   beforeAll(async () => {
-    t = await startTestServer({ TESSERA_TRUST_PROXY: 'loopback' });
-    await t.addAudience(API);
-    client = await t.createClient([API]);
+    ({ t, client } = await startWithClient(API, { TESSERA_TRUST_PROXY: 'loopback' }));
   });
   afterAll(async () => t.close());
 
@@ -251,14 +251,9 @@ describe('a blocked address and clients this process has not looked up (every cl
     });
     const pair = await generateKeyPair('ES256', { extractable: true });
     key = { privateKey: pair.privateKey, jwk: { ...(await exportJWK(pair.publicKey)), kid: 'k1' } };
-    keyId = generateClientId();
-    await cli.createClient({
-      id: keyId,
+    keyId = await writeKeyClient(cli, {
       name: 'key client',
-      secretDigest: null,
-      tokenTtl: null,
       audiences: [API],
-      authMethod: 'private_key_jwt',
       jwks: { keys: [key.jwk] } as PublicJwks,
     });
     // The feed is read when the test says so (t.sync()) or when a request needs it, not by the timer.
@@ -371,7 +366,7 @@ describe('429 at the token endpoint with the limits set (TESSERA_ATTEMPTS_*)', (
   let t: TestServer;
   let client: TestClient;
   beforeAll(async () => {
-    t = await startTestServer({
+    ({ t, client } = await startWithClient(API, {
       TESSERA_TRUST_PROXY: 'loopback',
       TESSERA_ATTEMPTS_CLIENT_MAX: '3',
       TESSERA_ATTEMPTS_CLIENT_WINDOW: '1',
@@ -379,9 +374,7 @@ describe('429 at the token endpoint with the limits set (TESSERA_ATTEMPTS_*)', (
       TESSERA_ATTEMPTS_SOURCE_MAX: '6',
       TESSERA_ATTEMPTS_SOURCE_WINDOW: '1m',
       TESSERA_ATTEMPTS_SOURCE_BLOCK: '2m',
-    });
-    await t.addAudience(API);
-    client = await t.createClient([API]);
+    }));
   });
   afterAll(async () => t.close());
 

@@ -7,7 +7,14 @@ import { clients } from '../../src/management/index.js';
 import { EVERY_SCOPE } from '../../src/management/context.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { tessera } from '../helpers/process.js';
-import { basic, freePort, startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import {
+  basic,
+  freePort,
+  startTestServer,
+  startWithClient,
+  type TestClient,
+  type TestServer,
+} from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -453,11 +460,9 @@ describe('HTTP parser errors at trace level', () => {
   let client: TestClient;
 
   beforeAll(async () => {
-    t = await startTestServer({ TESSERA_LOG_LEVEL: 'trace' }, (chunk) =>
+    ({ t, client } = await startWithClient(X, { TESSERA_LOG_LEVEL: 'trace' }, (chunk) =>
       lines.push(...chunk.split('\n').filter((l) => l !== '')),
-    );
-    await t.addAudience(X);
-    client = await t.createClient([X]);
+    ));
   });
   afterAll(async () => t?.close());
 

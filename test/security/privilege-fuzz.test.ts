@@ -18,10 +18,10 @@ import {
   ensureAdminAudience,
   ROLE_SCOPES,
 } from '../../src/management/builtin.js';
-import { EVERY_SCOPE } from '../../src/management/context.js';
 import { clients, operators, type ManagementContext } from '../../src/management/index.js';
 import type { OperatorRole } from '../../src/store/types.js';
 import { adminCall, adminTokenOf } from '../helpers/admin.js';
+import { managementOf } from '../helpers/management.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /** Every admin scope: an operator's admin role stands for all of them, so some callers must hold them all. */
@@ -136,7 +136,7 @@ beforeAll(async () => {
     TESSERA_ATTEMPTS_SOURCE_MAX: '1000000',
     TESSERA_ATTEMPTS_CLIENT_MAX: '1000000',
   });
-  ctx = { store: t.server.runtime.store, config: t.config, actor: 'cli:fuzz', holds: EVERY_SCOPE };
+  ctx = managementOf(t, 'cli:fuzz');
   adminId = (await ensureAdminAudience(ctx)).id;
   // The scopes fuzzed are admin scopes the server defines, and the roles stand for some of them.
   expect(FEW.every((s) => SCOPES.includes(s))).toBe(true);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'node:http';
-import { startTestServer, type TestClient, type TestServer } from '../helpers/server.js';
+import { startWithClient, type TestClient, type TestServer } from '../helpers/server.js';
 
 /**
  * INTERFACE.md: an unknown client and a known client with a wrong secret are indistinguishable in status,
@@ -29,9 +29,10 @@ describe('timing: unknown client vs wrong secret', () => {
   const cold: TestClient[] = [];
 
   beforeAll(async () => {
-    t = await startTestServer({ TESSERA_TRUST_PROXY: 'loopback', TESSERA_CACHE_MAX: '100000' });
-    await t.addAudience(API);
-    client = await t.createClient([API]);
+    ({ t, client } = await startWithClient(API, {
+      TESSERA_TRUST_PROXY: 'loopback',
+      TESSERA_CACHE_MAX: '100000',
+    }));
     for (let i = 0; i < 100; i++) cold.push(await t.createClient([API]));
     // Only the first client is warm: the others have never been looked up.
     await t.server.runtime.directory.poll();

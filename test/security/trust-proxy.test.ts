@@ -5,7 +5,7 @@ import { exitWithin, spawnServe, tesseraEnv } from '../helpers/process.js';
 import {
   freePort,
   postToken,
-  startTestServer,
+  startWithClient,
   tempDir,
   type TestClient,
   type TestServer,
@@ -75,9 +75,7 @@ describe.each([
   let t: TestServer;
   let client: TestClient;
   beforeAll(async () => {
-    t = await startTestServer(env);
-    await t.addAudience(API);
-    client = await t.createClient([API]);
+    ({ t, client } = await startWithClient(API, env));
     // A first token puts the client in the server's memory, where INTERFACE.md lets its exact secret
     // through even from a blocked address.
     expect((await own(t, client, '192.0.2.1')).status).toBe(200);
@@ -104,9 +102,7 @@ describe.each([['loopback'], ['127.0.0.1'], ['127.0.0.0/8, ::1']])(
     let t: TestServer;
     let client: TestClient;
     beforeAll(async () => {
-      t = await startTestServer({ TESSERA_TRUST_PROXY: trust });
-      await t.addAudience(API);
-      client = await t.createClient([API]);
+      ({ t, client } = await startWithClient(API, { TESSERA_TRUST_PROXY: trust }));
       // A first token puts the client in the server's memory, where INTERFACE.md lets its exact secret
       // through even from a blocked address.
       expect((await own(t, client, '192.0.2.1')).status).toBe(200);

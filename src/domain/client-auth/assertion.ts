@@ -9,7 +9,7 @@ import {
 } from 'jose';
 import { TesseraError } from '../errors.js';
 import { ASSERTION_ALGS, usableJti } from '../jose.js';
-import type { KeyPlace } from '../token-types.js';
+import type { KeyPlace } from '../known-client.js';
 
 /*
  * What every client assertion (RFC 7523 §2.2) shares, whoever signed it: the client's own key (private_key_jwt,

@@ -1,5 +1,7 @@
 import { invalidClient, invalidRequest, OAuthError, tooManyAttempts } from '../errors.js';
-import { present, type AttemptLimiter, type KnownClient, type TokenRequest } from '../token-types.js';
+import type { KnownClient } from '../known-client.js';
+import type { AttemptLimiter } from '../limits.js';
+import { present, type TokenRequest } from '../token-request.js';
 import { isPossibleClientId } from '../validate.js';
 import type { ClientAuthMethod, PresentedCredentials, Proof } from './method.js';
 

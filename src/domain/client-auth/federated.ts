@@ -1,5 +1,5 @@
 import { errors, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
-import type { KnownFederatedCredential } from '../token-types.js';
+import type { KnownFederatedCredential } from '../known-client.js';
 import {
   allowedAlg,
   ASSERTION_SKEW_SECONDS,

@@ -1,4 +1,4 @@
-import type { TokenRequest } from '../token-types.js';
+import type { TokenRequest } from '../token-request.js';
 import type { ClientAuthMethod } from './method.js';
 import { assertionIssuer } from './assertion.js';
 import { privateKeyJwt, type PrivateKeyJwtOptions } from './private-key-jwt.js';
@@ -8,7 +8,7 @@ import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js'
  * Client authentication at the token endpoint (RFC 6749 §2.3): one module per method, each a ClientAuthMethod
  * (method.ts), and the list below, in the order the token service examines a request. The token service
  * asks every method whether the request uses it, refuses a request that uses two, and lets the one used
- * prove the client; what a method knows of a client it reads from KnownClient (token-types.ts), which the
+ * prove the client; what a method knows of a client it reads from KnownClient (known-client.ts), which the
  * directory fills from the store.
  *
  * A method with parameters of its own is added here, and the token service does not change: its name in
@@ -18,8 +18,8 @@ import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js'
  * read that id in claimedClientId (for the audit trail of a refusal).
  *
  * Federated credentials are client assertions too (the same two parameters, RFC 7523), signed by an issuer
- * the client trusts rather than by the client's own key: a request cannot tell them from private_key_jwt,
- * the client's registration does. They are one more kind of ClientKeys (token-types.ts: the issuers the client
+ * the client trusts rather than by the client's own key: a request cannot tell them from private_key_jwt, the
+ * client's registration does. They are one more kind of ClientKeys (known-client.ts: the issuers the client
  * trusts, each with the subject it vouches for); private_key_jwt's method reads the request, and its proof
  * hands a client that has them to federated.ts. What both proofs share (the assertion's algorithms, the
  * signature check, keys fetched at a URL with a refetch on an unknown kid, the replay guard) is assertion.ts.

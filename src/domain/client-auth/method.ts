@@ -1,4 +1,5 @@
-import type { KnownClient, TokenRequest } from '../token-types.js';
+import type { KnownClient } from '../known-client.js';
+import type { TokenRequest } from '../token-request.js';
 import { ValidationError } from '../validate.js';
 import type { PublicJwks } from './jwks.js';
 

@@ -7,7 +7,8 @@ import {
   type ProtectedHeaderParameters,
 } from 'jose';
 import { invalidClient, invalidRequest, OAuthError, Unavailable } from '../errors.js';
-import { present, type KnownClient, type TokenRequest } from '../token-types.js';
+import type { KnownClient } from '../known-client.js';
+import { present, type TokenRequest } from '../token-request.js';
 import {
   allowedAlg,
   ASSERTION_SKEW_SECONDS,

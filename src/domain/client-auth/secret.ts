@@ -1,6 +1,7 @@
 import { invalidClient, invalidRequest } from '../errors.js';
+import type { KnownClient } from '../known-client.js';
 import { digestOf, digestsEqual, DUMMY_DIGEST, MAX_LIVE_SECRETS } from '../secrets.js';
-import { present, type KnownClient } from '../token-types.js';
+import { present } from '../token-request.js';
 import { failedProof, type ClientAuthMethod, type PresentedCredentials, type Proof } from './method.js';
 
 export interface BasicCredentials {

@@ -1,4 +1,4 @@
-import { present } from '../token-types.js';
+import { present } from '../token-request.js';
 import {
   accessTokenClaims,
   grantedAudience,

@@ -1,14 +1,8 @@
 import type { JWTPayload } from 'jose';
 import { invalidRequest, invalidScope, invalidTarget } from '../errors.js';
+import type { KnownAudience, KnownClient, KnownGrant } from '../known-client.js';
 import type { OwnTokenDeps } from '../own-tokens.js';
-import {
-  present,
-  type KnownAudience,
-  type KnownClient,
-  type KnownGrant,
-  type TokenParams,
-  type TokenResponse,
-} from '../token-types.js';
+import { present, type TokenParams, type TokenResponse } from '../token-request.js';
 import { SCOPE_TOKEN } from '../validate.js';
 
 /*

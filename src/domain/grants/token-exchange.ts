@@ -1,6 +1,7 @@
 import { invalidRequest, unacceptableToken, unauthorizedClient, unsupportedGrantType } from '../errors.js';
+import type { KnownClient } from '../known-client.js';
 import { activeNow, dpopKeyOf, readOwnToken, type OwnTokenClaims, type OwnTokenDeps } from '../own-tokens.js';
-import { present, type KnownClient } from '../token-types.js';
+import { present } from '../token-request.js';
 import {
   accessTokenClaims,
   grantedAudience,

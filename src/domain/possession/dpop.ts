@@ -1,6 +1,6 @@
 import type { DpopVerifier } from '../dpop.js';
 import { invalidDpopProof, OAuthError } from '../errors.js';
-import type { AttemptLimiter } from '../token-types.js';
+import type { AttemptLimiter } from '../limits.js';
 import type { Binding, PossessionProof } from './index.js';
 
 /**

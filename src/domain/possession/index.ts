@@ -1,5 +1,6 @@
 import type { GrantResult } from '../grants/grant.js';
-import type { KnownClient, TokenRequest } from '../token-types.js';
+import type { KnownClient } from '../known-client.js';
+import type { TokenRequest } from '../token-request.js';
 
 /*
  * Proof of possession (docs/design.md, "Where the next capabilities plug in"): a token is bound to a key its

@@ -8,7 +8,8 @@ import {
   type PresentedToken,
   type TokenScheme,
 } from '../../domain/presented-token.js';
-import type { AttemptLimiter, KnownClient } from '../../domain/token-types.js';
+import type { KnownClient } from '../../domain/known-client.js';
+import type { AttemptLimiter } from '../../domain/limits.js';
 import type { AdminScope } from '../../management/builtin.js';
 import { isPossibleClientId } from '../../domain/validate.js';
 import { actorOf } from '../../store/types.js';

@@ -1,81 +1,11 @@
 import type { JWTVerifyGetKey } from 'jose';
 import type { SigningAlg } from './jose.js';
+import type { Quota } from './limits.js';
 
 /*
- * The token path's vocabulary: the request as it arrives, what the path knows of clients and audiences, the
- * limiters it asks, and what it answers and tells the audit trail. The token service, the client
- * authentication methods, the directory that caches clients and the limits all speak it; none of them is
- * imported for its types alone.
+ * What the token path knows of clients and audiences: the domain's model of them, which the directory builds
+ * from the store's rows when it caches them (read-model/known-client.ts, read-model/directory.ts).
  */
-
-/**
- * The request parameters Tessera reads at the endpoints where a client authenticates (RFC 6749 §4.4.2, RFC 8707
- * §2; token exchange's, RFC 8693 §2.1; the token of revocation and introspection, RFC 7009 §2.1 and RFC 7662
- * §2.1); others are ignored.
- */
-export const TOKEN_PARAMS = [
-  'grant_type',
-  'client_id',
-  'client_secret',
-  'audience',
-  'resource',
-  'scope',
-  'client_assertion_type',
-  'client_assertion',
-  'subject_token',
-  'subject_token_type',
-  'actor_token',
-  'actor_token_type',
-  'requested_token_type',
-  'token',
-  'token_type_hint',
-] as const;
-export type TokenParam = (typeof TOKEN_PARAMS)[number];
-export type TokenParams = Partial<Record<TokenParam, string>>;
-
-/** Empty values count as missing (RFC 6749 §3.2: "Parameters sent without a value MUST be treated as if omitted"). */
-export const present = (value: string | undefined): string | undefined => (value === '' ? undefined : value);
-
-export interface TokenRequest {
-  params: TokenParams;
-  /** The Authorization header, if any (client_secret_basic). */
-  authorization?: string | undefined;
-  /** The caller's address, for the failed-attempt limits. */
-  source: string;
-  /** The DPoP header, if any (RFC 9449 §4): several arrive joined by commas. */
-  dpop?: string | undefined;
-}
-
-/** Tokens per minute and per day a client may get; null is no limit. */
-export interface Quota {
-  perMinute: number | null;
-  perDay: number | null;
-}
-
-/** Issuance quotas (see limits/quotas.ts). */
-export interface QuotaLimiter {
-  /** Counts one token; resolves with the seconds to wait if that is over a quota, else 0. */
-  take(clientId: string, quota: Quota): Promise<number>;
-}
-
-/** Failed authentications, counted per client id + source and per source (see limits/attempts.ts). */
-export interface AttemptLimiter {
-  /** Seconds the caller must still wait, or 0; answered from memory. */
-  blockedFor(clientId: string | undefined, source: string): number;
-  /** Counts a failure; the caller does not wait for it. */
-  failed(clientId: string | undefined, source: string): Promise<void>;
-}
-
-export interface TokenResponse {
-  access_token: string;
-  /** Token exchange's answer only (RFC 8693 §2.2.1): the type of the token issued, always an access token. */
-  issued_token_type?: 'urn:ietf:params:oauth:token-type:access_token';
-  /** DPoP when the token is bound to the key of a DPoP proof (RFC 9449 §5). */
-  token_type: 'Bearer' | 'DPoP';
-  expires_in: number;
-  /** The token's scopes, when it carries any (RFC 6749 §5.1). */
-  scope?: string;
-}
 
 export interface KnownSecret {
   id: string;
@@ -179,31 +109,4 @@ export interface KnownAudience {
    * token of this audience for one of another (docs/interface.md, "Token exchange").
    */
   resourceServers: ReadonlySet<string>;
-}
-
-/**
- * The events of the token endpoint in the audit trail, written through the audit spool (audit/recorder.ts):
- * `token.exchanged` is a token issued by token exchange (RFC 8693), its reason `sub <caller> act <B>...<actor>`.
- */
-export const TOKEN_EVENT_TYPES = [
-  'token.issued',
-  'token.exchanged',
-  'token.refused',
-  'token.throttled',
-] as const;
-type TokenEventType = (typeof TOKEN_EVENT_TYPES)[number];
-
-/**
- * What the audit trail learns of one token request. Never a secret, never a token. A `token.throttled` entry
- * (a 429: a blocked caller, a client over its quota) is summed by the recorder, not stored one by one.
- */
-export interface AuditEntry {
-  /** Milliseconds since the epoch. */
-  at: number;
-  type: TokenEventType;
-  clientId: string | null;
-  audience: string | null;
-  jti: string | null;
-  reason: string | null;
-  source: string | null;
 }
