@@ -53,11 +53,73 @@ export function collect(child: ChildProcess): Promise<CliResult> {
   });
 }
 
-/** Runs `tessera <args>` to completion. */
+/**
+ * Runs `tessera <args>` to completion. A command that ends by itself runs in this process, as bin/tessera.js runs
+ * it (the built CLI's main(), with `env` as the environment, its stdout, stderr and exit code collected): a
+ * process costs 0.3 s of start-up on this machine, which is most of a command's time. One command at a time, since
+ * the environment and the output streams are the process's. `serve` and `healthcheck`, and every command when
+ * TESSERA_TEST_SPAWN_CLI=1, run as a process (test/cli-startup.test.ts covers bin/tessera.js itself).
+ */
 export function tessera(env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliResult> {
+  if (SPAWN_ALWAYS || args[0] === 'serve' || args[0] === 'healthcheck') return spawnTessera(env, args);
+  const run = inProcessQueue.then(() => runInProcess(env, args));
+  inProcessQueue = run.catch(() => undefined);
+  return run;
+}
+
+function spawnTessera(env: NodeJS.ProcessEnv, args: string[]): Promise<CliResult> {
   return collect(
     spawn(process.execPath, [...TESSERA, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }),
   );
+}
+
+const SPAWN_ALWAYS = process.env.TESSERA_TEST_SPAWN_CLI === '1';
+let inProcessQueue: Promise<unknown> = Promise.resolve();
+
+type Write = typeof process.stdout.write;
+
+/** Collects what `write` is given, as text; the callback, when there is one, is called as a stream would. */
+function collector(into: { text: string }): Write {
+  return ((chunk: string | Uint8Array, encoding?: unknown, callback?: unknown) => {
+    into.text += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+    const done = typeof encoding === 'function' ? encoding : callback;
+    if (typeof done === 'function') queueMicrotask(() => (done as () => void)());
+    return true;
+  }) as Write;
+}
+
+async function runInProcess(env: NodeJS.ProcessEnv, args: string[]): Promise<CliResult> {
+  // node:sqlite's warning, printed once when it is first loaded, is not the command's (bin/tessera.js turns it off).
+  await import('node:sqlite');
+  const cli = (await import(path.join(ROOT, 'dist/cli/index.js'))) as { main(argv: string[]): Promise<void> };
+  const saved = { env: process.env, out: process.stdout.write, err: process.stderr.write };
+  const stdout = { text: '' };
+  const stderr = { text: '' };
+  let code: number;
+  process.env = { ...env };
+  process.exitCode = undefined;
+  process.stdout.write = collector(stdout);
+  process.stderr.write = collector(stderr);
+  try {
+    await cli.main([process.execPath, path.join(ROOT, 'bin/tessera.js'), ...args]);
+    code = Number(process.exitCode ?? 0);
+  } catch (error) {
+    // What Node does with an uncaught error: its stack on stderr, exit 1.
+    stderr.text += `${(error as Error)?.stack ?? String(error)}\n`;
+    code = 1;
+  } finally {
+    process.stdout.write = saved.out;
+    process.stderr.write = saved.err;
+    process.env = saved.env;
+    process.exitCode = undefined;
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(stdout.text);
+  } catch {
+    json = undefined;
+  }
+  return { code, stdout: stdout.text, stderr: stderr.text, json };
 }
 
 /** Like tessera(), but a non-zero exit is an error that shows stderr. */
