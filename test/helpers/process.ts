@@ -58,7 +58,7 @@ export function collect(child: ChildProcess): Promise<CliResult> {
  * it (the built CLI's main(), with `env` as the environment, its stdout, stderr and exit code collected): a
  * process costs 0.3 s of start-up on this machine, which is most of a command's time. One command at a time, since
  * the environment and the output streams are the process's. `serve` and `healthcheck`, and every command when
- * TESSERA_TEST_SPAWN_CLI=1, run as a process (test/cli-startup.test.ts covers bin/tessera.js itself).
+ * TESSERA_TEST_SPAWN_CLI=1, run as a process (as do every server, withInput() and cli.test.ts's runTogether()).
  */
 export function tessera(env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliResult> {
   if (SPAWN_ALWAYS || args[0] === 'serve' || args[0] === 'healthcheck') return spawnTessera(env, args);
