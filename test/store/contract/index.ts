@@ -14,7 +14,7 @@ import { tokenCountsContract } from './token-counts.js';
 import { transactionsContract } from './transactions.js';
 import { updatesContract } from './updates.js';
 
-export type { OpenStore } from './shared.js';
+export { migrationsAfter, type OpenStore } from './shared.js';
 export {
   EVENTS_BEFORE_0004,
   expectAudienceIdsAssigned,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ChangeAudit } from '../../../src/store/types.js';
-import { clock, type OpenStore, store } from './shared.js';
+import { clock, MIGRATIONS, migrationsAfter, type OpenStore, store } from './shared.js';
 
 /** Migrations on a fresh database, once each (and 0011 on the actors of earlier events), ping, and an empty store. */
 export function migratePingContract(open: OpenStore): void {
@@ -8,24 +8,7 @@ export function migratePingContract(open: OpenStore): void {
     it('runs every migration once on a fresh database, and nothing the second time', async () => {
       const fresh = await open(clock.date);
       try {
-        expect(await fresh.migrate()).toEqual([
-          '0001_initial',
-          '0002_audit_events',
-          '0003_client_quotas',
-          '0004_compact_audit',
-          '0005_change_audit',
-          '0006_ids_and_scopes',
-          '0007_custom_claims',
-          '0008_client_secrets',
-          '0009_private_key_jwt',
-          '0010_console',
-          '0011_typed_actors',
-          '0012_federated_credentials',
-          '0013_dpop_bound_access_tokens',
-          '0014_revocation',
-          '0015_token_exchange',
-          '0016_client_deletions',
-        ]);
+        expect(await fresh.migrate()).toEqual([...MIGRATIONS]);
         expect(await fresh.migrate()).toEqual([]);
         expect(await fresh.migrate()).toEqual([]);
       } finally {
@@ -51,14 +34,7 @@ export function migratePingContract(open: OpenStore): void {
           clock.advance(1000);
           await fresh.recordEvent({ type, actor, source, target: null, changes: null });
         }
-        expect(await fresh.migrate()).toEqual([
-          '0011_typed_actors',
-          '0012_federated_credentials',
-          '0013_dpop_bound_access_tokens',
-          '0014_revocation',
-          '0015_token_exchange',
-          '0016_client_deletions',
-        ]);
+        expect(await fresh.migrate()).toEqual(migrationsAfter('0010_console'));
         const events = await fresh.queryAuditEvents({ limit: 10 });
         expect(events.reverse().map((e) => [e.actor, e.source, e.type])).toEqual([
           ['client:ops-client', '10.0.0.1', 'client.updated'],

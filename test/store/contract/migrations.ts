@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import type { AuditEvent, Store } from '../../../src/store/types.js';
-import { DIGEST_1, storeError } from './shared.js';
+import { DIGEST_1, migrationsAfter, storeError } from './shared.js';
 
 /** The two audit events each engine's test writes before migration 0004, in the schema of 0003. */
 export const EVENTS_BEFORE_0004 = {
@@ -32,21 +32,7 @@ export async function expectCompactAuditConverted(store: Store): Promise<void> {
     changes: null,
     ...fields,
   });
-  expect(await store.migrate()).toEqual([
-    '0004_compact_audit',
-    '0005_change_audit',
-    '0006_ids_and_scopes',
-    '0007_custom_claims',
-    '0008_client_secrets',
-    '0009_private_key_jwt',
-    '0010_console',
-    '0011_typed_actors',
-    '0012_federated_credentials',
-    '0013_dpop_bound_access_tokens',
-    '0014_revocation',
-    '0015_token_exchange',
-    '0016_client_deletions',
-  ]);
+  expect(await store.migrate()).toEqual(migrationsAfter('0003_client_quotas'));
   expect(await store.queryAuditEvents({ limit: 10 })).toEqual([
     event(9, '2026-11-01T10:00:01.999Z', { type: 'token.refused', reason: 'invalid_client: unknown client' }),
     event(7, '2026-11-01T10:00:00.123Z', {
@@ -119,19 +105,7 @@ export const ROWS_BEFORE_0006 = {
  * no description and its grant no scopes.
  */
 export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
-  expect(await store.migrate()).toEqual([
-    '0006_ids_and_scopes',
-    '0007_custom_claims',
-    '0008_client_secrets',
-    '0009_private_key_jwt',
-    '0010_console',
-    '0011_typed_actors',
-    '0012_federated_credentials',
-    '0013_dpop_bound_access_tokens',
-    '0014_revocation',
-    '0015_token_exchange',
-    '0016_client_deletions',
-  ]);
+  expect(await store.migrate()).toEqual(migrationsAfter('0005_change_audit'));
   const audiences = await store.listAudiences();
   expect(audiences).toEqual(
     ROWS_BEFORE_0006.audiences.map((row) => ({

@@ -50,6 +50,33 @@ export const changeEventAt = (at: string, a: ChangeAudit) => ({
   changes: a.changes,
 });
 
+/**
+ * Every migration in order, written out here rather than read from src/store: a migration dropped, renamed or
+ * reordered fails the contract. A new migration is added here once.
+ */
+export const MIGRATIONS = [
+  '0001_initial',
+  '0002_audit_events',
+  '0003_client_quotas',
+  '0004_compact_audit',
+  '0005_change_audit',
+  '0006_ids_and_scopes',
+  '0007_custom_claims',
+  '0008_client_secrets',
+  '0009_private_key_jwt',
+  '0010_console',
+  '0011_typed_actors',
+  '0012_federated_credentials',
+  '0013_dpop_bound_access_tokens',
+  '0014_revocation',
+  '0015_token_exchange',
+  '0016_client_deletions',
+] as const;
+
+/** The migrations a store migrated up to `name` still runs, in order. */
+export const migrationsAfter = (name: (typeof MIGRATIONS)[number]): string[] =>
+  MIGRATIONS.slice(MIGRATIONS.indexOf(name) + 1);
+
 export const A = 'https://api.a.example.com';
 export const B = 'https://api.b.example.com';
 export const C = 'https://api.c.example.com';
