@@ -1,7 +1,15 @@
 /** boundedLru (src/lru.ts): lru-cache's bound and eviction order, without its arrays allocated up front. */
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { LRUCache } from 'lru-cache';
 import { describe, expect, it } from 'vitest';
 import { boundedLru } from '../src/lru.js';
+
+// V8's own collector, to start each measurement from what is reachable: a worker runs file after file in one
+// heap (vitest.config.ts, isolate: false), and a collection during `make` would otherwise free the garbage they
+// left and hide what `make` allocated.
+v8.setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 
 /** Bytes of heap and array buffers that `make` leaves reachable (the caches it returns are held meanwhile). */
 function retained(make: () => unknown[]): number {
@@ -9,6 +17,7 @@ function retained(make: () => unknown[]): number {
     const { heapUsed, arrayBuffers } = process.memoryUsage();
     return heapUsed + arrayBuffers;
   };
+  gc();
   const before = used();
   const kept = make();
   const after = used();
