@@ -52,6 +52,32 @@ export interface KnownClient {
   keys?: ClientKeys | undefined;
   /** RFC 9449 §5.2 dpop_bound_access_tokens: it gets no token without a DPoP proof. */
   dpopBound?: boolean;
+  /**
+   * A tls_client_auth client (RFC 8705 §2.1.2): the one value its certificate must carry. Undefined for a client
+   * of any other method.
+   */
+  tls?: KnownTlsIdentity | undefined;
+  /**
+   * A self_signed_tls_client_auth client (RFC 8705 §2.2): the x5t#S256 (base64url SHA-256 of the DER) of the first
+   * certificate of each `x5c` of its jwks. Undefined for a client of any other method.
+   */
+  selfSigned?: ReadonlySet<string> | undefined;
+  /** RFC 8705 §3 tls_client_certificate_bound_access_tokens: its tokens are bound to the certificate it asked with. */
+  certificateBound?: boolean;
+}
+
+/** The kinds of value a tls_client_auth client registers exactly one of (RFC 8705 §2.1.2), by their field's suffix. */
+export const TLS_IDENTITY_KINDS = ['subject_dn', 'san_dns', 'san_uri', 'san_ip', 'san_email'] as const;
+export type TlsIdentityKind = (typeof TLS_IDENTITY_KINDS)[number];
+
+/** A tls_client_auth client's registered value, as the token path compares it. */
+export interface KnownTlsIdentity {
+  readonly kind: TlsIdentityKind;
+  /**
+   * subject_dn: the canonical form of the registered DN (mtls/dn.ts, canonicalDn); san_ip: the address in Node's
+   * canonical form (IPv6 compressed, lower case); san_dns and san_email: lower case; san_uri: as registered.
+   */
+  readonly value: string;
 }
 
 /**

@@ -8,10 +8,21 @@ import type { PublicJwks } from './jwks.js';
  * authentication"). A client with secrets may use either secret method, whichever it is registered with;
  * a private_key_jwt client has no secret that works.
  */
-export const AUTH_METHOD_NAMES = ['client_secret_basic', 'client_secret_post', 'private_key_jwt'] as const;
+export const AUTH_METHOD_NAMES = [
+  'client_secret_basic',
+  'client_secret_post',
+  'private_key_jwt',
+  // RFC 8705 §2.1 and §2.2: a TLS client certificate is the credential (docs/mtls.md).
+  'tls_client_auth',
+  'self_signed_tls_client_auth',
+] as const;
 export type AuthMethodName = (typeof AUTH_METHOD_NAMES)[number];
 
-export const usesSecrets = (method: AuthMethodName): boolean => method !== 'private_key_jwt';
+/** The methods whose credential is a TLS client certificate (RFC 8705 §2). */
+export const CERTIFICATE_METHODS: readonly AuthMethodName[] = ['tls_client_auth', 'self_signed_tls_client_auth'];
+
+export const usesSecrets = (method: AuthMethodName): boolean =>
+  method === 'client_secret_basic' || method === 'client_secret_post';
 
 export function validateAuthMethod(value: string): AuthMethodName {
   if (!(AUTH_METHOD_NAMES as readonly string[]).includes(value))
