@@ -255,6 +255,7 @@ describe('changes in the audit trail', () => {
             jwks: null,
             jwks_uri: null,
             dpop_bound_access_tokens: false,
+            tls_client_certificate_bound_access_tokens: false,
             grants: [{ audience: API, scopes: [] }],
           },
         ],

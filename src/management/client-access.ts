@@ -36,7 +36,8 @@ export function changeClient<T>(
 
 /**
  * Refuses a secret for a client that does not authenticate with one: client_uses_federation for a client with
- * federated credentials, client_uses_keys for one with its own keys (private_key_jwt).
+ * federated credentials, client_uses_keys for one with its own keys or certificate (private_key_jwt, RFC 8705's
+ * methods).
  */
 export function requireSecretClient(client: Client): void {
   if (client.federatedCredentials.length > 0)
@@ -47,6 +48,6 @@ export function requireSecretClient(client: Client): void {
   if (!usesSecrets(client.authMethod))
     throw new ManagementError(
       'client_uses_keys',
-      `client ${client.id} authenticates with private_key_jwt: it has no secrets (change token_endpoint_auth_method first)`,
+      `client ${client.id} authenticates with ${client.authMethod}: it has no secrets (change token_endpoint_auth_method first)`,
     );
 }

@@ -1,4 +1,12 @@
 import { digestSecret, generateClientId, generateSecret } from '../domain/secrets.js';
+import type { TlsIdentityKind } from '../domain/known-client.js';
+import {
+  credentialProblem,
+  TLS_IDENTITY_FIELDS,
+  tlsIdentityField,
+  validateTlsIdentity,
+  type RegisteredCredentials,
+} from '../domain/client-auth/certificate-registration.js';
 import { newSecretId } from '../store/migrations.js';
 import {
   validateAudienceUrl,
@@ -8,10 +16,10 @@ import {
   validateName,
   validateQuota,
   validateTokenTtl,
+  ValidationError,
 } from '../domain/validate.js';
-import type { Audience, ChangeAudit, Client, ClientPatch, NewClient } from '../store/types.js';
+import type { Audience, ChangeAudit, Client, ClientPatch, NewClient, TlsClientAuth } from '../store/types.js';
 import {
-  authMethodProblem,
   checkJwksKeys,
   usesSecrets,
   validateAuthMethod,
@@ -47,7 +55,7 @@ import { field, FieldChecks, ManagementError, storeCall } from './errors.js';
  */
 export interface ClientFields extends Omit<
   ClientPatch,
-  'authMethod' | 'jwks' | 'federatedCredentials' | 'revokedBefore'
+  'authMethod' | 'jwks' | 'federatedCredentials' | 'revokedBefore' | 'tlsClientAuth'
 > {
   /** Claims added to the client's (an update only): the CLI's `--claim k=v`. */
   addClaims?: Record<string, unknown>;
@@ -55,6 +63,12 @@ export interface ClientFields extends Omit<
   authMethod?: string;
   /** private_key_jwt: the public keys inline (a JWK Set), or null. */
   jwks?: unknown;
+  /**
+   * tls_client_auth (RFC 8705 §2.1.2): the tls_client_auth_* values given, by kind (`subject_dn` for
+   * tls_client_auth_subject_dn, ...), in the order given. One value is the client's (a change: it replaces the one
+   * it has, of any kind); a second is refused at its field; null clears that kind's value if it is the client's.
+   */
+  tlsIdentity?: Partial<Record<TlsIdentityKind, unknown>>;
 }
 
 export interface ClientInput extends ClientFields {
@@ -84,6 +98,36 @@ export interface WithSecret {
 const quota = (name: string, value: number | null | undefined): number | null =>
   value === undefined ? null : field(name, () => validateQuota(value));
 
+/** The tls_client_auth_* fields given (undefined left out), in the order given. */
+const givenTls = (given: Partial<Record<TlsIdentityKind, unknown>>) =>
+  (Object.entries(given) as [TlsIdentityKind, unknown][]).filter(([, value]) => value !== undefined);
+
+/**
+ * The tls_client_auth value of the tls_client_auth_* fields given: the one set, checked by its kind's rule; null
+ * when every one given is null; undefined for none given (or a refusal, collected in `checks`: a second value is
+ * refused at its own field).
+ */
+function checkTlsIdentity(
+  given: Partial<Record<TlsIdentityKind, unknown>>,
+  checks: FieldChecks,
+): TlsClientAuth | null | undefined {
+  const fields = givenTls(given);
+  const set = fields.filter(([, value]) => value !== null);
+  if (set.length > 1) {
+    const [first, second] = [tlsIdentityField(set[0]![0]), tlsIdentityField(set[1]![0])];
+    checks.run(second, () => {
+      throw new ValidationError(
+        `a tls_client_auth client has one of ${TLS_IDENTITY_FIELDS.join(', ')}: ${first} is given already`,
+      );
+    });
+    return undefined;
+  }
+  if (set.length === 0) return fields.length > 0 ? null : undefined;
+  const [kind, raw] = set[0]!;
+  const value = checks.run(tlsIdentityField(kind), () => validateTlsIdentity(kind, raw));
+  return value === undefined ? undefined : { kind, value };
+}
+
 /** Checks the fields given (null clears one), each by its rule; refusals are collected in `checks`. */
 function checkClientFields(
   input: ClientFields,
@@ -102,6 +146,12 @@ function checkClientFields(
         : checks.run('description', () => validateDescription(input.description!));
   if (input.enabled !== undefined) patch.enabled = input.enabled;
   if (input.dpopBoundAccessTokens !== undefined) patch.dpopBoundAccessTokens = input.dpopBoundAccessTokens;
+  if (input.certificateBoundAccessTokens !== undefined)
+    patch.certificateBoundAccessTokens = input.certificateBoundAccessTokens;
+  if (input.tlsIdentity !== undefined) {
+    const tls = checkTlsIdentity(input.tlsIdentity, checks);
+    if (tls !== undefined) patch.tlsClientAuth = tls;
+  }
   if (input.tokenTtl !== undefined)
     patch.tokenTtl =
       input.tokenTtl === null ? null : checks.run('token_ttl', () => validateTokenTtl(input.tokenTtl!));
@@ -126,23 +176,14 @@ function checkClientFields(
 }
 
 /**
- * A client's method and keys together (client-auth/method.ts's rule), the keys imported with jose: the field
- * that breaks the rule is named.
+ * A client's method and credentials together (client-auth/certificate-registration.ts's rule, method.ts's for the
+ * methods before RFC 8705), the keys imported with jose: the field that breaks the rule is named
+ * (`jwks/keys/0/x5c` for a part of one).
  */
-async function checkAuthKeys(method: AuthMethodName, jwks: PublicJwks | null, jwksUri: string | null) {
-  const problem = authMethodProblem(method, jwks, jwksUri);
-  if (problem !== undefined)
-    throw new ManagementError(
-      'invalid_field',
-      problem,
-      jwks !== null && jwksUri !== null
-        ? 'jwks_uri'
-        : method === 'private_key_jwt'
-          ? 'jwks'
-          : jwks !== null
-            ? 'jwks'
-            : 'jwks_uri',
-    );
+async function checkAuthKeys(client: RegisteredCredentials) {
+  const problem = credentialProblem(client);
+  if (problem !== undefined) throw new ManagementError('invalid_field', problem.message, problem.field);
+  const { jwks } = client;
   if (jwks !== null) {
     try {
       await checkJwksKeys(jwks);
@@ -180,13 +221,14 @@ function requireNoFederation(
   after: { authMethod: AuthMethodName; jwks: PublicJwks | null; jwksUri: string | null },
 ): void {
   if (current.federatedCredentials.length === 0) return;
-  const what = usesSecrets(after.authMethod)
-    ? `the method ${after.authMethod}`
-    : after.jwks !== null
-      ? 'jwks'
-      : after.jwksUri !== null
-        ? 'jwks_uri'
-        : undefined;
+  const what =
+    after.authMethod !== 'private_key_jwt'
+      ? `the method ${after.authMethod}`
+      : after.jwks !== null
+        ? 'jwks'
+        : after.jwksUri !== null
+          ? 'jwks_uri'
+          : undefined;
   if (what !== undefined)
     throw new ManagementError(
       'client_uses_federation',
@@ -203,9 +245,11 @@ export function checkNewClient(
 ): Omit<NewClient, 'secretDigest'> & {
   enabled: boolean;
   dpopBoundAccessTokens: boolean;
+  certificateBoundAccessTokens: boolean;
   authMethod: AuthMethodName;
   jwks: PublicJwks | null;
   jwksUri: string | null;
+  tlsClientAuth: TlsClientAuth | null;
 } {
   const id =
     input.id === undefined ? generateClientId() : checks.run('client_id', () => validateClientId(input.id!));
@@ -215,6 +259,7 @@ export function checkNewClient(
     authMethod: fields.authMethod ?? 'client_secret_basic',
     jwks: fields.jwks ?? null,
     jwksUri: fields.jwksUri ?? null,
+    tlsClientAuth: fields.tlsClientAuth ?? null,
     id,
     name,
     description: fields.description ?? null,
@@ -224,6 +269,7 @@ export function checkNewClient(
     claims: fields.claims ?? null,
     enabled: input.enabled ?? true,
     dpopBoundAccessTokens: input.dpopBoundAccessTokens ?? false,
+    certificateBoundAccessTokens: input.certificateBoundAccessTokens ?? false,
     // Each audience once, in order: as the store keeps them, and as the audit event reports them.
     audiences: [
       ...new Set((input.grants ?? []).map((url) => checks.run('grants', () => validateAudienceUrl(url)))),
@@ -279,9 +325,9 @@ export async function checkClient(ctx: ManagementContext, input: ClientInput): P
   const checks = new FieldChecks();
   const client = checkNewClient(input, checks, ctx.config.production, ctx.config.jwksAllowPrivate);
   checks.throwFirst();
-  await checkAuthKeys(client.authMethod, client.jwks, client.jwksUri);
+  await checkAuthKeys(client);
   const federated = await newClientCredentials(ctx, client, input.federatedCredentials);
-  // A private_key_jwt client has no secret at all.
+  // A client of a key or a certificate has no secret at all.
   const secret = usesSecrets(client.authMethod) ? generateSecret() : undefined;
   return { input, client, federated, secret };
 }
@@ -365,6 +411,10 @@ async function readyToStore(
       jwks: client.jwks,
       jwks_uri: client.jwksUri,
       dpop_bound_access_tokens: client.dpopBoundAccessTokens,
+      ...(client.tlsClientAuth === null
+        ? {}
+        : { [tlsIdentityField(client.tlsClientAuth.kind)]: client.tlsClientAuth.value }),
+      tls_client_certificate_bound_access_tokens: client.certificateBoundAccessTokens,
       ...(federated.length > 0 ? { federated_credentials: federated.map(federatedCredentialJson) } : {}),
       grants: client.audiences.map((audience) => ({
         audience,
@@ -398,17 +448,31 @@ export async function updateClient(
   const patch = checkClientFields(change, checks, ctx.config.production, ctx.config.jwksAllowPrivate);
   checks.throwFirst();
   // Keys go with their method: new inline keys replace a URL and the other way round, and a secret method
-  // has neither (so a switch needs no clearing by hand).
+  // or tls_client_auth has neither (so a switch needs no clearing by hand).
   if (patch.jwks != null && change.jwksUri === undefined) patch.jwksUri = null;
   if (patch.jwksUri != null && change.jwks === undefined) patch.jwks = null;
-  if (patch.authMethod !== undefined && usesSecrets(patch.authMethod)) {
+  if (
+    patch.authMethod !== undefined &&
+    (usesSecrets(patch.authMethod) || patch.authMethod === 'tls_client_auth')
+  ) {
     patch.jwks ??= null;
     patch.jwksUri ??= null;
+  }
+  // Only nulls given for tls_client_auth_* fields: they clear the client's value if it is of one of their kinds.
+  let clearsTls =
+    patch.tlsClientAuth === null ? givenTls(change.tlsIdentity ?? {}).map(([kind]) => kind) : undefined;
+  // The tls_client_auth value goes with its method too: a switch to another clears it (one given with the switch
+  // stays, to be refused at its field).
+  if (patch.authMethod !== undefined && patch.authMethod !== 'tls_client_auth' && !patch.tlsClientAuth) {
+    patch.tlsClientAuth = null;
+    clearsTls = undefined;
   }
   // Read, compare and write in one transaction: the event's `from` is what was replaced, and a change that
   // changes nothing writes nothing (no event, no updated_at, no change for the caches).
   return changeClient(ctx, id, async (store, current) => {
     checkPrecondition(condition, clientJson(current), `client ${id}`);
+    const tls = current.tlsClientAuth;
+    if (clearsTls !== undefined && tls !== null && !clearsTls.includes(tls.kind)) delete patch.tlsClientAuth;
     // Claims added to those it has (or to those this change sets), checked whole.
     if (change.addClaims !== undefined) {
       const base = patch.claims !== undefined ? patch.claims : current.claims;
@@ -422,16 +486,21 @@ export async function updateClient(
       patch.revokedBefore = new Date(nowOf(ctx)).toISOString();
       changes.revoked_before = { from: current.revokedBefore, to: patch.revokedBefore };
     }
-    if (patch.authMethod !== undefined || patch.jwks !== undefined || patch.jwksUri !== undefined) {
-      await checkAuthKeys(after.authMethod, after.jwks, after.jwksUri);
+    if (
+      patch.authMethod !== undefined ||
+      patch.jwks !== undefined ||
+      patch.jwksUri !== undefined ||
+      patch.tlsClientAuth !== undefined
+    ) {
+      await checkAuthKeys(after);
       requireNoFederation(current, after);
     }
     const audit = changeAudit(ctx, 'client.updated', id, { clientId: id, changes });
-    // A client that authenticates by key has no secret that works: its secrets go, for good, in the same
-    // write (a secret that came back with a switch to a secret method later would be one an operator
+    // A client that authenticates by key or certificate has no secret that works: its secrets go, for good, in
+    // the same write (a secret that came back with a switch to a secret method later would be one an operator
     // thought revoked).
     const secrets =
-      patch.authMethod === 'private_key_jwt' && current.secrets.length > 0
+      patch.authMethod !== undefined && !usesSecrets(patch.authMethod) && current.secrets.length > 0
         ? { delete: current.secrets.map((s) => s.id) }
         : undefined;
     return store.updateClient(id, patch, audit, secrets);

@@ -197,12 +197,17 @@ export async function checkNewCredentials(
   return made;
 }
 
-/** Refuses (409) federated credentials for a client that authenticates with its own secret or keys. */
+/** Refuses (409) federated credentials for a client that authenticates with its own secret, keys or certificate. */
 function requireFederationClient(client: Client): void {
   if (usesSecrets(client.authMethod))
     throw new ManagementError(
       'client_uses_secrets',
       `client ${client.id} authenticates with a secret (${client.authMethod}): a federated credential is for a private_key_jwt client without secrets or keys (change token_endpoint_auth_method first)`,
+    );
+  if (client.authMethod !== 'private_key_jwt')
+    throw new ManagementError(
+      'client_uses_keys',
+      `client ${client.id} authenticates with a TLS client certificate (${client.authMethod}): a federated credential is for a private_key_jwt client without secrets or keys (change token_endpoint_auth_method first)`,
     );
   if (client.jwks !== null || client.jwksUri !== null)
     throw new ManagementError(

@@ -1,5 +1,7 @@
 import type { Audience, AuditEvent, Client, ClientSecret, Grant, Operator } from '../store/types.js';
 import type { FederatedCredential } from '../domain/client-auth/index.js';
+import { TLS_IDENTITY_FIELDS } from '../domain/client-auth/certificate-registration.js';
+import type { TlsIdentityKind } from '../domain/known-client.js';
 import type { KeyView, Retirement, RotationResult } from './keys.js';
 
 /*
@@ -31,6 +33,8 @@ export const CLIENT_FIELDS = [
   'jwks',
   'jwks_uri',
   'dpop_bound_access_tokens',
+  ...TLS_IDENTITY_FIELDS,
+  'tls_client_certificate_bound_access_tokens',
 ] as const;
 
 export const audienceJson = (a: Audience) => ({
@@ -45,6 +49,10 @@ export const audienceJson = (a: Audience) => ({
   updated_at: a.updatedAt,
 });
 
+/** A client's tls_client_auth_<kind> as registered, or null (of another kind, or not tls_client_auth). */
+const tlsValue = (c: Client, kind: TlsIdentityKind): string | null =>
+  c.tlsClientAuth?.kind === kind ? c.tlsClientAuth.value : null;
+
 export const clientJson = (c: Client) => ({
   client_id: c.id,
   name: c.name,
@@ -54,6 +62,12 @@ export const clientJson = (c: Client) => ({
   jwks: c.jwks,
   jwks_uri: c.jwksUri,
   dpop_bound_access_tokens: c.dpopBoundAccessTokens,
+  tls_client_auth_subject_dn: tlsValue(c, 'subject_dn'),
+  tls_client_auth_san_dns: tlsValue(c, 'san_dns'),
+  tls_client_auth_san_uri: tlsValue(c, 'san_uri'),
+  tls_client_auth_san_ip: tlsValue(c, 'san_ip'),
+  tls_client_auth_san_email: tlsValue(c, 'san_email'),
+  tls_client_certificate_bound_access_tokens: c.certificateBoundAccessTokens,
   token_ttl: c.tokenTtl,
   quota_per_minute: c.quotaPerMinute,
   quota_per_day: c.quotaPerDay,

@@ -1,5 +1,6 @@
 import { createLocalJWKSet } from 'jose';
 import type { FederatedCredential } from '../domain/client-auth/index.js';
+import { canonicalTlsValue, certificateThumbprints } from '../domain/client-auth/certificate-registration.js';
 import type {
   ClientKeys,
   GrantsByAudience,
@@ -7,6 +8,7 @@ import type {
   KnownFederatedCredential,
   KnownGrant,
   KnownSecret,
+  KnownTlsIdentity,
 } from '../domain/known-client.js';
 import type { Quota } from '../domain/limits.js';
 import { digestBytes } from '../domain/secrets.js';
@@ -121,7 +123,28 @@ export function toKnownClient(
         : { perMinute: client.quotaPerMinute, perDay: client.quotaPerDay },
     keys: keysOf(client),
     dpopBound: client.dpopBoundAccessTokens,
+    tls: tlsOf(client),
+    selfSigned:
+      client.authMethod === 'self_signed_tls_client_auth' && client.jwks !== null
+        ? certificateThumbprints(client.jwks)
+        : undefined,
+    certificateBound: client.certificateBoundAccessTokens,
   };
+}
+
+/**
+ * A tls_client_auth client's registered value in the form the token path compares (certificate-registration.ts,
+ * canonicalTlsValue). Undefined for a client of another method, and for a value that no longer parses (the
+ * management layer refuses one; a rule made stricter after it was stored): that client's certificate then proves
+ * nothing, and the lookup of the client does not fail.
+ */
+function tlsOf(client: Client): KnownTlsIdentity | undefined {
+  if (client.authMethod !== 'tls_client_auth' || client.tlsClientAuth === null) return undefined;
+  try {
+    return { kind: client.tlsClientAuth.kind, value: canonicalTlsValue(client.tlsClientAuth) };
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -161,10 +184,10 @@ function knownCredential(credential: FederatedCredential): KnownFederatedCredent
 /*
  * A cached client not asked for lately, packed into one string (client-cache.ts keeps most of a large cache so):
  * the usual client (enabled, a secret or a few, plain grants of at most GRANTS_IN_A_LIST audiences, no quota, no
- * keys) takes ~60-100 bytes this way instead of ~450 as objects. Laid out as: one character, '0' plus its number of
- * secrets; then, separated by spaces, when it was cached (ms, base 36), '1' if DPoP-bound else '0', its token
- * lifetime or nothing, its audiences as indexes into the cache's table, comma-separated, and each secret's id and
- * expiry (ms, or nothing for never); then each secret's 32-byte digest, one character a byte.
+ * keys, no certificate) takes ~60-100 bytes this way instead of ~450 as objects. Laid out as: one character, '0'
+ * plus its number of secrets; then, separated by spaces, when it was cached (ms, base 36), '1' if DPoP-bound else
+ * '0', its token lifetime or nothing, its audiences as indexes into the cache's table, comma-separated, and each
+ * secret's id and expiry (ms, or nothing for never); then each secret's 32-byte digest, one character a byte.
  */
 
 /** Most secrets a packed client has: its count is one digit. */
@@ -185,6 +208,9 @@ export function packKnownClient(
 ): string | undefined {
   if (!client.enabled || client.quota !== NO_QUOTA || client.keys !== undefined) return undefined;
   if (typeof client.dpopBound !== 'boolean' || !(client.grants instanceof FewGrants)) return undefined;
+  // A client of a certificate (RFC 8705) is not the usual client.
+  if (client.tls !== undefined || client.selfSigned !== undefined || client.certificateBound === true)
+    return undefined;
   if (client.tokenTtl !== null && !Number.isSafeInteger(client.tokenTtl)) return undefined;
   if (client.secrets.length > PACKED_SECRETS_MAX || !Number.isSafeInteger(cachedAt)) return undefined;
   const audiences = client.grants.plainAudiences();
@@ -251,6 +277,9 @@ export function unpackKnownClient(
     quota: NO_QUOTA,
     keys: undefined,
     dpopBound: text[1] === '1',
+    tls: undefined,
+    selfSigned: undefined,
+    certificateBound: false,
   };
   return { client, cachedAt: parseInt(text[0]!, 36) };
 }

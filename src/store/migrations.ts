@@ -365,6 +365,19 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
+    // Mutual TLS (RFC 8705): a tls_client_auth client's one registered value (its kind, subject_dn, san_dns,
+    // san_uri, san_ip or san_email, and the value as given; null for every client there is), and whether a client's
+    // tokens are bound to its certificate (0 for every client there is).
+    '0017_tls_client_auth': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('clients').addColumn('tls_client_auth_kind', 'text', text).execute();
+        await db.schema.alterTable('clients').addColumn('tls_client_auth_value', 'text', text).execute();
+        await db.schema
+          .alterTable('clients')
+          .addColumn('tls_client_certificate_bound_access_tokens', 'integer', (c) => c.notNull().defaultTo(0))
+          .execute();
+      },
+    },
   };
 }
 

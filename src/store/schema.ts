@@ -162,6 +162,14 @@ export interface ClientsTable {
   dpop_bound_access_tokens: number;
   /** Its tokens issued at or before this time (truncated to the second) are inactive, or null (migration 0014). */
   revoked_before: string | null;
+  /**
+   * tls_client_auth (RFC 8705 §2.1.2): the kind of its one registered value (`subject_dn`, `san_dns`, `san_uri`,
+   * `san_ip`, `san_email`) and the value as given, or both null (migration 0017).
+   */
+  tls_client_auth_kind: string | null;
+  tls_client_auth_value: string | null;
+  /** 1: its tokens are bound to its certificate (RFC 8705 §3.4; migration 0017). */
+  tls_client_certificate_bound_access_tokens: number;
 }
 
 interface GrantsTable {

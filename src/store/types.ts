@@ -1,6 +1,7 @@
 import { TesseraError } from '../domain/errors.js';
 import type { SigningAlg } from '../domain/jose.js';
 import type { AuthMethodName, FederatedCredential, PublicJwks } from '../domain/client-auth/index.js';
+import type { TlsIdentityKind } from '../domain/known-client.js';
 import type { AuditStore, ChangeAudit } from './audit-events.js';
 
 export * from './audit-events.js';
@@ -120,11 +121,25 @@ export interface Client {
   federatedCredentials: FederatedCredential[];
   /** RFC 9449 §5.2 dpop_bound_access_tokens: it gets no token without a DPoP proof. */
   dpopBoundAccessTokens: boolean;
+  /** A tls_client_auth client's one registered tls_client_auth_* value (RFC 8705 §2.1.2); null for any other. */
+  tlsClientAuth: TlsClientAuth | null;
+  /** RFC 8705 §3.4 tls_client_certificate_bound_access_tokens: its tokens are bound to its certificate. */
+  certificateBoundAccessTokens: boolean;
   /**
    * Its tokens issued at or before this time, truncated to the second, are inactive (revoke-tokens, and
    * disabling, set it to the moment they happen); null: never set.
    */
   revokedBefore: string | null;
+}
+
+/**
+ * The value a tls_client_auth client's certificate must carry (RFC 8705 §2.1.2): the kind names its field
+ * (`subject_dn`: tls_client_auth_subject_dn, ...); the value is as registered (trimmed), its canonical form is the
+ * read model's.
+ */
+export interface TlsClientAuth {
+  kind: TlsIdentityKind;
+  value: string;
 }
 
 export interface SigningKey {
@@ -183,6 +198,10 @@ export interface NewClient {
   enabled?: boolean;
   /** False when left out. */
   dpopBoundAccessTokens?: boolean;
+  /** tls_client_auth: its registered value; none when left out. */
+  tlsClientAuth?: TlsClientAuth | null;
+  /** False when left out. */
+  certificateBoundAccessTokens?: boolean;
   audiences: string[];
   /** The scopes of some of those grants (by audience URL); none for the others. */
   scopes?: Record<string, string[]>;
@@ -223,6 +242,10 @@ export interface ClientPatch {
   federatedCredentials?: FederatedCredential[];
   /** RFC 9449 §5.2: no token without a DPoP proof. */
   dpopBoundAccessTokens?: boolean;
+  /** tls_client_auth: its registered value (RFC 8705 §2.1.2), or null. */
+  tlsClientAuth?: TlsClientAuth | null;
+  /** RFC 8705 §3.4: its tokens are bound to its certificate. */
+  certificateBoundAccessTokens?: boolean;
   /** Its tokens issued at or before this time (to the second) are inactive from now on. */
   revokedBefore?: string;
 }

@@ -39,5 +39,7 @@ export function stored(i: number): Client {
     federatedCredentials: [],
     dpopBoundAccessTokens: false,
     revokedBefore: null,
+    tlsClientAuth: null,
+    certificateBoundAccessTokens: false,
   };
 }

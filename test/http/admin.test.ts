@@ -17,6 +17,7 @@ import { exportConfig } from '../../src/management/declarative/index.js';
 import type { ManagementContext } from '../../src/management/index.js';
 import { managementOf } from '../helpers/management.js';
 import { tokenParams } from '../helpers/provision.js';
+import { selfSigned } from '../helpers/pki.js';
 import { postToken, startTestServer, type TestServer } from '../helpers/server.js';
 
 type Doc = {
@@ -1039,6 +1040,12 @@ describe('federated credentials (workload identity federation)', () => {
       jwks: null,
       jwks_uri: null,
       dpop_bound_access_tokens: false,
+      tls_client_auth_subject_dn: null,
+      tls_client_auth_san_dns: null,
+      tls_client_auth_san_uri: null,
+      tls_client_auth_san_ip: null,
+      tls_client_auth_san_email: null,
+      tls_client_certificate_bound_access_tokens: false,
       token_ttl: null,
       quota_per_minute: null,
       quota_per_day: null,
@@ -1822,5 +1829,215 @@ describe('dpop_bound_access_tokens over the API (RFC 9449 section 5.2)', () => {
       { dpop_bound_access_tokens: { from: true, to: false } },
       { name: { from: 'bound', to: 'still bound' } },
     ]);
+  });
+});
+
+describe('RFC 8705 client registration over the API (tls_client_auth, self_signed_tls_client_auth)', () => {
+  let token: string;
+  beforeAll(async () => {
+    ({ token } = await adminToken());
+  });
+  const NEEDS_ONE =
+    'tls_client_auth needs one of tls_client_auth_subject_dn, tls_client_auth_san_dns, tls_client_auth_san_uri, tls_client_auth_san_ip, tls_client_auth_san_email';
+  const SPIFFE = 'spiffe://prod.example.com/ns/billing/sa/worker';
+  const patch = (id: string, body: unknown) =>
+    call(token, 'updateClient', {
+      params: { id },
+      body,
+      headers: { 'content-type': 'application/merge-patch+json' },
+    });
+  const refusedAt = (pointer: string, detail: string) =>
+    problem(400, 'invalid_field', detail, { errors: [{ pointer, detail }] });
+
+  it('the document: each field with its RFC 8705 description, the two methods in the enum', () => {
+    const { op } = operation('getClient');
+    const schema = op.responses['200']!.content!['application/json']!.schema as {
+      properties: Record<
+        string,
+        { description?: string; anyOf?: { description?: string; enum?: string[] }[] }
+      >;
+    };
+    const text = (name: string) => JSON.stringify(schema.properties[name]);
+    for (const name of [
+      'tls_client_auth_subject_dn',
+      'tls_client_auth_san_dns',
+      'tls_client_auth_san_uri',
+      'tls_client_auth_san_ip',
+      'tls_client_auth_san_email',
+    ])
+      expect(text(name)).toContain('RFC 8705 section 2.1.2');
+    expect(schema.properties.tls_client_certificate_bound_access_tokens).toMatchObject({
+      type: 'boolean',
+      description: expect.stringContaining('RFC 8705 section 3.4'),
+    });
+    const methods = JSON.stringify(schema.properties.token_endpoint_auth_method);
+    for (const method of ['tls_client_auth', 'self_signed_tls_client_auth'])
+      expect(methods).toContain(`"${method}"`);
+  });
+
+  it('tls_client_auth: created with its one value and no secret; PATCH replaces it; a switch away clears it', async () => {
+    const created = await call(token, 'createClient', {
+      body: {
+        name: 'worker',
+        token_endpoint_auth_method: 'tls_client_auth',
+        tls_client_auth_subject_dn: 'CN=worker,O=Example,C=US',
+        tls_client_certificate_bound_access_tokens: true,
+      },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({
+      token_endpoint_auth_method: 'tls_client_auth',
+      tls_client_auth_subject_dn: 'CN=worker,O=Example,C=US',
+      tls_client_auth_san_dns: null,
+      tls_client_auth_san_uri: null,
+      tls_client_auth_san_ip: null,
+      tls_client_auth_san_email: null,
+      tls_client_certificate_bound_access_tokens: true,
+      jwks: null,
+      jwks_uri: null,
+    });
+    expect(created.body).not.toHaveProperty('client_secret');
+    const id = created.body.client_id as string;
+    expect((await call(token, 'getClient', { params: { id } })).body).toEqual(
+      Object.fromEntries(
+        Object.entries(created.body as object).filter(([k]) => k !== 'federated_credentials'),
+      ),
+    );
+    // A secret for it is refused: it has none.
+    expect((await call(token, 'addSecret', { params: { id }, body: {} })).body).toEqual(
+      problem(
+        409,
+        'client_uses_keys',
+        `client ${id} authenticates with tls_client_auth: it has no secrets (change token_endpoint_auth_method first)`,
+      ),
+    );
+    const replaced = await patch(id, { tls_client_auth_san_uri: SPIFFE });
+    expect(replaced.status).toBe(200);
+    expect(replaced.body).toMatchObject({
+      tls_client_auth_subject_dn: null,
+      tls_client_auth_san_uri: SPIFFE,
+    });
+    // A null of another kind changes nothing; of its own, it would leave none.
+    expect((await patch(id, { tls_client_auth_san_ip: null })).body).toMatchObject({
+      tls_client_auth_san_uri: SPIFFE,
+    });
+    expect((await patch(id, { tls_client_auth_san_uri: null })).body).toEqual(
+      refusedAt('/token_endpoint_auth_method', NEEDS_ONE),
+    );
+    const unbound = await patch(id, { tls_client_certificate_bound_access_tokens: false });
+    expect(unbound.body.tls_client_certificate_bound_access_tokens).toBe(false);
+    const away = await patch(id, { token_endpoint_auth_method: 'client_secret_basic' });
+    expect(away.status).toBe(200);
+    expect(away.body).toMatchObject({
+      token_endpoint_auth_method: 'client_secret_basic',
+      tls_client_auth_san_uri: null,
+    });
+    const trail = await call(token, 'listAuditEvents', { query: { type: 'client.updated', limit: 10 } });
+    expect(
+      trail.body.items
+        .filter((e: { target: string }) => e.target === id)
+        .map((e: { changes: unknown }) => e.changes),
+    ).toEqual([
+      {
+        token_endpoint_auth_method: { from: 'tls_client_auth', to: 'client_secret_basic' },
+        tls_client_auth_san_uri: { from: SPIFFE, to: null },
+      },
+      { tls_client_certificate_bound_access_tokens: { from: true, to: false } },
+      {
+        tls_client_auth_subject_dn: { from: 'CN=worker,O=Example,C=US', to: null },
+        tls_client_auth_san_uri: { from: null, to: SPIFFE },
+      },
+    ]);
+  });
+
+  it('every refusal is 400 problem+json with the pointer of the field at fault', async () => {
+    const method = { name: 'bad', token_endpoint_auth_method: 'tls_client_auth' };
+    for (const [body, pointer, detail] of [
+      [method, '/token_endpoint_auth_method', NEEDS_ONE],
+      [
+        { ...method, tls_client_auth_san_dns: 'a.example.com', tls_client_auth_san_ip: '192.0.2.1' },
+        '/tls_client_auth_san_ip',
+        'a tls_client_auth client has one of tls_client_auth_subject_dn, tls_client_auth_san_dns, tls_client_auth_san_uri, tls_client_auth_san_ip, tls_client_auth_san_email: tls_client_auth_san_dns is given already',
+      ],
+      [
+        { ...method, tls_client_auth_san_uri: '/ns/billing/sa/worker' },
+        '/tls_client_auth_san_uri',
+        'tls_client_auth_san_uri must be an absolute URI, with a scheme (spiffe://prod.example.com/ns/billing/sa/worker, https://...), without spaces',
+      ],
+      [
+        { ...method, tls_client_auth_san_ip: '10.0.0.256' },
+        '/tls_client_auth_san_ip',
+        'tls_client_auth_san_ip must be an IPv4 or IPv6 address (192.0.2.10, 2001:db8::10)',
+      ],
+      [
+        { name: 'bad', tls_client_auth_san_dns: 'a.example.com' },
+        '/tls_client_auth_san_dns',
+        'tls_client_auth_* fields are for tls_client_auth; this client uses client_secret_basic',
+      ],
+      [
+        {
+          name: 'bad',
+          token_endpoint_auth_method: 'self_signed_tls_client_auth',
+          jwks_uri: 'https://k.example.com/jwks',
+        },
+        '/jwks_uri',
+        'self_signed_tls_client_auth takes its certificates inline in jwks',
+      ],
+    ] as const) {
+      const r = await call(token, 'createClient', { body });
+      expect(r.status).toBe(400);
+      expect(r.body).toEqual(refusedAt(pointer, detail));
+    }
+    const dn = await call(token, 'createClient', {
+      body: { ...method, tls_client_auth_subject_dn: 'CN=a,,O=b' },
+    });
+    expect(dn.status).toBe(400);
+    expect(dn.body.errors).toEqual([
+      {
+        pointer: '/tls_client_auth_subject_dn',
+        detail: expect.stringMatching(/^tls_client_auth_subject_dn is not an RFC 4514/),
+      },
+    ]);
+    const wrongType = await call(token, 'createClient', {
+      body: { name: 'bad', tls_client_certificate_bound_access_tokens: 'yes' },
+    });
+    expect(wrongType.body.errors).toEqual([
+      { pointer: '/tls_client_certificate_bound_access_tokens', detail: 'must be boolean' },
+    ]);
+  });
+
+  it('self_signed_tls_client_auth: its certificates in x5c; a key without one, or of another key, refused at /jwks/keys/<i>/x5c', async () => {
+    const a = await selfSigned({ subject: 'CN=a' });
+    const b = await selfSigned({ subject: 'CN=b' });
+    const created = await call(token, 'createClient', {
+      body: {
+        name: 'ss',
+        token_endpoint_auth_method: 'self_signed_tls_client_auth',
+        jwks: { keys: [a.jwk] },
+      },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({
+      token_endpoint_auth_method: 'self_signed_tls_client_auth',
+      jwks: { keys: [a.jwk] },
+    });
+    expect(created.body).not.toHaveProperty('client_secret');
+    const id = created.body.client_id as string;
+    const { x5c: _, ...bare } = b.jwk;
+    expect((await patch(id, { jwks: { keys: [a.jwk, bare] } })).body).toEqual(
+      refusedAt(
+        '/jwks/keys/1/x5c',
+        "jwks key 2 has no x5c: a self_signed_tls_client_auth client registers each certificate in its key's x5c (RFC 7517 section 4.7)",
+      ),
+    );
+    expect((await patch(id, { jwks: { keys: [{ ...a.jwk, x5c: b.jwk.x5c }] } })).body).toEqual(
+      refusedAt(
+        '/jwks/keys/0/x5c',
+        'jwks key 1: x5c[0] is the certificate of another key (its "x" is not the key\'s): the first certificate must hold the key the JWK describes (RFC 7517 section 4.7)',
+      ),
+    );
+    const rotated = await patch(id, { jwks: { keys: [a.jwk, b.jwk] } });
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.jwks).toEqual({ keys: [a.jwk, b.jwk] });
   });
 });

@@ -249,6 +249,7 @@ describe('Directory', () => {
         tokenTtl: null,
         quota: { perMinute: null, perDay: null },
         dpopBound: false,
+        certificateBound: false,
       });
       // Looked up by audience (a list for a few grants, not a Map): each one, in the order of the grants.
       const grants = first.client!.grants;
@@ -294,6 +295,31 @@ describe('Directory', () => {
       await cli.updateClient('svc', { dpopBoundAccessTokens: false });
       await directory.poll();
       expect((await lookup('svc')).client).toMatchObject({ id: 'svc', dpopBound: false });
+    });
+
+    it('carries a tls_client_auth value (in its compared form) and the certificate binding to the token path, and their change', async () => {
+      await createClient('svc', [A]);
+      await cli.updateClient('svc', {
+        authMethod: 'tls_client_auth',
+        tlsClientAuth: { kind: 'san_dns', value: 'Worker.Example.com' },
+        certificateBoundAccessTokens: true,
+      });
+      await startDirectory();
+      expect((await lookup('svc')).client).toMatchObject({
+        id: 'svc',
+        tls: { kind: 'san_dns', value: 'worker.example.com' },
+        selfSigned: undefined,
+        certificateBound: true,
+      });
+      await cli.updateClient('svc', {
+        tlsClientAuth: { kind: 'san_ip', value: '2001:DB8::0:10' },
+        certificateBoundAccessTokens: false,
+      });
+      await directory.poll();
+      expect((await lookup('svc')).client).toMatchObject({
+        tls: { kind: 'san_ip', value: '2001:db8::10' },
+        certificateBound: false,
+      });
     });
 
     it("carries a grant's token_exchange to the token path, and its change (the grant's change reloads the client)", async () => {

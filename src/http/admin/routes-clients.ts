@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Static } from 'typebox';
 import type { federation } from '../../management/index.js';
 import { audiences, clientGrants, clients, grants, views } from '../../management/index.js';
+import { TLS_IDENTITY_KINDS, type TlsIdentityKind } from '../../domain/known-client.js';
 import type { AdminRouteContext } from './route-context.js';
 import { isString, pageOfFetched, pageOfList } from './paging.js';
 import {
@@ -47,7 +48,23 @@ const clientFields = (body: Static<typeof S.ClientPatch>): clients.ClientFields 
   jwks: body.jwks,
   jwksUri: body.jwks_uri,
   dpopBoundAccessTokens: body.dpop_bound_access_tokens,
+  tlsIdentity: tlsIdentityOf(body),
+  certificateBoundAccessTokens: body.tls_client_certificate_bound_access_tokens,
 });
+
+/**
+ * The tls_client_auth_* fields of a body, by kind, in the body's order (a second one given is the one refused);
+ * undefined when it has none.
+ */
+function tlsIdentityOf(body: Static<typeof S.ClientPatch>): clients.ClientFields['tlsIdentity'] {
+  const given: NonNullable<clients.ClientFields['tlsIdentity']> = {};
+  for (const key of Object.keys(body)) {
+    const kind = key.startsWith('tls_client_auth_') ? key.slice('tls_client_auth_'.length) : '';
+    if ((TLS_IDENTITY_KINDS as readonly string[]).includes(kind))
+      given[kind as TlsIdentityKind] = body[key as `tls_client_auth_${TlsIdentityKind}`];
+  }
+  return Object.keys(given).length === 0 ? undefined : given;
+}
 
 export type CredentialBody = Static<typeof S.FederatedCredentialPatch>;
 

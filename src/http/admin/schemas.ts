@@ -17,6 +17,7 @@ import {
   MIN_MAX_LIFETIME,
 } from '../../domain/client-auth/federation-rules.js';
 import { OPERATOR_ROLES } from '../../domain/validate.js';
+import { TLS_IDENTITY_KINDS, type TlsIdentityKind } from '../../domain/known-client.js';
 import { AUDIT_EVENT_TYPES } from '../../store/types.js';
 import { MAX_RESOURCE_SERVERS } from '../../management/audiences.js';
 
@@ -75,8 +76,10 @@ const AuthMethod = Type.Union(
   {
     description:
       'how the client authenticates at the token endpoint (RFC 7591): with a secret (client_secret_basic ' +
-      'or client_secret_post, either accepted) or with a signed assertion (private_key_jwt: its own keys in ' +
-      'jwks or jwks_uri, or a platform token matching one of its federated credentials, or neither yet)',
+      'or client_secret_post, either accepted), with a signed assertion (private_key_jwt: its own keys in ' +
+      'jwks or jwks_uri, or a platform token matching one of its federated credentials, or neither yet), or ' +
+      'with a TLS client certificate (RFC 8705: tls_client_auth, a certificate of a trusted CA carrying its one ' +
+      'tls_client_auth_* value; self_signed_tls_client_auth, one of the certificates in the x5c of its jwks)',
   },
 );
 
@@ -94,6 +97,33 @@ const jwksOf = (description: string) =>
 
 const Jwks = jwksOf('private_key_jwt: the public keys, a JWK Set (RFC 7517)');
 
+/**
+ * RFC 8705 section 2.1.2: the tls_client_auth_* fields, a client of tls_client_auth registering exactly one (as
+ * answered: the one it has, the others null).
+ */
+const TLS_IDENTITY: Record<TlsIdentityKind, string> = {
+  subject_dn:
+    'tls_client_auth (RFC 8705 section 2.1.2): the subject its certificate must have, an RFC 4514 distinguished name (CN=worker,O=Example,C=US), compared as a name (attribute types and string values in any case, RDN members in any order), not as text',
+  san_dns:
+    'tls_client_auth (RFC 8705 section 2.1.2): a dNSName its certificate must carry in subjectAltName (a wildcard *.example.com is compared as written); compared in any case',
+  san_uri:
+    'tls_client_auth (RFC 8705 section 2.1.2): a uniformResourceIdentifier its certificate must carry in subjectAltName, an absolute URI (a SPIFFE ID spiffe://prod.example.com/ns/billing/sa/worker), compared exactly',
+  san_ip:
+    'tls_client_auth (RFC 8705 section 2.1.2): an iPAddress its certificate must carry in subjectAltName, IPv4 or IPv6 (compared as addresses, whatever their spelling)',
+  san_email:
+    'tls_client_auth (RFC 8705 section 2.1.2): an rfc822Name its certificate must carry in subjectAltName (local@domain); compared in any case',
+};
+const tlsIdentityProperties = <T extends TSchema>(of: (kind: TlsIdentityKind) => T) =>
+  Object.fromEntries(TLS_IDENTITY_KINDS.map((kind) => [`tls_client_auth_${kind}`, of(kind)])) as Record<
+    `tls_client_auth_${TlsIdentityKind}`,
+    T
+  >;
+
+const CertificateBound = Type.Boolean({
+  description:
+    'RFC 8705 section 3.4 tls_client_certificate_bound_access_tokens: every token is bound to the TLS client certificate of its request (cnf x5t#S256), and none is issued without one; for a client of any method; false for a new client unless given',
+});
+
 const DpopBound = Type.Boolean({
   description:
     "RFC 9449 section 5.2: the client gets no token without a DPoP proof (each then bound to the proof's key); false for a new client unless given",
@@ -110,6 +140,10 @@ const clientProperties = {
     Type.String({ description: 'private_key_jwt: where the client publishes its public keys' }),
   ),
   dpop_bound_access_tokens: DpopBound,
+  ...tlsIdentityProperties((kind) =>
+    Nullable(Type.String({ description: `${TLS_IDENTITY[kind]}; null: none` })),
+  ),
+  tls_client_certificate_bound_access_tokens: CertificateBound,
   token_ttl: Nullable(Type.Integer({ description: 'seconds; null: the audience or server default' })),
   quota_per_minute: Nullable(Type.Integer({ description: 'tokens a minute; null: no limit' })),
   quota_per_day: Nullable(Type.Integer({ description: 'tokens a day; null: no limit' })),
@@ -496,6 +530,17 @@ const clientFields = {
   jwks: Type.Optional(Nullable(Jwks)),
   jwks_uri: Type.Optional(Nullable(Type.String({ maxLength: 2048, format: 'uri' }))),
   dpop_bound_access_tokens: Type.Optional(DpopBound),
+  ...tlsIdentityProperties((kind) =>
+    Type.Optional(
+      Nullable(
+        Type.String({
+          maxLength: 2048,
+          description: `${TLS_IDENTITY[kind]}. One replaces the value the client has, of any kind; two in one request are refused; null clears this one`,
+        }),
+      ),
+    ),
+  ),
+  tls_client_certificate_bound_access_tokens: Type.Optional(CertificateBound),
 };
 
 export const NewClient = Type.Object(

@@ -31,6 +31,7 @@ import {
   scopeList,
   scopeText,
   toClient,
+  tlsColumns,
   toGrant,
   toSecret,
 } from './rows.js';
@@ -158,6 +159,13 @@ async function withGrantsAndSecrets(
   return rows.map((row) => toClient(row, grantsOf.get(row.id) ?? [], secretsOf.get(row.id) ?? []));
 }
 
+/** The columns of migration 0017 at their defaults: no tls_client_auth value, tokens not bound to a certificate. */
+const TLS_DEFAULTS = {
+  tls_client_auth_kind: null,
+  tls_client_auth_value: null,
+  tls_client_certificate_bound_access_tokens: 0,
+} as const;
+
 /** The rows of a new client: its own, its grants', its first secret's (none for private_key_jwt). */
 function newClientRows(client: NewClient, at: string, revokedBefore: string | undefined) {
   const audiences = [...new Set(client.audiences)].sort();
@@ -185,6 +193,13 @@ function newClientRows(client: NewClient, at: string, revokedBefore: string | un
       dpop_bound_access_tokens: client.dpopBoundAccessTokens === true ? 1 : 0,
       // Left to its default (null) for an id never given before.
       ...(revokedBefore === undefined ? {} : { revoked_before: revokedBefore }),
+      // Left to their defaults (null, 0) unless set, as a store before 0017 has no such columns.
+      ...(client.tlsClientAuth == null && client.certificateBoundAccessTokens !== true
+        ? {}
+        : {
+            ...tlsColumns(client.tlsClientAuth),
+            tls_client_certificate_bound_access_tokens: client.certificateBoundAccessTokens === true ? 1 : 0,
+          }),
     },
     grants: audiences.map((audience) => ({
       client_id: client.id,
@@ -273,11 +288,17 @@ export function clientStore(base: StoreBase): ClientStore {
         const rows = clients.map(({ client }) => newClientRows(client, at, deletedAt.get(client.id)));
         const grants = rows.flatMap((r) => r.grants);
         await requireAudiences(tx, [...new Set(grants.map((g) => g.audience_url))]);
-        // Rows of one insert have the same columns: revoked_before for all where some id had a tombstone.
+        // Rows of one insert have the same columns: revoked_before for all where some id had a tombstone, the
+        // columns of 0017 for all where some client sets them.
+        const certificates = rows.some((r) => 'tls_client_auth_kind' in r.client);
         await base.insertRows(
           tx,
           'clients',
-          rows.map((r) => (deletedAt.size > 0 ? { revoked_before: null, ...r.client } : r.client)),
+          rows.map((r) => ({
+            ...(deletedAt.size > 0 ? { revoked_before: null } : {}),
+            ...(certificates ? { ...TLS_DEFAULTS } : {}),
+            ...r.client,
+          })),
         );
         // Rows of one insert have the same columns: token_exchange only where some grant allows it.
         const exchanging = grants.some((g) => g.token_exchange !== undefined);
@@ -313,7 +334,7 @@ export function clientStore(base: StoreBase): ClientStore {
       const [rows] = await writeNewClients([{ client, audit }]);
       const secret = rows!.secret;
       return toClient(
-        { revoked_before: null, ...rows!.client },
+        { revoked_before: null, ...TLS_DEFAULTS, ...rows!.client },
         rows!.grants.map((g) => toGrant({ ...g, token_exchange: g.token_exchange ?? 0 })),
         secret === undefined
           ? []
@@ -397,6 +418,10 @@ export function clientStore(base: StoreBase): ClientStore {
           jwksUri: (uri) => ({ jwks_uri: uri }),
           federatedCredentials: (list) => ({ federated_credentials: federatedText(list) }),
           dpopBoundAccessTokens: (bound) => ({ dpop_bound_access_tokens: bound ? 1 : 0 }),
+          tlsClientAuth: (tls) => tlsColumns(tls),
+          certificateBoundAccessTokens: (bound) => ({
+            tls_client_certificate_bound_access_tokens: bound ? 1 : 0,
+          }),
           revokedBefore: (at) => ({ revoked_before: at }),
         });
         const result = await tx

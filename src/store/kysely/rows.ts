@@ -1,6 +1,7 @@
 import type { Selectable } from 'kysely';
 import type { SigningAlg } from '../../domain/jose.js';
 import type { AuthMethodName, FederatedCredential, PublicJwks } from '../../domain/client-auth/index.js';
+import type { TlsIdentityKind } from '../../domain/known-client.js';
 import type {
   AudiencesTable,
   AuditEventsTable,
@@ -21,6 +22,7 @@ import type {
   Operator,
   OperatorRole,
   SigningKey,
+  TlsClientAuth,
 } from '../types.js';
 
 // Rows into the records of types.ts (and back where a record is written whole), in one place: booleans are
@@ -108,6 +110,18 @@ export const toClient = (
       : (JSON.parse(row.federated_credentials) as FederatedCredential[]),
   dpopBoundAccessTokens: Number(row.dpop_bound_access_tokens) === 1,
   revokedBefore: row.revoked_before,
+  // Null, and 0, on a store older than 0017 (`tessera migrate`'s own steps read one).
+  tlsClientAuth:
+    row.tls_client_auth_kind == null || row.tls_client_auth_value == null
+      ? null
+      : { kind: row.tls_client_auth_kind as TlsIdentityKind, value: row.tls_client_auth_value },
+  certificateBoundAccessTokens: Number(row.tls_client_certificate_bound_access_tokens) === 1,
+});
+
+/** A client's tls_client_auth value as its two columns. */
+export const tlsColumns = (tls: TlsClientAuth | null | undefined) => ({
+  tls_client_auth_kind: tls?.kind ?? null,
+  tls_client_auth_value: tls?.value ?? null,
 });
 
 /** Rows of several clients, grouped by client id (each group in the rows' order). */

@@ -47,6 +47,8 @@ export function clientsContract(): void {
         federatedCredentials: [],
         dpopBoundAccessTokens: false,
         revokedBefore: null,
+        tlsClientAuth: null,
+        certificateBoundAccessTokens: false,
         secrets: [
           {
             id: expect.stringMatching(/^sec_/),
@@ -530,6 +532,8 @@ export function clientsContract(): void {
         federatedCredentials: [],
         dpopBoundAccessTokens: false,
         revokedBefore: null,
+        tlsClientAuth: null,
+        certificateBoundAccessTokens: false,
         secrets: [
           {
             id: expect.stringMatching(/^sec_/),

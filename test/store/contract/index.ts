@@ -1,6 +1,7 @@
 import { describe } from 'vitest';
 import { auditEventsContract } from './audit-events.js';
 import { audiencesContract } from './audiences.js';
+import { certificatesContract } from './certificates.js';
 import { changeFeedContract } from './change-feed.js';
 import { clientsContract } from './clients.js';
 import { grantsContract } from './grants.js';
@@ -33,6 +34,7 @@ export function storeContract(name: string, open: OpenStore): void {
     migratePingContract(open);
     audiencesContract();
     clientsContract();
+    certificatesContract(open);
     grantsContract();
     updatesContract();
     transactionsContract();

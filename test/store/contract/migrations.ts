@@ -147,6 +147,9 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
     dpopBoundAccessTokens: false,
     // Enabled, so 0014 set no revoked_before.
     revokedBefore: null,
+    // Every client before 0017 has no tls_client_auth value, and its tokens are not bound to a certificate.
+    tlsClientAuth: null,
+    certificateBoundAccessTokens: false,
     // Its single secret became its first, made when it was last rotated.
     secrets: [
       {

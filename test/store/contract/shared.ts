@@ -71,6 +71,7 @@ export const MIGRATIONS = [
   '0014_revocation',
   '0015_token_exchange',
   '0016_client_deletions',
+  '0017_tls_client_auth',
 ] as const;
 
 /** The migrations a store migrated up to `name` still runs, in order. */
