@@ -95,6 +95,10 @@ export async function runCluster(config: Config, workers: number): Promise<void>
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  // TLS files reloaded (docs/mtls.md): each worker reloads its own server's.
+  process.on('SIGHUP', () => {
+    for (const worker of started.keys()) worker.process.kill('SIGHUP');
+  });
 
   for (let i = 0; i < workers; i++) fork();
   logger.info({ workers, pid: process.pid }, 'primary started');

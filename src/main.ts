@@ -6,6 +6,8 @@ import type { Config } from './config/index.js';
 import { listenerClosedEverywhere } from './cluster-listeners.js';
 import { buildApp, type ShutdownState } from './http/app.js';
 import { Connections } from './http/connections.js';
+import { watchTls } from './http/tls.js';
+import type { Server as HttpsServer } from 'node:https';
 import { createLogger } from './logger.js';
 import { openRuntime, type Runtime, type RuntimeOptions } from './runtime/index.js';
 
@@ -22,6 +24,11 @@ export interface Server {
   close(): Promise<void>;
   /** The graceful shutdown of `tessera serve` on SIGTERM/SIGINT (see shutDown). */
   shutdown(context?: Record<string, unknown>): Promise<void>;
+  /**
+   * Reads TESSERA_TLS_CERT, TESSERA_TLS_KEY and TESSERA_TLS_CLIENT_CA again (SIGHUP): false when they do not load
+   * (the running ones are kept) or TLS is not served.
+   */
+  reloadTls(): boolean;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -111,6 +118,8 @@ export async function startServer(
     const counted = connections;
     runtime.metrics?.watchConnections(() => counted.stats);
     address = await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
+    // Fastify names the address by its own https option, which a server made by serverFactory does not set.
+    if (config.tls !== undefined) address = address.replace(/^http:/, 'https:');
   } catch (error) {
     // E.g. the port is taken: the app (its timers) and the runtime are closed; the listen error is the answer.
     await app?.close().catch(() => undefined);
@@ -118,6 +127,15 @@ export async function startServer(
     throw error;
   }
   logger.info({ address, issuer: config.issuer, store: runtime.store.engine }, 'tessera is listening');
+  const tls =
+    config.tls === undefined
+      ? undefined
+      : watchTls(
+          app.server as HttpsServer,
+          { ...config.tls, clientCa: config.tlsClientCa },
+          runtime.app.certificates!,
+          logger,
+        );
   let stopping: Promise<void> | undefined;
   return {
     app,
@@ -127,6 +145,7 @@ export async function startServer(
     close() {
       // Stop accepting, close idle connections, let requests in flight finish, then close the store.
       stopping ??= (async () => {
+        tls?.stop();
         state.draining = true;
         connections.closeAllAfterAnswer();
         await app.close();
@@ -135,9 +154,11 @@ export async function startServer(
       return stopping;
     },
     shutdown(context = {}) {
+      tls?.stop();
       stopping ??= shutDown(config, logger, { app, runtime, connections, state }, context);
       return stopping;
     },
+    reloadTls: () => tls?.reload() ?? false,
   };
 }
 
@@ -189,6 +210,8 @@ export async function runServer(config: Config, options: { hint?: boolean } = {}
     );
   };
   process.on('SIGTERM', shutdown);
+  // New TLS files without a restart (docs/mtls.md); the primary of --workers relays it to each worker.
+  process.on('SIGHUP', () => void server.reloadTls());
   if (cluster.isWorker) {
     // A worker is told to stop by its primary (SIGTERM). Ctrl-C in a terminal sends SIGINT to the whole
     // process group: the primary relays it, so the worker's own copy must not count as a second signal.

@@ -67,6 +67,10 @@ describe('loadConfig defaults', () => {
       production: false,
       jwksAllowPrivate: false,
       dpopNonce: false,
+      tls: undefined,
+      tlsClientCa: undefined,
+      clientCertHeader: undefined,
+      mtlsBaseUrl: undefined,
     } satisfies Config);
   });
 

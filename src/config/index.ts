@@ -113,6 +113,20 @@ export interface Config {
    * the token endpoint then carries the current one in `DPoP-Nonce`.
    */
   dpopNonce: boolean;
+  /**
+   * HTTPS served by Tessera (TESSERA_TLS_CERT and TESSERA_TLS_KEY, absolute paths of PEM files); undefined: plain
+   * HTTP (behind a proxy that terminates TLS, or for local use).
+   */
+  tls: { cert: string; key: string } | undefined;
+  /** TESSERA_TLS_CLIENT_CA: the PEM bundle of the CAs whose client certificates tls_client_auth trusts (RFC 8705). */
+  tlsClientCa: string | undefined;
+  /**
+   * TESSERA_CLIENT_CERT_HEADER: where a proxy that terminated TLS puts the client's certificate, read only from the
+   * peers of TESSERA_TRUST_PROXY; undefined: no header is read.
+   */
+  clientCertHeader: (typeof CLIENT_CERT_HEADERS)[number] | undefined;
+  /** TESSERA_MTLS_BASE_URL: the origin of RFC 8705 §5's mtls_endpoint_aliases; undefined: the issuer's. */
+  mtlsBaseUrl: string | undefined;
 }
 
 export class ConfigError extends TesseraError {
@@ -276,25 +290,26 @@ function threshold(
 }
 
 /** RFC 8414 §2: the issuer is an https URL with no query or fragment (http is tolerated for local use). */
-export function normalizeIssuer(raw: string): string {
+/** The headers a proxy may forward a client certificate in (docs/mtls.md): RFC 9440, Envoy's XFCC, nginx's. */
+export const CLIENT_CERT_HEADERS = ['client-cert', 'x-forwarded-client-cert', 'ssl-client-cert'] as const;
+
+export function normalizeIssuer(raw: string, name = 'TESSERA_ISSUER'): string {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw new ConfigError(`TESSERA_ISSUER must be an absolute URL, got "${raw}"`);
+    throw new ConfigError(`${name} must be an absolute URL, got "${raw}"`);
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw new ConfigError(`TESSERA_ISSUER must be an http(s) URL, got "${raw}"`);
+    throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
   }
   if (url.search || url.hash || raw.includes('#') || raw.includes('?')) {
-    throw new ConfigError('TESSERA_ISSUER must not carry a query or a fragment (RFC 8414 §2)');
+    throw new ConfigError(`${name} must not carry a query or a fragment (RFC 8414 §2)`);
   }
-  if (url.username || url.password) throw new ConfigError('TESSERA_ISSUER must not carry credentials');
+  if (url.username || url.password) throw new ConfigError(`${name} must not carry credentials`);
   if (url.pathname !== '/') {
     // Endpoints are served at the root; a path prefix would need the RFC 8414 §3.1 path-inserted metadata URL.
-    throw new ConfigError(
-      'TESSERA_ISSUER must be an origin without a path, such as https://auth.example.com',
-    );
+    throw new ConfigError(`${name} must be an origin without a path, such as https://auth.example.com`);
   }
   return url.origin;
 }
@@ -426,6 +441,26 @@ export function loadConfig(
     );
   }
 
+  const tlsCert = filePath(env, 'TESSERA_TLS_CERT', cwd);
+  const tlsKey = filePath(env, 'TESSERA_TLS_KEY', cwd);
+  if ((tlsCert === undefined) !== (tlsKey === undefined))
+    throw new ConfigError('TESSERA_TLS_CERT and TESSERA_TLS_KEY go together: set both, or neither');
+  const clientCertHeader = read(env, 'TESSERA_CLIENT_CERT_HEADER')?.toLowerCase();
+  if (
+    clientCertHeader !== undefined &&
+    !(CLIENT_CERT_HEADERS as readonly string[]).includes(clientCertHeader)
+  )
+    throw new ConfigError(
+      `TESSERA_CLIENT_CERT_HEADER must be one of ${CLIENT_CERT_HEADERS.join(', ')}, got "${clientCertHeader}"`,
+    );
+  const proxies = trustProxy(read(env, 'TESSERA_TRUST_PROXY'));
+  if (clientCertHeader !== undefined && proxies === false)
+    // Anyone could write the header: it is read only from the proxies that put it there.
+    throw new ConfigError(
+      'TESSERA_CLIENT_CERT_HEADER needs TESSERA_TRUST_PROXY: the header is read only from the proxies listed there',
+    );
+  const mtlsBase = read(env, 'TESSERA_MTLS_BASE_URL');
+
   return {
     port,
     host,
@@ -449,7 +484,7 @@ export function loadConfig(
       read(env, 'TESSERA_AUDIT_SPOOL_DIR') ?? path.join(dataDir, 'audit-spool'),
     ),
     auditSpoolMax: size(env, 'TESSERA_AUDIT_SPOOL_MAX', 1024 ** 3, 1024 ** 2, 1024 ** 4),
-    trustProxy: trustProxy(read(env, 'TESSERA_TRUST_PROXY')),
+    trustProxy: proxies,
     workers: integer(env, 'TESSERA_WORKERS', 1, 1, 256),
     maxConnections: maxConnections(env, fileLimit()),
     keepAliveTimeout: duration(env, 'TESSERA_KEEPALIVE_TIMEOUT', 5, 1, 3600),
@@ -475,8 +510,18 @@ export function loadConfig(
     metrics: boolean(env, 'TESSERA_METRICS', true),
     jwksAllowPrivate: boolean(env, 'TESSERA_JWKS_ALLOW_PRIVATE', false),
     dpopNonce: boolean(env, 'TESSERA_DPOP_NONCE', false),
+    tls: tlsCert === undefined ? undefined : { cert: tlsCert, key: tlsKey! },
+    tlsClientCa: filePath(env, 'TESSERA_TLS_CLIENT_CA', cwd),
+    clientCertHeader: clientCertHeader as Config['clientCertHeader'],
+    mtlsBaseUrl: mtlsBase === undefined ? undefined : normalizeIssuer(mtlsBase, 'TESSERA_MTLS_BASE_URL'),
     production: env.NODE_ENV === 'production',
   };
+}
+
+/** A file setting, resolved against the working directory (read when the server starts, not here). */
+function filePath(env: Env, name: string, cwd: string): string | undefined {
+  const raw = read(env, name);
+  return raw === undefined ? undefined : path.resolve(cwd, raw);
 }
 
 export function isPostgresUrl(url: string | undefined): boolean {

@@ -6,8 +6,9 @@ import { normalizedHttpUri } from './uri.js';
 /*
  * A token of this server presented to one of its own endpoints that take its tokens (the admin API), as a
  * resource server takes it (RFC 6750 §2.1, RFC 9449 §7): the one verifier of this server's tokens (own-tokens.ts)
- * and then the token's binding. A token bound to a DPoP key (cnf.jkt) is good only with the DPoP scheme and a
- * proof for this very request by that key; an unbound token only as Bearer (docs/interface.md, DPoP: "Tessera's own
+ * and then the token's binding. A token bound to a certificate (cnf.x5t#S256, RFC 8705 §3) is good only with that
+ * certificate on the request; a token bound to a DPoP key (cnf.jkt) only with the DPoP scheme and a
+ * proof for this very request by that key; a token bound to neither only as Bearer (docs/interface.md, DPoP: "Tessera's own
  * endpoints that take its tokens honour the binding"). No endpoint decides that on its own.
  */
 
@@ -20,6 +21,8 @@ export interface Presentation {
   method: string;
   /** The URL the request was sent to as its client names it: this server's public origin and the path. */
   url: string;
+  /** The TLS client certificate of the request (its connection's, or a trusted proxy's header), if any. */
+  certificate?: { readonly thumbprint: string } | undefined;
 }
 
 /** RFC 6750 §3 and RFC 9449 §7.1: the scheme of a challenge. */
@@ -66,7 +69,7 @@ export interface PresentationDeps extends OwnTokenDeps {
  * Whether the request presents an active token of this server, presented as its binding requires, and `audience`
  * among its audiences. In this order, so that a proof costs nothing for a token that would be refused anyway:
  * the header's form, the token (own-tokens.ts: signature, typ, iss, exp, denylist, its client's standing), the
- * audience, the scheme against the binding, then the proof (htm, htu, ath, its key the token's, its jti single-use
+ * audience, the certificate it is bound to, the scheme against the DPoP binding, then the proof (htm, htu, ath, its key the token's, its jti single-use
  * on every instance). Throws only what the proof verifier cannot decide (503: the replay guard away).
  */
 export async function verifyPresentedToken(
@@ -97,6 +100,15 @@ export async function verifyPresentedToken(
   const { aud } = claims;
   if (aud !== audience && !(Array.isArray(aud) && aud.includes(audience)))
     return refused(scheme, 'invalid_token', 'the access token is not valid for this API');
+
+  // RFC 8705 §3: a certificate-bound token is good only with that certificate on the request.
+  const x5t = claims.cnf?.['x5t#S256'];
+  if (x5t !== undefined && presentation.certificate?.thumbprint !== x5t)
+    return refused(
+      scheme,
+      'invalid_token',
+      'the access token is bound to a TLS client certificate: present it with that certificate',
+    );
 
   const jkt = dpopKeyOf(claims);
   if (jkt === undefined) {

@@ -1,3 +1,5 @@
+import type { ClientCertificate } from './mtls/certificate.js';
+
 /*
  * A request at an endpoint where a client authenticates (token, revocation, introspection), as the HTTP layer
  * hands it to the domain, and the token endpoint's answer.
@@ -39,6 +41,11 @@ export interface TokenRequest {
   source: string;
   /** The DPoP header, if any (RFC 9449 §4): several arrive joined by commas. */
   dpop?: string | undefined;
+  /**
+   * The TLS client certificate it came with (RFC 8705): on the connection, or from a trusted proxy's header; undefined
+   * without one, and always when neither TLS nor a certificate header is configured.
+   */
+  certificate?: ClientCertificate | undefined;
 }
 
 export interface TokenResponse {

@@ -15,6 +15,7 @@ import { TOKEN_EXCHANGE, tokenExchange } from './grants/token-exchange.js';
 import type { KnownAudience, KnownClient } from './known-client.js';
 import type { QuotaLimiter } from './limits.js';
 import type { OwnTokenDeps } from './own-tokens.js';
+import { certificatePossession } from './possession/certificate.js';
 import { dpopPossession } from './possession/dpop.js';
 import type { PossessionProof } from './possession/index.js';
 import type { AuditEntry } from './token-events.js';
@@ -122,7 +123,12 @@ export class TokenService {
     if (deps.ownTokens !== undefined) grants.set(TOKEN_EXCHANGE, tokenExchange);
     this.grants = grants;
     this.grantTypes = [...grants.keys()].join(' or ');
-    this.proofs = [dpopPossession(deps.dpop, deps.attempts)];
+    this.proofs = [certificatePossession, dpopPossession(deps.dpop, deps.attempts)];
+  }
+
+  /** The client authentication methods accepted, by RFC 8414's names (discovery's *_auth_methods_supported). */
+  get authMethodsSupported(): string[] {
+    return (this.deps.methods ?? SECRET_METHODS).flatMap((method) => method.names);
   }
 
   /** The grant types this service issues tokens for (discovery's grant_types_supported). */

@@ -1,6 +1,8 @@
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import { createServer, type RequestListener } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions as HttpsOptions } from 'node:https';
 import type { Socket } from 'node:net';
+import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import type { SigningAlg } from '../domain/jose.js';
 import type { RevocationService } from '../domain/revocation.js';
@@ -13,6 +15,7 @@ import type { Store } from '../store/types.js';
 import { adminApi, type AdminApiDeps } from './admin/index.js';
 import { BODY_LIMIT, registerBodyParsers } from './body.js';
 import { consoleRoutes, type ConsoleDeps } from './console/index.js';
+import type { ClientCertificates } from './client-certificates.js';
 import { clientErrorHandler, registerErrorHandlers } from './errors.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { healthRoutes } from './routes/health.js';
@@ -29,6 +32,8 @@ import { Turns } from './turns.js';
  * the keep-alive timeout (TESSERA_KEEPALIVE_TIMEOUT) applies instead.
  */
 const CONNECTION_TIMEOUT_MS = 75_000;
+/** The request headers' limit when a proxy forwards client certificates in one (Node's default: 16 KiB). */
+const HEADER_MAX_WITH_CERTIFICATES = 64 * 1024;
 
 /** The server's shutdown, as the routes see it (see shutDown in main.ts). */
 export interface ShutdownState {
@@ -71,6 +76,15 @@ export interface AppDeps {
   admin?: AdminApiDeps;
   /** The web console under /console; absent: not served. */
   console?: ConsoleDeps;
+  /** HTTPS (TESSERA_TLS_CERT, tls.ts): the secure context's options; absent: plain HTTP. */
+  tls?: HttpsOptions | undefined;
+  /**
+   * TLS client certificates (RFC 8705): the connection's, or a trusted proxy's header (client-certificates.ts);
+   * absent, or not enabled: no request has one.
+   */
+  certificates?: ClientCertificates | undefined;
+  /** TESSERA_MTLS_BASE_URL: the origin of discovery's mtls_endpoint_aliases (RFC 8705 §5); the issuer's if absent. */
+  mtlsBaseUrl?: string | undefined;
 }
 
 /** Security headers on every answer: JSON only, never framed, never sniffed, no referrer; HSTS over https. */
@@ -96,7 +110,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // One batcher per app: the token, introspection and revocation requests of a turn, answered together.
   const turns = new Turns();
   const endpoint = new TokenEndpoint(deps.tokens, deps.logger, turns);
-  const lane = new TokenLane({ endpoint, finish, logger: deps.logger, trustProxy: deps.trustProxy });
+  const certificates = deps.certificates?.enabled === true ? deps.certificates : undefined;
+  const certificateOf = certificates && ((request: IncomingMessage) => certificates.of(request));
+  const lane = new TokenLane({
+    endpoint,
+    finish,
+    logger: deps.logger,
+    trustProxy: deps.trustProxy,
+    certificateOf,
+  });
   // The HTTP server, made here rather than by Fastify (so that it offers each request to the token lane first),
   // with the settings Fastify would give it (lib/server.js):
   // - A client that sends its headers and then trickles the body (or nothing) is answered 408 and cut off.
@@ -107,16 +129,20 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   //   little before it, and the server closes them a second after it (Node's keepAliveTimeoutBuffer): neither
   //   side races the other. A shutdown waits for it instead of cutting idle connections (shutDown, main.ts).
   const serverFactory = (fastify: RequestListener) => {
-    const server = createServer(
-      {
-        requestTimeout: deps.requestTimeoutMs,
-        headersTimeout: deps.requestTimeoutMs,
-        connectionsCheckingInterval: Math.min(1000, deps.requestTimeoutMs),
-      },
-      (request, response) => {
-        if (!lane.take(request, response)) fastify(request, response);
-      },
-    );
+    const options = {
+      requestTimeout: deps.requestTimeoutMs,
+      headersTimeout: deps.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, deps.requestTimeoutMs),
+      // A proxy's certificate header (a leaf and its chain, as URL-encoded PEM in Envoy's) can pass Node's 16 KiB.
+      ...(certificates?.readsHeader === true ? { maxHeaderSize: HEADER_MAX_WITH_CERTIFICATES } : {}),
+    };
+    const listener: RequestListener = (request, response) => {
+      if (!lane.take(request, response)) fastify(request, response);
+    };
+    const server =
+      deps.tls === undefined
+        ? createServer(options, listener)
+        : createHttpsServer({ ...options, ...deps.tls }, listener);
     // Token batches are cut small while connections arrive (libuv accepts one an iteration: see Turns).
     server.on('connection', turns.connectionAccepted);
     server.keepAliveTimeout = deps.keepAliveTimeoutMs;
@@ -163,9 +189,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   registerBodyParsers(app);
   registerErrorHandlers(app);
-  tokenRoutes(app, endpoint);
-  revocationRoutes(app, deps.revocation, turns);
-  discoveryRoutes(app, deps.issuer, deps.directory, deps.keyring, deps.tokens.grantTypesSupported);
+  tokenRoutes(app, endpoint, certificateOf);
+  revocationRoutes(app, deps.revocation, turns, certificateOf);
+  discoveryRoutes(app, deps.issuer, deps.directory, deps.keyring, {
+    grantTypes: deps.tokens.grantTypesSupported,
+    authMethods: deps.tokens.authMethodsSupported,
+    mtlsBaseUrl: certificates === undefined ? undefined : (deps.mtlsBaseUrl ?? deps.issuer),
+  });
   healthRoutes(app, deps.store, deps.keyring, deps.directory, deps.defaultAlg, {
     shutdown,
     storeOutage: deps.storeOutage,

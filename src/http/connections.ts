@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 import type { Logger } from 'pino';
 import { systemClock, type Clock, type Job } from '../clock.js';
 
@@ -77,7 +78,11 @@ export class Connections {
       clock?: Clock;
     },
   ) {
-    server.on('connection', (socket: Socket) => this.accept(socket));
+    // Over TLS the HTTP connection is the TLS socket (its requests' `socket`), tracked once the handshake is done;
+    // until then TLS's own handshake timeout bounds a connection.
+    server.on(server instanceof TlsServer ? 'secureConnection' : 'connection', (socket: Socket) =>
+      this.accept(socket),
+    );
   }
 
   get stats(): ConnectionStats {

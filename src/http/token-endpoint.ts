@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { ClientCertificate } from '../domain/mtls/certificate.js';
 import type { TokenService } from '../domain/token-service.js';
 import type { TokenParams, TokenResponse } from '../domain/token-request.js';
 import { answerFor, NO_STORE } from './errors.js';
@@ -37,6 +38,8 @@ export interface TokenCall {
   dpop: string | string[] | undefined;
   /** The caller's address: the socket's peer, or behind trusted proxies the nearest untrusted hop. */
   source: string;
+  /** Its TLS client certificate (client-certificates.ts), if any. */
+  certificate: ClientCertificate | undefined;
 }
 
 /** The answer to write: status, body, and the headers beyond TOKEN_ANSWER_HEADERS (none, for a token). */
@@ -71,6 +74,7 @@ export class TokenEndpoint {
         authorization: call.authorization,
         source: call.source,
         dpop: dpopHeader(call.dpop),
+        certificate: call.certificate,
       });
       body = tokenJson(issued.response);
     } catch (error) {

@@ -1,6 +1,7 @@
 import proxyAddr from '@fastify/proxy-addr';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
+import type { ClientCertificate } from '../domain/mtls/certificate.js';
 import { BODY_LIMIT, parseForm } from './body.js';
 import type { AnswerFinish } from './finish.js';
 import { TOKEN_PATH } from './routes/discovery.js';
@@ -12,6 +13,8 @@ const FORM_TYPES = new Set([FORM, `${FORM};charset=utf-8`, `${FORM}; charset=utf
 
 export interface TokenLaneDeps {
   endpoint: TokenEndpoint;
+  /** The request's TLS client certificate (client-certificates.ts); undefined when none can arrive. */
+  certificateOf: ((request: IncomingMessage) => ClientCertificate | undefined) | undefined;
   finish: AnswerFinish;
   logger: Logger;
   trustProxy: boolean | string[];
@@ -88,6 +91,7 @@ export class TokenLane {
       authorization: request.headers.authorization,
       dpop: request.headers.dpop,
       source: this.trust ? proxyAddr(request, this.trust) : (request.socket.remoteAddress ?? ''),
+      certificate: this.deps.certificateOf?.(request),
     });
     const finish = this.deps.finish;
     const closes = finish.beforeWrite(request.socket);

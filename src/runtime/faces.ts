@@ -10,6 +10,8 @@ import type { OwnTokenDeps } from '../domain/own-tokens.js';
 import type { RevocationService } from '../domain/revocation.js';
 import type { TokenService } from '../domain/token-service.js';
 import type { AdminApiDeps } from '../http/admin/index.js';
+import type { ClientCertificates } from '../http/client-certificates.js';
+import type { ServerOptions as HttpsOptions } from 'node:https';
 import type { AppDeps } from '../http/app.js';
 import { loadAssets } from '../http/console/assets.js';
 import type { ConsoleDeps } from '../http/console/index.js';
@@ -74,6 +76,7 @@ function adminFace(
     attempts: FailedAttempts;
     audit: AuditRecorder;
     sessions: ConsoleSessions | undefined;
+    certificates: ClientCertificates;
   },
 ): AdminApiDeps {
   const { store, directory, audit } = parts;
@@ -88,6 +91,7 @@ function adminFace(
     findClient: (id) => directory.findClient(id),
     catchUp: () => directory.catchUp(),
     sessions: parts.sessions,
+    certificateOf: parts.certificates.enabled ? (request) => parts.certificates.of(request) : undefined,
   };
 }
 
@@ -107,6 +111,8 @@ export function appDeps(
     audit: AuditRecorder;
     storeOutage: Outage;
     sessionPolicy: SessionPolicy;
+    certificates: ClientCertificates;
+    tls: HttpsOptions | undefined;
   },
 ): AppDepsButShutdown {
   const { config, logger } = opening;
@@ -132,5 +138,8 @@ export function appDeps(
     retryAfter: config.retryAfter,
     admin: adminFace(opening, { ...parts, sessions }),
     console: sessions ? consoleFace(opening, sessions) : undefined,
+    certificates: parts.certificates,
+    tls: parts.tls,
+    mtlsBaseUrl: config.mtlsBaseUrl,
   };
 }

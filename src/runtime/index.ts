@@ -35,6 +35,8 @@ import {
   openSecretUsage,
   openServerStore,
   openTokenService,
+  openCertificates,
+  openTls,
   type Opening,
 } from './parts.js';
 import { systemClock, type Clock } from '../clock.js';
@@ -122,7 +124,9 @@ export async function openRuntime(
     const replay = openReplay(opening, store, redis);
     const verifying = ownTokens(opening, { keyring, directory, revocations });
     const dpop = dpopVerifier(opening, replay, master);
+    const certificates = openCertificates(opening);
     const tokens = openTokenService(opening, {
+      certificates: certificates.enabled,
       dpop,
       master,
       directory,
@@ -148,6 +152,8 @@ export async function openRuntime(
       audit,
       storeOutage,
       sessionPolicy: policy,
+      certificates,
+      tls: openTls(opening),
     });
     return {
       store,

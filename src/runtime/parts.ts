@@ -33,6 +33,11 @@ import { SecretUsage } from '../read-model/secret-usage.js';
 import type { Store } from '../store/types.js';
 import type { Closers } from './closers.js';
 import { openStore } from './store.js';
+import { ClientCertificates } from '../http/client-certificates.js';
+import { tlsOptions } from '../http/tls.js';
+import { readFileSync } from 'node:fs';
+import type { ServerOptions as HttpsOptions } from 'node:https';
+import { ConfigError } from '../config/index.js';
 import type { Clock } from '../clock.js';
 
 /** What every part is opened with: the settings, the log, the clock, and the closers it pushes onto. */
@@ -272,6 +277,46 @@ export function dpopVerifier({ config }: Opening, replay: AssertionReplay, maste
   });
 }
 
+/**
+ * TLS client certificates (RFC 8705, docs/mtls.md): the connection's when TLS is served, a trusted proxy's header's
+ * when TESSERA_CLIENT_CERT_HEADER is set; chains verified against TESSERA_TLS_CLIENT_CA. A file that cannot be read
+ * or holds no certificate is a settings error, named.
+ */
+export function openCertificates({ config, logger, clock }: Opening): ClientCertificates {
+  let clientCa: string | undefined;
+  if (config.tlsClientCa !== undefined) {
+    try {
+      clientCa = readFileSync(config.tlsClientCa, 'utf8');
+    } catch (error) {
+      throw new ConfigError(
+        `TESSERA_TLS_CLIENT_CA (${config.tlsClientCa}) cannot be read: ${(error as Error).message}`,
+      );
+    }
+  }
+  try {
+    return new ClientCertificates({
+      tls: config.tls !== undefined,
+      header: config.clientCertHeader,
+      trustProxy: config.trustProxy,
+      clientCa,
+      logger,
+      now: clock.now,
+    });
+  } catch (error) {
+    throw new ConfigError(`TESSERA_TLS_CLIENT_CA (${config.tlsClientCa}): ${(error as Error).message}`);
+  }
+}
+
+/** The HTTPS server's options (TESSERA_TLS_CERT, TESSERA_TLS_KEY, TESSERA_TLS_CLIENT_CA), or undefined for HTTP. */
+export function openTls({ config }: Opening): HttpsOptions | undefined {
+  if (config.tls === undefined) return undefined;
+  try {
+    return tlsOptions({ ...config.tls, clientCa: config.tlsClientCa });
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+}
+
 /** The token path: client authentication by each method, DPoP, the directory, the keys, the limits, the audit. */
 export function openTokenService(
   { config, clock, metrics }: Opening,
@@ -287,6 +332,8 @@ export function openTokenService(
     ownTokens: OwnTokenDeps;
     /** DPoP proofs, at the token endpoint as at the admin API. */
     dpop: DpopVerifier;
+    /** Whether TLS client certificates can arrive (the RFC 8705 methods are then offered). */
+    certificates: boolean;
   },
 ): TokenService {
   const { directory, keyring, usage, replay, limits, audit } = parts;
@@ -301,6 +348,7 @@ export function openTokenService(
   return new TokenService({
     methods: clientAuthMethods({
       privateKeyJwt: { issuer: config.issuer, tokenEndpoint: config.issuer + TOKEN_PATH, replay, remote },
+      certificates: parts.certificates,
     }),
     dpop: parts.dpop,
     secretUsed: (id) => usage.used(id),

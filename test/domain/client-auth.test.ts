@@ -163,7 +163,7 @@ describe('client authentication methods', () => {
   });
 
   it('are the ones discovery lists, in the order a request is examined; the secret methods first', () => {
-    expect(SECRET_METHODS.map((m) => m.name)).toEqual(['client_secret_basic', 'client_secret_post']);
+    expect(SECRET_METHODS.flatMap((m) => m.names)).toEqual(['client_secret_basic', 'client_secret_post']);
     const all = clientAuthMethods({
       privateKeyJwt: {
         issuer: 'https://auth.example.com',
@@ -171,8 +171,9 @@ describe('client authentication methods', () => {
         replay: { use: async () => true },
         remote: { keysFor: async () => Promise.reject(new Error('none')), refetch: async () => undefined },
       },
+      certificates: true,
     });
-    expect(all.map((m) => m.name)).toEqual([...AUTH_METHOD_NAMES]);
+    expect(all.flatMap((m) => m.names)).toEqual([...AUTH_METHOD_NAMES]);
   });
 
   it('client_secret_basic: used when there is an Authorization header; proves only the client of that secret', () => {

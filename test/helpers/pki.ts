@@ -10,46 +10,20 @@
  * the RDNs are reversed here. Its parser unescapes `\,`, `\+`, `\\` and a quoted value, not RFC 4514's `\XX`
  * hex escapes.
  */
+// @peculiar/x509 resolves its algorithms through tsyringe, which needs the Reflect metadata API loaded first.
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
 import { createHash, createPrivateKey, webcrypto } from 'node:crypto';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as asn1js from 'asn1js';
-import type * as X509 from '@peculiar/x509';
 
 type CryptoKey = webcrypto.CryptoKey;
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
 /** Web Crypto's JWK, open to other members: assignable to jose's JWK and to node:crypto's JsonWebKey. */
 type JsonWebKey = webcrypto.JsonWebKey & Record<string, unknown>;
 
-/**
- * @peculiar/x509 resolves its algorithms through tsyringe, which refuses to load without the Reflect metadata
- * API (reflect-metadata or a like polyfill, which the project does not install). tsyringe reads and writes
- * metadata through these three functions only (x509 declares none: its classes are not compiled with
- * emitDecoratorMetadata), so they are given here, on Reflect, when absent, before x509 is loaded; hence the
- * dynamic import.
- */
-function reflectMetadata(): void {
-  const reflect = Reflect as unknown as Record<string, unknown>;
-  if (typeof reflect.getMetadata === 'function') return;
-  const store = new WeakMap<object, Map<unknown, unknown>>();
-  const own = (key: unknown, target: object): unknown => store.get(target)?.get(key);
-  reflect.getOwnMetadata = own;
-  reflect.getMetadata = (key: unknown, target: object): unknown => {
-    for (let o: object | null = target; o; o = Object.getPrototypeOf(o) as object | null) {
-      const value = own(key, o);
-      if (value !== undefined) return value;
-    }
-    return undefined;
-  };
-  reflect.defineMetadata = (key: unknown, value: unknown, target: object): void => {
-    let entries = store.get(target);
-    if (!entries) store.set(target, (entries = new Map()));
-    entries.set(key, value);
-  };
-}
-reflectMetadata();
-const x509: typeof X509 = await import('@peculiar/x509');
 x509.cryptoProvider.set(globalThis.crypto);
 
 export interface Issued {
@@ -129,7 +103,7 @@ const RSA_KEY = {
 };
 const RSA_SIGN = { name: 'RSASSA-PKCS1-v1_5' };
 
-const EKU_OIDS: Record<Eku, X509.ExtendedKeyUsage> = {
+const EKU_OIDS: Record<Eku, x509.ExtendedKeyUsage> = {
   clientAuth: x509.ExtendedKeyUsage.clientAuth,
   serverAuth: x509.ExtendedKeyUsage.serverAuth,
   emailProtection: x509.ExtendedKeyUsage.emailProtection,
@@ -148,7 +122,7 @@ const signingAlgorithm = (key: CryptoKey) => (key.algorithm.name === 'ECDSA' ? E
  * encodes them in that order, so the SEQUENCE of RDNs it makes is reversed, and so is each multi-valued RDN's
  * SET ('CN=a+OU=b': OpenSSL prints a SET's attributes last first too).
  */
-function nameOf(rfc4514: string): X509.Name {
+function nameOf(rfc4514: string): x509.Name {
   const parsed = asn1js.fromBER(new x509.Name(rfc4514).toArrayBuffer());
   if (parsed.offset === -1 || !(parsed.result instanceof asn1js.Sequence)) {
     throw new Error(`pki: cannot encode the name ${JSON.stringify(rfc4514)}`);
@@ -168,8 +142,8 @@ function serialNumber(): string {
   return Buffer.from(bytes).toString('hex');
 }
 
-function sanExtension(san: SubjectAltNames | undefined): X509.Extension[] {
-  const names: X509.JsonGeneralName[] = [
+function sanExtension(san: SubjectAltNames | undefined): x509.Extension[] {
+  const names: x509.JsonGeneralName[] = [
     ...(san?.dns ?? []).map((value) => ({ type: 'dns' as const, value })),
     ...(san?.uri ?? []).map((value) => ({ type: 'url' as const, value })),
     ...(san?.ip ?? []).map((value) => ({ type: 'ip' as const, value })),
@@ -183,7 +157,7 @@ async function publicJwkOf(key: CryptoKey): Promise<JsonWebKey> {
   return kty === 'EC' ? { kty, crv, x, y } : { kty, n, e };
 }
 
-async function issued(cert: X509.X509Certificate, keys: CryptoKeyPair): Promise<Issued> {
+async function issued(cert: x509.X509Certificate, keys: CryptoKeyPair): Promise<Issued> {
   const der = Buffer.from(cert.rawData);
   const pkcs8 = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey));
   const keyPem = createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' }).export({
@@ -201,7 +175,7 @@ async function issued(cert: X509.X509Certificate, keys: CryptoKeyPair): Promise<
 }
 
 /** The issuer's Name (as its certificate encodes it) and its subject key identifier. */
-function issuerOf(ca: Authority): { issuer: X509.Name; aki: X509.AuthorityKeyIdentifierExtension } {
+function issuerOf(ca: Authority): { issuer: x509.Name; aki: x509.AuthorityKeyIdentifierExtension } {
   const cert = new x509.X509Certificate(ca.der);
   const ski = cert.getExtension(x509.SubjectKeyIdentifierExtension);
   if (!ski) throw new Error(`pki: the authority ${ca.name} has no subject key identifier`);
@@ -217,7 +191,7 @@ export async function makeCa(options: CaOptions = {}): Promise<Authority> {
   const name = options.subject ?? 'CN=Tessera Test Root CA';
   const keys = await generate();
   const now = Date.now();
-  const extensions: X509.Extension[] = [
+  const extensions: x509.Extension[] = [
     new x509.BasicConstraintsExtension(true, options.pathLength, true),
     new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
     await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
@@ -227,7 +201,7 @@ export async function makeCa(options: CaOptions = {}): Promise<Authority> {
     notBefore: options.notBefore ?? new Date(now - HOUR),
     notAfter: options.notAfter ?? new Date(now + 3650 * DAY),
   };
-  let cert: X509.X509Certificate;
+  let cert: x509.X509Certificate;
   if (options.issuer) {
     const { issuer, aki } = issuerOf(options.issuer);
     cert = await x509.X509CertificateGenerator.create({

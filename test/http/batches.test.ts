@@ -27,7 +27,7 @@ describe('token requests answered in batches', () => {
     const tokens = recordingTokens(events);
     const app = Fastify();
     registerBodyParsers(app);
-    tokenRoutes(app, new TokenEndpoint(tokens, pino({ level: 'silent' }), turns));
+    tokenRoutes(app, new TokenEndpoint(tokens, pino({ level: 'silent' }), turns), undefined);
     app.addHook('onSend', async (request) => {
       events.push(`send ${(request.body as { params: TokenRequest['params'] }).params.client_id}`);
     });

@@ -24,6 +24,7 @@ function laneOf(events: string[], deps: Partial<TokenLaneDeps> = {}): TokenLane 
     finish: new AnswerFinish({ 'x-frame-options': 'DENY' }, { closesConnection: () => false }),
     logger,
     trustProxy: false,
+    certificateOf: undefined,
     ...deps,
   });
 }

@@ -60,7 +60,7 @@ export class ClientAuthenticator {
     const wait = this.deps.attempts.blockedFor(possible, request.source);
     return wait > 0
       ? this.authenticateBlocked(possible, credentials, wait)
-      : this.prove(credentials, request.source);
+      : this.prove(credentials, request);
   }
 
   /**
@@ -189,32 +189,37 @@ export class ClientAuthenticator {
    * One path for every failure: the secret is always hashed and compared, against a dummy digest when the
    * client is unknown, so unknown, wrong and disabled give the same answer by the same work.
    */
-  private prove(credentials: PresentedCredentials, source: string): Authenticated | Promise<Authenticated> {
+  private prove(
+    credentials: PresentedCredentials,
+    request: TokenRequest,
+  ): Authenticated | Promise<Authenticated> {
     const { clientId } = credentials;
     // An id no client can have (a NUL, 8 KiB of junk) is unknown without a cache entry or a store query.
     const found = isPossibleClientId(clientId) ? this.deps.findClient(clientId) : undefined;
     return found instanceof Promise
-      ? found.then((client) => this.check(client, credentials, source))
-      : this.check(found, credentials, source);
+      ? found.then((client) => this.check(client, credentials, request))
+      : this.check(found, credentials, request);
   }
 
   private check(
     client: KnownClient | undefined,
     credentials: PresentedCredentials,
-    source: string,
+    request: TokenRequest,
   ): Authenticated | Promise<Authenticated> {
     const proof = credentials.proves(client, this.deps.now());
     return proof instanceof Promise
-      ? proof.then((proven) => this.decide(client, credentials.clientId, source, proven))
-      : this.decide(client, credentials.clientId, source, proof);
+      ? proof.then((proven) => this.decide(client, credentials, request, proven))
+      : this.decide(client, credentials, request, proof);
   }
 
   private decide(
     client: KnownClient | undefined,
-    clientId: string,
-    source: string,
+    credentials: PresentedCredentials,
+    request: TokenRequest,
     proof: Proof,
   ): Authenticated {
+    const { clientId } = credentials;
+    const { source } = request;
     const failure = !client
       ? 'unknown client'
       : !proof.proven
@@ -231,6 +236,18 @@ export class ClientAuthenticator {
     if (wait > 0) throw tooManyAttempts(wait);
     // An id no client can have is counted against the address alone: no counter keyed by 8 KiB of junk.
     void this.deps.attempts.failed(possible, source);
+    // RFC 8705 §2: a client registered for its certificate that sends it with a secret or an assertion as well uses
+    // two methods (docs/interface.md). Decided once the client is known (a request cannot tell it: a mesh sends a
+    // certificate with every request, whatever the client's method), and counted as the failure it also is.
+    if (
+      client !== undefined &&
+      request.certificate !== undefined &&
+      credentials.byCertificate !== true &&
+      (client.tls !== undefined || client.selfSigned !== undefined)
+    )
+      throw invalidRequest(
+        'use one client authentication method: this client authenticates with its TLS certificate; send client_id without a secret or an assertion',
+      );
     throw invalidClient(failure);
   }
 }

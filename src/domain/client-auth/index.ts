@@ -1,6 +1,7 @@
 import type { TokenRequest } from '../token-request.js';
 import type { ClientAuthMethod } from './method.js';
 import { assertionIssuer } from './assertion.js';
+import { tlsCertificate } from './certificate.js';
 import { privateKeyJwt, type PrivateKeyJwtOptions } from './private-key-jwt.js';
 import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js';
 
@@ -28,6 +29,9 @@ import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js'
  * failed-attempt limits around them, for every endpoint a client authenticates at (token, revocation,
  * introspection).
  *
+ * A TLS client certificate (RFC 8705 §2) is one method serving both of its names (certificate.ts): the client's
+ * registration says which, and a certificate client that sends a secret as well uses two methods (authenticator.ts).
+ *
  * DPoP (RFC 9449) is not client authentication: it proves possession of a key alongside whichever method
  * authenticated the client, so it is a step of the token service after authentication (domain/dpop.ts), reading
  * the request's DPoP header, not an entry of this list.
@@ -35,6 +39,7 @@ import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js'
 
 export {
   AUTH_METHOD_NAMES,
+  CERTIFICATE_METHODS,
   authMethodProblem,
   usesSecrets,
   validateAuthMethod,
@@ -73,9 +78,17 @@ export {
 /** The secret methods: what a token service that is given no list uses (they need nothing at run time). */
 export const SECRET_METHODS: readonly ClientAuthMethod[] = [clientSecretBasic, clientSecretPost];
 
-/** Every method the token endpoint accepts, in the order a request is examined; discovery lists the same. */
-export function clientAuthMethods(options: { privateKeyJwt: PrivateKeyJwtOptions }): ClientAuthMethod[] {
-  return [...SECRET_METHODS, privateKeyJwt(options.privateKeyJwt)];
+/**
+ * Every method the token endpoint accepts, in the order a request is examined; discovery lists the same. The TLS
+ * client certificate methods (RFC 8705) only where a certificate can arrive: TLS served, or a proxy's header read.
+ */
+export function clientAuthMethods(options: {
+  privateKeyJwt: PrivateKeyJwtOptions;
+  certificates: boolean;
+}): ClientAuthMethod[] {
+  const methods = [...SECRET_METHODS, privateKeyJwt(options.privateKeyJwt)];
+  if (options.certificates) methods.push(tlsCertificate);
+  return methods;
 }
 
 /**

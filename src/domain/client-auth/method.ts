@@ -82,6 +82,8 @@ export interface PresentedCredentials {
    * only for a method that must wait (an assertion: its keys, its replay check).
    */
   proves(client: KnownClient | undefined, now: number): Proof | Promise<Proof>;
+  /** True for a TLS client certificate (certificate.ts): the credential of the clients registered for RFC 8705. */
+  readonly byCertificate?: boolean;
 }
 
 /**
@@ -89,8 +91,12 @@ export interface PresentedCredentials {
  * method whether the request uses it; exactly one may (index.ts lists them).
  */
 export interface ClientAuthMethod {
-  /** The name of RFC 8414's token_endpoint_auth_methods_supported: one a client can be registered with. */
-  readonly name: AuthMethodName;
+  /**
+   * The names of RFC 8414's token_endpoint_auth_methods_supported that it serves: those a client can be registered
+   * with. Usually one; a TLS client certificate serves both RFC 8705 methods, which only the client's registration
+   * tells apart (a request cannot).
+   */
+  readonly names: readonly AuthMethodName[];
   /** Whether the request uses this method, by a look at what it carries (nothing is parsed yet). */
   presentedIn(request: TokenRequest): boolean;
   /**

@@ -160,7 +160,7 @@ class AssertionCredentials implements PresentedCredentials {
  */
 export function privateKeyJwt(options: PrivateKeyJwtOptions): ClientAuthMethod {
   return {
-    name: 'private_key_jwt',
+    names: ['private_key_jwt'],
     presentedIn: (request: TokenRequest) =>
       present(request.params.client_assertion) !== undefined ||
       present(request.params.client_assertion_type) !== undefined,

@@ -89,7 +89,7 @@ const KEY_ONLY = failedProof('client authenticates with private_key_jwt, not a s
 
 /** client_secret_basic: the id and secret in an HTTP Basic Authorization header. */
 export const clientSecretBasic: ClientAuthMethod = {
-  name: 'client_secret_basic',
+  names: ['client_secret_basic'],
   presentedIn: (request) => request.authorization !== undefined,
   parse(request) {
     const basic = parseBasicAuthorization(request.authorization)!;
@@ -105,7 +105,7 @@ export const clientSecretBasic: ClientAuthMethod = {
 
 /** client_secret_post: client_id and client_secret in the body. */
 export const clientSecretPost: ClientAuthMethod = {
-  name: 'client_secret_post',
+  names: ['client_secret_post'],
   presentedIn: (request) => present(request.params.client_secret) !== undefined,
   parse(request) {
     const clientId = present(request.params.client_id);

@@ -4,7 +4,7 @@ import type { TokenRequest } from '../token-request.js';
 
 /*
  * Proof of possession (docs/design.md, "Where the next capabilities plug in"): a token is bound to a key its
- * client proves it holds, by one kind of proof each (DPoP, RFC 9449; a TLS client certificate, RFC 8705, next).
+ * client proves it holds, by one kind of proof each (a TLS client certificate, RFC 8705: certificate.ts; DPoP, RFC 9449: dpop.ts).
  * The token service asks every proof, after the grant decided and before the quota, whether it has anything to
  * do for the request; each that has returns the `cnf` member it binds the token by, or throws its refusal.
  */

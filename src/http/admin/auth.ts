@@ -13,6 +13,7 @@ import type { AttemptLimiter } from '../../domain/limits.js';
 import type { AdminScope } from '../../management/builtin.js';
 import { isPossibleClientId } from '../../domain/validate.js';
 import { actorOf } from '../../store/types.js';
+import type { CertificateOf } from '../client-certificates.js';
 import { insufficientScope, problem, ProblemError } from '../problem.js';
 
 /** The caller of an admin request, once its token (or console session) is accepted. */
@@ -41,6 +42,8 @@ export interface AdminAuthDeps {
   /** The client as the token path knows it (cached, followed through the change feed). */
   findClient(id: string): KnownClient | undefined | Promise<KnownClient | undefined>;
   attempts: AttemptLimiter;
+  /** The request's TLS client certificate, for a certificate-bound token (RFC 8705 §3); undefined: none arrives. */
+  certificateOf?: CertificateOf | undefined;
   /** Console sessions: a request without an Authorization header may carry one instead of a token. */
   sessions?: { caller(request: FastifyRequest): Promise<AdminCaller | undefined> };
 }
@@ -128,6 +131,7 @@ export class AdminAuth {
         dpop: Array.isArray(dpop) ? dpop.join(', ') : dpop,
         method: request.method,
         url: this.deps.issuer + request.url,
+        certificate: this.deps.certificateOf?.(request.raw),
       },
       this.deps.audience,
       this.deps.tokens,

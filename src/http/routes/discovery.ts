@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Keyring } from '../../keys/keyring.js';
 import type { Directory } from '../../read-model/directory.js';
 import { methodNotAllowed } from '../errors.js';
-import { ASSERTION_ALGS, AUTH_METHOD_NAMES } from '../../domain/client-auth/index.js';
+import { ASSERTION_ALGS } from '../../domain/client-auth/index.js';
 import { DPOP_ALGS } from '../../domain/dpop.js';
 
 export const TOKEN_PATH = '/oauth/token';
@@ -17,24 +17,25 @@ const METADATA_MAX_AGE = 60;
  */
 function metadata(
   issuer: string,
-  grantTypes: readonly string[],
+  offered: Offered,
   audiences: readonly string[],
   scopes: readonly string[] = [],
 ): Record<string, unknown> {
+  const { grantTypes, authMethods, mtlsBaseUrl } = offered;
   return {
     issuer,
     token_endpoint: issuer + TOKEN_PATH,
     jwks_uri: issuer + JWKS_PATH,
     // The token service's grant types: client_credentials, and RFC 8693's token exchange.
     grant_types_supported: grantTypes,
-    token_endpoint_auth_methods_supported: AUTH_METHOD_NAMES,
+    token_endpoint_auth_methods_supported: authMethods,
     token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     // RFC 7009 and RFC 7662, as RFC 8414 §2 names them: clients authenticate there as at the token endpoint.
     revocation_endpoint: issuer + REVOCATION_PATH,
-    revocation_endpoint_auth_methods_supported: AUTH_METHOD_NAMES,
+    revocation_endpoint_auth_methods_supported: authMethods,
     revocation_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     introspection_endpoint: issuer + INTROSPECTION_PATH,
-    introspection_endpoint_auth_methods_supported: AUTH_METHOD_NAMES,
+    introspection_endpoint_auth_methods_supported: authMethods,
     introspection_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     // No authorization endpoint: no response type is supported (the member is REQUIRED, so it is empty).
     response_types_supported: [],
@@ -42,7 +43,28 @@ function metadata(
     // RFC 9449 §5.1: the algorithms a DPoP proof may be signed with.
     dpop_signing_alg_values_supported: DPOP_ALGS,
     audiences_supported: audiences,
+    // RFC 8705 §3.3 and §5, where certificates can arrive (TLS served, or a proxy's header read).
+    ...(mtlsBaseUrl === undefined
+      ? {}
+      : {
+          tls_client_certificate_bound_access_tokens: true,
+          mtls_endpoint_aliases: {
+            token_endpoint: mtlsBaseUrl + TOKEN_PATH,
+            revocation_endpoint: mtlsBaseUrl + REVOCATION_PATH,
+            introspection_endpoint: mtlsBaseUrl + INTROSPECTION_PATH,
+          },
+        }),
   };
+}
+
+/** What the server offers, as discovery lists it. */
+export interface Offered {
+  /** The token service's grant types: client_credentials, and RFC 8693's token exchange. */
+  grantTypes: readonly string[];
+  /** The client authentication methods (the same at the token, revocation and introspection endpoints). */
+  authMethods: readonly string[];
+  /** Where certificates can arrive: the origin of RFC 8705 §5's aliases; undefined: no certificate methods. */
+  mtlsBaseUrl: string | undefined;
 }
 
 /** The two well-known metadata URLs and the JWKS. Bodies are built once per change, not per request. */
@@ -51,7 +73,7 @@ export function discoveryRoutes(
   issuer: string,
   directory: Directory,
   keyring: Keyring,
-  grantTypes: readonly string[],
+  offered: Offered,
 ): void {
   let audiences: readonly unknown[] | undefined;
   let body = '';
@@ -63,7 +85,7 @@ export function discoveryRoutes(
       body = JSON.stringify(
         metadata(
           issuer,
-          grantTypes,
+          offered,
           list.map((a) => a.url),
           scopes,
         ),

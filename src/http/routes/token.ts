@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { tokenParams } from '../body.js';
 import { methodNotAllowed } from '../errors.js';
+import type { CertificateOf } from '../client-certificates.js';
 import { TOKEN_ANSWER_HEADERS, type TokenEndpoint } from '../token-endpoint.js';
 import { TOKEN_PATH } from './discovery.js';
 
@@ -10,7 +11,11 @@ import { TOKEN_PATH } from './discovery.js';
  * answer at the endpoint's path carries the current one too (RFC 9449 §8): parse errors, the 405 of another
  * method; without them, no hook is added.
  */
-export function tokenRoutes(app: FastifyInstance, endpoint: TokenEndpoint): void {
+export function tokenRoutes(
+  app: FastifyInstance,
+  endpoint: TokenEndpoint,
+  certificateOf: CertificateOf | undefined,
+): void {
   const tokens = endpoint.tokens;
   if (tokens.dpopNonce() !== undefined)
     app.addHook('onSend', (request, reply, payload, done) => {
@@ -25,6 +30,7 @@ export function tokenRoutes(app: FastifyInstance, endpoint: TokenEndpoint): void
       authorization: request.headers.authorization,
       dpop: request.headers.dpop,
       source: request.ip,
+      certificate: certificateOf?.(request.raw),
     });
     reply.code(answer.status).headers(TOKEN_ANSWER_HEADERS);
     if (answer.headers !== undefined) reply.headers(answer.headers);

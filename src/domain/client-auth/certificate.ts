@@ -1,0 +1,115 @@
+import { invalidRequest } from '../errors.js';
+import type { KnownClient, KnownTlsIdentity } from '../known-client.js';
+import type { ChainVerdict, ClientCertificate } from '../mtls/certificate.js';
+import { present, type TokenRequest } from '../token-request.js';
+import { failedProof, type ClientAuthMethod, type PresentedCredentials, type Proof } from './method.js';
+
+/*
+ * A TLS client certificate as the client's credential (RFC 8705 §2, docs/mtls.md): `tls_client_auth`, a certificate
+ * of a trusted CA carrying the client's registered subject DN or SAN (§2.1), and `self_signed_tls_client_auth`, one
+ * of the certificates in the client's own jwks (§2.2). A request cannot tell the two apart (client_id and a
+ * certificate, nothing else): the client's registration does, so both are this one method, and a client registered
+ * for either authenticates only with it (a secret or an assertion proves nothing for it: secret.ts,
+ * private-key-jwt.ts find no secret or key).
+ *
+ * What is checked, in order, each refusal with its audit reason (`mtls: …`): a certificate at all; for
+ * tls_client_auth its validity, its extended key usage, its chain to TESSERA_TLS_CLIENT_CA (decided by the TLS
+ * handshake or, for a proxy's certificate, by Tessera: mtls/certificate.ts), then the registered value; for
+ * self_signed_tls_client_auth that it is one of the client's certificates, by its hash (no chain, no dates: RFC
+ * 8705 §2.2 trusts the registration, not a CA). Everything but a proxy certificate's first path validation is read
+ * from memory: the certificate's facts and verdict are cached by its hash (http/client-certificates.ts).
+ */
+
+const NO_CERTIFICATE = failedProof('mtls: no certificate');
+/** A client of another method that sent only its id (the message a secret method's client hears without one). */
+const NOT_REGISTERED = failedProof('no client credential: the client authenticates with a secret or a key');
+const NOT_YET_VALID = failedProof('mtls: certificate not yet valid');
+const EXPIRED = failedProof('mtls: certificate expired');
+const NOT_CLIENT_AUTH = failedProof('mtls: certificate not for client authentication (extended key usage)');
+const NOT_REGISTERED_CERTIFICATE = failedProof("mtls: certificate is not one of the client's jwks x5c");
+const PROVEN: Proof = { proven: true };
+
+/** The refusal of a registered value the certificate does not carry, by kind. */
+const MISMATCH: Readonly<Record<KnownTlsIdentity['kind'], Proof>> = {
+  subject_dn: failedProof('mtls: subject does not match'),
+  san_dns: failedProof('mtls: no SAN dNSName matches'),
+  san_uri: failedProof('mtls: no SAN URI matches'),
+  san_ip: failedProof('mtls: no SAN iPAddress matches'),
+  san_email: failedProof('mtls: no SAN rfc822Name matches'),
+};
+
+/** RFC 8705 §2.1.2: the registered value, against the subject or the SANs of its kind. */
+function carries(certificate: ClientCertificate, identity: KnownTlsIdentity): boolean {
+  const facts = certificate.facts;
+  switch (identity.kind) {
+    case 'subject_dn':
+      return facts.subject !== undefined && facts.subject === identity.value;
+    case 'san_dns':
+      return facts.dns.includes(identity.value);
+    case 'san_uri':
+      return facts.uri.includes(identity.value);
+    case 'san_ip':
+      return facts.ip.includes(identity.value);
+    case 'san_email':
+      return facts.email.includes(identity.value);
+  }
+}
+
+/** tls_client_auth (RFC 8705 §2.1): the certificate, checked against the client's registered value. */
+function tlsClientAuth(certificate: ClientCertificate, identity: KnownTlsIdentity, now: number) {
+  const { facts } = certificate;
+  if (now < facts.notBefore) return NOT_YET_VALID;
+  if (now > facts.notAfter) return EXPIRED;
+  if (!facts.clientAuth) return NOT_CLIENT_AUTH;
+  const decide = (verdict: ChainVerdict): Proof =>
+    !verdict.trusted
+      ? failedProof(`mtls: ${verdict.reason}`)
+      : carries(certificate, identity)
+        ? PROVEN
+        : MISMATCH[identity.kind];
+  const verdict = certificate.chain();
+  return verdict instanceof Promise ? verdict.then(decide) : decide(verdict);
+}
+
+class CertificateCredentials implements PresentedCredentials {
+  readonly byCertificate = true;
+
+  constructor(
+    readonly clientId: string,
+    private readonly certificate: ClientCertificate | undefined,
+  ) {}
+
+  proves(client: KnownClient | undefined, now: number): Proof | Promise<Proof> {
+    if (client === undefined) return NOT_REGISTERED;
+    if (client.tls === undefined && client.selfSigned === undefined) return NOT_REGISTERED;
+    const certificate = this.certificate;
+    if (certificate === undefined) return NO_CERTIFICATE;
+    if (client.tls !== undefined) return tlsClientAuth(certificate, client.tls, now);
+    // RFC 8705 §2.2: the same certificate as one registered, by the hash of its DER.
+    return client.selfSigned!.has(certificate.thumbprint) ? PROVEN : NOT_REGISTERED_CERTIFICATE;
+  }
+}
+
+/** Whether the request carries a credential of another method (a secret, a Basic header, an assertion). */
+export const carriesOtherCredential = (request: TokenRequest): boolean =>
+  request.authorization !== undefined ||
+  present(request.params.client_secret) !== undefined ||
+  present(request.params.client_assertion) !== undefined ||
+  present(request.params.client_assertion_type) !== undefined;
+
+/**
+ * tls_client_auth and self_signed_tls_client_auth: a request that names its client (client_id, RFC 8705 §2) and
+ * carries no other credential. With or without a certificate: a certificate client that sent none is refused as
+ * such (`mtls: no certificate`), and a client of another method that sent nothing is refused as one without its
+ * credential.
+ */
+export const tlsCertificate: ClientAuthMethod = {
+  names: ['tls_client_auth', 'self_signed_tls_client_auth'],
+  presentedIn: (request) =>
+    present(request.params.client_id) !== undefined && !carriesOtherCredential(request),
+  parse(request) {
+    const clientId = present(request.params.client_id);
+    if (clientId === undefined) throw invalidRequest('client_id is required');
+    return new CertificateCredentials(clientId, request.certificate);
+  },
+};

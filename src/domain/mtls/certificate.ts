@@ -1,0 +1,171 @@
+import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
+import * as pkijs from 'pkijs';
+import { canonicalDnOfDer, dnString } from './dn.js';
+
+/*
+ * A TLS client certificate as RFC 8705 reads it (docs/mtls.md): what it says of its holder (subject, SANs, validity,
+ * extended key usage), parsed once per certificate; and whether its chain is trusted, which the TLS handshake decided
+ * (OpenSSL, against TESSERA_TLS_CLIENT_CA) or, for a certificate a proxy forwarded, Tessera itself decides here with
+ * pkijs's RFC 5280 path validation (a proxy's header is no proof of trust).
+ *
+ * pkijs, not Node's X509Certificate alone: Node has no path validation for a chain that did not arrive in a handshake,
+ * exposes neither the key usage bits, basic constraints' path length nor name constraints a CA may set, and prints
+ * names and SANs as text to be parsed again (a comma inside a value is then ambiguous). pkijs (PeculiarVentures, the
+ * same authors as @peculiar/x509 and webcrypto-liner) parses every extension into typed values and validates a path
+ * as RFC 5280 §6 says: signatures, validity, CA flags, keyCertSign, name constraints.
+ */
+
+/** RFC 5280 §4.2.1.12: the extended key usages that allow TLS client authentication. */
+const CLIENT_AUTH = '1.3.6.1.5.5.7.3.2';
+const ANY_EXTENDED_KEY_USAGE = '2.5.29.37.0';
+const SUBJECT_ALT_NAME = '2.5.29.17';
+const EXTENDED_KEY_USAGE = '2.5.29.37';
+
+/** RFC 5280 §4.2.1.6: the GeneralName choices RFC 8705 §2.1.2 matches on. */
+const RFC822_NAME = 1;
+const DNS_NAME = 2;
+const URI = 6;
+const IP_ADDRESS = 7;
+
+/** What a certificate says of its holder, parsed once. */
+export interface CertificateFacts {
+  /** The canonical form of the subject (dn.ts), or undefined when it does not parse. */
+  readonly subject: string | undefined;
+  /** The subject as RFC 4514 text, for the audit trail. */
+  readonly subjectText: string;
+  /** RFC 5280 §4.2.1.6 subjectAltName, by kind; dNSName and rfc822Name lower-cased, iPAddress in Node's form. */
+  readonly dns: readonly string[];
+  readonly uri: readonly string[];
+  readonly ip: readonly string[];
+  readonly email: readonly string[];
+  /** Milliseconds since the epoch. */
+  readonly notBefore: number;
+  readonly notAfter: number;
+  /** RFC 5280 §4.2.1.12: no extended key usage, or one that allows clientAuth. */
+  readonly clientAuth: boolean;
+}
+
+/** Whether a certificate's chain is trusted; the reason (the audit trail's, after `mtls: `) when it is not. */
+export type ChainVerdict = { readonly trusted: true } | { readonly trusted: false; readonly reason: string };
+
+export const TRUSTED: ChainVerdict = { trusted: true };
+export const NOT_TRUSTED: ChainVerdict = { trusted: false, reason: 'chain not trusted' };
+export const CHAIN_EXPIRED: ChainVerdict = { trusted: false, reason: 'certificate expired' };
+
+/** A client certificate presented with a request: on the TLS connection, or by a trusted proxy. */
+export interface ClientCertificate {
+  /** RFC 8705 §3.1 x5t#S256: base64url of the SHA-256 of the DER. */
+  readonly thumbprint: string;
+  readonly facts: CertificateFacts;
+  /** Whether it chains to TESSERA_TLS_CLIENT_CA: decided once per certificate (and chain), then from memory. */
+  chain(): ChainVerdict | Promise<ChainVerdict>;
+}
+
+/** RFC 8705 §3.1: the certificate's x5t#S256. */
+export const thumbprintOf = (der: Uint8Array): string => createHash('sha256').update(der).digest('base64url');
+
+/** A certificate's DER as pkijs reads it; throws on anything that is not one. */
+export const parseCertificate = (der: Uint8Array): pkijs.Certificate => pkijs.Certificate.fromBER(der);
+
+/** An iPAddress SAN (4 or 16 bytes) as Node writes an address (IPv6 compressed, lower case); undefined otherwise. */
+function ipText(bytes: Uint8Array): string | undefined {
+  if (bytes.length === 4) return bytes.join('.');
+  if (bytes.length !== 16) return undefined;
+  const groups: string[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push(((bytes[i]! << 8) | bytes[i + 1]!).toString(16));
+  return canonicalIp(groups.join(':'));
+}
+
+/**
+ * An address in one form whatever its spelling: IPv4 dotted, IPv6 compressed and lower case (RFC 5952), so that a
+ * registered tls_client_auth_san_ip and a certificate's iPAddress compare as strings. Undefined for a non-address.
+ */
+export function canonicalIp(text: string): string | undefined {
+  const kind = isIP(text);
+  if (kind === 4) return text;
+  if (kind !== 6) return undefined;
+  // The WHATWG URL parser writes an IPv6 host in RFC 5952's form.
+  return new URL(`http://[${text}]/`).hostname.slice(1, -1);
+}
+
+/** What `der` says of its holder; throws when it is not a certificate. */
+export function factsOf(der: Uint8Array): CertificateFacts {
+  const certificate = parseCertificate(der);
+  const dns: string[] = [];
+  const uri: string[] = [];
+  const ip: string[] = [];
+  const email: string[] = [];
+  let clientAuth = true;
+  for (const extension of certificate.extensions ?? []) {
+    if (extension.extnID === SUBJECT_ALT_NAME && extension.parsedValue instanceof pkijs.AltName) {
+      for (const name of (extension.parsedValue as pkijs.AltName).altNames) {
+        const value: unknown = name.value;
+        if (name.type === DNS_NAME && typeof value === 'string') dns.push(value.toLowerCase());
+        else if (name.type === URI && typeof value === 'string') uri.push(value);
+        else if (name.type === RFC822_NAME && typeof value === 'string') email.push(value.toLowerCase());
+        else if (name.type === IP_ADDRESS && value instanceof Object && 'valueBlock' in value) {
+          const text = ipText(
+            (value as { valueBlock: { valueHexView: Uint8Array } }).valueBlock.valueHexView,
+          );
+          if (text !== undefined) ip.push(text);
+        }
+      }
+    } else if (
+      extension.extnID === EXTENDED_KEY_USAGE &&
+      extension.parsedValue instanceof pkijs.ExtKeyUsage
+    ) {
+      // RFC 5280 §4.2.1.12: a certificate with the extension is for the purposes it lists only.
+      const purposes = (extension.parsedValue as pkijs.ExtKeyUsage).keyPurposes;
+      clientAuth = purposes.includes(CLIENT_AUTH) || purposes.includes(ANY_EXTENDED_KEY_USAGE);
+    }
+  }
+  const subjectDer = new Uint8Array(certificate.subject.valueBeforeDecode);
+  return {
+    subject: canonicalDnOfDer(subjectDer),
+    subjectText: dnString(subjectDer) ?? '(unreadable subject)',
+    dns,
+    uri,
+    ip,
+    email,
+    notBefore: certificate.notBefore.value.getTime(),
+    notAfter: certificate.notAfter.value.getTime(),
+    clientAuth,
+  };
+}
+
+/**
+ * RFC 5280 §6 path validation of a certificate a proxy forwarded, with the intermediates it sent, to `anchors` (the
+ * certificates of TESSERA_TLS_CLIENT_CA) at `now`: pkijs's engine. Never throws: what cannot be validated is not
+ * trusted.
+ */
+export async function validatePath(
+  leaf: Uint8Array,
+  intermediates: readonly Uint8Array[],
+  anchors: readonly pkijs.Certificate[],
+  now: number,
+): Promise<ChainVerdict> {
+  if (anchors.length === 0) return NOT_TRUSTED;
+  try {
+    const engine = new pkijs.CertificateChainValidationEngine({
+      trustedCerts: [...anchors],
+      certs: [parseCertificate(leaf), ...intermediates.map(parseCertificate)],
+      checkDate: new Date(now),
+    });
+    const result = await engine.verify();
+    if (result.result) return TRUSTED;
+    // pkijs's code 8: a certificate of the path is not yet valid or expired (the leaf's own dates are checked before).
+    return result.resultCode === 8 ? CHAIN_EXPIRED : NOT_TRUSTED;
+  } catch {
+    return NOT_TRUSTED;
+  }
+}
+
+/**
+ * OpenSSL's verdict on a handshake's certificate (Node's TLSSocket.authorizationError codes) as the same reasons as
+ * validatePath's: the two sources of a certificate are refused alike.
+ */
+export function handshakeVerdict(authorized: boolean, error: string | undefined): ChainVerdict {
+  if (authorized) return TRUSTED;
+  return error === 'CERT_HAS_EXPIRED' || error === 'CERT_NOT_YET_VALID' ? CHAIN_EXPIRED : NOT_TRUSTED;
+}
