@@ -29,7 +29,9 @@ export function clientRecord(c: Client, secret?: string): string {
     ...(c.federatedCredentials.length === 0
       ? []
       : [['federated', c.federatedCredentials.map((f) => `${f.name} (${f.issuer})`).join(', ')] as const]),
+    ...(c.tlsClientAuth === null ? [] : [[`tls_${c.tlsClientAuth.kind}`, c.tlsClientAuth.value] as const]),
     ['dpop_bound', c.dpopBoundAccessTokens ? 'yes' : 'no'],
+    ['cert_bound', c.certificateBoundAccessTokens ? 'yes' : 'no'],
     [
       'grants',
       c.grants

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { TlsIdentityKind } from '../domain/known-client.js';
 import { ValidationError } from '../domain/validate.js';
 import { clients, views } from '../management/index.js';
 import { ADMIN_SCOPES } from '../management/builtin.js';
@@ -39,14 +40,63 @@ interface CreateOptions {
   jwks?: unknown;
   jwksUri?: string;
   dpopBound?: boolean;
+  certBoundTokens?: boolean;
+  tlsSubjectDn?: string;
+  tlsSanDns?: string;
+  tlsSanUri?: string;
+  tlsSanIp?: string;
+  tlsSanEmail?: string;
 }
 
 const AUTH_METHOD_HELP =
-  'client_secret_basic (the default), client_secret_post, or private_key_jwt (no secret: with --jwks or --jwks-uri, or neither for federated credentials)';
+  'client_secret_basic (the default), client_secret_post, private_key_jwt (no secret: with --jwks or --jwks-uri, or neither for federated credentials), tls_client_auth (no secret: with one --tls-* value) or self_signed_tls_client_auth (no secret: its certificates in the x5c of --jwks keys)';
 const JWKS_HELP = 'private_key_jwt: its public keys, a JWK Set as JSON or a file holding one (- for stdin)';
 const JWKS_URI_HELP = 'private_key_jwt: the URL where it publishes its public keys';
 const DPOP_BOUND_HELP = 'it gets no token without a DPoP proof (RFC 9449 dpop_bound_access_tokens)';
 const NO_DPOP_BOUND_HELP = 'it gets tokens with or without a DPoP proof (the default)';
+const CERT_BOUND_HELP =
+  'its tokens are bound to its TLS client certificate, and it gets none without one (RFC 8705 tls_client_certificate_bound_access_tokens)';
+const NO_CERT_BOUND_HELP = 'its tokens are not bound to a certificate (the default)';
+
+/** tls_client_auth's values (RFC 8705 §2.1.2): each option's key (commander's), its kind, and what it is. */
+const TLS_OPTIONS = [
+  [
+    'tlsSubjectDn',
+    'subject_dn',
+    'tls_client_auth: the subject DN its certificate must have (RFC 4514: CN=worker,O=Example,C=US)',
+  ],
+  ['tlsSanDns', 'san_dns', 'tls_client_auth: a DNS name its certificate must carry as a SAN'],
+  [
+    'tlsSanUri',
+    'san_uri',
+    'tls_client_auth: a URI its certificate must carry as a SAN (a SPIFFE ID: spiffe://prod.example.com/ns/billing/sa/worker)',
+  ],
+  ['tlsSanIp', 'san_ip', 'tls_client_auth: an IP address its certificate must carry as a SAN'],
+  ['tlsSanEmail', 'san_email', 'tls_client_auth: an email address its certificate must carry as a SAN'],
+] as const satisfies readonly (readonly [keyof CreateOptions, TlsIdentityKind, string])[];
+type TlsOption = (typeof TLS_OPTIONS)[number][0];
+const TLS_HELP = Object.fromEntries(TLS_OPTIONS.map(([key, , help]) => [key, help])) as Record<
+  TlsOption,
+  string
+>;
+const TLS_UPDATE = ' (replaces the value it has, of any kind; "" removes this one)';
+
+/**
+ * The --tls-* values given, by kind, in the order they were given (a second one is refused, as the admin API
+ * refuses two fields); `clear`: "" is null (update). Undefined when none is.
+ */
+function tlsIdentityOf(
+  options: Partial<Record<TlsOption, string>>,
+  clear: boolean,
+): clients.ClientFields['tlsIdentity'] {
+  const given: NonNullable<clients.ClientFields['tlsIdentity']> = {};
+  for (const key of Object.keys(options)) {
+    const option = TLS_OPTIONS.find(([name]) => name === key);
+    const value = options[key as TlsOption];
+    if (option !== undefined && value !== undefined) given[option[1]] = clear && value === '' ? null : value;
+  }
+  return Object.keys(given).length === 0 ? undefined : given;
+}
 
 const CLAIMS_HELP = 'custom claims in its tokens, a JSON object: \'{"tenant_id":"acme"}\'';
 const CLAIM_HELP = 'one custom claim, name=value (repeatable; value as JSON if it is JSON)';
@@ -79,7 +129,14 @@ export function clientCommands(program: Command): void {
       .option('--jwks <json-or-file>', JWKS_HELP, parseJwks)
       .option('--jwks-uri <url>', JWKS_URI_HELP)
       .option('--dpop-bound', DPOP_BOUND_HELP)
-      .option('--no-dpop-bound', NO_DPOP_BOUND_HELP),
+      .option('--no-dpop-bound', NO_DPOP_BOUND_HELP)
+      .option('--tls-subject-dn <dn>', TLS_HELP.tlsSubjectDn)
+      .option('--tls-san-dns <name>', TLS_HELP.tlsSanDns)
+      .option('--tls-san-uri <uri>', TLS_HELP.tlsSanUri)
+      .option('--tls-san-ip <address>', TLS_HELP.tlsSanIp)
+      .option('--tls-san-email <address>', TLS_HELP.tlsSanEmail)
+      .option('--cert-bound-tokens', CERT_BOUND_HELP)
+      .option('--no-cert-bound-tokens', NO_CERT_BOUND_HELP),
   ).action(
     action(async (ctx, json, options: CreateOptions) => {
       const admin = options.admin === true || options.adminScopes !== undefined;
@@ -97,6 +154,8 @@ export function clientCommands(program: Command): void {
         jwks: options.jwks,
         jwksUri: options.jwksUri,
         dpopBoundAccessTokens: options.dpopBound,
+        tlsIdentity: tlsIdentityOf(options, false),
+        certificateBoundAccessTokens: options.certBoundTokens,
       });
       printWithSecret(ctx.config, json, 'Client created. The secret is shown this once', created);
     }),
@@ -126,7 +185,7 @@ export function clientCommands(program: Command): void {
     client
       .command('update <client-id>')
       .description(
-        'change a client: its name, description, token lifetime, custom claims, how it authenticates, or whether its tokens must be bound to a DPoP key',
+        'change a client: its name, description, token lifetime, custom claims, how it authenticates, or whether its tokens must be bound to a DPoP key or its certificate',
       )
       .option('--name <name>', 'display name', parseName)
       .option('--description <text>', 'what the client is for ("" removes it)')
@@ -135,12 +194,19 @@ export function clientCommands(program: Command): void {
       .option('--claim <name=value>', `${CLAIM_HELP}; added to the current ones`, collectClaim)
       .option(
         '--auth-method <method>',
-        `${AUTH_METHOD_HELP}; a switch to private_key_jwt deletes its secrets`,
+        `${AUTH_METHOD_HELP}; a switch to a method without secrets deletes its secrets, a switch away from tls_client_auth its --tls-* value`,
       )
       .option('--jwks <json-or-file>', `${JWKS_HELP} (replaces a jwks_uri)`, parseJwks)
       .option('--jwks-uri <url>', `${JWKS_URI_HELP} (replaces inline keys)`)
       .option('--dpop-bound', DPOP_BOUND_HELP)
-      .option('--no-dpop-bound', 'it gets tokens with or without a DPoP proof'),
+      .option('--no-dpop-bound', 'it gets tokens with or without a DPoP proof')
+      .option('--tls-subject-dn <dn>', TLS_HELP.tlsSubjectDn + TLS_UPDATE)
+      .option('--tls-san-dns <name>', TLS_HELP.tlsSanDns + TLS_UPDATE)
+      .option('--tls-san-uri <uri>', TLS_HELP.tlsSanUri + TLS_UPDATE)
+      .option('--tls-san-ip <address>', TLS_HELP.tlsSanIp + TLS_UPDATE)
+      .option('--tls-san-email <address>', TLS_HELP.tlsSanEmail + TLS_UPDATE)
+      .option('--cert-bound-tokens', CERT_BOUND_HELP)
+      .option('--no-cert-bound-tokens', 'its tokens are not bound to a certificate'),
   ).action(
     action(
       async (
@@ -157,7 +223,8 @@ export function clientCommands(program: Command): void {
           jwks?: unknown;
           jwksUri?: string;
           dpopBound?: boolean;
-        },
+          certBoundTokens?: boolean;
+        } & Partial<Record<TlsOption, string>>,
       ) => {
         // --claims replaces the claims; --claim adds to them (to the new ones, with both).
         const updated = await clients.updateClient(ctx, id, {
@@ -170,6 +237,8 @@ export function clientCommands(program: Command): void {
           jwks: options.jwks,
           jwksUri: options.jwksUri,
           dpopBoundAccessTokens: options.dpopBound,
+          tlsIdentity: tlsIdentityOf(options, true),
+          certificateBoundAccessTokens: options.certBoundTokens,
         });
         if (json) printJson(views.clientJson(updated));
         else print(clientRecord(updated));
