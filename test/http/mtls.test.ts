@@ -460,6 +460,33 @@ describe('certificate-bound tokens (RFC 8705 §3)', () => {
     expect([body.active, body.token_type, body.cnf]).toEqual([true, 'Bearer', { 'x5t#S256': worker.x5t }]);
   });
 
+  it('a certificate client revokes its own token, authenticated by its certificate (RFC 7009)', async () => {
+    const issued = await token(asks('bound-dn'), agent(worker));
+    const revoke = (dispatcher: Agent) =>
+      fetch(`${base}/oauth/revoke`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({
+          client_id: 'bound-dn',
+          token: issued.body.access_token as string,
+        }).toString(),
+        dispatcher,
+      });
+    const refused = await revoke(agent());
+    expect([refused.status, await refused.json()]).toEqual([401, INVALID_CLIENT]);
+    expect((await revoke(agent(worker))).status).toBe(200);
+    const response = await fetch(`${base}/oauth/introspect`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        client_id: 'introspector',
+        token: issued.body.access_token as string,
+      }).toString(),
+      dispatcher: agent(worker),
+    });
+    expect(await response.json()).toEqual({ active: false });
+  });
+
   it('the admin API takes a certificate-bound token only with that certificate on the connection', async () => {
     await ensureAdminAudience(managementOf(t));
     const admin = adminAudienceUrl(t.config);
