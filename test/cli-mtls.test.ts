@@ -215,3 +215,222 @@ describe('tessera client --auth-method self_signed_tls_client_auth', () => {
     expect(plain.json).toMatchObject({ tls_client_certificate_bound_access_tokens: false });
   }, 60_000);
 });
+
+describe('tessera apply and export: RFC 8705 client fields', () => {
+  it('apply creates them; export writes a tls_client_auth_* field only when set and the binding only when true; export | apply plans no change', async () => {
+    const cert = await selfSigned({ subject: 'CN=applied' });
+    const file = ws.write(
+      'mtls.yaml',
+      [
+        'clients:',
+        '  - client_id: applied-tls',
+        '    name: Applied TLS',
+        '    token_endpoint_auth_method: tls_client_auth',
+        '    tls_client_auth_subject_dn: CN=worker,O=Example,C=US',
+        '    tls_client_certificate_bound_access_tokens: true',
+        '    grants:',
+        `      - audience: ${API}`,
+        '  - client_id: applied-self',
+        '    name: Applied self-signed',
+        '    token_endpoint_auth_method: self_signed_tls_client_auth',
+        `    jwks: ${JSON.stringify({ keys: [cert.jwk] })}`,
+        '  - client_id: applied-bound',
+        '    name: Applied bound',
+        '    tls_client_certificate_bound_access_tokens: true',
+        '',
+      ].join('\n'),
+    );
+    const applied = await ws.ok('apply', '-f', file);
+    expect(applied.stdout).toContain('Applied.');
+    // Only the client of a secret method gets a secret.
+    expect(applied.stdout).toContain('applied-bound');
+    expect(applied.stdout).not.toMatch(/applied-tls +\S{20,}/);
+    expect((await ws.ok('client', 'show', 'applied-tls', '--json')).json).toMatchObject({
+      token_endpoint_auth_method: 'tls_client_auth',
+      tls_client_auth_subject_dn: 'CN=worker,O=Example,C=US',
+      tls_client_certificate_bound_access_tokens: true,
+    });
+    expect((await ws.ok('client', 'secrets', 'list', 'applied-tls', '--json')).json).toEqual([]);
+
+    const exported = await ws.ok('export', '--format', 'json');
+    const entries = (exported.json as { clients: Record<string, unknown>[] }).clients;
+    const entry = (id: string) => entries.find((c) => c.client_id === id)!;
+    expect(entry('applied-tls')).toEqual({
+      client_id: 'applied-tls',
+      name: 'Applied TLS',
+      enabled: true,
+      token_endpoint_auth_method: 'tls_client_auth',
+      tls_client_auth_subject_dn: 'CN=worker,O=Example,C=US',
+      tls_client_certificate_bound_access_tokens: true,
+      grants: [{ audience: API }],
+    });
+    expect(entry('applied-self')).toEqual({
+      client_id: 'applied-self',
+      name: 'Applied self-signed',
+      enabled: true,
+      token_endpoint_auth_method: 'self_signed_tls_client_auth',
+      jwks: { keys: [cert.jwk] },
+      grants: [],
+    });
+    expect(entry('applied-bound')).toMatchObject({ tls_client_certificate_bound_access_tokens: true });
+    expect(entry('applied-bound')).not.toHaveProperty('token_endpoint_auth_method');
+    // Left out where not set: every other client.
+    for (const c of entries.filter(
+      (c) => !['applied-tls', 'applied-bound', 'self-signed', 'bound-svc'].includes(c.client_id as string),
+    ))
+      expect(c).not.toHaveProperty('tls_client_certificate_bound_access_tokens');
+    expect(entry('tls-san-ip')).toMatchObject({ tls_client_auth_san_ip: '2001:db8::10' });
+    expect(Object.keys(entry('tls-san-ip')).filter((k) => k.startsWith('tls_'))).toEqual([
+      'tls_client_auth_san_ip',
+    ]);
+    const again = await ws.withInput(exported.stdout, 'apply', '-f', '-', '--dry-run');
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('No changes.');
+    const yaml = await ws.ok('export');
+    const againYaml = await ws.withInput(yaml.stdout, 'apply', '-f', '-', '--dry-run');
+    expect(againYaml.stdout).toContain('No changes.');
+  }, 60_000);
+
+  it('a file that changes the kind replaces the value; one that leaves the binding out unbinds; each line of the plan', async () => {
+    const file = ws.write(
+      'mtls-2.yaml',
+      [
+        'clients:',
+        '  - client_id: applied-tls',
+        '    name: Applied TLS',
+        '    token_endpoint_auth_method: tls_client_auth',
+        `    tls_client_auth_san_uri: ${SPIFFE}`,
+        '    grants:',
+        `      - audience: ${API}`,
+        '',
+      ].join('\n'),
+    );
+    const plan = await ws.ok('apply', '-f', file);
+    expect(plan.stdout).toContain(
+      '~ client applied-tls: tls_client_auth_subject_dn "CN=worker,O=Example,C=US" → null',
+    );
+    expect(plan.stdout).toContain(`tls_client_auth_san_uri null → "${SPIFFE}"`);
+    expect(plan.stdout).toContain('tls_client_certificate_bound_access_tokens true → false');
+    expect((await ws.ok('client', 'show', 'applied-tls', '--json')).json).toMatchObject({
+      tls_client_auth_subject_dn: null,
+      tls_client_auth_san_uri: SPIFFE,
+      tls_client_certificate_bound_access_tokens: false,
+    });
+    // To a secret method: the value goes.
+    const secret = ws.write(
+      'mtls-3.yaml',
+      [
+        'clients:',
+        '  - client_id: applied-tls',
+        '    name: Applied TLS',
+        '    grants:',
+        `      - audience: ${API}`,
+        '',
+      ].join('\n'),
+    );
+    const back = await ws.ok('apply', '-f', secret);
+    // (The default method, which the file leaves out, reads as null.)
+    expect(back.stdout).toContain(
+      '~ client applied-tls: token_endpoint_auth_method "tls_client_auth" → null',
+    );
+    expect(back.stdout).toContain(`~ client applied-tls: tls_client_auth_san_uri "${SPIFFE}" → null`);
+    expect((await ws.ok('client', 'show', 'applied-tls', '--json')).json).toMatchObject({
+      token_endpoint_auth_method: 'client_secret_basic',
+      tls_client_auth_san_uri: null,
+    });
+  }, 60_000);
+
+  it('a file with two values, a bad value, a value on another method or a key without x5c is refused whole, each at its place', async () => {
+    const cert = await selfSigned({ subject: 'CN=refused' });
+    const { x5c: _, ...bare } = cert.jwk;
+    const file = ws.write(
+      'bad.yaml',
+      [
+        'clients:',
+        '  - client_id: two-values',
+        '    name: Two',
+        '    token_endpoint_auth_method: tls_client_auth',
+        '    tls_client_auth_san_dns: a.example.com',
+        '    tls_client_auth_san_ip: 192.0.2.1',
+        '  - client_id: none-given',
+        '    name: None',
+        '    token_endpoint_auth_method: tls_client_auth',
+        '  - client_id: bad-ip',
+        '    name: Bad IP',
+        '    token_endpoint_auth_method: tls_client_auth',
+        '    tls_client_auth_san_ip: 192.0.2',
+        '  - client_id: other-method',
+        '    name: Other',
+        '    tls_client_auth_san_uri: spiffe://x/y',
+        '  - client_id: no-x5c',
+        '    name: No x5c',
+        '    token_endpoint_auth_method: self_signed_tls_client_auth',
+        `    jwks: ${JSON.stringify({ keys: [bare] })}`,
+        '  - client_id: wrong-type',
+        '    name: Wrong type',
+        '    tls_client_certificate_bound_access_tokens: "yes"',
+        '',
+      ].join('\n'),
+    );
+    const refusedFile = await ws.run('apply', '-f', file, '--json');
+    expect(refusedFile.code).toBe(2);
+    const { errors } = JSON.parse(refusedFile.stderr) as {
+      errors: { pointer: string; line?: number; message: string }[];
+    };
+    expect(errors.map((e) => [e.pointer, e.line, e.message])).toEqual([
+      [
+        '/clients/0/tls_client_auth_san_ip',
+        6,
+        'a tls_client_auth client has one of tls_client_auth_subject_dn, tls_client_auth_san_dns, tls_client_auth_san_uri, tls_client_auth_san_ip, tls_client_auth_san_email: tls_client_auth_san_dns is given already',
+      ],
+      [
+        '/clients/1/token_endpoint_auth_method',
+        9,
+        'tls_client_auth needs one of tls_client_auth_subject_dn, tls_client_auth_san_dns, tls_client_auth_san_uri, tls_client_auth_san_ip, tls_client_auth_san_email',
+      ],
+      [
+        '/clients/2/tls_client_auth_san_ip',
+        13,
+        'tls_client_auth_san_ip must be an IPv4 or IPv6 address (192.0.2.10, 2001:db8::10)',
+      ],
+      [
+        '/clients/3/tls_client_auth_san_uri',
+        16,
+        'tls_client_auth_* fields are for tls_client_auth; this client uses client_secret_basic',
+      ],
+      [
+        '/clients/4/jwks/keys/0/x5c',
+        20,
+        "jwks key 1 has no x5c: a self_signed_tls_client_auth client registers each certificate in its key's x5c (RFC 7517 section 4.7)",
+      ],
+      ['/clients/5/tls_client_certificate_bound_access_tokens', 23, 'must be boolean'],
+    ]);
+    expect((await ws.ok('client', 'list', '--search', 'two-values', '--json')).json).toEqual([]);
+  }, 60_000);
+
+  it('export --schema describes the fields', async () => {
+    const schema = (await ws.ok('export', '--schema')).json as {
+      $defs: { client: { properties: Record<string, { description?: string }> } };
+    };
+    const properties = schema.$defs.client.properties;
+    for (const field of [
+      'tls_client_auth_subject_dn',
+      'tls_client_auth_san_dns',
+      'tls_client_auth_san_uri',
+      'tls_client_auth_san_ip',
+      'tls_client_auth_san_email',
+    ])
+      expect(properties[field]).toEqual({
+        anyOf: [
+          { type: 'string', description: expect.stringContaining('RFC 8705 section 2.1.2') },
+          { type: 'null' },
+        ],
+      });
+    expect(properties.tls_client_certificate_bound_access_tokens).toEqual({
+      type: 'boolean',
+      default: false,
+      description:
+        'its tokens are bound to its TLS client certificate, and none is issued without one (RFC 8705 section 3.4)',
+    });
+  }, 60_000);
+});

@@ -3,6 +3,8 @@
  * transaction, so that the plan is applied whole or not at all.
  */
 import type { PublicJwks } from '../../domain/client-auth/index.js';
+import { tlsIdentityField } from '../../domain/client-auth/certificate-registration.js';
+import { TLS_IDENTITY_KINDS } from '../../domain/known-client.js';
 import { addAudience, removeAudience, updateAudience } from '../audiences.js';
 import { adminAudienceUrl, ensureAdminAudience } from '../builtin.js';
 import {
@@ -11,6 +13,7 @@ import {
   deleteClient,
   updateClient,
   type CheckedClient,
+  type ClientFields,
   type ClientInput,
 } from '../clients.js';
 import type { FieldChange, ManagementContext } from '../context.js';
@@ -74,7 +77,24 @@ const clientFields = (values: Record<string, unknown>) => ({
   ...('dpop_bound_access_tokens' in values
     ? { dpopBoundAccessTokens: values.dpop_bound_access_tokens === true }
     : {}),
+  ...tlsIdentityOf(values),
+  ...('tls_client_certificate_bound_access_tokens' in values
+    ? { certificateBoundAccessTokens: values.tls_client_certificate_bound_access_tokens === true }
+    : {}),
 });
+
+/**
+ * A plan's tls_client_auth_* values (the file's names) by kind, as a client operation takes them: the one it sets
+ * and those it clears (null), so that a change of kind replaces the value.
+ */
+function tlsIdentityOf(values: Record<string, unknown>): { tlsIdentity?: ClientFields['tlsIdentity'] } {
+  const given: NonNullable<ClientFields['tlsIdentity']> = {};
+  for (const kind of TLS_IDENTITY_KINDS) {
+    const field = tlsIdentityField(kind);
+    if (field in values) given[kind] = values[field] as string | null;
+  }
+  return Object.keys(given).length === 0 ? {} : { tlsIdentity: given };
+}
 
 /** A plan's values of a federated credential (the file's names) as its operations take them; left out: as it is. */
 const credentialFields = (values: Record<string, unknown>): FederatedCredentialInput => ({

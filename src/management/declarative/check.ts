@@ -5,12 +5,9 @@
  * file is refused with all of them at once.
  */
 import { validateClaims } from '../../domain/validate.js';
-import {
-  authMethodProblem,
-  checkJwksKeys,
-  MAX_FEDERATED_CREDENTIALS,
-  type PublicJwks,
-} from '../../domain/client-auth/index.js';
+import { credentialProblem, tlsIdentityField } from '../../domain/client-auth/certificate-registration.js';
+import { TLS_IDENTITY_KINDS } from '../../domain/known-client.js';
+import { checkJwksKeys, MAX_FEDERATED_CREDENTIALS, type PublicJwks } from '../../domain/client-auth/index.js';
 import type { Audience } from '../../store/types.js';
 import { checkNewAudience, type AudienceInput } from '../audiences.js';
 import { ADMIN_AUDIENCE_SCOPES } from '../builtin.js';
@@ -148,7 +145,22 @@ const clientInput = (id: string, name: string, raw: Record<string, unknown>): Cl
   jwksUri: nstr(raw.jwks_uri),
   dpopBoundAccessTokens:
     typeof raw.dpop_bound_access_tokens === 'boolean' ? raw.dpop_bound_access_tokens : undefined,
+  tlsIdentity: tlsIdentityOf(raw),
+  certificateBoundAccessTokens:
+    typeof raw.tls_client_certificate_bound_access_tokens === 'boolean'
+      ? raw.tls_client_certificate_bound_access_tokens
+      : undefined,
 });
+
+/** An entry's tls_client_auth_* fields by kind, in the file's order (a second one is refused at its place). */
+function tlsIdentityOf(raw: Record<string, unknown>): ClientInput['tlsIdentity'] {
+  const given: NonNullable<ClientInput['tlsIdentity']> = {};
+  for (const [key, value] of Object.entries(raw)) {
+    const kind = TLS_IDENTITY_KINDS.find((k) => tlsIdentityField(k) === key);
+    if (kind !== undefined) given[kind] = nstr(value);
+  }
+  return Object.keys(given).length === 0 ? undefined : given;
+}
 
 /** A federated credential's entry as the rules take it, each value only if it is of the type the schema asks. */
 const credentialInput = (raw: Record<string, unknown>): FederatedCredentialInput => ({
@@ -184,8 +196,12 @@ const wantedClient = (
   jwks: checked.jwks,
   jwks_uri: checked.jwksUri,
   federated_credentials: credentials.sort((a, b) => byCodeUnit(a.name, b.name)),
-  // As the export writes it: only when true.
+  // As the export writes them: only when true, only the one set.
   ...(checked.dpopBoundAccessTokens ? { dpop_bound_access_tokens: true } : {}),
+  ...(checked.tlsClientAuth === null
+    ? {}
+    : { [tlsIdentityField(checked.tlsClientAuth.kind)]: checked.tlsClientAuth.value }),
+  ...(checked.certificateBoundAccessTokens ? { tls_client_certificate_bound_access_tokens: true } : {}),
   // A copy of its length: the list the grants were pushed to has room for 17 (150 bytes a client of 200 000).
   grants: grants.sort((a, b) => byCodeUnit(a.audience, b.audience)).slice(),
 });
@@ -387,13 +403,12 @@ class FileCheck {
   }
 
   /**
-   * A client's method and keys together (domain/client-auth/method.ts's rule); an inline key set is kept to be imported
-   * once every client is read.
+   * A client's method and credentials together (domain/client-auth/certificate-registration.ts's rule, the management
+   * operations'), placed at the field at fault; an inline key set is kept to be imported once every client is read.
    */
   private checkAuthMethod(base: string, client: CheckedClient): void {
-    const problem = authMethodProblem(client.authMethod, client.jwks, client.jwksUri);
-    if (problem !== undefined)
-      this.problems.add(`${base}/${client.jwks !== null ? 'jwks' : 'token_endpoint_auth_method'}`, problem);
+    const problem = credentialProblem(client);
+    if (problem !== undefined) this.problems.add(`${base}/${problem.field}`, problem.message);
     else if (client.jwks !== null) this.keySets.push({ pointer: `${base}/jwks`, jwks: client.jwks });
   }
 

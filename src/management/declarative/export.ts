@@ -3,6 +3,7 @@
  * plan compares a file with, so that an exported file plans no change.
  */
 import { DEFAULT_MAX_LIFETIME } from '../../domain/client-auth/index.js';
+import { tlsIdentityField } from '../../domain/client-auth/certificate-registration.js';
 import type { Audience, Client } from '../../store/types.js';
 import { isBuiltInAudience } from '../builtin.js';
 import type { ManagementContext } from '../context.js';
@@ -94,6 +95,8 @@ export function clientEntry(c: Client, issuer: string): ClientEntry {
             .sort((a, b) => byCodeUnit(a.name, b.name)),
         }),
     ...(c.dpopBoundAccessTokens ? { dpop_bound_access_tokens: true } : {}),
+    ...(c.tlsClientAuth === null ? {} : { [tlsIdentityField(c.tlsClientAuth.kind)]: c.tlsClientAuth.value }),
+    ...(c.certificateBoundAccessTokens ? { tls_client_certificate_bound_access_tokens: true } : {}),
     grants: [...c.grants].sort((a, b) => byCodeUnit(a.audience, b.audience)).map(grantEntry),
   };
 }

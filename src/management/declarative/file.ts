@@ -78,6 +78,14 @@ export interface ClientEntry {
   federated_credentials?: FederatedCredentialEntry[];
   /** RFC 9449 §5.2: no token without a DPoP proof; false when left out. */
   dpop_bound_access_tokens?: boolean;
+  /** tls_client_auth (RFC 8705 §2.1.2): the one value its certificate must carry; none when left out. */
+  tls_client_auth_subject_dn?: string | null;
+  tls_client_auth_san_dns?: string | null;
+  tls_client_auth_san_uri?: string | null;
+  tls_client_auth_san_ip?: string | null;
+  tls_client_auth_san_email?: string | null;
+  /** RFC 8705 §3.4: its tokens are bound to its certificate; false when left out. */
+  tls_client_certificate_bound_access_tokens?: boolean;
   /** Every audience the client is granted; none when left out. */
   grants?: GrantEntry[];
 }

@@ -154,7 +154,10 @@ function grantSteps(have: Client, grants: readonly GrantEntry[], prune: boolean,
 }
 
 /** The client fields the export leaves out at their default (which is not null). */
-const CLIENT_DEFAULTS = { dpop_bound_access_tokens: false };
+const CLIENT_DEFAULTS = {
+  dpop_bound_access_tokens: false,
+  tls_client_certificate_bound_access_tokens: false,
+};
 
 /** The fields of a federated credential that a plan compares (all but its name, which is how it is known). */
 const CREDENTIAL_FIELDS = FEDERATED_FIELDS.filter((f) => f !== 'name');

@@ -55,13 +55,14 @@ const CLIENT = {
       enum: [...AUTH_METHOD_NAMES],
       default: 'client_secret_basic',
       description:
-        'how the client authenticates (RFC 7591); private_key_jwt with jwks or jwks_uri, or with federated_credentials',
+        'how the client authenticates (RFC 7591); private_key_jwt with jwks or jwks_uri, or with federated_credentials; tls_client_auth with one tls_client_auth_* field; self_signed_tls_client_auth with jwks whose keys carry x5c (RFC 8705)',
     },
     jwks: nullable({
       type: 'object',
       required: ['keys'],
       properties: { keys: { type: 'array', items: { type: 'object' }, minItems: 1 } },
-      description: 'private_key_jwt: the public keys, a JWK Set (RFC 7517)',
+      description:
+        'private_key_jwt: the public keys, a JWK Set (RFC 7517); self_signed_tls_client_auth: its certificates, in the x5c of each key',
     }),
     jwks_uri: nullable({ type: 'string', description: 'private_key_jwt: where the public keys are' }),
     federated_credentials: {
@@ -74,6 +75,36 @@ const CLIENT = {
       type: 'boolean',
       default: false,
       description: 'no token without a DPoP proof (RFC 9449 section 5.2)',
+    },
+    tls_client_auth_subject_dn: nullable({
+      type: 'string',
+      description:
+        'tls_client_auth (RFC 8705 section 2.1.2): the subject DN its certificate must have, RFC 4514 (CN=worker,O=Example,C=US); one tls_client_auth_* field at most',
+    }),
+    tls_client_auth_san_dns: nullable({
+      type: 'string',
+      description: 'tls_client_auth (RFC 8705 section 2.1.2): a dNSName its certificate must carry as a SAN',
+    }),
+    tls_client_auth_san_uri: nullable({
+      type: 'string',
+      description:
+        'tls_client_auth (RFC 8705 section 2.1.2): a URI its certificate must carry as a SAN (a SPIFFE ID)',
+    }),
+    tls_client_auth_san_ip: nullable({
+      type: 'string',
+      description:
+        'tls_client_auth (RFC 8705 section 2.1.2): an IP address its certificate must carry as a SAN',
+    }),
+    tls_client_auth_san_email: nullable({
+      type: 'string',
+      description:
+        'tls_client_auth (RFC 8705 section 2.1.2): an email address its certificate must carry as a SAN',
+    }),
+    tls_client_certificate_bound_access_tokens: {
+      type: 'boolean',
+      default: false,
+      description:
+        'its tokens are bound to its TLS client certificate, and none is issued without one (RFC 8705 section 3.4)',
     },
     grants: { type: 'array', items: { $ref: '#/$defs/grant' } },
   },
