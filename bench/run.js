@@ -39,11 +39,11 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /**
  * Tessera's tessera_event_loop_delay_max_seconds (the longest event-loop delay since the previous scrape), or
  * the ceiling's event_loop_delay_max_seconds (the same measure), in milliseconds; undefined where the server
- * has no metrics (TESSERA_METRICS=false, the other peers).
+ * has no metrics (TESSERA_METRICS=false, the other peers). `get`: the server's fetch over https (it trusts its CA).
  */
-async function loopDelayMaxMs(metricsUrl) {
+async function loopDelayMaxMs(metricsUrl, get = fetch) {
   try {
-    const response = await fetch(metricsUrl);
+    const response = await get(metricsUrl);
     if (!response.ok) return undefined;
     const match = /^(?:tessera_)?event_loop_delay_max_seconds (\S+)$/m.exec(await response.text());
     return match ? Number(match[1]) * 1000 : undefined;
@@ -245,7 +245,7 @@ async function main() {
     try {
       const port = await freePort();
       started = await definition.start(port);
-      await waitUntilReady(started.server, started.readyUrl, { timeoutMs: 30_000 });
+      await waitUntilReady(started.server, started.readyUrl, { timeoutMs: 30_000, fetch: started.fetch });
       await started.target.prepare?.();
       readyAt = Number(process.hrtime.bigint() / 1000n);
       const warm = await checkedWarmup(started.target, {
@@ -266,14 +266,14 @@ async function main() {
           (started.readyUrl.endsWith('/readyz')
             ? started.readyUrl.replace(/\/readyz$/, '/metrics')
             : undefined);
-        if (loopDelayUrl) await loopDelayMaxMs(loopDelayUrl);
+        if (loopDelayUrl) await loopDelayMaxMs(loopDelayUrl, started.fetch);
         const result = await measure(started.target, {
           seconds: settings.seconds,
           connections,
           serverPid: started.server.pid,
           storeComm: { postgres: 'postgres', redis: 'redis-server' }[definition.store],
         });
-        result.loopDelayMaxMs = loopDelayUrl ? await loopDelayMaxMs(loopDelayUrl) : undefined;
+        result.loopDelayMaxMs = loopDelayUrl ? await loopDelayMaxMs(loopDelayUrl, started.fetch) : undefined;
         if (started.server.exitCode !== undefined)
           throw new Error(
             `${id} exited (${started.server.exitCode}) during the measurement:\n${started.server.output}`,
@@ -460,6 +460,27 @@ async function main() {
           `answer ${row.serverCpuUsPerRequest?.toFixed(1)} vs ${bearer.serverCpuUsPerRequest?.toFixed(1)} µs`,
       );
   }
+  // Mutual TLS (RFC 8705): what TLS costs the secret path, what tls_client_auth costs over a secret on the same TLS,
+  // and the certificate forwarded by a proxy in a header over plain HTTP.
+  for (const [scenario, against, what] of [
+    ['tessera-sqlite-tls', 'tessera-sqlite', 'TLS (a secret over HTTPS ÷ over HTTP)'],
+    ['tessera-sqlite-mtls', 'tessera-sqlite-tls', 'tls_client_auth (÷ a secret, both over HTTPS)'],
+    [
+      'tessera-sqlite-mtls-header',
+      'tessera-sqlite',
+      'tls_client_auth by Client-Cert header (÷ a secret, both over HTTP)',
+    ],
+  ])
+    for (const row of rows.filter((r) => r.scenario === scenario)) {
+      const other = rows.find((r) => r.scenario === against && r.connections === row.connections);
+      if (other)
+        notes.push(
+          `${what} at concurrency ${row.connections}: ${scenario} ${Math.round(row.reqPerSec)} req/s, ${against} ` +
+            `${Math.round(other.reqPerSec)} req/s (${(row.reqPerSec / other.reqPerSec).toFixed(2)}×); p99 ` +
+            `${row.p99Ms.toFixed(1)} vs ${other.p99Ms.toFixed(1)} ms; CPU per token ` +
+            `${row.serverCpuUsPerRequest?.toFixed(1)} vs ${other.serverCpuUsPerRequest?.toFixed(1)} µs`,
+        );
+    }
   const noisy = rows.filter((r) => r.otherCpuCores >= 0.15);
   if (noisy.length > 0)
     notes.push(

@@ -16,6 +16,14 @@ import {
   treeRssMb,
 } from './proc.js';
 
+/**
+ * Over TLS (an https target): the options of every connection's tls.connect (the server CA, and the client
+ * certificate and key of a tls_client_auth client). autocannon connects with rejectUnauthorized false whatever the
+ * options say; the warm-up's JWKS request is the one that verifies the server's certificate (target.fetch trusts the
+ * CA). Each connection is kept alive for the whole run, so its handshake is paid once.
+ */
+const tlsOf = (target) => (target.tlsOptions ? { tlsOptions: target.tlsOptions } : {});
+
 function run(options, onResponse) {
   return new Promise((resolve, reject) => {
     const instance = autocannon(options, (error, result) => (error ? reject(error) : resolve(result)));
@@ -116,9 +124,10 @@ export async function checkedWarmup(target, { seconds, connections }) {
     duration: seconds,
     requests: [request],
     timeout: 10,
+    ...tlsOf(target),
   });
   if (answers.length === 0) throw new Error('no answer during the warm-up');
-  const response = await fetch(target.jwksUrl, { signal: AbortSignal.timeout(5000) });
+  const response = await (target.fetch ?? fetch)(target.jwksUrl, { signal: AbortSignal.timeout(5000) });
   if (!response.ok) throw new Error(`JWKS at ${target.jwksUrl}: status ${response.status}`);
   const jwks = createLocalJWKSet(await response.json());
   const failures = [];
@@ -188,7 +197,7 @@ function percentile(sorted, p) {
  */
 export async function measure(target, { seconds, connections, serverPid, storeComm }) {
   const plan = requestPlan(target);
-  const options = { url: target.url, connections, duration: seconds, timeout: 10 };
+  const options = { url: target.url, connections, duration: seconds, timeout: 10, ...tlsOf(target) };
   if (plan.rotating) options.requests = [{ ...plan.base, setupRequest: plan.setupRequest }];
   else
     Object.assign(options, {

@@ -110,8 +110,15 @@ export async function stopServer(server, graceMs = 10_000) {
   live.delete(server);
 }
 
-/** Polls `url` until it answers `okStatus`, the server exits, or `timeoutMs` passes. */
-export async function waitUntilReady(server, url, { timeoutMs = 30_000, okStatus = 200 } = {}) {
+/**
+ * Polls `url` until it answers `okStatus`, the server exits, or `timeoutMs` passes; with the `fetch` given (over
+ * https, one that trusts the server's CA), or the global one.
+ */
+export async function waitUntilReady(
+  server,
+  url,
+  { timeoutMs = 30_000, okStatus = 200, fetch: get = fetch } = {},
+) {
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer';
   while (Date.now() < deadline) {
@@ -119,7 +126,7 @@ export async function waitUntilReady(server, url, { timeoutMs = 30_000, okStatus
       throw new Error(`${server.name} exited (${server.exitCode}) before it was ready:\n${server.output}`);
     }
     try {
-      const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      const response = await get(url, { signal: AbortSignal.timeout(1000) });
       await response.arrayBuffer();
       if (response.status === okStatus) return;
       last = `status ${response.status}`;

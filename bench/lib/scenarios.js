@@ -4,6 +4,7 @@
 // and reports.
 import { join } from 'node:path';
 import { startPinned, stopServer } from './proc.js';
+import { CLIENT_SAN_URI } from './pki.js';
 import { ADMIN_LIST_CLIENTS, ADMIN_LIST_PAGE, DOWNSTREAM, ROOT, runServers } from './servers.js';
 import { tesseraEnv } from './stores.js';
 
@@ -285,6 +286,46 @@ export function scenarios(run) {
         servers.startTessera({
           id: 'tessera-sqlite-federated',
           store: await servers.federatedSqliteStore(),
+          port,
+        }),
+    },
+    'tessera-sqlite-tls': {
+      label: 'Tessera, SQLite, HTTPS',
+      note: () =>
+        "TLS: tessera-sqlite's client (a secret, client_secret_post) over Tessera's own HTTPS (TESSERA_TLS_CERT and " +
+        'TESSERA_TLS_KEY: an EC P-256 certificate for 127.0.0.1 of a CA the bench made with openssl; TLS 1.3 as ' +
+        'negotiated; the server asks every client for a certificate, this one sends none). Every connection is kept ' +
+        'alive for the whole measurement, as in every scenario, so each pays its handshake (a full one) once: the ' +
+        "measurement's connections (its concurrency) handshakes in all, and then the record layer's encryption on " +
+        'every request and answer; against tessera-sqlite, what TLS costs',
+      start: async (port) =>
+        servers.startTessera({ id: 'tessera-sqlite-tls', store: await servers.tlsSqliteStore(), port }),
+    },
+    'tessera-sqlite-mtls': {
+      label: 'Tessera, SQLite, HTTPS, tls_client_auth',
+      note: () =>
+        'tls_client_auth (RFC 8705 §2.1): a client with no secret, registered with tls_client_auth_san_uri ' +
+        `${CLIENT_SAN_URI}, over the HTTPS of tessera-sqlite-tls, its certificate (EC P-256, of the client CA in ` +
+        "TESSERA_TLS_CLIENT_CA, that SPIFFE ID its subjectAltName) presented in each connection's handshake and " +
+        'the body only grant_type, client_id and audience: the chain is verified by OpenSSL once per connection ' +
+        "(kept-alive, as in tessera-sqlite-tls), and each request matches the connection's certificate with the " +
+        "client's registration; against tessera-sqlite-tls, what tls_client_auth costs over a secret on the same TLS",
+      start: async (port) =>
+        servers.startTessera({ id: 'tessera-sqlite-mtls', store: await servers.mtlsSqliteStore(), port }),
+    },
+    'tessera-sqlite-mtls-header': {
+      label: 'Tessera, SQLite, tls_client_auth header',
+      note: () =>
+        'tls_client_auth behind a TLS-terminating proxy: the client of tessera-sqlite-mtls over plain HTTP, the load ' +
+        "generator in the proxy's place (TESSERA_TRUST_PROXY=127.0.0.1, TESSERA_CLIENT_CERT_HEADER=client-cert) " +
+        "sending the client certificate in every request's Client-Cert header (RFC 9440, :<base64 DER>:): the " +
+        'header is read and decoded on every request, and the chain validated against TESSERA_TLS_CLIENT_CA by ' +
+        'Tessera (its verdict kept for the same certificate); no TLS anywhere, so against tessera-sqlite, what ' +
+        "tls_client_auth costs behind a proxy (the proxy's own TLS work is not measured)",
+      start: async (port) =>
+        servers.startTessera({
+          id: 'tessera-sqlite-mtls-header',
+          store: await servers.mtlsHeaderSqliteStore(),
           port,
         }),
     },

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { assertionMaker, dpopProofMaker, platformToken } from './assertions.js';
+import { httpsFetch, makePki } from './pki.js';
 import { startPinned, stopServer } from './proc.js';
 import {
   coldClients,
@@ -22,6 +23,7 @@ import {
   provisionKeyClient,
   provisionResourceServer,
   provisionScoped,
+  provisionTlsClient,
   tesseraEnv,
 } from './stores.js';
 
@@ -95,6 +97,66 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
       store.assertions.jwks,
     );
     store.assertions.clientId = store.client.clientId;
+    return store;
+  }
+  /** The run's certificates (lib/pki.js), made by the first TLS scenario that starts. */
+  let pki;
+  const thePki = () => {
+    if (!pki) {
+      const t0 = Date.now();
+      pki = makePki(cleanups);
+      log(`certificates of the TLS scenarios made with openssl in ${Date.now() - t0} ms (${pki.dir})`);
+    }
+    return pki;
+  };
+  /**
+   * Like sqliteStore (its client, a secret), served over Tessera's own HTTPS: TESSERA_TLS_CERT and TESSERA_TLS_KEY,
+   * the certificate for 127.0.0.1 of the run's server CA, which the load generator trusts.
+   */
+  async function tlsSqliteStore() {
+    const store = await sqliteStore();
+    store.tls = { pki: thePki() };
+    return store;
+  }
+  /**
+   * A fresh SQLite store whose client is a tls_client_auth one (RFC 8705 §2.1, tls_client_auth_san_uri the client
+   * certificate's SPIFFE ID), TESSERA_TLS_CLIENT_CA the run's client CA, and the body every request sends: the
+   * client's id and the audience, no secret.
+   */
+  async function certificateClientStore() {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tessera-bench-'));
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const { clientCaFile, clientSanUri } = thePki();
+    const store = { engine: 'sqlite', dataDir, env: { TESSERA_TLS_CLIENT_CA: clientCaFile } };
+    store.client = await provisionTlsClient(
+      tesseraRoot,
+      tesseraEnv(storeSettings(store)),
+      AUDIENCE,
+      clientSanUri,
+    );
+    store.body = Buffer.from(
+      form({ grant_type: 'client_credentials', client_id: store.client.clientId, audience: AUDIENCE }),
+    );
+    return store;
+  }
+  /** The tls_client_auth client over Tessera's HTTPS, its certificate presented in every connection's handshake. */
+  async function mtlsSqliteStore() {
+    const store = await certificateClientStore();
+    store.tls = { pki: thePki(), clientCertificate: true };
+    return store;
+  }
+  /**
+   * The tls_client_auth client over plain HTTP, as behind a proxy that terminated TLS: the load generator (on
+   * 127.0.0.1, TESSERA_TRUST_PROXY) sends the client certificate in every request's Client-Cert header (RFC 9440,
+   * TESSERA_CLIENT_CERT_HEADER=client-cert).
+   */
+  async function mtlsHeaderSqliteStore() {
+    const store = await certificateClientStore();
+    Object.assign(store.env, { TESSERA_TRUST_PROXY: '127.0.0.1', TESSERA_CLIENT_CERT_HEADER: 'client-cert' });
+    store.headers = {
+      'content-type': 'application/x-www-form-urlencoded',
+      'client-cert': thePki().clientCertHeader,
+    };
     return store;
   }
   /** Like sqliteStore, with the maker of the DPoP proofs every request of its client carries. */
@@ -260,10 +322,14 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     env: own = {},
     root = tesseraRoot,
   }) {
+    const tls = store.tls;
+    const url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
     const env = tesseraEnv({
       ...storeSettings(store),
-      TESSERA_ISSUER: `http://127.0.0.1:${port}`,
+      TESSERA_ISSUER: url,
+      ...(tls ? { TESSERA_TLS_CERT: tls.pki.serverCert, TESSERA_TLS_KEY: tls.pki.serverKey } : {}),
       ...(isCold ? { TESSERA_CACHE_MAX: String(settings.coldCacheMax) } : {}),
+      ...store.env,
       ...own,
       ...settings.extraEnv,
     });
@@ -293,8 +359,19 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
       env,
       cwd: root,
     });
-    const url = `http://127.0.0.1:${port}`;
     const target = { ...tokenTarget(url, store.client), rotation: rotate ? rotation() : undefined };
+    // Over TLS: what autocannon's connections present (tls.connect's options: the server CA; the client
+    // certificate and its key when the client authenticates with it), and a fetch that trusts the server CA for
+    // the harness's own requests (readiness, the JWKS, /metrics).
+    let fetch;
+    if (tls) {
+      const { ca, clientCert, clientKey } = tls.pki;
+      target.tlsOptions = tls.clientCertificate ? { ca, cert: clientCert, key: clientKey } : { ca };
+      fetch = await httpsFetch(ca);
+      target.fetch = fetch;
+    }
+    // Headers of the store's own (the Client-Cert header a proxy would forward), sent with every request.
+    if (store.headers) target.headers = store.headers;
     if (store.assertions) {
       store.assertions.tokenEndpoint = `${url}/oauth/token`;
       target.assertions = store.assertions;
@@ -305,7 +382,7 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     }
     // A body of the store's own (the federated scenario's platform token), sent as it is every time.
     if (store.body) target.body = store.body;
-    return { server, target, readyUrl: `${url}/readyz` };
+    return { server, target, readyUrl: `${url}/readyz`, fetch };
   }
 
   /** What the load generator asks a server for: the token of `client`, and where to check it. */
@@ -392,6 +469,9 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     scopedSqliteStore,
     keyClientSqliteStore,
     dpopSqliteStore,
+    tlsSqliteStore,
+    mtlsSqliteStore,
+    mtlsHeaderSqliteStore,
     dpopRedisSqliteStore: async () => withRedis(await dpopSqliteStore()),
     keyClientRedisSqliteStore: async () => withRedis(await keyClientSqliteStore()),
     federatedSqliteStore,

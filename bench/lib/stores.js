@@ -163,6 +163,27 @@ export async function provisionKeyClient(root, env, audience, jwks) {
 }
 
 /**
+ * Like provision, with a tls_client_auth client (RFC 8705 §2.1): no secret, its credential a certificate of a
+ * CA of TESSERA_TLS_CLIENT_CA whose subjectAltName carries the URI `sanUri` (tls_client_auth_san_uri).
+ */
+export async function provisionTlsClient(root, env, audience, sanUri) {
+  await tesseraCli(root, env, ['audience', 'add', audience, '--name', 'Benchmark API']);
+  const client = await tesseraCli(root, env, [
+    'client',
+    'create',
+    '--name',
+    'bench-mtls',
+    '--auth-method',
+    'tls_client_auth',
+    '--tls-san-uri',
+    sanUri,
+    '--grant',
+    audience,
+  ]);
+  return { clientId: client.client_id };
+}
+
+/**
  * Like provision, with a client that authenticates with one federated credential (issuer, subject, audience,
  * the issuer's keys inline `jwks`): a private_key_jwt client with neither jwks nor jwks_uri, made by the CLI,
  * its credential written to the SQLite store in `dataDir` before the server starts (the CLI of federated
