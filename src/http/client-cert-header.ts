@@ -11,7 +11,10 @@ import type { IncomingHttpHeaders } from 'node:http';
  * Tessera verifies the chain itself, so only certificates are taken: a Hash, Subject or URI that a proxy states
  * about a certificate it does not forward is nothing Tessera could verify.
  */
-export const CLIENT_CERT_HEADERS = ['client-cert', 'x-forwarded-client-cert', 'ssl-client-cert'] as const;
+import { CLIENT_CERT_HEADERS } from '../config/index.js';
+
+/** The header kinds (TESSERA_CLIENT_CERT_HEADER's values), as the settings list them. */
+export { CLIENT_CERT_HEADERS };
 export type ClientCertHeader = (typeof CLIENT_CERT_HEADERS)[number];
 
 /** A certificate as a proxy forwarded it: the leaf's DER and the intermediates it sent (nearest first, the leaf not among them). */

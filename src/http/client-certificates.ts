@@ -54,7 +54,7 @@ export interface ClientCertificatesOptions {
 }
 
 /** The certificates of a PEM bundle, as pkijs reads them; throws for a bundle with none or one that does not parse. */
-export function anchorsOf(pem: string): pkijs.Certificate[] {
+function anchorsOf(pem: string): pkijs.Certificate[] {
   const blocks = pem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? [];
   if (blocks.length === 0) throw new Error('no PEM certificate in it');
   return blocks.map((block) => parseCertificate(new X509Certificate(block).raw));

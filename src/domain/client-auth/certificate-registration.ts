@@ -1,8 +1,8 @@
 import { createHash, X509Certificate } from 'node:crypto';
-import { isIP } from 'node:net';
 import type { JWK } from 'jose';
 import { TLS_IDENTITY_KINDS, type TlsIdentityKind } from '../known-client.js';
 import { canonicalDn } from '../mtls/dn.js';
+import { canonicalIpAddress } from '../mtls/ip.js';
 import { ValidationError } from '../validate.js';
 import type { PublicJwks } from './jwks.js';
 import { authMethodProblem, type AuthMethodName } from './method.js';
@@ -52,19 +52,6 @@ function dnsNameProblem(name: string, wildcard: boolean): string | undefined {
   return wildcard
     ? 'must be a DNS name: labels of letters, digits and hyphens (not first or last) separated by dots, optionally after "*."'
     : 'must be a DNS name: labels of letters, digits and hyphens (not first or last) separated by dots';
-}
-
-/**
- * An address in one form whatever its spelling, as a certificate's iPAddress is written for the compare: IPv4
- * dotted, IPv6 as the WHATWG URL parser writes a host (RFC 5952: compressed, lower case, and an IPv4-mapped address
- * in hexadecimal, `::ffff:102:304`: it stays an IPv6 address, which a certificate's 16-byte iPAddress is, never the
- * 4-byte one of 1.2.3.4). Undefined for a non-address; a zone (`fe80::1%eth0`) is none a certificate holds.
- */
-export function canonicalIpAddress(text: string): string | undefined {
-  const kind = text.includes('%') ? 0 : isIP(text);
-  if (kind === 4) return text;
-  if (kind !== 6) return undefined;
-  return new URL(`http://[${text}]/`).hostname.slice(1, -1);
 }
 
 /**

@@ -91,7 +91,7 @@ class CertificateCredentials implements PresentedCredentials {
 }
 
 /** Whether the request carries a credential of another method (a secret, a Basic header, an assertion). */
-export const carriesOtherCredential = (request: TokenRequest): boolean =>
+const carriesOtherCredential = (request: TokenRequest): boolean =>
   request.authorization !== undefined ||
   present(request.params.client_secret) !== undefined ||
   present(request.params.client_assertion) !== undefined ||

@@ -39,8 +39,6 @@ import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js'
 
 export {
   AUTH_METHOD_NAMES,
-  CERTIFICATE_METHODS,
-  authMethodProblem,
   usesSecrets,
   validateAuthMethod,
   type AuthMethodName,

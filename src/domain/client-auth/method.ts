@@ -18,9 +18,6 @@ export const AUTH_METHOD_NAMES = [
 ] as const;
 export type AuthMethodName = (typeof AUTH_METHOD_NAMES)[number];
 
-/** The methods whose credential is a TLS client certificate (RFC 8705 §2). */
-export const CERTIFICATE_METHODS: readonly AuthMethodName[] = ['tls_client_auth', 'self_signed_tls_client_auth'];
-
 export const usesSecrets = (method: AuthMethodName): boolean =>
   method === 'client_secret_basic' || method === 'client_secret_post';
 

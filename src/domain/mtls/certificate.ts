@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { isIP } from 'node:net';
 import * as pkijs from 'pkijs';
+import { canonicalIpAddress } from './ip.js';
 import { canonicalDnOfDer, dnString } from './dn.js';
 
 /*
@@ -49,9 +49,9 @@ export interface CertificateFacts {
 /** Whether a certificate's chain is trusted; the reason (the audit trail's, after `mtls: `) when it is not. */
 export type ChainVerdict = { readonly trusted: true } | { readonly trusted: false; readonly reason: string };
 
-export const TRUSTED: ChainVerdict = { trusted: true };
+const TRUSTED: ChainVerdict = { trusted: true };
 export const NOT_TRUSTED: ChainVerdict = { trusted: false, reason: 'chain not trusted' };
-export const CHAIN_EXPIRED: ChainVerdict = { trusted: false, reason: 'certificate expired' };
+const CHAIN_EXPIRED: ChainVerdict = { trusted: false, reason: 'certificate expired' };
 
 /** A client certificate presented with a request: on the TLS connection, or by a trusted proxy. */
 export interface ClientCertificate {
@@ -74,19 +74,8 @@ function ipText(bytes: Uint8Array): string | undefined {
   if (bytes.length !== 16) return undefined;
   const groups: string[] = [];
   for (let i = 0; i < 16; i += 2) groups.push(((bytes[i]! << 8) | bytes[i + 1]!).toString(16));
-  return canonicalIp(groups.join(':'));
-}
-
-/**
- * An address in one form whatever its spelling: IPv4 dotted, IPv6 compressed and lower case (RFC 5952), so that a
- * registered tls_client_auth_san_ip and a certificate's iPAddress compare as strings. Undefined for a non-address.
- */
-export function canonicalIp(text: string): string | undefined {
-  const kind = isIP(text);
-  if (kind === 4) return text;
-  if (kind !== 6) return undefined;
-  // The WHATWG URL parser writes an IPv6 host in RFC 5952's form.
-  return new URL(`http://[${text}]/`).hostname.slice(1, -1);
+  // As a registered tls_client_auth_san_ip is written (certificate-registration.ts), so that the two compare as text.
+  return canonicalIpAddress(groups.join(':'));
 }
 
 /** What `der` says of its holder; throws when it is not a certificate. */
