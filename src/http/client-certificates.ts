@@ -27,13 +27,17 @@ import { forwardedCertificate, type ClientCertHeader } from './client-cert-heade
  * here for a forwarded one.
  *
  * Nothing is done twice for the same certificate: its facts (subject, SANs, dates) are parsed once per certificate
- * and kept by its hash; a connection's certificate is read once per connection; a forwarded chain is validated once
+ * and kept by its hash; a connection's certificate is read once per connection, a proxy's header once per value; a forwarded chain is validated once
  * per chain and the verdict kept (until the earliest expiry in it, and ten minutes at most, so that a CA bundle's
  * change or a clock past an intermediate's end is seen).
  */
 
 /** Certificates whose facts (and forwarded chains whose verdicts) are kept. */
 const CACHE_MAX = 10_000;
+/** Header values whose certificate is kept (a value is a few KiB: at most some 10 MiB in all). */
+const HEADERS_MAX = 2_000;
+/** A header value longer than this is read every time, not kept. */
+const HEADER_KEY_MAX = 16 * 1024;
 /** How long a forwarded chain's verdict is kept at most. */
 const VERDICT_TTL_MS = 10 * 60_000;
 
@@ -83,6 +87,8 @@ export class ClientCertificates {
   private readonly facts = boundedLru<string, CertificateFacts>(CACHE_MAX);
   /** A forwarded chain's verdict, by the hash of the leaf and its intermediates. */
   private readonly verdicts = boundedLru<string, Verdict>(CACHE_MAX);
+  /** A forwarded certificate by the header's value, read once per value. */
+  private readonly headers = boundedLru<string, ClientCertificate>(HEADERS_MAX);
   /** A connection's certificate (null: it has none), read once per connection. */
   private readonly connections = new WeakMap<TLSSocket, ClientCertificate | null>();
   private readonly trusted: ((address: string, hop: number) => boolean) | undefined;
@@ -90,6 +96,8 @@ export class ClientCertificates {
   chainValidations = 0;
   /** Certificates parsed: each distinct certificate once while its facts are kept. */
   certificatesParsed = 0;
+  /** Proxies' header values read: each distinct value once while its certificate is kept. */
+  headersRead = 0;
 
   constructor(private readonly options: ClientCertificatesOptions) {
     this.trusted =
@@ -147,7 +155,33 @@ export class ClientCertificates {
 
   private forwarded(request: IncomingMessage): ClientCertificate | undefined {
     const header = this.options.header!;
-    const found = forwardedCertificate(header, request.headers);
+    const headers = request.headers;
+    // The same header as before (a client's every request carries its certificate): what it held, from memory.
+    const value = headers[header];
+    const chainValue = header === 'client-cert' ? headers['client-cert-chain'] : undefined;
+    const key =
+      typeof value !== 'string' || (chainValue !== undefined && typeof chainValue !== 'string')
+        ? undefined
+        : chainValue === undefined
+          ? value
+          : `${value}\n${chainValue}`;
+    if (key !== undefined) {
+      const seen = this.headers.get(key);
+      if (seen !== undefined) return seen;
+    }
+    const certificate = this.readForwarded(header, headers);
+    // Only what parsed is kept: a malformed header is warned of every time it comes.
+    if (key !== undefined && certificate !== undefined && key.length <= HEADER_KEY_MAX)
+      this.headers.set(key, certificate);
+    return certificate;
+  }
+
+  private readForwarded(
+    header: ClientCertHeader,
+    headers: IncomingMessage['headers'],
+  ): ClientCertificate | undefined {
+    this.headersRead++;
+    const found = forwardedCertificate(header, headers);
     if (found === undefined) return undefined;
     if ('malformed' in found) {
       this.options.logger.warn(

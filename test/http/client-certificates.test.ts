@@ -50,6 +50,7 @@ describe('ClientCertificates', () => {
       expect(again.chain()).toEqual({ trusted: true });
     }
     expect([certificates.certificatesParsed, certificates.chainValidations]).toEqual([1, 1]);
+    expect(certificates.headersRead).toBe(1);
     // Another certificate is another parse and another validation.
     expect(await certificates.of(forwarded('127.0.0.1', other))!.chain()).toEqual({ trusted: true });
     expect([certificates.certificatesParsed, certificates.chainValidations]).toEqual([2, 2]);
