@@ -318,9 +318,10 @@ export function scenarios(run) {
       note: () =>
         'tls_client_auth behind a TLS-terminating proxy: the client of tessera-sqlite-mtls over plain HTTP, the load ' +
         "generator in the proxy's place (TESSERA_TRUST_PROXY=127.0.0.1, TESSERA_CLIENT_CERT_HEADER=client-cert) " +
-        "sending the client certificate in every request's Client-Cert header (RFC 9440, :<base64 DER>:): the " +
-        'header is read and decoded on every request, and the chain validated against TESSERA_TLS_CLIENT_CA by ' +
-        'Tessera (its verdict kept for the same certificate); no TLS anywhere, so against tessera-sqlite, what ' +
+        "sending the client certificate in every request's Client-Cert header (RFC 9440, :<base64 DER>:), the same " +
+        'one every time as a proxy forwards it for one client: Tessera validates the chain against ' +
+        "TESSERA_TLS_CLIENT_CA itself and keeps what it decoded and its verdict (since cce288f by the header's " +
+        'text: a warm request decodes nothing again); no TLS anywhere, so against tessera-sqlite, what ' +
         "tls_client_auth costs behind a proxy (the proxy's own TLS work is not measured)",
       start: async (port) =>
         servers.startTessera({
