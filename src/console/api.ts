@@ -149,10 +149,23 @@ export interface Client {
   name: string;
   description: string | null;
   enabled: boolean;
-  token_endpoint_auth_method: 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
+  token_endpoint_auth_method:
+    | 'client_secret_basic'
+    | 'client_secret_post'
+    | 'private_key_jwt'
+    | 'tls_client_auth'
+    | 'self_signed_tls_client_auth';
   jwks: { keys: unknown[] } | null;
   jwks_uri: string | null;
   dpop_bound_access_tokens: boolean;
+  /** tls_client_auth (RFC 8705 §2.1.2): the one value its certificate must carry; the others are null. */
+  tls_client_auth_subject_dn: string | null;
+  tls_client_auth_san_dns: string | null;
+  tls_client_auth_san_uri: string | null;
+  tls_client_auth_san_ip: string | null;
+  tls_client_auth_san_email: string | null;
+  /** RFC 8705 §3.4: its tokens are bound to its TLS client certificate. */
+  tls_client_certificate_bound_access_tokens: boolean;
   token_ttl: number | null;
   quota_per_minute: number | null;
   quota_per_day: number | null;

@@ -33,7 +33,9 @@ import {
   clientDraft,
   ClientFields,
   CLIENT_FIELDS,
+  hasSecrets,
   isFederated,
+  tlsIdentity,
   type ClientDraft,
 } from './clients';
 import { FederatedCredentials } from './federation';
@@ -63,6 +65,7 @@ export function ClientPage() {
   if (client.error) return <ErrorMessage error={client.error} />;
   if (!client.data || !draft) return <Loading what="the client" />;
   const c = client.data.body;
+  const tls = tlsIdentity(c);
 
   const setEnabled = async (enabled: boolean) => {
     if (!enabled) {
@@ -142,6 +145,29 @@ export function ClientPage() {
             ? 'Every token is bound to the key of the DPoP proof sent with its request; a request without one is refused.'
             : 'A token is bound to a key only when its request carries a DPoP proof; otherwise it is a Bearer token.'}
         </p>
+        {tls && (
+          <p>
+            <span class="badge on">tls_client_auth</span> Certificate: {tls.text} <code>{tls.value}</code>. It
+            authenticates with a TLS client certificate of a CA Tessera trusts that carries this value (RFC
+            8705).
+          </p>
+        )}
+        {c.token_endpoint_auth_method === 'self_signed_tls_client_auth' && (
+          <p>
+            <span class="badge on">self_signed_tls_client_auth</span> Certificate: self-signed, one of the{' '}
+            {c.jwks?.keys.length ?? 0} in its JWK Set (RFC 8705).
+          </p>
+        )}
+        <p>
+          <span class={c.tls_client_certificate_bound_access_tokens ? 'badge on' : 'badge'}>
+            {c.tls_client_certificate_bound_access_tokens
+              ? 'Tokens bound to certificate'
+              : 'Tokens not bound to a certificate'}
+          </span>{' '}
+          {c.tls_client_certificate_bound_access_tokens
+            ? 'Every token is bound to the TLS client certificate it was asked with (cnf x5t#S256); a request without one is refused.'
+            : 'Its tokens are not bound to its TLS client certificate.'}
+        </p>
         <p>
           {c.revoked_before ? (
             <>
@@ -176,7 +202,7 @@ export function ClientPage() {
           </div>
         )}
       </section>
-      {c.token_endpoint_auth_method !== 'private_key_jwt' && (
+      {hasSecrets(c.token_endpoint_auth_method) && (
         <Secrets clientId={id} writable={writable} ask={ask} changed={client.reload} />
       )}
       {isFederated(c) && (
@@ -196,10 +222,12 @@ export function ClientPage() {
             <ClientFields draft={draft} setDraft={setDraft} error={save.error} />
             {draft.token_endpoint_auth_method !== 'client_secret_basic' &&
               draft.token_endpoint_auth_method !== 'client_secret_post' &&
-              c.token_endpoint_auth_method !== 'private_key_jwt' && (
+              hasSecrets(c.token_endpoint_auth_method) && (
                 <p class="notice">
                   Switching to{' '}
-                  {draft.token_endpoint_auth_method === 'federation' ? 'federation' : 'private_key_jwt'}{' '}
+                  {draft.token_endpoint_auth_method === 'federation'
+                    ? 'federation'
+                    : draft.token_endpoint_auth_method}{' '}
                   deletes the client's secrets.
                 </p>
               )}
@@ -216,8 +244,22 @@ export function ClientPage() {
                   ? 'federation (private_key_jwt, no key of its own)'
                   : c.token_endpoint_auth_method}
               </dd>
+              {tls && (
+                <>
+                  <dt>Certificate</dt>
+                  <dd>
+                    {tls.text} <code>{tls.value}</code>
+                  </dd>
+                </>
+              )}
               <dt>DPoP</dt>
               <dd>{c.dpop_bound_access_tokens ? 'required (dpop_bound_access_tokens)' : 'optional'}</dd>
+              <dt>Certificate-bound tokens</dt>
+              <dd>
+                {c.tls_client_certificate_bound_access_tokens
+                  ? 'yes (tls_client_certificate_bound_access_tokens)'
+                  : 'no'}
+              </dd>
               <dt>Quota</dt>
               <dd>
                 {c.quota_per_minute ?? 'no limit'} a minute, {c.quota_per_day ?? 'no limit'} a day

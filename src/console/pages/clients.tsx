@@ -26,7 +26,65 @@ const AUTH_METHODS: { value: Method; label: string }[] = [
   { value: 'client_secret_post', label: 'Secret, sent in the body (client_secret_post)' },
   { value: 'private_key_jwt', label: 'Signed assertion (private_key_jwt)' },
   { value: 'federation', label: "Federation (a platform's token)" },
+  { value: 'tls_client_auth', label: 'TLS client certificate of a trusted CA (tls_client_auth)' },
+  {
+    value: 'self_signed_tls_client_auth',
+    label: 'Self-signed TLS client certificate (self_signed_tls_client_auth)',
+  },
 ];
+
+/** What a tls_client_auth client's certificate must carry (RFC 8705 §2.1.2): one of these, by its field's suffix. */
+export const TLS_KINDS = [
+  {
+    value: 'subject_dn',
+    label: 'Subject DN',
+    text: 'subject DN',
+    hint: 'RFC 4514, e.g. CN=worker,O=Example,C=US',
+  },
+  {
+    value: 'san_dns',
+    label: 'DNS name (SAN)',
+    text: 'DNS name',
+    hint: 'e.g. worker.example.com, or *.example.com',
+  },
+  {
+    value: 'san_uri',
+    label: 'URI (SAN)',
+    text: 'URI',
+    hint: 'An absolute URI, e.g. the SPIFFE ID spiffe://prod.example.com/ns/billing/sa/worker',
+  },
+  {
+    value: 'san_ip',
+    label: 'IP address (SAN)',
+    text: 'IP address',
+    hint: 'IPv4 or IPv6, e.g. 192.0.2.10 or 2001:db8::10',
+  },
+  {
+    value: 'san_email',
+    label: 'Email address (SAN)',
+    text: 'email address',
+    hint: 'e.g. worker@example.com',
+  },
+] as const;
+export type TlsKind = (typeof TLS_KINDS)[number]['value'];
+const tlsField = (kind: TlsKind) => `tls_client_auth_${kind}` as const;
+
+/**
+ * A tls_client_auth client's one value, its kind, and the kind in words (`subject DN`); undefined for a client of
+ * another method.
+ */
+export function tlsIdentity(c: Client): { kind: TlsKind; value: string; text: string } | undefined {
+  if (c.token_endpoint_auth_method !== 'tls_client_auth') return undefined;
+  for (const { value: kind, text } of TLS_KINDS) {
+    const value = c[tlsField(kind)];
+    if (value !== null) return { kind, value, text };
+  }
+  return undefined;
+}
+
+/** Whether a client of this method has secrets. */
+export const hasSecrets = (method: Client['token_endpoint_auth_method']): boolean =>
+  method === 'client_secret_basic' || method === 'client_secret_post';
 
 /** A client that authenticates with federated credentials (or has no credential yet): private_key_jwt, no keys. */
 export const isFederated = (c: Client): boolean =>
@@ -38,7 +96,11 @@ const methodText = (c: Client): string =>
     ? 'federation'
     : c.token_endpoint_auth_method === 'private_key_jwt'
       ? 'private_key_jwt'
-      : 'secret';
+      : c.token_endpoint_auth_method === 'tls_client_auth'
+        ? 'certificate'
+        : c.token_endpoint_auth_method === 'self_signed_tls_client_auth'
+          ? 'self-signed certificate'
+          : 'secret';
 
 /** The fields of a client that its forms edit, as text. */
 export interface ClientDraft {
@@ -49,6 +111,10 @@ export interface ClientDraft {
   jwks: string;
   jwks_uri: string;
   dpop_bound_access_tokens: boolean;
+  /** tls_client_auth: which value its certificate must carry, and the value. */
+  tls_kind: TlsKind;
+  tls_value: string;
+  tls_client_certificate_bound_access_tokens: boolean;
   token_ttl: string;
   quota_per_minute: string;
   quota_per_day: string;
@@ -67,6 +133,9 @@ export const clientDraft = (c?: Client): ClientDraft => ({
   jwks: jsonText(c?.jwks),
   jwks_uri: c?.jwks_uri ?? '',
   dpop_bound_access_tokens: c?.dpop_bound_access_tokens ?? false,
+  tls_kind: (c && tlsIdentity(c)?.kind) ?? 'subject_dn',
+  tls_value: (c && tlsIdentity(c)?.value) ?? '',
+  tls_client_certificate_bound_access_tokens: c?.tls_client_certificate_bound_access_tokens ?? false,
   token_ttl: c?.token_ttl == null ? '' : String(c.token_ttl),
   quota_per_minute: c?.quota_per_minute == null ? '' : String(c.quota_per_minute),
   quota_per_day: c?.quota_per_day == null ? '' : String(c.quota_per_day),
@@ -75,17 +144,29 @@ export const clientDraft = (c?: Client): ClientDraft => ({
 
 /** A draft as the API takes it (POST and PATCH alike); throws, next to its field, JSON that does not parse. */
 export function clientBody(draft: ClientDraft) {
-  const keyed = draft.token_endpoint_auth_method === 'private_key_jwt';
   const method = draft.token_endpoint_auth_method;
+  // self_signed_tls_client_auth: its certificates inline, in the x5c of its keys (never at a URL).
+  const selfSigned = method === 'self_signed_tls_client_auth';
+  const keyed = method === 'private_key_jwt' || selfSigned;
+  const keys = selfSigned ? 'jwks' : draft.keys;
   return {
     name: draft.name,
     description: draft.description.trim() === '' ? null : draft.description,
     // Federation: private_key_jwt without keys (neither jwks nor jwks_uri).
     token_endpoint_auth_method: method === 'federation' ? 'private_key_jwt' : method,
-    jwks: keyed && draft.keys === 'jwks' ? jsonOrNull('jwks', draft.jwks) : null,
-    jwks_uri:
-      keyed && draft.keys === 'jwks_uri' && draft.jwks_uri.trim() !== '' ? draft.jwks_uri.trim() : null,
+    jwks: keyed && keys === 'jwks' ? jsonOrNull('jwks', draft.jwks) : null,
+    jwks_uri: keyed && keys === 'jwks_uri' && draft.jwks_uri.trim() !== '' ? draft.jwks_uri.trim() : null,
     dpop_bound_access_tokens: draft.dpop_bound_access_tokens,
+    // tls_client_auth: the one value (the others null: a change of kind replaces it); another method has none.
+    ...(method === 'tls_client_auth'
+      ? Object.fromEntries(
+          TLS_KINDS.map(({ value: kind }) => [
+            tlsField(kind),
+            kind === draft.tls_kind && draft.tls_value.trim() !== '' ? draft.tls_value.trim() : null,
+          ]),
+        )
+      : {}),
+    tls_client_certificate_bound_access_tokens: draft.tls_client_certificate_bound_access_tokens,
     token_ttl: numberOrNull(draft.token_ttl),
     quota_per_minute: numberOrNull(draft.quota_per_minute),
     quota_per_day: numberOrNull(draft.quota_per_day),
@@ -101,6 +182,8 @@ export const CLIENT_FIELDS = [
   'jwks',
   'jwks_uri',
   'dpop_bound_access_tokens',
+  ...TLS_KINDS.map(({ value }) => tlsField(value)),
+  'tls_client_certificate_bound_access_tokens',
   'token_ttl',
   'quota_per_minute',
   'quota_per_day',
@@ -120,7 +203,9 @@ export function ClientFields({
   id?: { value: string; set: (v: string) => void };
 }) {
   const set = (patch: Partial<ClientDraft>) => setDraft({ ...draft, ...patch });
-  const keyed = draft.token_endpoint_auth_method === 'private_key_jwt';
+  const method = draft.token_endpoint_auth_method;
+  const selfSigned = method === 'self_signed_tls_client_auth';
+  const kind = TLS_KINDS.find((k) => k.value === draft.tls_kind) ?? TLS_KINDS[0];
   return (
     <>
       <div class="grid">
@@ -167,7 +252,47 @@ export function ClientFields({
           the client's page).
         </p>
       )}
-      {keyed && (
+      {method === 'tls_client_auth' && (
+        <fieldset>
+          <legend>Client certificate</legend>
+          <p class="hint">
+            A certificate of a CA Tessera trusts (TESSERA_TLS_CLIENT_CA) authenticates the client when it
+            carries this value (RFC 8705); the client has no secret.
+          </p>
+          <div class="grid">
+            <SelectField
+              label="The certificate must carry"
+              name="tls_client_auth_kind"
+              value={draft.tls_kind}
+              onValue={(tls_kind) => set({ tls_kind: tls_kind as TlsKind })}
+              options={TLS_KINDS.map(({ value, label }) => ({ value, label }))}
+            />
+            <TextField
+              label={kind.label}
+              name={tlsField(kind.value)}
+              hint={kind.hint}
+              error={error}
+              value={draft.tls_value}
+              onValue={(tls_value) => set({ tls_value })}
+            />
+          </div>
+        </fieldset>
+      )}
+      {selfSigned && (
+        <fieldset>
+          <legend>Certificates</legend>
+          <TextField
+            label="JWK Set"
+            name="jwks"
+            multiline
+            hint='Each self-signed certificate as a public key with its certificate in x5c: {"keys": [{"kty": "EC", …, "x5c": ["MIIB…"]}]}'
+            error={error}
+            value={draft.jwks}
+            onValue={(jwks) => set({ jwks })}
+          />
+        </fieldset>
+      )}
+      {method === 'private_key_jwt' && (
         <fieldset>
           <legend>Public keys</legend>
           <div class="checks" role="radiogroup" aria-label="Where the keys are">
@@ -219,6 +344,16 @@ export function ClientFields({
         error={error}
         checked={draft.dpop_bound_access_tokens}
         onChecked={(dpop_bound_access_tokens) => set({ dpop_bound_access_tokens })}
+      />
+      <CheckField
+        label="Bind tokens to the client certificate (RFC 8705)"
+        name="tls_client_certificate_bound_access_tokens"
+        hint="Every token carries the thumbprint of the TLS client certificate it was asked with, and none is issued without one; for a client of any method"
+        error={error}
+        checked={draft.tls_client_certificate_bound_access_tokens}
+        onChecked={(tls_client_certificate_bound_access_tokens) =>
+          set({ tls_client_certificate_bound_access_tokens })
+        }
       />
       <div class="grid">
         <TextField
