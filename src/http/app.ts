@@ -142,7 +142,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const server =
       deps.tls === undefined
         ? createServer(options, listener)
-        : createHttpsServer({ ...options, ...deps.tls }, listener);
+        : // A TLS handshake gets no longer than a request (Node's default: 2 minutes a connection could sit half open).
+          createHttpsServer({ ...options, handshakeTimeout: deps.requestTimeoutMs, ...deps.tls }, listener);
     // Token batches are cut small while connections arrive (libuv accepts one an iteration: see Turns).
     server.on('connection', turns.connectionAccepted);
     server.keepAliveTimeout = deps.keepAliveTimeoutMs;
