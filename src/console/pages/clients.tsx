@@ -34,7 +34,7 @@ const AUTH_METHODS: { value: Method; label: string }[] = [
 ];
 
 /** What a tls_client_auth client's certificate must carry (RFC 8705 §2.1.2): one of these, by its field's suffix. */
-export const TLS_KINDS = [
+const TLS_KINDS = [
   {
     value: 'subject_dn',
     label: 'Subject DN',
@@ -66,7 +66,7 @@ export const TLS_KINDS = [
     hint: 'e.g. worker@example.com',
   },
 ] as const;
-export type TlsKind = (typeof TLS_KINDS)[number]['value'];
+type TlsKind = (typeof TLS_KINDS)[number]['value'];
 const tlsField = (kind: TlsKind) => `tls_client_auth_${kind}` as const;
 
 /**
