@@ -59,9 +59,10 @@ export interface KnownClient {
   tls?: KnownTlsIdentity | undefined;
   /**
    * A self_signed_tls_client_auth client (RFC 8705 §2.2): the x5t#S256 (base64url SHA-256 of the DER) of the first
-   * certificate of each `x5c` of its jwks. Undefined for a client of any other method.
+   * certificate of each `x5c` of its jwks; or where that set is published (its jwks_uri), fetched as a
+   * private_key_jwt client's keys are. Undefined for a client of any other method.
    */
-  selfSigned?: ReadonlySet<string> | undefined;
+  selfSigned?: ReadonlySet<string> | { readonly uri: string } | undefined;
   /** RFC 8705 §3 tls_client_certificate_bound_access_tokens: its tokens are bound to the certificate it asked with. */
   certificateBound?: boolean;
 }

@@ -6,7 +6,14 @@ import { createLocalJWKSet, type JWK, type JWTVerifyGetKey } from 'jose';
 import { boundedLru } from '../lru.js';
 import { isPublicAddress } from '../domain/addresses.js';
 import { TesseraError } from '../domain/errors.js';
-import { algsForKey, discoveryUrl, MAX_CLIENT_KEYS, type RemoteKeys } from '../domain/client-auth/index.js';
+import {
+  algsForKey,
+  certificateThumbprints,
+  discoveryUrl,
+  MAX_CLIENT_KEYS,
+  type RemoteCertificates,
+  type RemoteKeys,
+} from '../domain/client-auth/index.js';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../domain/json-depth.js';
 import type { KeyPlace } from '../domain/known-client.js';
 
@@ -53,6 +60,11 @@ const MAX_URLS = 10_000;
 
 interface Entry {
   keys: JWTVerifyGetKey | undefined;
+  /**
+   * The x5t#S256 of the first certificate of each key's x5c (RFC 7517 §4.7): a self_signed_tls_client_auth client's
+   * certificates (RFC 8705 §2.2), when the set is one.
+   */
+  certificates: ReadonlySet<string> | undefined;
   /** Until when the keys are fresh (ms). */
   freshUntil: number;
   /** When a fetch last began (ms): a place that failed is not fetched again within refetchMs. */
@@ -126,7 +138,9 @@ function usableKeys(body: unknown): JWK[] {
   return usable.slice(0, MAX_CLIENT_KEYS * 2);
 }
 
-export class JwksFetcher implements RemoteKeys {
+const NO_CERTIFICATES: ReadonlySet<string> = new Set();
+
+export class JwksFetcher implements RemoteKeys, RemoteCertificates {
   private readonly entries = boundedLru<string, Entry>(MAX_URLS);
   private readonly timeoutMs: number;
   private readonly maxBytes: number;
@@ -172,12 +186,25 @@ export class JwksFetcher implements RemoteKeys {
     return after !== before ? after : undefined;
   }
 
+  /** The certificates of the set at a client's jwks_uri (self_signed_tls_client_auth), fetched as its keys are. */
+  async certificatesFor(place: { uri: string }): Promise<ReadonlySet<string>> {
+    await this.keysFor(place);
+    return this.entries.get(placeKey(place))?.certificates ?? NO_CERTIFICATES;
+  }
+
+  /** The set fetched again for an unknown certificate, as for an unknown kid (at most once a minute); else undefined. */
+  async refetchCertificates(place: { uri: string }): Promise<ReadonlySet<string> | undefined> {
+    if ((await this.refetch(place)) === undefined) return undefined;
+    return this.entries.get(placeKey(place))?.certificates;
+  }
+
   /** Fetches the place unless a fetch is under way (then waits for it); the entry after it. */
   private async fetchOnce(key: string, place: KeyPlace): Promise<Entry> {
     let entry = this.entries.get(key);
     if (entry === undefined) {
       entry = {
         keys: undefined,
+        certificates: undefined,
         freshUntil: 0,
         fetchedAt: 0,
         refetchedAt: -Infinity,
@@ -192,7 +219,9 @@ export class JwksFetcher implements RemoteKeys {
       const issuer = place.issuer;
       try {
         const { body, maxAgeMs } = await this.fetchKeySet(place);
-        current.keys = createLocalJWKSet({ keys: usableKeys(body) });
+        const keys = usableKeys(body);
+        current.keys = createLocalJWKSet({ keys });
+        current.certificates = certificateThumbprints({ keys });
         current.error = undefined;
         const ttl = Math.min(this.maxTtlMs, Math.max(this.minTtlMs, maxAgeMs ?? 0));
         current.freshUntil = this.now() + ttl;

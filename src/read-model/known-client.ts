@@ -125,9 +125,13 @@ export function toKnownClient(
     dpopBound: client.dpopBoundAccessTokens,
     tls: tlsOf(client),
     selfSigned:
-      client.authMethod === 'self_signed_tls_client_auth' && client.jwks !== null
-        ? certificateThumbprints(client.jwks)
-        : undefined,
+      client.authMethod !== 'self_signed_tls_client_auth'
+        ? undefined
+        : client.jwks !== null
+          ? certificateThumbprints(client.jwks)
+          : client.jwksUri !== null
+            ? { uri: client.jwksUri }
+            : undefined,
     certificateBound: client.certificateBoundAccessTokens,
   };
 }

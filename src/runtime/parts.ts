@@ -348,7 +348,7 @@ export function openTokenService(
   return new TokenService({
     methods: clientAuthMethods({
       privateKeyJwt: { issuer: config.issuer, tokenEndpoint: config.issuer + TOKEN_PATH, replay, remote },
-      certificates: parts.certificates,
+      certificates: parts.certificates ? { remote } : undefined,
     }),
     dpop: parts.dpop,
     secretUsed: (id) => usage.used(id),

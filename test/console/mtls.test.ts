@@ -138,7 +138,7 @@ describe.skipIf(!chromiumAvailable)('RFC 8705 clients in the web console', () =>
     await page.getByLabel('Name', { exact: true }).fill('Self-signed worker');
     await page.getByLabel('Client id', { exact: true }).fill('self-worker');
     await page.getByLabel('Authentication').selectOption('self_signed_tls_client_auth');
-    const jwks = page.getByLabel('JWK Set');
+    const jwks = page.getByLabel('JWK Set', { exact: true });
     await jwks.fill(JSON.stringify({ keys: [bare] }));
     await page.getByRole('button', { name: 'Create client' }).click();
     await eventually(() => page.getByText('jwks key 1 has no x5c', { exact: false }).count()).toBe(1);
@@ -157,6 +157,27 @@ describe.skipIf(!chromiumAvailable)('RFC 8705 clients in the web console', () =>
       page.getByText('Certificate: self-signed, one of the 1 in its JWK Set').count(),
     ).toBe(1);
     await photo(page, '07-self-signed-page');
+
+    // --- a self-signed client whose certificates are published at a URL (its jwks_uri) ---
+    await page.goto('/console/clients');
+    await eventually(() => page.getByLabel('Authentication').count()).toBe(1);
+    await page.getByLabel('Name', { exact: true }).fill('Published partner');
+    await page.getByLabel('Client id', { exact: true }).fill('published-partner');
+    await page.getByLabel('Authentication').selectOption('self_signed_tls_client_auth');
+    await page.getByLabel('At a URL (jwks_uri)').check();
+    await page.getByLabel('JWKS URL').fill('https://partner.example.com/certificates.json');
+    await page.getByRole('button', { name: 'Create client' }).click();
+    await eventually(() => page.getByText('created with the id', { exact: false }).count()).toBe(1);
+    expect(await clients.getClient(ctx, 'published-partner')).toMatchObject({
+      authMethod: 'self_signed_tls_client_auth',
+      jwks: null,
+      jwksUri: 'https://partner.example.com/certificates.json',
+    });
+    await page.goto('/console/clients/published-partner');
+    await eventually(() =>
+      page.getByText('Certificate: self-signed, one of those published at', { exact: false }).count(),
+    ).toBe(1);
+    await photo(page, '07b-self-signed-published-page');
     await context.close();
 
     // --- a viewer sees them and changes nothing; on a phone the page is no wider than the screen ---

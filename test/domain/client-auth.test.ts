@@ -171,7 +171,12 @@ describe('client authentication methods', () => {
         replay: { use: async () => true },
         remote: { keysFor: async () => Promise.reject(new Error('none')), refetch: async () => undefined },
       },
-      certificates: true,
+      certificates: {
+        remote: {
+          certificatesFor: async () => Promise.reject(new Error('none')),
+          refetchCertificates: async () => undefined,
+        },
+      },
     });
     expect(all.flatMap((m) => m.names)).toEqual([...AUTH_METHOD_NAMES]);
   });

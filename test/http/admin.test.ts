@@ -1975,13 +1975,9 @@ describe('RFC 8705 client registration over the API (tls_client_auth, self_signe
         'tls_client_auth_* fields are for tls_client_auth; this client uses client_secret_basic',
       ],
       [
-        {
-          name: 'bad',
-          token_endpoint_auth_method: 'self_signed_tls_client_auth',
-          jwks_uri: 'https://k.example.com/jwks',
-        },
-        '/jwks_uri',
-        'self_signed_tls_client_auth takes its certificates inline in jwks',
+        { name: 'bad', token_endpoint_auth_method: 'self_signed_tls_client_auth' },
+        '/jwks',
+        "self_signed_tls_client_auth needs jwks or jwks_uri: its certificates, each in its key's x5c",
       ],
     ] as const) {
       const r = await call(token, 'createClient', { body });

@@ -11,6 +11,8 @@ import { request as httpsRequest, Agent as HttpsAgent } from 'node:https';
 import { writeFileSync } from 'node:fs';
 import type { TLSSocket } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createLocalJWKSet, decodeJwt, jwtVerify, type JSONWebKeySet } from 'jose';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -60,6 +62,9 @@ let t: TestServer;
 let base: string;
 const ids: Record<string, string> = {};
 let boundSecret: string;
+/** The JWK Set a self-signed client publishes at its jwks_uri (served by `published`). */
+let publishedSet: { keys: unknown[] };
+let published: HttpServer;
 
 /** A TLS client of the server, presenting `leaf` (with `chain` after it, PEM) or no certificate. */
 const agent = (leaf?: Issued, chain = ''): Agent =>
@@ -139,9 +144,16 @@ beforeAll(async () => {
     'server-key.pem': server.keyPem,
     'client-ca.pem': root.certPem,
   });
+  publishedSet = { keys: [self.jwk] };
+  published = createHttpServer((_request, response) =>
+    response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(publishedSet)),
+  );
+  await new Promise<void>((resolve) => published.listen(0, '127.0.0.1', resolve));
   const port = await freePort();
   t = await startTestServer({
     ...NO_BLOCKING,
+    // The published set is on loopback.
+    TESSERA_JWKS_ALLOW_PRIVATE: 'true',
     TESSERA_PORT: String(port),
     TESSERA_ISSUER: `https://localhost:${port}`,
     TESSERA_TLS_CERT: files['server.pem']!,
@@ -179,6 +191,10 @@ beforeAll(async () => {
     authMethod: 'self_signed_tls_client_auth',
     jwks: { keys: [self.jwk as never] },
   });
+  await client('self-published', {
+    authMethod: 'self_signed_tls_client_auth',
+    jwksUri: `http://127.0.0.1:${(published.address() as AddressInfo).port}/jwks.json`,
+  });
   await client('bound-dn', {
     authMethod: 'tls_client_auth',
     tlsClientAuth: { kind: 'subject_dn', value: SUBJECT },
@@ -194,6 +210,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await t?.close();
+  published?.close();
 });
 
 describe('discovery over TLS', () => {
@@ -382,6 +399,21 @@ describe('self_signed_tls_client_auth', () => {
     const none = await token(asks('self'), agent());
     expect([none.status, none.body]).toEqual([401, INVALID_CLIENT]);
     expect((await latestAuditEvent(t, 'self'))?.reason).toBe('invalid_client: mtls: no certificate');
+  });
+});
+
+describe('self_signed_tls_client_auth with its certificates at a jwks_uri', () => {
+  it('a published certificate authenticates; a new one is found by fetching the set again, once', async () => {
+    expect((await token(asks('self-published'), agent(self))).status).toBe(200);
+    // The client publishes a second certificate: the first request with it fetches the set again.
+    publishedSet = { keys: [self.jwk, otherSelf.jwk] };
+    expect((await token(asks('self-published'), agent(otherSelf))).status).toBe(200);
+    // A certificate it never published: refused, and the set is not fetched again within the minute.
+    const refused = await token(asks('self-published'), agent(worker));
+    expect([refused.status, refused.body]).toEqual([401, INVALID_CLIENT]);
+    expect((await latestAuditEvent(t, 'self-published'))?.reason).toBe(
+      "invalid_client: mtls: certificate is not one of the client's jwks x5c",
+    );
   });
 });
 

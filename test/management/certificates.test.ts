@@ -375,18 +375,30 @@ describe('self_signed_tls_client_auth', () => {
     });
   });
 
-  it('refuses jwks_uri, no jwks, a key without x5c and an x5c that is not the key’s, each at its place', async () => {
+  it('takes its certificates at a jwks_uri instead (checked when they are fetched)', async () => {
+    const { client } = await selfSignedClient('published', { jwksUri: 'https://keys.example.com/jwks.json' });
+    expect(client).toMatchObject({
+      authMethod: 'self_signed_tls_client_auth',
+      jwks: null,
+      jwksUri: 'https://keys.example.com/jwks.json',
+      secrets: [],
+    });
+  });
+
+  it('refuses both jwks and jwks_uri, neither, a key without x5c and an x5c that is not the key’s, each at its place', async () => {
     expect(
-      await refusal(() => selfSignedClient('uri', { jwksUri: 'https://keys.example.com/jwks.json' })),
+      await refusal(() =>
+        selfSignedClient('both', { jwks: { keys: [first] }, jwksUri: 'https://keys.example.com/jwks.json' }),
+      ),
     ).toEqual({
       code: 'invalid_field',
       field: 'jwks_uri',
-      message: 'self_signed_tls_client_auth takes its certificates inline in jwks',
+      message: 'give jwks or jwks_uri, not both',
     });
     expect(await refusal(() => selfSignedClient('non'))).toEqual({
       code: 'invalid_field',
       field: 'jwks',
-      message: "self_signed_tls_client_auth needs jwks: its certificates, each in its key's x5c",
+      message: "self_signed_tls_client_auth needs jwks or jwks_uri: its certificates, each in its key's x5c",
     });
     const { x5c: _, ...bare } = second;
     expect(await refusal(() => selfSignedClient('bare', { jwks: { keys: [first, bare] } }))).toEqual({
@@ -423,7 +435,7 @@ describe('self_signed_tls_client_auth', () => {
     expect(await ctx.store.countClients()).toBe(0);
   });
 
-  it('a switch from private_key_jwt keeps keys that carry x5c and refuses those that do not; private_key_jwt keeps x5c', async () => {
+  it('a switch from private_key_jwt keeps keys that carry x5c (or its jwks_uri) and refuses those that do not; private_key_jwt keeps x5c', async () => {
     const { x5c: _, ...bare } = first;
     await clients.createClient(ctx, {
       name: 'key',
@@ -447,7 +459,8 @@ describe('self_signed_tls_client_auth', () => {
         jwks: { keys: [{ ...first, x5c: second.x5c }] },
       }),
     ).toMatchObject({ authMethod: 'private_key_jwt' });
-    // One with jwks_uri switches only with inline keys, which replace the URL.
+    // One with jwks_uri switches keeping it (the certificates are then the set's there), or with inline keys,
+    // which replace the URL.
     await clients.createClient(ctx, {
       name: 'uri',
       id: 'uri',
@@ -455,8 +468,8 @@ describe('self_signed_tls_client_auth', () => {
       jwksUri: 'https://keys.example.com/jwks.json',
     });
     expect(
-      await refusal(() => clients.updateClient(ctx, 'uri', { authMethod: 'self_signed_tls_client_auth' })),
-    ).toMatchObject({ field: 'jwks_uri' });
+      await clients.updateClient(ctx, 'uri', { authMethod: 'self_signed_tls_client_auth' }),
+    ).toMatchObject({ jwks: null, jwksUri: 'https://keys.example.com/jwks.json' });
     expect(
       await clients.updateClient(ctx, 'uri', {
         authMethod: 'self_signed_tls_client_auth',

@@ -154,8 +154,15 @@ export function ClientPage() {
         )}
         {c.token_endpoint_auth_method === 'self_signed_tls_client_auth' && (
           <p>
-            <span class="badge on">self_signed_tls_client_auth</span> Certificate: self-signed, one of the{' '}
-            {c.jwks?.keys.length ?? 0} in its JWK Set (RFC 8705).
+            <span class="badge on">self_signed_tls_client_auth</span> Certificate: self-signed,{' '}
+            {c.jwks_uri ? (
+              <>
+                one of those published at <code>{c.jwks_uri}</code>
+              </>
+            ) : (
+              <>one of the {c.jwks?.keys.length ?? 0} in its JWK Set</>
+            )}{' '}
+            (RFC 8705).
           </p>
         )}
         <p>

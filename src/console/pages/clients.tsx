@@ -145,10 +145,9 @@ export const clientDraft = (c?: Client): ClientDraft => ({
 /** A draft as the API takes it (POST and PATCH alike); throws, next to its field, JSON that does not parse. */
 export function clientBody(draft: ClientDraft) {
   const method = draft.token_endpoint_auth_method;
-  // self_signed_tls_client_auth: its certificates inline, in the x5c of its keys (never at a URL).
-  const selfSigned = method === 'self_signed_tls_client_auth';
-  const keyed = method === 'private_key_jwt' || selfSigned;
-  const keys = selfSigned ? 'jwks' : draft.keys;
+  // self_signed_tls_client_auth: its certificates in the x5c of its keys, inline or at a URL, as private_key_jwt's keys.
+  const keyed = method === 'private_key_jwt' || method === 'self_signed_tls_client_auth';
+  const keys = draft.keys;
   return {
     name: draft.name,
     description: draft.description.trim() === '' ? null : draft.description,
@@ -278,24 +277,14 @@ export function ClientFields({
           </div>
         </fieldset>
       )}
-      {selfSigned && (
+      {(method === 'private_key_jwt' || selfSigned) && (
         <fieldset>
-          <legend>Certificates</legend>
-          <TextField
-            label="JWK Set"
-            name="jwks"
-            multiline
-            hint='Each self-signed certificate as a public key with its certificate in x5c: {"keys": [{"kty": "EC", …, "x5c": ["MIIB…"]}]}'
-            error={error}
-            value={draft.jwks}
-            onValue={(jwks) => set({ jwks })}
-          />
-        </fieldset>
-      )}
-      {method === 'private_key_jwt' && (
-        <fieldset>
-          <legend>Public keys</legend>
-          <div class="checks" role="radiogroup" aria-label="Where the keys are">
+          <legend>{selfSigned ? 'Certificates' : 'Public keys'}</legend>
+          <div
+            class="checks"
+            role="radiogroup"
+            aria-label={selfSigned ? 'Where the certificates are' : 'Where the keys are'}
+          >
             <label>
               <input
                 type="radio"
@@ -320,7 +309,11 @@ export function ClientFields({
               label="JWK Set"
               name="jwks"
               multiline
-              hint='{"keys": [ … public keys … ]}'
+              hint={
+                selfSigned
+                  ? 'Each self-signed certificate as a public key with its certificate in x5c: {"keys": [{"kty": "EC", …, "x5c": ["MIIB…"]}]}'
+                  : '{"keys": [ … public keys … ]}'
+              }
               error={error}
               value={draft.jwks}
               onValue={(jwks) => set({ jwks })}

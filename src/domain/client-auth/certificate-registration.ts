@@ -183,8 +183,9 @@ export interface CredentialProblem {
 
 /**
  * The rule of a client's method and credentials together, of every method (method.ts's authMethodProblem for the
- * others): tls_client_auth has one tls_client_auth_* value and no keys; self_signed_tls_client_auth has jwks inline
- * (not jwks_uri), each key with its certificate in x5c; a tls_client_auth_* value is for tls_client_auth only.
+ * others): tls_client_auth has one tls_client_auth_* value and no keys; self_signed_tls_client_auth has jwks inline,
+ * each key with its certificate in x5c, or a jwks_uri where such a set is published (checked when it is fetched);
+ * a tls_client_auth_* value is for tls_client_auth only.
  * Returns the first rule broken and the field to name, or undefined.
  */
 export function credentialProblem(client: RegisteredCredentials): CredentialProblem | undefined {
@@ -209,15 +210,15 @@ export function credentialProblem(client: RegisteredCredentials): CredentialProb
     return undefined;
   }
   if (method === 'self_signed_tls_client_auth') {
-    if (jwksUri !== null)
-      return {
-        field: 'jwks_uri',
-        message: 'self_signed_tls_client_auth takes its certificates inline in jwks',
-      };
+    if (jwks !== null && jwksUri !== null)
+      return { field: 'jwks_uri', message: 'give jwks or jwks_uri, not both' };
+    // RFC 8705 §2.2: the certificates, inline or where the client publishes them (their x5c read at each fetch).
+    if (jwksUri !== null) return undefined;
     if (jwks === null)
       return {
         field: 'jwks',
-        message: "self_signed_tls_client_auth needs jwks: its certificates, each in its key's x5c",
+        message:
+          "self_signed_tls_client_auth needs jwks or jwks_uri: its certificates, each in its key's x5c",
       };
     for (const [i, jwk] of jwks.keys.entries()) {
       const problem = x5cProblem(jwk, i);

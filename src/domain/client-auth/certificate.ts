@@ -16,8 +16,9 @@ import { failedProof, type ClientAuthMethod, type PresentedCredentials, type Pro
  * tls_client_auth its validity, its extended key usage, its chain to TESSERA_TLS_CLIENT_CA (decided by the TLS
  * handshake or, for a proxy's certificate, by Tessera: mtls/certificate.ts), then the registered value; for
  * self_signed_tls_client_auth that it is one of the client's certificates, by its hash (no chain, no dates: RFC
- * 8705 §2.2 trusts the registration, not a CA). Everything but a proxy certificate's first path validation is read
- * from memory: the certificate's facts and verdict are cached by its hash (http/client-certificates.ts).
+ * 8705 §2.2 trusts the registration, not a CA), registered inline or published at its jwks_uri. A warm request
+ * reads everything from memory: the certificate's facts and verdict are kept by its hash (http/client-certificates.ts),
+ * a published set as a private_key_jwt client's keys are (keys/jwks-fetcher.ts).
  */
 
 const NO_CERTIFICATE = failedProof('mtls: no certificate');
@@ -71,22 +72,51 @@ function tlsClientAuth(certificate: ClientCertificate, identity: KnownTlsIdentit
   return verdict instanceof Promise ? verdict.then(decide) : decide(verdict);
 }
 
+/** The certificates a self-signed client publishes at its jwks_uri (keys/jwks-fetcher.ts, as its keys are fetched). */
+export interface RemoteCertificates {
+  /** The set's certificates, fetched or cached; rejects with an Error whose message says why there are none. */
+  certificatesFor(place: { uri: string }): Promise<ReadonlySet<string>>;
+  /** Fetched again for a certificate not among them, at most once a minute: the new set, or undefined. */
+  refetchCertificates(place: { uri: string }): Promise<ReadonlySet<string> | undefined>;
+}
+
+/** RFC 8705 §2.2: the certificate is one the client published at its jwks_uri (fetched again once for a new one). */
+async function publishedAt(
+  place: { uri: string },
+  thumbprint: string,
+  remote: RemoteCertificates,
+): Promise<Proof> {
+  let published: ReadonlySet<string>;
+  try {
+    published = await remote.certificatesFor(place);
+  } catch (error) {
+    return failedProof(`mtls: the client's jwks_uri: ${(error as Error).message}`);
+  }
+  if (published.has(thumbprint)) return PROVEN;
+  const again = await remote.refetchCertificates(place).catch(() => undefined);
+  return again?.has(thumbprint) === true ? PROVEN : NOT_REGISTERED_CERTIFICATE;
+}
+
 class CertificateCredentials implements PresentedCredentials {
   readonly byCertificate = true;
 
   constructor(
     readonly clientId: string,
     private readonly certificate: ClientCertificate | undefined,
+    private readonly remote: RemoteCertificates,
   ) {}
 
   proves(client: KnownClient | undefined, now: number): Proof | Promise<Proof> {
     if (client === undefined) return NOT_REGISTERED;
-    if (client.tls === undefined && client.selfSigned === undefined) return NOT_REGISTERED;
+    const { tls, selfSigned } = client;
+    if (tls === undefined && selfSigned === undefined) return NOT_REGISTERED;
     const certificate = this.certificate;
     if (certificate === undefined) return NO_CERTIFICATE;
-    if (client.tls !== undefined) return tlsClientAuth(certificate, client.tls, now);
+    if (tls !== undefined) return tlsClientAuth(certificate, tls, now);
     // RFC 8705 §2.2: the same certificate as one registered, by the hash of its DER.
-    return client.selfSigned!.has(certificate.thumbprint) ? PROVEN : NOT_REGISTERED_CERTIFICATE;
+    if (selfSigned instanceof Set)
+      return selfSigned.has(certificate.thumbprint) ? PROVEN : NOT_REGISTERED_CERTIFICATE;
+    return publishedAt(selfSigned as { uri: string }, certificate.thumbprint, this.remote);
   }
 }
 
@@ -103,13 +133,15 @@ const carriesOtherCredential = (request: TokenRequest): boolean =>
  * such (`mtls: no certificate`), and a client of another method that sent nothing is refused as one without its
  * credential.
  */
-export const tlsCertificate: ClientAuthMethod = {
-  names: ['tls_client_auth', 'self_signed_tls_client_auth'],
-  presentedIn: (request) =>
-    present(request.params.client_id) !== undefined && !carriesOtherCredential(request),
-  parse(request) {
-    const clientId = present(request.params.client_id);
-    if (clientId === undefined) throw invalidRequest('client_id is required');
-    return new CertificateCredentials(clientId, request.certificate);
-  },
-};
+export function tlsCertificate(options: { remote: RemoteCertificates }): ClientAuthMethod {
+  return {
+    names: ['tls_client_auth', 'self_signed_tls_client_auth'],
+    presentedIn: (request) =>
+      present(request.params.client_id) !== undefined && !carriesOtherCredential(request),
+    parse(request) {
+      const clientId = present(request.params.client_id);
+      if (clientId === undefined) throw invalidRequest('client_id is required');
+      return new CertificateCredentials(clientId, request.certificate, options.remote);
+    },
+  };
+}

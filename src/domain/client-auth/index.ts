@@ -1,7 +1,7 @@
 import type { TokenRequest } from '../token-request.js';
 import type { ClientAuthMethod } from './method.js';
 import { assertionIssuer } from './assertion.js';
-import { tlsCertificate } from './certificate.js';
+import { tlsCertificate, type RemoteCertificates } from './certificate.js';
 import { privateKeyJwt, type PrivateKeyJwtOptions } from './private-key-jwt.js';
 import { basicClientId, clientSecretBasic, clientSecretPost } from './secret.js';
 
@@ -47,6 +47,8 @@ export {
 export { clientSecretBasic, clientSecretPost, parseBasicAuthorization } from './secret.js';
 export { ClientAuthenticator, type ClientAuthenticatorDeps } from './authenticator.js';
 export { JWT_BEARER, type RemoteKeys, type ReplayGuard } from './assertion.js';
+export type { RemoteCertificates } from './certificate.js';
+export { certificateThumbprints } from './certificate-registration.js';
 export type { PrivateKeyJwtOptions } from './private-key-jwt.js';
 export {
   DEFAULT_MAX_LIFETIME,
@@ -82,10 +84,11 @@ export const SECRET_METHODS: readonly ClientAuthMethod[] = [clientSecretBasic, c
  */
 export function clientAuthMethods(options: {
   privateKeyJwt: PrivateKeyJwtOptions;
-  certificates: boolean;
+  /** Where a certificate can arrive: the certificates published at a self-signed client's jwks_uri; else undefined. */
+  certificates: { remote: RemoteCertificates } | undefined;
 }): ClientAuthMethod[] {
   const methods = [...SECRET_METHODS, privateKeyJwt(options.privateKeyJwt)];
-  if (options.certificates) methods.push(tlsCertificate);
+  if (options.certificates !== undefined) methods.push(tlsCertificate(options.certificates));
   return methods;
 }
 
