@@ -3,14 +3,14 @@ import { createHash, X509Certificate } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
-import type * as pkijs from 'pkijs';
 import {
+  anchorsOf,
   factsOf,
   handshakeVerdict,
   NOT_TRUSTED,
-  parseCertificate,
   thumbprintOf,
   validatePath,
+  type Anchors,
   type CertificateFacts,
   type ChainVerdict,
   type ClientCertificate,
@@ -57,13 +57,6 @@ export interface ClientCertificatesOptions {
   now(): number;
 }
 
-/** The certificates of a PEM bundle, as pkijs reads them; throws for a bundle with none or one that does not parse. */
-function anchorsOf(pem: string): pkijs.Certificate[] {
-  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? [];
-  if (blocks.length === 0) throw new Error('no PEM certificate in it');
-  return blocks.map((block) => parseCertificate(new X509Certificate(block).raw));
-}
-
 interface Verdict {
   verdict: ChainVerdict | Promise<ChainVerdict>;
   until: number;
@@ -82,7 +75,7 @@ class Presented implements ClientCertificate {
 }
 
 export class ClientCertificates {
-  private anchors: pkijs.Certificate[] = [];
+  private anchors: Anchors = { x509: [], pkijs: [] };
   /** Facts by thumbprint. */
   private readonly facts = boundedLru<string, CertificateFacts>(CACHE_MAX);
   /** A forwarded chain's verdict, by the hash of the leaf and its intermediates. */

@@ -67,6 +67,8 @@ export interface CaOptions {
   notAfter?: Date;
   /** basicConstraints pathLenConstraint; none without. */
   pathLength?: number;
+  /** Its key pair (another authority's, for a certificate of the same key); a new P-256 pair without. */
+  keys?: CryptoKeyPair;
 }
 
 export interface LeafOptions {
@@ -189,7 +191,7 @@ function issuerOf(ca: Authority): { issuer: x509.Name; aki: x509.AuthorityKeyIde
  */
 export async function makeCa(options: CaOptions = {}): Promise<Authority> {
   const name = options.subject ?? 'CN=Tessera Test Root CA';
-  const keys = await generate();
+  const keys = options.keys ?? (await generate());
   const now = Date.now();
   const extensions: x509.Extension[] = [
     new x509.BasicConstraintsExtension(true, options.pathLength, true),

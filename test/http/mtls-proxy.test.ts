@@ -25,6 +25,10 @@ let worker: Issued;
 let batch: Issued;
 let untrusted: Issued;
 let expired: Issued;
+/** A leaf of an attacker's CA, with the victim's SPIFFE ID. */
+let forged: Issued;
+/** A leaf under two CA certificates that issue each other (X → Y → X …), none of them trusted. */
+let looped: { leaf: Issued; chain: Authority[] };
 let caFile: string;
 
 const pemOf = (issued: Issued): string => issued.certPem;
@@ -112,6 +116,11 @@ beforeAll(async () => {
     notBefore: new Date(Date.now() - 48 * HOUR),
     notAfter: new Date(Date.now() - 24 * HOUR),
   });
+  forged = await issueCert(other, { subject: 'CN=batch,O=Example Inc,C=US', san: { uri: [SPIFFE] } });
+  const x = await makeCa({ subject: 'CN=Loop X' });
+  const y = await makeCa({ subject: 'CN=Loop Y', issuer: x });
+  const xAgain = await makeCa({ subject: 'CN=Loop X', issuer: y, keys: x.cryptoKeys });
+  looped = { leaf: await issueCert(y, { subject: 'CN=looped', san: { uri: [SPIFFE] } }), chain: [xAgain, y] };
   caFile = (await writePems({ 'client-ca.pem': root.certPem }))['client-ca.pem']!;
 }, 60_000);
 
@@ -186,6 +195,20 @@ describe.each(Object.keys(FORMATS) as Format[])('TESSERA_CLIENT_CERT_HEADER=%s',
     const alone = await post(t, asks('spiffe'), headerOf(batch));
     expect([alone.status, alone.body]).toEqual([401, INVALID_CLIENT]);
     expect((await latestAuditEvent(t, 'spiffe'))?.reason).toBe('invalid_client: mtls: chain not trusted');
+  });
+
+  it("a leaf of another CA forwarded with the trusted CA's real intermediate is not trusted", async () => {
+    const answer = await post(t, asks('spiffe'), headerOf(forged, [intermediate]));
+    expect([answer.status, answer.body]).toEqual([401, INVALID_CLIENT]);
+    expect((await latestAuditEvent(t, 'spiffe'))?.reason).toBe('invalid_client: mtls: chain not trusted');
+  });
+
+  it('certificates that issue each other in a loop are refused at once, and the server goes on', async () => {
+    const started = Date.now();
+    const answer = await post(t, asks('spiffe'), headerOf(looped.leaf, looped.chain));
+    expect([answer.status, answer.body]).toEqual([401, INVALID_CLIENT]);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect((await post(t, asks('spiffe'), headerOf(worker))).status).toBe(200);
   });
 
   it.each([

@@ -13,8 +13,8 @@ import { failedProof, type ClientAuthMethod, type PresentedCredentials, type Pro
  * private-key-jwt.ts find no secret or key).
  *
  * What is checked, in order, each refusal with its audit reason (`mtls: …`): a certificate at all; for
- * tls_client_auth its validity, its extended key usage, its chain to TESSERA_TLS_CLIENT_CA (decided by the TLS
- * handshake or, for a proxy's certificate, by Tessera: mtls/certificate.ts), then the registered value; for
+ * tls_client_auth its validity, its extended key usage, the registered value, then its chain to
+ * TESSERA_TLS_CLIENT_CA (decided by the TLS handshake or, for a proxy's certificate, by Tessera: mtls/certificate.ts); for
  * self_signed_tls_client_auth that it is one of the client's certificates, by its hash (no chain, no dates: RFC
  * 8705 §2.2 trusts the registration, not a CA), registered inline or published at its jwks_uri. A warm request
  * reads everything from memory: the certificate's facts and verdict are kept by its hash (http/client-certificates.ts),
@@ -62,12 +62,10 @@ function tlsClientAuth(certificate: ClientCertificate, identity: KnownTlsIdentit
   if (now < facts.notBefore) return NOT_YET_VALID;
   if (now > facts.notAfter) return EXPIRED;
   if (!facts.clientAuth) return NOT_CLIENT_AUTH;
+  // The registered value before the chain: a certificate that could never match costs no path validation.
+  if (!carries(certificate, identity)) return MISMATCH[identity.kind];
   const decide = (verdict: ChainVerdict): Proof =>
-    !verdict.trusted
-      ? failedProof(`mtls: ${verdict.reason}`)
-      : carries(certificate, identity)
-        ? PROVEN
-        : MISMATCH[identity.kind];
+    verdict.trusted ? PROVEN : failedProof(`mtls: ${verdict.reason}`);
   const verdict = certificate.chain();
   return verdict instanceof Promise ? verdict.then(decide) : decide(verdict);
 }

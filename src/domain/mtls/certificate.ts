@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import * as pkijs from 'pkijs';
 import { canonicalIpAddress } from './ip.js';
 import { canonicalDnOfDer, dnString } from './dn.js';
@@ -123,30 +123,115 @@ export function factsOf(der: Uint8Array): CertificateFacts {
   };
 }
 
+/** The CAs of TESSERA_TLS_CLIENT_CA, as Node and pkijs read them. */
+export interface Anchors {
+  readonly x509: readonly X509Certificate[];
+  readonly pkijs: readonly pkijs.Certificate[];
+}
+
+/** The anchors of a PEM bundle; throws for a bundle with no certificate, or one that does not parse. */
+export function anchorsOf(pem: string): Anchors {
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) throw new Error('no PEM certificate in it');
+  const x509 = blocks.map((block) => new X509Certificate(block));
+  return { x509, pkijs: x509.map((certificate) => parseCertificate(certificate.raw)) };
+}
+
+/** At most this many intermediates between a forwarded leaf and an anchor (the header's own limit is 10). */
+const MAX_INTERMEDIATES = 10;
+/** A path validation that takes longer than this is not trusted (pkijs is async: nothing should take near it). */
+const VALIDATION_DEADLINE_MS = 2000;
+
+/** Whether `issuer` issued `subject`: its name and key identifiers (OpenSSL's check), and the signature. */
+const issued = (subject: X509Certificate, issuer: X509Certificate): boolean => {
+  try {
+    return subject.checkIssued(issuer) && subject.verify(issuer.publicKey);
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * The one path from the leaf up through the forwarded intermediates to an anchor, each certificate's issuer found
+ * by its name and signature, none used twice, at most MAX_INTERMEDIATES deep: the intermediates in order (the
+ * leaf's issuer first) and the anchor; undefined when there is none. Linear and bounded, whatever a hostile proxy or
+ * client sends (certificates that issue each other in a loop, a hundred of the same name): the path validation then
+ * follows exactly this path.
+ */
+function pathOf(
+  leaf: X509Certificate,
+  pool: readonly X509Certificate[],
+  anchors: Anchors,
+): { intermediates: number[]; anchor: number } | undefined {
+  const used = new Set<number>();
+  const intermediates: number[] = [];
+  let current = leaf;
+  for (let depth = 0; depth <= MAX_INTERMEDIATES; depth++) {
+    const anchor = anchors.x509.findIndex((candidate) => issued(current, candidate));
+    if (anchor >= 0) return { intermediates, anchor };
+    const next = pool.findIndex((candidate, i) => !used.has(i) && issued(current, candidate));
+    if (next < 0) return undefined;
+    used.add(next);
+    intermediates.push(next);
+    current = pool[next]!;
+  }
+  return undefined;
+}
+
 /**
  * RFC 5280 §6 path validation of a certificate a proxy forwarded, with the intermediates it sent, to `anchors` (the
- * certificates of TESSERA_TLS_CLIENT_CA) at `now`: pkijs's engine. Never throws: what cannot be validated is not
- * trusted.
+ * certificates of TESSERA_TLS_CLIENT_CA) at `now`: the path found by pathOf, validated by pkijs's engine (signatures,
+ * validity, basic constraints, key usage, name constraints) along exactly that path. Never throws, and never takes
+ * longer than VALIDATION_DEADLINE_MS: what cannot be validated is not trusted.
  */
 export async function validatePath(
-  leaf: Uint8Array,
-  intermediates: readonly Uint8Array[],
-  anchors: readonly pkijs.Certificate[],
+  leafDer: Uint8Array,
+  intermediateDers: readonly Uint8Array[],
+  anchors: Anchors,
   now: number,
 ): Promise<ChainVerdict> {
-  if (anchors.length === 0) return NOT_TRUSTED;
+  if (anchors.x509.length === 0) return NOT_TRUSTED;
+  let timer: NodeJS.Timeout | undefined;
   try {
+    const leaf = new X509Certificate(leafDer);
+    const pool = intermediateDers.slice(0, MAX_INTERMEDIATES).map((der) => new X509Certificate(der));
+    const path = pathOf(leaf, pool, anchors);
+    if (path === undefined) return NOT_TRUSTED;
+    // pkijs takes the end entity as the last of `certs`; each certificate's issuer is the next of the path.
+    const chain = [
+      parseCertificate(leafDer),
+      ...path.intermediates.map((i) => parseCertificate(pool[i]!.raw)),
+    ];
+    const anchor = anchors.pkijs[path.anchor]!;
     const engine = new pkijs.CertificateChainValidationEngine({
-      trustedCerts: [...anchors],
-      certs: [parseCertificate(leaf), ...intermediates.map(parseCertificate)],
+      trustedCerts: [anchor],
+      certs: [...chain.slice(1).reverse(), chain[0]!],
       checkDate: new Date(now),
+      findIssuer: async (certificate: pkijs.Certificate) => {
+        const at = chain.findIndex((c) => Buffer.from(c.tbsView).equals(Buffer.from(certificate.tbsView)));
+        if (at < 0) return [];
+        return [at + 1 < chain.length ? chain[at + 1]! : anchor];
+      },
     });
-    const result = await engine.verify();
-    if (result.result) return TRUSTED;
+    const deadline = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), VALIDATION_DEADLINE_MS);
+    });
+    const result = await Promise.race([engine.verify(), deadline]);
+    if (result === undefined) return NOT_TRUSTED;
+    // The path validated must be the one of this leaf (RFC 5280 §6.1: the end entity is the path's last certificate).
+    const validated = result.certificatePath?.[0];
+    if (
+      result.result &&
+      validated !== undefined &&
+      Buffer.from(validated.tbsView).equals(Buffer.from(chain[0]!.tbsView))
+    )
+      return TRUSTED;
     // pkijs's code 8: a certificate of the path is not yet valid or expired (the leaf's own dates are checked before).
     return result.resultCode === 8 ? CHAIN_EXPIRED : NOT_TRUSTED;
   } catch {
     return NOT_TRUSTED;
+  } finally {
+    clearTimeout(timer);
   }
 }
 
