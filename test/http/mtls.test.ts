@@ -255,6 +255,20 @@ describe('discovery over TLS', () => {
     const withCertificate = await token({ ...asks('plain'), client_secret: secret }, agent(worker));
     expect(withCertificate.status).toBe(200);
     expect(decodeJwt(withCertificate.body.access_token as string).cnf).toBeUndefined();
+    // Its id alone, with or without a certificate, is a request without its secret, as without mutual TLS; so is an
+    // unknown id's: 400, no failed attempt.
+    for (const [id, dispatcher] of [
+      ['plain', agent()],
+      ['plain', agent(worker)],
+      ['nobody', agent(worker)],
+    ] as const) {
+      const alone = await token(asks(id), dispatcher);
+      expect([alone.status, alone.body]).toEqual([
+        400,
+        { error: 'invalid_request', error_description: 'client_secret is required' },
+      ]);
+    }
+    expect((await latestAuditEvent(t, 'plain'))?.reason).toBe('invalid_request: client_secret is required');
   });
 });
 

@@ -60,7 +60,7 @@ export class ClientAuthenticator {
     const wait = this.deps.attempts.blockedFor(possible, request.source);
     return wait > 0
       ? this.authenticateBlocked(possible, credentials, wait)
-      : this.prove(credentials, request);
+      : this.prove(credentials, request, missing);
   }
 
   /**
@@ -192,24 +192,26 @@ export class ClientAuthenticator {
   private prove(
     credentials: PresentedCredentials,
     request: TokenRequest,
+    missing: 'invalid_request' | 'invalid_client',
   ): Authenticated | Promise<Authenticated> {
     const { clientId } = credentials;
     // An id no client can have (a NUL, 8 KiB of junk) is unknown without a cache entry or a store query.
     const found = isPossibleClientId(clientId) ? this.deps.findClient(clientId) : undefined;
     return found instanceof Promise
-      ? found.then((client) => this.check(client, credentials, request))
-      : this.check(found, credentials, request);
+      ? found.then((client) => this.check(client, credentials, request, missing))
+      : this.check(found, credentials, request, missing);
   }
 
   private check(
     client: KnownClient | undefined,
     credentials: PresentedCredentials,
     request: TokenRequest,
+    missing: 'invalid_request' | 'invalid_client',
   ): Authenticated | Promise<Authenticated> {
     const proof = credentials.proves(client, this.deps.now());
     return proof instanceof Promise
-      ? proof.then((proven) => this.decide(client, credentials, request, proven))
-      : this.decide(client, credentials, request, proof);
+      ? proof.then((proven) => this.decide(client, credentials, request, proven, missing))
+      : this.decide(client, credentials, request, proof, missing);
   }
 
   private decide(
@@ -217,9 +219,19 @@ export class ClientAuthenticator {
     credentials: PresentedCredentials,
     request: TokenRequest,
     proof: Proof,
+    missing: 'invalid_request' | 'invalid_client',
   ): Authenticated {
     const { clientId } = credentials;
     const { source } = request;
+    if (!proof.proven && proof.missing === true) {
+      // No credential of the client's was presented (only its id, where a certificate could have been the
+      // credential): as a request without any, never a failed attempt; a blocked caller hears 429 as for all else.
+      const wait = this.deps.attempts.blockedFor(isPossibleClientId(clientId) ? clientId : undefined, source);
+      if (wait > 0) throw tooManyAttempts(wait);
+      throw missing === 'invalid_client'
+        ? invalidClient('no client credentials')
+        : invalidRequest('client_secret is required');
+    }
     const failure = !client
       ? 'unknown client'
       : !proof.proven

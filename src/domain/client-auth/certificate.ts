@@ -22,8 +22,11 @@ import { failedProof, type ClientAuthMethod, type PresentedCredentials, type Pro
  */
 
 const NO_CERTIFICATE = failedProof('mtls: no certificate');
-/** A client of another method that sent only its id (the message a secret method's client hears without one). */
-const NOT_REGISTERED = failedProof('no client credential: the client authenticates with a secret or a key');
+/**
+ * A client of another method (or none) that sent only its id: a request without its credential, as it is without
+ * mutual TLS (400 client_secret is required at the token endpoint), not a failed attempt.
+ */
+const NOT_REGISTERED: Proof = { proven: false, failure: 'no client credential', missing: true };
 const NOT_YET_VALID = failedProof('mtls: certificate not yet valid');
 const EXPIRED = failedProof('mtls: certificate expired');
 const NOT_CLIENT_AUTH = failedProof('mtls: certificate not for client authentication (extended key usage)');

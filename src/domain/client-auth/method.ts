@@ -65,6 +65,11 @@ export type Proof =
       readonly proven: false;
       /** Why, for the audit trail (never the credential itself). */
       readonly failure: string;
+      /**
+       * The request carries no credential this client could use (it sent only its client_id, and authenticates with
+       * a secret, or is unknown): answered as a request without credentials is, not counted as a failed attempt.
+       */
+      readonly missing?: true;
     };
 
 /** A failed proof, by its reason. */
