@@ -37,6 +37,7 @@ import {
 } from '../helpers/server.js';
 import { digestSecret, generateSecret } from '../../src/domain/secrets.js';
 import type { NewClient } from '../../src/store/types.js';
+import { exchangeParams } from '../helpers/provision.js';
 
 const API = 'https://api.example.com';
 const SPIFFE = 'spiffe://prod.example.com/ns/billing/sa/worker';
@@ -475,6 +476,48 @@ describe('certificate-bound tokens (RFC 8705 §3)', () => {
       'x5t#S256': worker.x5t,
       jkt: key.jkt,
     });
+  });
+
+  it('token exchange keeps a certificate-bound subject token sender-constrained: bound to the acting client’s certificate', async () => {
+    const DOWNSTREAM = 'https://ledger.example.com';
+    const store = t.server.runtime.store;
+    await t.addAudience(DOWNSTREAM);
+    const serviceSecret = generateSecret();
+    await store.createClient({
+      id: 'service',
+      name: 'a service that calls the ledger for its caller',
+      secretDigest: digestSecret(serviceSecret),
+      tokenTtl: null,
+      audiences: [DOWNSTREAM],
+      grantTokenExchange: [DOWNSTREAM],
+    });
+    await store.updateAudience(API, { resourceServerClientIds: ['service'] });
+    await t.sync();
+    const subject = await token(asks('bound-dn'), agent(worker));
+    const exchange = {
+      ...exchangeParams(
+        { id: 'service', secret: serviceSecret },
+        subject.body.access_token as string,
+        DOWNSTREAM,
+      ),
+    };
+    const without = await token(exchange, agent());
+    expect([without.status, without.body]).toEqual([
+      400,
+      {
+        error: 'invalid_request',
+        error_description:
+          'the subject_token is bound to a TLS client certificate: the acting client must ask with its own certificate',
+      },
+    ]);
+    const exchanged = await token(exchange, agent(otherSubject));
+    expect(exchanged.status).toBe(200);
+    const claims = decodeJwt(exchanged.body.access_token as string);
+    expect([claims.sub, claims.act, claims.cnf]).toEqual([
+      'bound-dn',
+      { sub: 'service' },
+      { 'x5t#S256': otherSubject.x5t },
+    ]);
   });
 
   it('introspection returns the cnf, to a resource server authenticated by its own certificate', async () => {

@@ -61,6 +61,11 @@ export interface GrantResult {
    * sender-constrained token never becomes a bearer token through token exchange).
    */
   dpopRequired?: boolean;
+  /**
+   * Whether the new token must be bound to a TLS client certificate whatever the client's registration says (a
+   * certificate-bound subject token, RFC 8705 §3: the same rule as DPoP's).
+   */
+  certificateRequired?: boolean;
   /** The audit event of the token: token.exchanged for a token exchange (RFC 8693), token.issued otherwise. */
   type: 'token.issued' | 'token.exchanged';
   /** What the audit trail says of the token beyond its client and audience (an exchange: who acted). */

@@ -196,7 +196,8 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
   if (scope !== undefined) claims.scope = scope;
   claims.act = actClaim(client.id, before);
   // docs/interface.md (DPoP): a DPoP-bound subject token is exchanged only with the acting client's own proof, and the
-  // new token is bound to that client's key: a sender-constrained token never becomes a bearer token.
+  // new token is bound to that client's key: a sender-constrained token never becomes a bearer token. A
+  // certificate-bound one likewise, by the acting client's certificate.
   const decided: GrantResult = {
     claims,
     audience,
@@ -207,6 +208,8 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
     answer: ISSUED_ACCESS_TOKEN,
   };
   if (dpopKeyOf(subject) !== undefined) decided.dpopRequired = true;
+  // The same for a certificate-bound one (RFC 8705 §3): the acting client's certificate, and the new token bound to it.
+  if (subject.cnf?.['x5t#S256'] !== undefined) decided.certificateRequired = true;
   return decided;
 };
 
