@@ -26,7 +26,7 @@ export interface Server {
   shutdown(context?: Record<string, unknown>): Promise<void>;
   /**
    * Reads TESSERA_TLS_CERT, TESSERA_TLS_KEY and TESSERA_TLS_CLIENT_CA again (SIGHUP): false when they do not load
-   * (the running ones are kept) or TLS is not served.
+   * (the running ones are kept) or none is configured.
    */
   reloadTls(): boolean;
 }
@@ -127,13 +127,16 @@ export async function startServer(
     throw error;
   }
   logger.info({ address, issuer: config.issuer, store: runtime.store.engine }, 'tessera is listening');
+  const certificates = runtime.app.certificates;
   const tls =
-    config.tls === undefined
+    certificates === undefined || (config.tls === undefined && config.tlsClientCa === undefined)
       ? undefined
       : watchTls(
-          app.server as HttpsServer,
-          { ...config.tls, clientCa: config.tlsClientCa },
-          runtime.app.certificates!,
+          {
+            tls: config.tls === undefined ? undefined : { server: app.server as HttpsServer, ...config.tls },
+            clientCa: config.tlsClientCa,
+          },
+          certificates,
           logger,
         );
   let stopping: Promise<void> | undefined;

@@ -82,8 +82,13 @@ export class ClientCertificates {
   private readonly verdicts = boundedLru<string, Verdict>(CACHE_MAX);
   /** A forwarded certificate by the header's value, read once per value. */
   private readonly headers = boundedLru<string, ClientCertificate>(HEADERS_MAX);
-  /** A connection's certificate (null: it has none), read once per connection. */
-  private readonly connections = new WeakMap<TLSSocket, ClientCertificate | null>();
+  /** A connection's certificate (null: it has none), read once per connection, with the CAs' version it was judged by. */
+  private readonly connections = new WeakMap<
+    TLSSocket,
+    { certificate: ClientCertificate | undefined; version: number }
+  >();
+  /** Advances with each new set of client CAs. */
+  private anchorsVersion = 0;
   private readonly trusted: ((address: string, hop: number) => boolean) | undefined;
   /** Forwarded chains validated (path validations begun): each distinct chain once while its verdict is kept. */
   chainValidations = 0;
@@ -110,9 +115,19 @@ export class ClientCertificates {
     return this.options.tls || this.trusted !== undefined;
   }
 
-  /** A new TESSERA_TLS_CLIENT_CA (on reload): forwarded chains are verified again. Throws for a bad bundle. */
+  /** A new TESSERA_TLS_CLIENT_CA (PEM); throws for a bad bundle. */
   setClientCa(pem: string): void {
-    this.anchors = anchorsOf(pem);
+    this.setAnchors(anchorsOf(pem));
+  }
+
+  /**
+   * New client CAs (a reload): every chain is judged again by them — a forwarded one when it next arrives, and the
+   * certificate of a connection opened before, whose handshake OpenSSL judged by the CAs of then, by Tessera's path
+   * validation against the new ones (with the chain the handshake received).
+   */
+  setAnchors(anchors: Anchors): void {
+    this.anchors = anchors;
+    this.anchorsVersion++;
     this.verdicts.clear();
   }
 
@@ -124,19 +139,28 @@ export class ClientCertificates {
     if (!this.options.tls || !('encrypted' in socket)) return undefined;
     const tls = socket as TLSSocket;
     const known = this.connections.get(tls);
-    if (known !== undefined) return known ?? undefined;
-    const certificate = this.ofConnection(tls);
-    this.connections.set(tls, certificate ?? null);
+    if (known !== undefined && (known.certificate === undefined || known.version === this.anchorsVersion))
+      return known.certificate;
+    const certificate = this.ofConnection(tls, known !== undefined);
+    this.connections.set(tls, { certificate, version: this.anchorsVersion });
     return certificate;
   }
 
-  private ofConnection(socket: TLSSocket): ClientCertificate | undefined {
+  /**
+   * A connection's certificate, with OpenSSL's verdict of its handshake; or, `rejudged` after the client CAs
+   * changed, Tessera's own against the new ones.
+   */
+  private ofConnection(socket: TLSSocket, rejudged: boolean): ClientCertificate | undefined {
     const peer = socket.getPeerX509Certificate();
     if (peer === undefined) return undefined;
     const der = peer.raw;
     const thumbprint = thumbprintOf(der);
     const facts = this.factsOf(thumbprint, der);
     if (facts === undefined) return undefined;
+    if (rejudged) {
+      const chain = peerChainOf(socket);
+      return new Presented(thumbprint, facts, () => this.verdictOf(der, chain, facts));
+    }
     // OpenSSL's verdict in the handshake, against TESSERA_TLS_CLIENT_CA (the context's `ca`); without it, no CA is
     // trusted, and the verdict of Node's default roots must not count.
     const verdict =
@@ -231,6 +255,17 @@ export class ClientCertificates {
     this.verdicts.set(key, entry);
     return pending;
   }
+}
+
+/** The certificates above a connection's leaf, as its handshake received and completed them (at most ten). */
+function peerChainOf(socket: TLSSocket): Buffer[] {
+  const chain: Buffer[] = [];
+  let current = socket.getPeerCertificate(true);
+  while (chain.length < 10 && current?.issuerCertificate && current.issuerCertificate !== current) {
+    current = current.issuerCertificate;
+    chain.push(current.raw);
+  }
+  return chain;
 }
 
 /** A certificate's end of validity (ms); a certificate that does not parse ends now (it is refused anyway). */

@@ -1,6 +1,7 @@
 import { readFileSync, unwatchFile, watchFile, type Stats } from 'node:fs';
 import type { Server as HttpsServer, ServerOptions } from 'node:https';
 import type { Logger } from 'pino';
+import { anchorsOf } from '../domain/mtls/certificate.js';
 import type { ClientCertificates } from './client-certificates.js';
 
 /*
@@ -60,33 +61,45 @@ export function tlsOptions(files: TlsFiles): ServerOptions & { ca?: string } {
   };
 }
 
+/** What is watched: the server's certificate and key (when TLS is served), and the client CAs (when given). */
+export interface WatchedFiles {
+  tls: { server: HttpsServer; cert: string; key: string } | undefined;
+  clientCa: string | undefined;
+}
+
 /**
- * Reloads the server's certificate, key and client CAs from the files: on `reload()` (SIGHUP), and when a file
- * changes. Returns the reload function and a stop for the watch.
+ * Reloads the server's certificate and key and the client CAs from their files: on `reload()` (SIGHUP), and when a
+ * file changes. The client CAs are watched behind a proxy too (a SPIFFE bundle rotates whoever terminates TLS). All
+ * is read and parsed before anything is replaced: files that do not load change nothing. Returns the reload function
+ * and a stop for the watch.
  */
 export function watchTls(
-  server: HttpsServer,
-  files: TlsFiles,
+  files: WatchedFiles,
   certificates: ClientCertificates,
   logger: Logger,
 ): { reload(): boolean; stop(): void } {
+  const { tls, clientCa } = files;
   const reload = (): boolean => {
-    let options: ReturnType<typeof tlsOptions>;
     try {
-      options = tlsOptions(files);
-      server.setSecureContext(options);
-      if (options.ca !== undefined) certificates.setClientCa(options.ca);
+      const options = tls === undefined ? undefined : tlsOptions({ ...tls, clientCa });
+      const ca = tls === undefined ? readCa(clientCa) : options!.ca;
+      const anchors = ca === undefined ? undefined : anchorsOf(ca);
+      tls?.server.setSecureContext(options!);
+      if (anchors !== undefined) certificates.setAnchors(anchors);
     } catch (error) {
       logger.error(
         { reason: (error as Error).message },
-        'TLS files not reloaded: the certificate and key in use are kept',
+        'TLS files not reloaded: the certificate, key and client CAs in use are kept',
       );
       return false;
     }
-    logger.info({ cert: files.cert, clientCa: files.clientCa ?? null }, 'TLS files reloaded');
+    logger.info({ cert: tls?.cert ?? null, clientCa: clientCa ?? null }, 'TLS files reloaded');
     return true;
   };
-  const paths = [files.cert, files.key, ...(files.clientCa === undefined ? [] : [files.clientCa])];
+  const paths = [
+    ...(tls === undefined ? [] : [tls.cert, tls.key]),
+    ...(clientCa === undefined ? [] : [clientCa]),
+  ];
   const changed = (current: Stats, previous: Stats) => {
     if (current.mtimeMs !== previous.mtimeMs || current.ino !== previous.ino) reload();
   };
@@ -98,4 +111,16 @@ export function watchTls(
       for (const file of paths) unwatchFile(file, changed);
     },
   };
+}
+
+/** The client CA bundle's text, or undefined when none is configured; throws naming the file. */
+function readCa(file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new Error(`TESSERA_TLS_CLIENT_CA (${file}) cannot be read: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
 }

@@ -6,6 +6,7 @@
  * a header that does not parse ignored with a warning and never a 5xx; certificate-bound tokens from a header.
  */
 import { createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -241,6 +242,36 @@ describe.each(Object.keys(FORMATS) as Format[])('TESSERA_CLIENT_CERT_HEADER=%s',
     );
     // The header's value is never logged.
     expect(lines.join('\n')).not.toContain('garbage');
+  });
+
+  it('new client CAs are taken without a restart, behind a proxy too', async () => {
+    const other = await makeCa({ subject: 'CN=Next Root' });
+    const file = (await writePems({ 'ca.pem': root.certPem }))['ca.pem']!;
+    const s = await startTestServer({
+      ...NO_BLOCKING,
+      TESSERA_TRUST_PROXY: '127.0.0.1',
+      TESSERA_CLIENT_CERT_HEADER: format,
+      TESSERA_TLS_CLIENT_CA: file,
+    });
+    try {
+      await s.addAudience(API);
+      await s.server.runtime.store.createClient({
+        id: 'spiffe',
+        name: 'spiffe',
+        secretDigest: null,
+        authMethod: 'tls_client_auth',
+        tlsClientAuth: { kind: 'san_uri', value: SPIFFE },
+        tokenTtl: null,
+        audiences: [API],
+      });
+      await s.sync();
+      expect((await post(s, asks('spiffe'), headerOf(worker))).status).toBe(200);
+      writeFileSync(file, other.certPem);
+      expect(s.server.reloadTls()).toBe(true);
+      expect((await post(s, asks('spiffe'), headerOf(worker))).status).toBe(401);
+    } finally {
+      await s.close();
+    }
   });
 
   it('a certificate-bound token carries the forwarded certificate’s x5t#S256', async () => {

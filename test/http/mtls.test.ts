@@ -637,5 +637,28 @@ describe('TLS files reloaded', () => {
     writeFileSync(files['server-key.pem']!, 'not a key');
     expect(t.server.reloadTls()).toBe(false);
     expect(await serial()).toBe(after);
+    writeFileSync(files['server-key.pem']!, replaced.keyPem);
+  });
+
+  it('new client CAs judge the certificates of connections opened before them too', async () => {
+    // One kept-alive connection throughout.
+    const connection = new Agent({
+      connections: 1,
+      connect: { ca: serverRoot.certPem, cert: worker.certPem, key: worker.keyPem },
+    });
+    expect((await token(asks('by-dn'), connection)).status).toBe(200);
+    writeFileSync(files['client-ca.pem']!, untrustedRoot.certPem);
+    expect(t.server.reloadTls()).toBe(true);
+    const refused = await token(asks('by-dn'), connection);
+    expect([refused.status, refused.body]).toEqual([401, INVALID_CLIENT]);
+    expect((await latestAuditEvent(t, 'by-dn'))?.reason).toBe('invalid_client: mtls: chain not trusted');
+    // A CA bundle that does not parse changes nothing.
+    writeFileSync(files['client-ca.pem']!, 'no certificate here');
+    expect(t.server.reloadTls()).toBe(false);
+    expect((await token(asks('by-dn'), connection)).status).toBe(401);
+    writeFileSync(files['client-ca.pem']!, root.certPem);
+    expect(t.server.reloadTls()).toBe(true);
+    expect((await token(asks('by-dn'), connection)).status).toBe(200);
+    await connection.close();
   });
 });
