@@ -34,10 +34,12 @@ import { forwardedCertificate, type ClientCertHeader } from './client-cert-heade
 
 /** Certificates whose facts (and forwarded chains whose verdicts) are kept. */
 const CACHE_MAX = 10_000;
-/** Header values whose certificate is kept (a value is a few KiB: at most some 10 MiB in all). */
+/** Header values whose certificate is kept (each at most HEADER_KEY_MAX: at most 16 MiB of text in all). */
 const HEADERS_MAX = 2_000;
-/** A header value longer than this is read every time, not kept. */
-const HEADER_KEY_MAX = 16 * 1024;
+/** A header value longer than this (a leaf with a long chain) is read every time, not kept. */
+const HEADER_KEY_MAX = 8 * 1024;
+/** A malformed header is warned of at most once in this long (the count of the others with the next warning). */
+const MALFORMED_WARN_EVERY_MS = 10_000;
 /** How long a forwarded chain's verdict is kept at most. */
 const VERDICT_TTL_MS = 10 * 60_000;
 
@@ -89,6 +91,9 @@ export class ClientCertificates {
   >();
   /** Advances with each new set of client CAs. */
   private anchorsVersion = 0;
+  /** Malformed headers since the last warning, and when that was (performance.now()). */
+  private malformed = 0;
+  private malformedWarnedAt = -Infinity;
   private readonly trusted: ((address: string, hop: number) => boolean) | undefined;
   /** Forwarded chains validated (path validations begun): each distinct chain once while its verdict is kept. */
   chainValidations = 0;
@@ -201,10 +206,17 @@ export class ClientCertificates {
     const found = forwardedCertificate(header, headers);
     if (found === undefined) return undefined;
     if ('malformed' in found) {
-      this.options.logger.warn(
-        { header, reason: found.malformed },
-        'a client certificate header from a trusted proxy does not parse: ignored',
-      );
+      // A proxy that keeps sending a broken header must not flood the log: once in a while, with the count.
+      this.malformed++;
+      const now = performance.now();
+      if (now - this.malformedWarnedAt >= MALFORMED_WARN_EVERY_MS) {
+        this.options.logger.warn(
+          { header, reason: found.malformed, count: this.malformed },
+          'a client certificate header from a trusted proxy does not parse: ignored',
+        );
+        this.malformedWarnedAt = now;
+        this.malformed = 0;
+      }
       return undefined;
     }
     const { leaf, chain } = found;

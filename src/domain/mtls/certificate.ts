@@ -1,7 +1,7 @@
 import { createHash, X509Certificate } from 'node:crypto';
 import * as pkijs from 'pkijs';
 import { canonicalIpAddress } from './ip.js';
-import { canonicalDnOfDer, dnString } from './dn.js';
+import { canonicalDnOfDer } from './dn.js';
 
 /*
  * A TLS client certificate as RFC 8705 reads it (docs/mtls.md): what it says of its holder (subject, SANs, validity,
@@ -32,8 +32,6 @@ const IP_ADDRESS = 7;
 export interface CertificateFacts {
   /** The canonical form of the subject (dn.ts), or undefined when it does not parse. */
   readonly subject: string | undefined;
-  /** The subject as RFC 4514 text, for the audit trail. */
-  readonly subjectText: string;
   /** RFC 5280 §4.2.1.6 subjectAltName, by kind; dNSName and rfc822Name lower-cased, iPAddress in Node's form. */
   readonly dns: readonly string[];
   readonly uri: readonly string[];
@@ -112,7 +110,6 @@ export function factsOf(der: Uint8Array): CertificateFacts {
   const subjectDer = new Uint8Array(certificate.subject.valueBeforeDecode);
   return {
     subject: canonicalDnOfDer(subjectDer),
-    subjectText: dnString(subjectDer) ?? '(unreadable subject)',
     dns,
     uri,
     ip,

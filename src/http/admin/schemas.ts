@@ -95,7 +95,9 @@ const jwksOf = (description: string) =>
     { additionalProperties: true, description },
   );
 
-const Jwks = jwksOf('private_key_jwt: the public keys, a JWK Set (RFC 7517)');
+const Jwks = jwksOf(
+  "private_key_jwt: the public keys, a JWK Set (RFC 7517); self_signed_tls_client_auth: its certificates, each the first of a key's x5c (RFC 8705 section 2.2)",
+);
 
 /**
  * RFC 8705 section 2.1.2: the tls_client_auth_* fields, a client of tls_client_auth registering exactly one (as
