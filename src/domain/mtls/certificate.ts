@@ -64,7 +64,7 @@ export interface ClientCertificate {
 export const thumbprintOf = (der: Uint8Array): string => createHash('sha256').update(der).digest('base64url');
 
 /** A certificate's DER as pkijs reads it; throws on anything that is not one. */
-export const parseCertificate = (der: Uint8Array): pkijs.Certificate => pkijs.Certificate.fromBER(der);
+const parseCertificate = (der: Uint8Array): pkijs.Certificate => pkijs.Certificate.fromBER(der);
 
 /** An iPAddress SAN (4 or 16 bytes) as Node writes an address (IPv6 compressed, lower case); undefined otherwise. */
 function ipText(bytes: Uint8Array): string | undefined {
