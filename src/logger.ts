@@ -1,5 +1,7 @@
 import { pino, type Logger } from 'pino';
 import type { Config } from './config/index.js';
+import { logContext } from './telemetry/log-context.js';
+import { tracingConfigured } from './telemetry/tracing.js';
 
 /**
  * Structured JSON logs. Secrets and tokens are never logged by Tessera; these paths are redacted as a
@@ -25,6 +27,9 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pin
       ],
       censor: '[redacted]',
     },
+    // With tracing on, each line written for a request carries its trace_id and span_id (docs/traces.md); without,
+    // no function runs per line.
+    ...(tracingConfigured(process.env) ? { mixin: logContext } : {}),
   };
   // Standard output is written asynchronously: lines that come while a write is in flight go out together in
   // the next one, so a busy server makes one write per batch of lines instead of one per line (at `info`,

@@ -71,6 +71,7 @@ describe('loadConfig defaults', () => {
       tlsClientCa: undefined,
       clientCertHeader: undefined,
       mtlsBaseUrl: undefined,
+      otelTrustRemote: false,
     } satisfies Config);
   });
 

@@ -127,6 +127,11 @@ export interface Config {
   clientCertHeader: (typeof CLIENT_CERT_HEADERS)[number] | undefined;
   /** TESSERA_MTLS_BASE_URL: the origin of RFC 8705 §5's mtls_endpoint_aliases; undefined: the issuer's. */
   mtlsBaseUrl: string | undefined;
+  /**
+   * TESSERA_OTEL_TRUST_REMOTE: every caller's W3C traceparent is the parent of its request's span (by default only a
+   * TESSERA_TRUST_PROXY peer's is; anyone else's is a link).
+   */
+  otelTrustRemote: boolean;
 }
 
 export class ConfigError extends TesseraError {
@@ -514,6 +519,7 @@ export function loadConfig(
     tlsClientCa: filePath(env, 'TESSERA_TLS_CLIENT_CA', cwd),
     clientCertHeader: clientCertHeader as Config['clientCertHeader'],
     mtlsBaseUrl: mtlsBase === undefined ? undefined : normalizeIssuer(mtlsBase, 'TESSERA_MTLS_BASE_URL'),
+    otelTrustRemote: boolean(env, 'TESSERA_OTEL_TRUST_REMOTE', false),
     production: env.NODE_ENV === 'production',
   };
 }

@@ -46,6 +46,8 @@ export interface TokenRequest {
    * without one, and always when neither TLS nor a certificate header is configured.
    */
   certificate?: ClientCertificate | undefined;
+  /** Told which client authenticated, and how, as soon as it has (a trace's attributes, even of a later refusal). */
+  onAuthenticated?: ((clientId: string, method: string) => void) | undefined;
 }
 
 export interface TokenResponse {

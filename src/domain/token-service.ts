@@ -69,6 +69,8 @@ export interface IssuedToken {
   jti: string;
   /** The audit event: the grant's (token.exchanged for a token exchange, token.issued for any other grant). */
   type: GrantResult['type'];
+  /** What the token is bound to (a trace's oauth.token.binding): a DPoP key, a certificate, both; undefined: neither. */
+  binding?: 'dpop' | 'mtls' | 'dpop+mtls' | undefined;
   /**
    * What the audit trail says of the token beyond its client and audience: the grant's note (an exchange: the
    * original caller and the actors), then the client authentication method's, if it said anything (a federated
@@ -175,7 +177,9 @@ export class TokenService {
   /** The steps. Awaited only where a step must wait (a cache miss, an assertion, a proof): a warm request waits on nothing. */
   private async grant(request: TokenRequest): Promise<IssuedToken> {
     const authenticating = this.clients.authenticate(request);
-    const { client, note } = authenticating instanceof Promise ? await authenticating : authenticating;
+    const { client, note, method } =
+      authenticating instanceof Promise ? await authenticating : authenticating;
+    request.onAuthenticated?.(client.id, method);
     const decided = this.handlerFor(request.params)(request.params, client, this.deps);
     const binding = this.bind(request, client, decided);
     const tokenType = typeof binding === 'string' ? binding : await binding;
@@ -188,12 +192,21 @@ export class TokenService {
       decided.grant.claims,
     );
     const accessToken = typeof signed === 'string' ? signed : await signed;
+    const cnf = claims.cnf;
     return {
       response: answerOf(accessToken, tokenType, decided),
       clientId: client.id,
       audience: decided.audience.url,
       jti: claims.jti,
       type: decided.type,
+      binding:
+        cnf === undefined
+          ? undefined
+          : cnf.jkt !== undefined
+            ? cnf['x5t#S256'] !== undefined
+              ? 'dpop+mtls'
+              : 'dpop'
+            : 'mtls',
       note:
         decided.note === undefined ? note : note === undefined ? decided.note : `${decided.note}; ${note}`,
     };

@@ -2,7 +2,8 @@ import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import { createServer, type RequestListener } from 'node:http';
 import { createServer as createHttpsServer, type ServerOptions as HttpsOptions } from 'node:https';
 import type { Socket } from 'node:net';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Tracing } from '../telemetry/tracing.js';
 import type { Logger } from 'pino';
 import type { SigningAlg } from '../domain/jose.js';
 import type { RevocationService } from '../domain/revocation.js';
@@ -17,7 +18,7 @@ import { BODY_LIMIT, registerBodyParsers } from './body.js';
 import { consoleRoutes, type ConsoleDeps } from './console/index.js';
 import type { ClientCertificates } from './client-certificates.js';
 import { clientErrorHandler, registerErrorHandlers } from './errors.js';
-import { discoveryRoutes } from './routes/discovery.js';
+import { discoveryRoutes, TOKEN_PATH } from './routes/discovery.js';
 import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { revocationRoutes } from './routes/revocation.js';
@@ -85,6 +86,8 @@ export interface AppDeps {
   certificates?: ClientCertificates | undefined;
   /** TESSERA_MTLS_BASE_URL: the origin of discovery's mtls_endpoint_aliases (RFC 8705 §5); the issuer's if absent. */
   mtlsBaseUrl?: string | undefined;
+  /** Traces (docs/traces.md): the SERVER span of every request; absent: none. */
+  tracing?: Tracing | undefined;
 }
 
 /** Security headers on every answer: JSON only, never framed, never sniffed, no referrer; HSTS over https. */
@@ -111,6 +114,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const turns = new Turns();
   const endpoint = new TokenEndpoint(deps.tokens, deps.logger, turns);
   const certificates = deps.certificates?.enabled === true ? deps.certificates : undefined;
+  const tracing = deps.tracing;
+  const spanOf = tracing && ((request: IncomingMessage) => tracing.spanOf(request));
   const certificateOf = certificates && ((request: IncomingMessage) => certificates.of(request));
   const lane = new TokenLane({
     endpoint,
@@ -118,6 +123,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     logger: deps.logger,
     trustProxy: deps.trustProxy,
     certificateOf,
+    spanOf,
   });
   // The HTTP server, made here rather than by Fastify (so that it offers each request to the token lane first),
   // with the settings Fastify would give it (lib/server.js):
@@ -136,9 +142,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       // A proxy's certificate header (a leaf and its chain, as URL-encoded PEM in Envoy's) can pass Node's 16 KiB.
       ...(certificates?.readsHeader === true ? { maxHeaderSize: HEADER_MAX_WITH_CERTIFICATES } : {}),
     };
-    const listener: RequestListener = (request, response) => {
+    const dispatch = (request: IncomingMessage, response: ServerResponse) => {
       if (!lane.take(request, response)) fastify(request, response);
+      else tracing?.spanOf(request)?.route(TOKEN_PATH);
     };
+    const listener: RequestListener =
+      tracing === undefined
+        ? dispatch
+        : (request, response) => tracing.serve(request, response, () => dispatch(request, response));
     const server =
       deps.tls === undefined
         ? createServer(options, listener)
@@ -175,6 +186,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   app.addHook('onSend', (request, reply, payload, done) => {
     const closes = finish.beforeWrite(request.raw.socket);
+    const span = tracing?.spanOf(request.raw);
+    if (span !== undefined) {
+      const { url: route, config } = request.routeOptions;
+      if (route !== undefined) span.route(route);
+      // The admin API's routes name their management operation (admin/route.ts).
+      const operation = (config as { operation?: string } | undefined)?.operation;
+      if (operation !== undefined) span.set('tessera.operation', operation);
+    }
     reply.headers(finish.security);
     // Anything that did not choose its caching (errors, 404s) is not to be stored.
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
@@ -190,7 +209,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   registerBodyParsers(app);
   registerErrorHandlers(app);
-  tokenRoutes(app, endpoint, certificateOf);
+  tokenRoutes(app, endpoint, certificateOf, spanOf);
   revocationRoutes(app, deps.revocation, turns, certificateOf);
   discoveryRoutes(app, deps.issuer, deps.directory, deps.keyring, {
     grantTypes: deps.tokens.grantTypesSupported,

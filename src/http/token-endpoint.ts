@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import type { ClientCertificate } from '../domain/mtls/certificate.js';
-import type { TokenService } from '../domain/token-service.js';
+import { asOAuthError } from '../domain/errors.js';
+import type { IssuedToken, TokenService } from '../domain/token-service.js';
+import type { RequestSpan } from '../telemetry/tracing.js';
 import type { TokenParams, TokenResponse } from '../domain/token-request.js';
 import { answerFor, NO_STORE } from './errors.js';
 import type { Turns } from './turns.js';
@@ -30,6 +32,35 @@ function tokenJson(response: TokenResponse): string {
 const dpopHeader = (value: string | string[] | undefined): string | undefined =>
   Array.isArray(value) ? value.join(', ') : value;
 
+/** A traced request's grant type (oauth.grant_type), when it is one Tessera offers (no caller's junk in a trace). */
+function traceRequest(span: RequestSpan, params: TokenParams, offered: readonly string[]): void {
+  const grantType = params.grant_type;
+  if (grantType !== undefined && offered.includes(grantType)) span.set('oauth.grant_type', grantType);
+}
+
+function traceClient(span: RequestSpan, clientId: string, method: string): void {
+  span.set('oauth.client_id', clientId);
+  span.set('oauth.client.auth_method', method);
+}
+
+/** The issued token's attributes (attributes.ts): never the token itself. */
+function traceIssued(span: RequestSpan, issued: IssuedToken): void {
+  span.set('oauth.audience', issued.audience);
+  if (issued.response.scope !== undefined) span.set('oauth.scope', issued.response.scope);
+  span.set('oauth.token.id', issued.jti);
+  if (issued.binding !== undefined) span.set('oauth.token.binding', issued.binding);
+}
+
+/** A refusal's OAuth error code and the audit trail's reason (never a credential: the reason never holds one). */
+function traceRefusal(span: RequestSpan, error: unknown, code: string): void {
+  span.set('oauth.error', code);
+  const oauth = asOAuthError(error);
+  span.set(
+    'tessera.refusal_reason',
+    oauth ? [oauth.error, oauth.debug ?? oauth.description].join(': ') : 'server_error',
+  );
+}
+
 /** A token request as the HTTP layer hands it over: its parameters still to be read, and its headers. */
 export interface TokenCall {
   /** Reads the parameters from the body (throws invalid_request for a malformed one: it is answered). */
@@ -40,6 +71,8 @@ export interface TokenCall {
   source: string;
   /** Its TLS client certificate (client-certificates.ts), if any. */
   certificate: ClientCertificate | undefined;
+  /** Its span, when traced (telemetry/tracing.ts): the endpoint gives it its oauth.* attributes. */
+  span?: RequestSpan | undefined;
 }
 
 /** The answer to write: status, body, and the headers beyond TOKEN_ANSWER_HEADERS (none, for a token). */
@@ -66,19 +99,24 @@ export class TokenEndpoint {
     let status = 200;
     let body: string;
     let headers: Readonly<Record<string, string>> | undefined;
+    const span = call.span;
     try {
       const params = call.params();
       await this.turns.end();
+      if (span !== undefined) traceRequest(span, params, this.tokens.grantTypesSupported);
       const issued = await this.tokens.issue({
         params,
         authorization: call.authorization,
         source: call.source,
         dpop: dpopHeader(call.dpop),
         certificate: call.certificate,
+        onAuthenticated: span && ((clientId, method) => traceClient(span, clientId, method)),
       });
+      if (span !== undefined) traceIssued(span, issued);
       body = tokenJson(issued.response);
     } catch (error) {
       const refusal = answerFor(error, this.logger);
+      if (span !== undefined) traceRefusal(span, error, refusal.error);
       status = refusal.status;
       body = JSON.stringify(refusal.toJSON());
       headers = refusal.headers;

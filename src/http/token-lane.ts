@@ -2,6 +2,7 @@ import proxyAddr from '@fastify/proxy-addr';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ClientCertificate } from '../domain/mtls/certificate.js';
+import type { RequestSpan } from '../telemetry/tracing.js';
 import { BODY_LIMIT, parseForm } from './body.js';
 import type { AnswerFinish } from './finish.js';
 import { TOKEN_PATH } from './routes/discovery.js';
@@ -15,6 +16,8 @@ export interface TokenLaneDeps {
   endpoint: TokenEndpoint;
   /** The request's TLS client certificate (client-certificates.ts); undefined when none can arrive. */
   certificateOf: ((request: IncomingMessage) => ClientCertificate | undefined) | undefined;
+  /** The request's span, when traced (telemetry/tracing.ts). */
+  spanOf?: ((request: IncomingMessage) => RequestSpan | undefined) | undefined;
   finish: AnswerFinish;
   logger: Logger;
   trustProxy: boolean | string[];
@@ -92,6 +95,7 @@ export class TokenLane {
       dpop: request.headers.dpop,
       source: this.trust ? proxyAddr(request, this.trust) : (request.socket.remoteAddress ?? ''),
       certificate: this.deps.certificateOf?.(request),
+      span: this.deps.spanOf?.(request),
     });
     const finish = this.deps.finish;
     const closes = finish.beforeWrite(request.socket);

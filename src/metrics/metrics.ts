@@ -385,6 +385,21 @@ export class Metrics {
   }
 
   /** The audit trail's spool, read at scrape time. */
+  /** Traces (docs/traces.md): the spans the SDK's batch processor dropped, its export queue full. */
+  watchTracing(dropped: () => Promise<number>): void {
+    let seen = 0;
+    new Counter({
+      name: 'tessera_otel_spans_dropped_total',
+      help: 'Spans dropped because the export queue was full (the exporter slow, down or refusing): never a delayed answer.',
+      registers: [this.registry],
+      async collect() {
+        const now = await dropped();
+        this.inc(now - seen);
+        seen = now;
+      },
+    });
+  }
+
   watchAudit(audit: () => { queued: number; spoolBytes: number; dropped: number }): void {
     const registers = [this.registry];
     new Gauge({

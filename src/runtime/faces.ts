@@ -11,6 +11,7 @@ import type { RevocationService } from '../domain/revocation.js';
 import type { TokenService } from '../domain/token-service.js';
 import type { AdminApiDeps } from '../http/admin/index.js';
 import type { ClientCertificates } from '../http/client-certificates.js';
+import type { Tracing } from '../telemetry/tracing.js';
 import type { ServerOptions as HttpsOptions } from 'node:https';
 import type { AppDeps } from '../http/app.js';
 import { loadAssets } from '../http/console/assets.js';
@@ -113,6 +114,7 @@ export function appDeps(
     sessionPolicy: SessionPolicy;
     certificates: ClientCertificates;
     tls: HttpsOptions | undefined;
+    tracing: Tracing | undefined;
   },
 ): AppDepsButShutdown {
   const { config, logger } = opening;
@@ -141,5 +143,6 @@ export function appDeps(
     certificates: parts.certificates,
     tls: parts.tls,
     mtlsBaseUrl: config.mtlsBaseUrl,
+    tracing: parts.tracing,
   };
 }

@@ -19,6 +19,10 @@ import type { Directory } from '../read-model/directory.js';
 import type { SecretUsage } from '../read-model/secret-usage.js';
 import { SERVER_ACTOR, type Store } from '../store/types.js';
 import { Closers } from './closers.js';
+import { openTracing } from '../telemetry/tracing.js';
+
+/** How long a closing server waits for its last spans to be exported. */
+const TRACING_FLUSH_MS = 5000;
 import { appDeps, sessionPolicy, type AppDepsButShutdown } from './faces.js';
 import {
   openAudit,
@@ -93,6 +97,18 @@ export async function openRuntime(
   const { clock, metrics, closers } = opening;
   if (metrics) closers.push(() => metrics.close());
   try {
+    // Traces (docs/traces.md), when the OpenTelemetry variables ask for them: closed last, so that what the other
+    // parts did while closing is exported too, within a few seconds.
+    const tracing = await openTracing({
+      env: process.env,
+      trustProxy: config.trustProxy,
+      trustRemote: config.otelTrustRemote,
+      logger,
+    });
+    if (tracing !== undefined) {
+      closers.push(() => tracing.shutdown(TRACING_FLUSH_MS));
+      metrics?.watchTracing(() => tracing.droppedSpans());
+    }
     // Opened in the reverse of the order they close in: the writers (replay, usage, rotator) stop first,
     // then the audit trail writes what it holds, then Redis, the change feed, and the store last.
     const store = await openServerStore(opening);
@@ -154,6 +170,7 @@ export async function openRuntime(
       sessionPolicy: policy,
       certificates,
       tls: openTls(opening),
+      tracing,
     });
     return {
       store,

@@ -3,12 +3,14 @@ import type { KnownClient } from '../known-client.js';
 import type { AttemptLimiter } from '../limits.js';
 import { present, type TokenRequest } from '../token-request.js';
 import { isPossibleClientId } from '../validate.js';
-import type { ClientAuthMethod, PresentedCredentials, Proof } from './method.js';
+import type { AuthMethodName, ClientAuthMethod, PresentedCredentials, Proof } from './method.js';
 
 /** A client that proved who it is, and what its method says of the proof (the audit trail's note, if any). */
 export interface Authenticated {
   client: KnownClient;
   note: string | undefined;
+  /** The method it authenticated with, by its RFC 8414 name (a trace's oauth.client.auth_method). */
+  method: AuthMethodName;
 }
 
 export interface ClientAuthenticatorDeps {
@@ -172,7 +174,7 @@ export class ClientAuthenticator {
     wait: number,
   ): Authenticated | Promise<Authenticated> {
     const decide = (proof: Proof): Authenticated => {
-      if (client && proof.proven && client.enabled) return this.admitted(client, proof);
+      if (client && proof.proven && client.enabled) return this.admitted(client, proof, credentials);
       throw tooManyAttempts(wait);
     };
     const proof = credentials.proves(client, this.deps.now());
@@ -180,9 +182,13 @@ export class ClientAuthenticator {
   }
 
   /** A client proven: its secret's use noted (written off the token path), the method's note kept. */
-  private admitted(client: KnownClient, proof: Proof & { proven: true }): Authenticated {
+  private admitted(
+    client: KnownClient,
+    proof: Proof & { proven: true },
+    credentials: PresentedCredentials,
+  ): Authenticated {
     if (proof.secretId !== undefined) this.deps.secretUsed?.(proof.secretId);
-    return { client, note: proof.note };
+    return { client, note: proof.note, method: credentials.methodFor(client) };
   }
 
   /**
@@ -239,7 +245,7 @@ export class ClientAuthenticator {
         : !client.enabled
           ? 'client is disabled'
           : '';
-    if (!failure) return this.admitted(client!, proof as Proof & { proven: true });
+    if (!failure) return this.admitted(client!, proof as Proof & { proven: true }, credentials);
     // The limits turn failures into 429s, never a success: an enabled client with its exact secret is let
     // through even from a blocked address, so nobody sharing that address (a NAT, a proxy) can lock it
     // out. With 256-bit secrets, letting a blocked guesser learn "wrong" costs nothing.

@@ -2,7 +2,13 @@ import { invalidRequest } from '../errors.js';
 import type { KnownClient, KnownTlsIdentity } from '../known-client.js';
 import type { ChainVerdict, ClientCertificate } from '../mtls/certificate.js';
 import { present, type TokenRequest } from '../token-request.js';
-import { failedProof, type ClientAuthMethod, type PresentedCredentials, type Proof } from './method.js';
+import {
+  failedProof,
+  type AuthMethodName,
+  type ClientAuthMethod,
+  type PresentedCredentials,
+  type Proof,
+} from './method.js';
 
 /*
  * A TLS client certificate as the client's credential (RFC 8705 §2, docs/mtls.md): `tls_client_auth`, a certificate
@@ -100,6 +106,10 @@ async function publishedAt(
 
 class CertificateCredentials implements PresentedCredentials {
   readonly byCertificate = true;
+
+  methodFor(client: KnownClient): AuthMethodName {
+    return client.tls !== undefined ? 'tls_client_auth' : 'self_signed_tls_client_auth';
+  }
 
   constructor(
     readonly clientId: string,

@@ -86,6 +86,11 @@ export interface PresentedCredentials {
   proves(client: KnownClient | undefined, now: number): Proof | Promise<Proof>;
   /** True for a TLS client certificate (certificate.ts): the credential of the clients registered for RFC 8705. */
   readonly byCertificate?: boolean;
+  /**
+   * The method these credentials are of, by its RFC 8414 name; for a certificate, which of the two RFC 8705 methods
+   * depends on the client (the method of the authenticated client).
+   */
+  methodFor(client: KnownClient): AuthMethodName;
 }
 
 /**

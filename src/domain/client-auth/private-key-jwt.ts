@@ -24,7 +24,13 @@ import {
   type ReplayGuard,
 } from './assertion.js';
 import { proveFederated } from './federated.js';
-import { failedProof, type ClientAuthMethod, type PresentedCredentials, type Proof } from './method.js';
+import {
+  failedProof,
+  type ClientAuthMethod,
+  type PresentedCredentials,
+  type Proof,
+  type AuthMethodName,
+} from './method.js';
 
 /** An assertion may live at most this long: after its iat, or after now when it has none (authlib: 60 min). */
 const MAX_ASSERTION_LIFETIME_SECONDS = 3600;
@@ -77,6 +83,11 @@ class AssertionCredentials implements PresentedCredentials {
     private readonly clientIdSent: boolean,
     private readonly options: PrivateKeyJwtOptions,
   ) {}
+
+  /** A federated credential is sent as a client assertion too (RFC 7523): the method is private_key_jwt. */
+  methodFor(): AuthMethodName {
+    return 'private_key_jwt';
+  }
 
   proves(client: KnownClient | undefined, now: number): Promise<Proof> {
     return this.verify(client, now).then(

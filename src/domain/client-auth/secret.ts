@@ -2,7 +2,13 @@ import { invalidClient, invalidRequest } from '../errors.js';
 import type { KnownClient } from '../known-client.js';
 import { digestOf, digestsEqual, DUMMY_DIGEST, MAX_LIVE_SECRETS } from '../secrets.js';
 import { present } from '../token-request.js';
-import { failedProof, type ClientAuthMethod, type PresentedCredentials, type Proof } from './method.js';
+import {
+  failedProof,
+  type ClientAuthMethod,
+  type PresentedCredentials,
+  type Proof,
+  type AuthMethodName,
+} from './method.js';
 
 export interface BasicCredentials {
   clientId: string;
@@ -65,7 +71,12 @@ class SecretCredentials implements PresentedCredentials {
   constructor(
     readonly clientId: string,
     private readonly secret: string,
+    private readonly method: 'client_secret_basic' | 'client_secret_post',
   ) {}
+
+  methodFor(): AuthMethodName {
+    return this.method;
+  }
 
   proves(client: KnownClient | undefined, now: number): Proof {
     const presented = digestOf(this.secret);
@@ -93,7 +104,7 @@ export const clientSecretBasic: ClientAuthMethod = {
   presentedIn: (request) => request.authorization !== undefined,
   parse(request) {
     const basic = parseBasicAuthorization(request.authorization)!;
-    return new SecretCredentials(basic.clientId, basic.clientSecret);
+    return new SecretCredentials(basic.clientId, basic.clientSecret, 'client_secret_basic');
   },
   check(request, credentials) {
     const bodyId = present(request.params.client_id);
@@ -110,6 +121,6 @@ export const clientSecretPost: ClientAuthMethod = {
   parse(request) {
     const clientId = present(request.params.client_id);
     if (clientId === undefined) throw invalidRequest('client_id is required');
-    return new SecretCredentials(clientId, request.params.client_secret!);
+    return new SecretCredentials(clientId, request.params.client_secret!, 'client_secret_post');
   },
 };

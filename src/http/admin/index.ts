@@ -58,6 +58,8 @@ declare module 'fastify' {
     scope?: AdminScope;
     /** The rule of a change that can hand out admin power, checked before the body is validated (route.ts). */
     guard?: AdminGuard;
+    /** The management operation (a trace's tessera.operation: client.create, grant.put, …). */
+    operation?: string;
   }
   interface FastifyRequest {
     adminCaller?: AdminCaller;

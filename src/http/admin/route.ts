@@ -63,7 +63,24 @@ export function adminRoute(spec: {
     ...(spec.body ? { body: spec.body } : {}),
     response,
   } as FastifySchema;
-  return { config: { scope: spec.scope, ...(spec.guard ? { guard: spec.guard } : {}) }, schema };
+  return {
+    config: {
+      scope: spec.scope,
+      operation: operationName(spec.operationId),
+      ...(spec.guard ? { guard: spec.guard } : {}),
+    },
+    schema,
+  };
+}
+
+/**
+ * The management operation of an OpenAPI operation id, as a trace names it (tessera.operation, docs/traces.md): the
+ * resource, then the verb — createClient is client.create, putGrant grant.put, revokeClientTokens
+ * client_tokens.revoke.
+ */
+export function operationName(operationId: string): string {
+  const [verb = operationId, ...resource] = operationId.split(/(?=[A-Z])/);
+  return resource.length === 0 ? verb : `${resource.map((w) => w.toLowerCase()).join('_')}.${verb}`;
 }
 
 /** A single resource's answer: the document, with its ETag. */

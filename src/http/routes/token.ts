@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { tokenParams } from '../body.js';
 import { methodNotAllowed } from '../errors.js';
+import type { IncomingMessage } from 'node:http';
+import type { RequestSpan } from '../../telemetry/tracing.js';
 import type { CertificateOf } from '../client-certificates.js';
 import { TOKEN_ANSWER_HEADERS, type TokenEndpoint } from '../token-endpoint.js';
 import { TOKEN_PATH } from './discovery.js';
@@ -15,6 +17,7 @@ export function tokenRoutes(
   app: FastifyInstance,
   endpoint: TokenEndpoint,
   certificateOf: CertificateOf | undefined,
+  spanOf?: (request: IncomingMessage) => RequestSpan | undefined,
 ): void {
   const tokens = endpoint.tokens;
   if (tokens.dpopNonce() !== undefined)
@@ -31,6 +34,7 @@ export function tokenRoutes(
       dpop: request.headers.dpop,
       source: request.ip,
       certificate: certificateOf?.(request.raw),
+      span: spanOf?.(request.raw),
     });
     reply.code(answer.status).headers(TOKEN_ANSWER_HEADERS);
     if (answer.headers !== undefined) reply.headers(answer.headers);

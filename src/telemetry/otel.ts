@@ -1,0 +1,201 @@
+import proxyAddr from '@fastify/proxy-addr';
+import {
+  context,
+  isSpanContextValid,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+  type TextMapGetter,
+} from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import { AggregationTemporality, MetricReader, type CollectionResult } from '@opentelemetry/sdk-metrics';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { TLSSocket } from 'node:tls';
+import { setLogContext } from './log-context.js';
+import type { RequestSpan, Tracing, TracingOptions } from './types.js';
+
+/*
+ * The OpenTelemetry SDK for Node, as Tessera runs it (docs/traces.md): NodeSDK configured by the standard OTEL_*
+ * variables through its own parsing (the exporter and its protocol, endpoint and headers, the sampler, the batch
+ * processor's queue, the resource), with no automatic instrumentation: the SERVER span of each request is made here,
+ * around whatever serves the socket (the token lane or Fastify). Imported only when tracing is configured
+ * (tracing.ts).
+ *
+ * Remote context (W3C Trace Context) is the parent only from a TESSERA_TRUST_PROXY peer or with
+ * TESSERA_OTEL_TRUST_REMOTE=true; from anyone else the trace starts here, sampled by Tessera's own sampler whatever
+ * the remote flags say, and the remote context is a link (INTERFACE.md: an internet caller does not choose what is
+ * sampled).
+ */
+
+/** OTel's own count of processed spans, with `error.type: queue_full` for those the batch processor dropped. */
+const PROCESSED = 'otel.sdk.processor.span.processed';
+
+const headers: TextMapGetter<IncomingHttpHeaders> = {
+  keys: (carrier) => Object.keys(carrier),
+  get: (carrier, key) => carrier[key],
+};
+
+/** The SDK's own metrics, read when /metrics is scraped: nothing is exported. */
+class SelfObservation extends MetricReader {
+  constructor() {
+    super({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
+  }
+  protected override onForceFlush(): Promise<void> {
+    return Promise.resolve();
+  }
+  protected override onShutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/** The spans the batch processor dropped so far, from its own counter. */
+function droppedOf(collected: CollectionResult): number {
+  let dropped = 0;
+  for (const scope of collected.resourceMetrics.scopeMetrics)
+    for (const metric of scope.metrics) {
+      if (metric.descriptor.name !== PROCESSED) continue;
+      for (const point of metric.dataPoints)
+        if (point.attributes['error.type'] === 'queue_full') dropped += Number(point.value);
+    }
+  return dropped;
+}
+
+/** `host[:port]` of a Host header, as server.address and server.port. */
+function hostOf(host: string | undefined): Attributes {
+  if (host === undefined || host === '') return {};
+  const match = /^(\[[^\]]*\]|[^:]*)(?::(\d{1,5}))?$/.exec(host);
+  if (!match) return {};
+  return {
+    'server.address': match[1]!,
+    ...(match[2] === undefined ? {} : { 'server.port': Number(match[2]) }),
+  };
+}
+
+class Handle implements RequestSpan {
+  private template: string | undefined;
+  private ended = false;
+
+  constructor(
+    readonly span: Span,
+    private readonly method: string,
+  ) {}
+
+  set(name: string, value: string): void {
+    this.span.setAttribute(name, value);
+  }
+
+  route(template: string): void {
+    this.template = template;
+  }
+
+  end(status: number): void {
+    if (this.ended) return;
+    this.ended = true;
+    const span = this.span;
+    if (this.template !== undefined) {
+      span.setAttribute('http.route', this.template);
+      span.updateName(`${this.method} ${this.template}`);
+    }
+    span.setAttribute('http.response.status_code', status);
+    // The HTTP conventions for a SERVER span: a 5xx is an error, a 4xx is the client's.
+    if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+  }
+}
+
+export function startTracing(options: TracingOptions): Tracing {
+  const { env } = options;
+  // The SDK's own metrics count the spans its batch processor drops (read by SelfObservation, never exported).
+  env.OTEL_NODE_EXPERIMENTAL_SDK_METRICS ??= 'true';
+  const reader = new SelfObservation();
+  const sdk = new NodeSDK({
+    // OpenTelemetry's default service name is unknown_service; Tessera's is tessera, unless OTEL_SERVICE_NAME says.
+    ...((env.OTEL_SERVICE_NAME ?? '').trim() === '' ? { serviceName: 'tessera' } : {}),
+    instrumentations: [],
+    metricReaders: [reader],
+    logRecordProcessors: [],
+  });
+  sdk.start();
+  const tracer = trace.getTracer('tessera');
+  const propagator = new W3CTraceContextPropagator();
+  const trust = options.trustProxy === false ? undefined : proxyAddr.compile(options.trustProxy);
+  const spans = new WeakMap<IncomingMessage, Handle>();
+  setLogContext(() => {
+    const active = trace.getActiveSpan()?.spanContext();
+    return active === undefined ? undefined : { trace_id: active.traceId, span_id: active.spanId };
+  });
+
+  const clientAddress = (request: IncomingMessage): string =>
+    trust === undefined ? (request.socket.remoteAddress ?? '') : proxyAddr(request, trust);
+
+  return {
+    serve(request: IncomingMessage, response: ServerResponse, handle: () => void): void {
+      const method = request.method ?? 'GET';
+      let parent: Context = ROOT_CONTEXT;
+      let links: Link[] | undefined;
+      if (request.headers.traceparent !== undefined) {
+        const extracted = propagator.extract(ROOT_CONTEXT, request.headers, headers);
+        const remote = trace.getSpanContext(extracted);
+        if (remote !== undefined && isSpanContextValid(remote)) {
+          const peer = request.socket.remoteAddress ?? '';
+          if (options.trustRemote || trust?.(peer, 0) === true) parent = extracted;
+          else links = [{ context: remote }];
+        }
+      }
+      const url = request.url ?? '/';
+      const query = url.indexOf('?');
+      const span = tracer.startSpan(
+        method,
+        {
+          kind: SpanKind.SERVER,
+          root: parent === ROOT_CONTEXT,
+          ...(links === undefined ? {} : { links }),
+          attributes: {
+            'http.request.method': method,
+            'url.scheme': (request.socket as TLSSocket).encrypted === true ? 'https' : 'http',
+            'url.path': query < 0 ? url : url.slice(0, query),
+            ...hostOf(request.headers.host),
+            'client.address': clientAddress(request),
+            'network.protocol.version': request.httpVersion,
+          },
+        },
+        parent,
+      );
+      // A request not sampled costs nothing more.
+      if (!span.isRecording()) return handle();
+      const handled = new Handle(span, method);
+      spans.set(request, handled);
+      const end = () => handled.end(response.statusCode);
+      response.once('finish', end);
+      response.once('close', end);
+      const active = trace.setSpan(parent, span);
+      // The request's body arrives in events of its socket's parser, made before this context: its listeners are
+      // bound to it, so that the log lines written while the request is answered carry the span's ids.
+      context.bind(active, request);
+      context.bind(active, response);
+      context.with(active, handle);
+    },
+    spanOf: (request) => spans.get(request),
+    async droppedSpans(): Promise<number> {
+      return droppedOf(await reader.collect());
+    },
+    async shutdown(timeoutMs: number): Promise<void> {
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      });
+      try {
+        await Promise.race([sdk.shutdown().catch(() => undefined), deadline]);
+      } finally {
+        clearTimeout(timer);
+        setLogContext(undefined);
+      }
+    },
+  };
+}
