@@ -1,0 +1,135 @@
+/**
+ * Traces in each OTLP protocol the SDK speaks (INTERFACE.md, "Traces": `http/protobuf`, the default, and `grpc`;
+ * `http/json` is traces.test.ts's), to a real receiver in the test (helpers/otlp.ts); and an exporter that is down or
+ * hangs, which never delays an answer: the spans past the queue are dropped and counted on /metrics.
+ *
+ * The CLI loads dist/, so `npm run build` must have run (`npm test` does).
+ */
+import { createServer, type Server, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { otlpGrpcReceiver, otlpHttpReceiver, type Receiver } from '../helpers/otlp.js';
+import { startServe, tesseraEnv, tesseraOk, type Serve } from '../helpers/process.js';
+import { freePort, tempDir } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
+
+const API = 'https://api.example.com';
+
+const started: Serve[] = [];
+const closers: (() => Promise<void>)[] = [];
+
+afterAll(async () => {
+  await Promise.all(started.map((s) => s.stop('SIGKILL')));
+  for (const close of closers) await close();
+});
+
+/** A server with these OpenTelemetry settings and a client granted API; its form. */
+async function tessera(otel: Record<string, string>) {
+  const env = tesseraEnv({
+    TESSERA_DATA_DIR: tempDir('tessera-traces-'),
+    TESSERA_PORT: String(await freePort()),
+    TESSERA_HOST: '127.0.0.1',
+    TESSERA_LOG_LEVEL: 'warn',
+    OTEL_TRACES_SAMPLER: 'always_on',
+    ...otel,
+  });
+  await tesseraOk(env, 'audience', 'add', API);
+  const created = await tesseraOk(env, 'client', 'create', '--name', 'traced', '--grant', API, '--json');
+  const serve = await startServe(env);
+  started.push(serve);
+  const form = new URLSearchParams({
+    grant_type: 'client_credentials',
+    client_id: created.json.client_id as string,
+    client_secret: created.json.client_secret as string,
+    audience: API,
+  }).toString();
+  const token = async () =>
+    (
+      await fetch(`${serve.url}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: form,
+      })
+    ).status;
+  return { serve, token, clientId: created.json.client_id as string };
+}
+
+describe.each([
+  ['http/protobuf (the default)', {}, otlpHttpReceiver],
+  ['grpc', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, otlpGrpcReceiver],
+] as const)('OTLP %s', (_name, protocol, receiverOf) => {
+  let receiver: Receiver;
+
+  it('exports the token endpoint’s SERVER span with its attributes', async () => {
+    receiver = await receiverOf();
+    closers.push(() => receiver.close());
+    const { token, clientId } = await tessera({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      ...protocol,
+    });
+    expect(await token()).toBe(200);
+    await waitFor(
+      () => receiver.spans().some((s) => s.attributes['oauth.client_id'] === clientId),
+      10_000,
+      50,
+    );
+    const span = receiver.spans().find((s) => s.attributes['oauth.client_id'] === clientId)!;
+    expect(span.name).toBe('POST /oauth/token');
+    expect(span.kind).toBe(2);
+    expect(span.attributes).toMatchObject({
+      'http.request.method': 'POST',
+      'http.route': '/oauth/token',
+      'http.response.status_code': 200,
+      'oauth.grant_type': 'client_credentials',
+      'oauth.client.auth_method': 'client_secret_post',
+      'oauth.audience': API,
+    });
+    expect(span.traceId).toMatch(/^[0-9a-f]{32}$/);
+  });
+});
+
+describe('an exporter that is down or hangs', () => {
+  it.each([
+    ['refuses connections', 'refused'],
+    ['accepts and never answers', 'hangs'],
+  ] as const)('one that %s delays no answer; the spans past the queue are counted', async (_what, kind) => {
+    let endpoint: string;
+    if (kind === 'refused') endpoint = `http://127.0.0.1:${await freePort()}`;
+    else {
+      const sockets: Socket[] = [];
+      const silent: Server = createServer((socket) => void sockets.push(socket));
+      await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+      closers.push(
+        () =>
+          new Promise((resolve) => {
+            for (const socket of sockets) socket.destroy();
+            silent.close(() => resolve());
+          }),
+      );
+      endpoint = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    }
+    const { serve, token } = await tessera({
+      OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+      OTEL_BSP_MAX_QUEUE_SIZE: '4',
+      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '2',
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+    });
+    const began = Date.now();
+    const statuses = await Promise.all(Array.from({ length: 40 }, () => token()));
+    expect(statuses.every((status) => status === 200)).toBe(true);
+    // Forty tokens on a loopback connection each: well under what one export's timeout would cost.
+    expect(Date.now() - began).toBeLessThan(5000);
+    let dropped = 0;
+    await waitFor(
+      async () => {
+        const metrics = await (await fetch(`${serve.url}/metrics`)).text();
+        dropped = Number(/^tessera_otel_spans_dropped_total (\d+)$/m.exec(metrics)?.[1] ?? 0);
+        return dropped > 0;
+      },
+      10_000,
+      100,
+    );
+    expect(dropped).toBeGreaterThan(0);
+  });
+});
