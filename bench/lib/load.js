@@ -193,9 +193,10 @@ function percentile(sorted, p) {
 /**
  * One measurement: `seconds` of load at `connections`, with the server's CPU time (its process tree,
  * from /proc) and this process's, over the same wall time, and the server's RSS at the end. Latencies are
- * taken per response (autocannon's own histogram rounds to whole milliseconds).
+ * taken per response (autocannon's own histogram rounds to whole milliseconds). `sinkPid`: the tracing scenarios'
+ * OTLP sink (on the load generator's CPU), whose CPU is its own figure, not other programs' noise.
  */
-export async function measure(target, { seconds, connections, serverPid, storeComm }) {
+export async function measure(target, { seconds, connections, serverPid, storeComm, sinkPid }) {
   const plan = requestPlan(target);
   const options = { url: target.url, connections, duration: seconds, timeout: 10, ...tlsOf(target) };
   if (plan.rotating) options.requests = [{ ...plan.base, setupRequest: plan.setupRequest }];
@@ -225,6 +226,7 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
   const main0 = mainThreadsCpuSeconds(serverPid);
   const self0 = selfCpuSeconds();
   const store0 = storeComm ? commCpuSeconds(storeComm) : 0;
+  const sink0 = sinkPid === undefined ? 0 : treeCpuSeconds(sinkPid);
   const machine0 = machineCpuSeconds();
   const table0 = processTable();
   // The load generator's own event-loop stalls: a response it reads late counts that wait as latency, so a max
@@ -239,9 +241,14 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
   const mainCpu = mainThreadsCpuSeconds(serverPid) - main0;
   const self = selfCpuSeconds() - self0;
   const store = storeComm ? commCpuSeconds(storeComm) - store0 : undefined;
+  const sink = sinkPid === undefined ? undefined : treeCpuSeconds(sinkPid) - sink0;
   const machine1 = machineCpuSeconds();
   const table1 = processTable();
-  const measured = new Set([process.pid, ...processTree(serverPid, table1)]);
+  const measured = new Set([
+    process.pid,
+    ...processTree(serverPid, table1),
+    ...(sinkPid === undefined ? [] : processTree(sinkPid, table1)),
+  ]);
   const other = otherCpuSeconds(table0, table1, measured, storeComm);
   const interrupts = machine1.interrupts - machine0.interrupts;
   const rssMb = treeRssMb(serverPid);
@@ -271,6 +278,8 @@ export async function measure(target, { seconds, connections, serverPid, storeCo
     // When the measurement started on the monotonic clock (µs), the clock of a server's --cpu-prof timestamps.
     startedMonotonicUs: Number(t0 / 1000n),
     storeCpuCores: store === undefined ? undefined : store / wall,
+    // The OTLP sink's, on the load generator's CPU (tracing scenarios only).
+    sinkCpuCores: sink === undefined ? undefined : sink / wall,
     // Every other program that ran meanwhile (kernel threads left out): noise if well above 0.
     otherCpuCores: other / wall,
     // irq and softirq time on every CPU: mostly the loopback network work of this very measurement.

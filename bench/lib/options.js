@@ -21,6 +21,8 @@ const SCENARIOS = [
   'tessera-sqlite-tls',
   'tessera-sqlite-mtls',
   'tessera-sqlite-mtls-header',
+  'tessera-sqlite-otel-ratio',
+  'tessera-sqlite-otel-always',
   'tessera-sqlite-introspect',
   'tessera-sqlite-exchange',
   'tessera-sqlite-admin-list',

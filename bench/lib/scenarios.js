@@ -330,6 +330,40 @@ export function scenarios(run) {
           port,
         }),
     },
+    'tessera-sqlite-otel-ratio': {
+      label: 'Tessera, SQLite, traces 1 %',
+      note: () =>
+        "traces at 1 %: tessera-sqlite's client and body, with OTEL_EXPORTER_OTLP_ENDPOINT the bench's OTLP sink " +
+        '(bench/servers/otlp-sink.js, pinned to the load generator\'s CPU, answering every export at once), ' +
+        'OTEL_TRACES_SAMPLER=parentbased_traceidratio and OTEL_TRACES_SAMPLER_ARG=0.01, the protocol ' +
+        "OpenTelemetry's default (http/protobuf): the SDK loaded, and every request gets a sampling decision (no " +
+        'traceparent comes in, so the trace id ratio decides) and the span of Tessera\'s; about one in a hundred ' +
+        "is recorded, batched and exported by the batch processor (its defaults). Against tessera-sqlite, what " +
+        'tracing costs as a production would run it: mostly the decision on every request',
+      start: async (port) =>
+        servers.startTessera({
+          id: 'tessera-sqlite-otel-ratio',
+          store: await servers.otelRatioSqliteStore(),
+          port,
+        }),
+    },
+    'tessera-sqlite-otel-always': {
+      label: 'Tessera, SQLite, traces always_on',
+      // Every request is recorded: a run where the sink got no span measured nothing (run.js fails it).
+      spansExpected: true,
+      note: () =>
+        'traces always_on: as tessera-sqlite-otel-ratio with OTEL_TRACES_SAMPLER=always_on: every request ' +
+        "recorded as a SERVER span with its attributes (the HTTP conventions and Tessera's oauth.*), queued, " +
+        'serialized to protobuf in batches of 512 and posted to the sink by the batch processor (its defaults: a ' +
+        'queue of 2048, spans beyond it dropped and counted in tessera_otel_spans_dropped_total); the worst case, ' +
+        "against tessera-sqlite, what recording and exporting a span costs on the server's core",
+      start: async (port) =>
+        servers.startTessera({
+          id: 'tessera-sqlite-otel-always',
+          store: await servers.otelAlwaysSqliteStore(),
+          port,
+        }),
+    },
     'tessera-sqlite-introspect': {
       label: 'Tessera, SQLite, introspection',
       note: () =>

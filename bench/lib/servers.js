@@ -1,4 +1,4 @@
-/* global Buffer, URLSearchParams */
+/* global Buffer, URLSearchParams, process, fetch, AbortSignal */
 // The stores and servers of `npm run bench`'s scenarios (lib/scenarios.js): a store of its own for each, filled as
 // the scenario needs, and its server started on it, pinned: Tessera (this checkout's or the --compare revision's),
 // the ceiling and the peers.
@@ -9,7 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { assertionMaker, dpopProofMaker, platformToken } from './assertions.js';
 import { httpsFetch, makePki } from './pki.js';
-import { startPinned, stopServer } from './proc.js';
+import { freePort, startPinned, stopServer, waitUntilReady } from './proc.js';
 import {
   coldClients,
   createPostgresDatabase,
@@ -156,6 +156,56 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     store.headers = {
       'content-type': 'application/x-www-form-urlencoded',
       'client-cert': thePki().clientCertHeader,
+    };
+    return store;
+  }
+  /**
+   * The run's OTLP/HTTP receiver (bench/servers/otlp-sink.js), started by the first tracing scenario: on the
+   * harness's Node, pinned to the load generator's CPU (its work is not the server's), stopped at the end. `stats()`
+   * are its counts so far (requests, bytes, spans, by path): a scenario's are the difference between two readings.
+   */
+  let sink;
+  async function otlpSink() {
+    if (!sink) {
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      const server = startPinned({
+        name: 'otlp-sink',
+        cpus: settings.loadCpus,
+        command: process.execPath,
+        args: [join(ROOT, 'bench/servers/otlp-sink.js')],
+        env: { ...tesseraEnv({}), BENCH_PORT: String(port) },
+        cwd: ROOT,
+      });
+      cleanups.push(() => stopServer(server));
+      await waitUntilReady(server, `${url}/stats`, { timeoutMs: 10_000 });
+      sink = {
+        url,
+        pid: server.pid,
+        server,
+        async stats() {
+          const response = await fetch(`${url}/stats`, { signal: AbortSignal.timeout(5000) });
+          if (!response.ok) throw new Error(`the OTLP sink's /stats: status ${response.status}`);
+          return response.json();
+        },
+      };
+      log(`OTLP sink listening at ${url} (pid ${server.pid}, CPU ${settings.loadCpus})`);
+    }
+    return sink;
+  }
+  /**
+   * Like sqliteStore (its client, a secret), with traces exported to the run's OTLP sink by the standard
+   * variables: OTEL_EXPORTER_OTLP_ENDPOINT the sink (the protocol OpenTelemetry's default, http/protobuf, to
+   * /v1/traces), OTEL_TRACES_SAMPLER `sampler` and OTEL_TRACES_SAMPLER_ARG `arg` when given; nothing else of
+   * OpenTelemetry's is set (tesseraEnv passes none of the harness's OTEL_* on).
+   */
+  async function otelSqliteStore(sampler, arg) {
+    const store = await sqliteStore();
+    store.sink = await otlpSink();
+    store.env = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: store.sink.url,
+      OTEL_TRACES_SAMPLER: sampler,
+      ...(arg === undefined ? {} : { OTEL_TRACES_SAMPLER_ARG: arg }),
     };
     return store;
   }
@@ -382,7 +432,8 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     }
     // A body of the store's own (the federated scenario's platform token), sent as it is every time.
     if (store.body) target.body = store.body;
-    return { server, target, readyUrl: `${url}/readyz`, fetch };
+    // The tracing scenarios' OTLP sink: run.js reads what it received during each measurement and in all.
+    return { server, target, readyUrl: `${url}/readyz`, fetch, sink: store.sink };
   }
 
   /** What the load generator asks a server for: the token of `client`, and where to check it. */
@@ -472,6 +523,8 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     tlsSqliteStore,
     mtlsSqliteStore,
     mtlsHeaderSqliteStore,
+    otelRatioSqliteStore: () => otelSqliteStore('parentbased_traceidratio', '0.01'),
+    otelAlwaysSqliteStore: () => otelSqliteStore('always_on'),
     dpopRedisSqliteStore: async () => withRedis(await dpopSqliteStore()),
     keyClientRedisSqliteStore: async () => withRedis(await keyClientSqliteStore()),
     federatedSqliteStore,

@@ -12,11 +12,14 @@ import { digestSecret, generateClientId, generateSecret } from '../../dist/domai
 import { DEFAULT_MAX_LIFETIME, newFederatedCredentialId } from '../../dist/domain/client-auth/index.js';
 import { openSqliteStore } from '../../dist/store/sqlite.js';
 
-/** The environment of every Tessera process: none of the caller's TESSERA_* settings, only ours. */
+/**
+ * The environment of every Tessera process: none of the caller's TESSERA_* settings, only ours; and none of its
+ * OTEL_* either, so that a scenario traces only when it says so (the tracing scenarios set theirs; --env adds more).
+ */
 export function tesseraEnv(settings) {
   const env = {};
   for (const [name, value] of Object.entries(process.env)) {
-    if (name.startsWith('TESSERA_') || name === 'NODE_OPTIONS') continue;
+    if (name.startsWith('TESSERA_') || name.startsWith('OTEL_') || name === 'NODE_OPTIONS') continue;
     env[name] = value;
   }
   return { ...env, ...settings };

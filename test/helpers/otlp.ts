@@ -8,7 +8,7 @@ import { createServer as createHttp2Server, type Http2Server, type ServerHttp2Se
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export interface ReceivedSpan {
+interface ReceivedSpan {
   traceId: string;
   spanId: string;
   parentSpanId: string;
@@ -72,7 +72,7 @@ function anyValue(value: Buffer): string | number | boolean {
 }
 
 /** The spans of an ExportTraceServiceRequest in protobuf. */
-export function spansOfProtobuf(request: Buffer): ReceivedSpan[] {
+function spansOfProtobuf(request: Buffer): ReceivedSpan[] {
   const spans: ReceivedSpan[] = [];
   for (const resourceSpans of bytes(fields(request), 1))
     for (const scopeSpans of bytes(fields(resourceSpans), 2))

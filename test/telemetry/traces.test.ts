@@ -185,7 +185,7 @@ describe('traces over OTLP/HTTP (JSON)', () => {
   });
 
   it('every attribute exported is one of the table (attributes.ts, docs/traces.md)', () => {
-    const table = new Set(
+    const table = new Set<string>(
       [...HTTP_ATTRIBUTES, ...OAUTH_ATTRIBUTES, ...ADMIN_ATTRIBUTES].map((row) => row.name),
     );
     const exported = new Set(spans().flatMap((span) => span.attributes.map(({ key }) => key)));

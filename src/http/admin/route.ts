@@ -78,7 +78,7 @@ export function adminRoute(spec: {
  * resource, then the verb — createClient is client.create, putGrant grant.put, revokeClientTokens
  * client_tokens.revoke.
  */
-export function operationName(operationId: string): string {
+function operationName(operationId: string): string {
   const [verb = operationId, ...resource] = operationId.split(/(?=[A-Z])/);
   return resource.length === 0 ? verb : `${resource.map((w) => w.toLowerCase()).join('_')}.${verb}`;
 }
