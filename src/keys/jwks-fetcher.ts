@@ -4,6 +4,7 @@ import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { createLocalJWKSet, type JWK, type JWTVerifyGetKey } from 'jose';
 import { boundedLru } from '../lru.js';
+import { clientSpan } from '../telemetry/client-span.js';
 import { isPublicAddress } from '../domain/addresses.js';
 import { TesseraError } from '../domain/errors.js';
 import {
@@ -265,8 +266,33 @@ export class JwksFetcher implements RemoteKeys, RemoteCertificates {
     return this.fetch(body.jwks_uri, JWKS_ACCEPT);
   }
 
-  /** One GET, guarded: scheme, address, time, size; a 200 with JSON, or an Error saying what went wrong. */
+  /**
+   * One GET, guarded, in a CLIENT span of the request it is made for (traces: url.full without its query, which may
+   * carry anything).
+   */
   private fetch(uri: string, accept: string): Promise<Fetched> {
+    let where: Record<string, string | number> = { 'http.request.method': 'GET' };
+    try {
+      const url = new URL(uri);
+      where = {
+        ...where,
+        'url.full': `${url.origin}${url.pathname}`,
+        'server.address': url.hostname,
+        'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+      };
+    } catch {
+      // Not a URL: refused by the fetch itself.
+    }
+    return clientSpan(
+      'GET',
+      where,
+      () => this.fetchGuarded(uri, accept),
+      (span) => span.set('http.response.status_code', 200),
+    );
+  }
+
+  /** One GET, guarded: scheme, address, time, size; a 200 with JSON, or an Error saying what went wrong. */
+  private fetchGuarded(uri: string, accept: string): Promise<Fetched> {
     let url: URL;
     try {
       url = new URL(uri);

@@ -1,4 +1,5 @@
 import type { LRUCache } from 'lru-cache';
+import { clientSpan } from '../telemetry/client-span.js';
 import { boundedLru } from '../lru.js';
 import { Unavailable } from '../domain/errors.js';
 import {
@@ -35,6 +36,8 @@ export interface DirectoryOptions {
   ) => void;
   /** A cache miss waits this long (ms) for the store at most, then answers 503: a hung store is a down one. */
   lookupTimeoutMs?: number;
+  /** The store's engine, as a trace's CLIENT span of a lookup names it (db.system.name); sqlite when left out. */
+  engine?: 'sqlite' | 'postgresql';
   /** The feed was read without error (after failures, this is the recovery). */
   onRecovered?: () => void;
   /** The change listener is connected again, or delivered a notification (after failures, its recovery). */
@@ -338,9 +341,16 @@ export class Directory {
     const ids = [...batch.waiting.keys()];
     let byId: Map<string, KnownClient>;
     try {
-      const found = await deadline(
-        this.store.findClients(ids),
-        this.options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS,
+      // A CLIENT span in the trace of the request that asked first (the batch runs in its context).
+      const found = await clientSpan(
+        'SELECT clients',
+        {
+          'db.system.name': this.options.engine ?? 'sqlite',
+          'db.collection.name': 'clients',
+          'db.operation.name': 'SELECT',
+          'db.operation.batch.size': ids.length,
+        },
+        () => deadline(this.store.findClients(ids), this.options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS),
       );
       // Inside the try: nothing may escape this function, which nobody awaits.
       const url = (audience: string) => this.audiences.get(audience)?.url ?? audience;

@@ -118,6 +118,7 @@ export function openDirectory(
     up: 'the change listener is back',
   });
   const directory = new Directory(store, {
+    engine: store.engine === 'postgres' ? 'postgresql' : 'sqlite',
     onRecovered: () => storeOutage.recovered(),
     onListening: () => listener.recovered(),
     ttlMs: config.cacheTtl * 1000,

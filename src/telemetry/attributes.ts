@@ -93,6 +93,26 @@ export const OAUTH_ATTRIBUTES = [
   },
 ] as const satisfies readonly AttributeRow[];
 
+/** The CLIENT spans of what leaves the process on a request's behalf: a store query on a miss, a key set fetch. */
+export const CLIENT_ATTRIBUTES = [
+  { name: 'db.system.name', type: 'string', when: 'a store query', example: 'postgresql' },
+  { name: 'db.collection.name', type: 'string', when: 'a store query', example: 'clients' },
+  { name: 'db.operation.name', type: 'string', when: 'a store query', example: 'SELECT' },
+  {
+    name: 'db.operation.batch.size',
+    type: 'int',
+    when: 'a store query (the client lookups of one turn go in one)',
+    example: '3',
+  },
+  {
+    name: 'url.full',
+    type: 'string',
+    when: "a key set or discovery fetch (a client's jwks_uri, a federated issuer's), without its query",
+    example: 'https://token.actions.githubusercontent.com/.well-known/jwks',
+  },
+  { name: 'error.type', type: 'string', when: 'a CLIENT span that failed', example: 'Error' },
+] as const satisfies readonly AttributeRow[];
+
 /** The admin API's SERVER spans: the management operation. */
 export const ADMIN_ATTRIBUTES = [
   { name: 'tessera.operation', type: 'string', when: 'an admin API call', example: 'client.create' },

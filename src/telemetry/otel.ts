@@ -17,6 +17,7 @@ import { NodeSDK } from '@opentelemetry/sdk-node';
 import { AggregationTemporality, MetricReader, type CollectionResult } from '@opentelemetry/sdk-metrics';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
+import { setClientSpans } from './client-span.js';
 import { setLogContext } from './log-context.js';
 import type { RequestSpan, Tracing, TracingOptions } from './types.js';
 
@@ -126,6 +127,19 @@ export function startTracing(options: TracingOptions): Tracing {
   const propagator = new W3CTraceContextPropagator();
   const trust = options.trustProxy === false ? undefined : proxyAddr.compile(options.trustProxy);
   const spans = new WeakMap<IncomingMessage, Handle>();
+  setClientSpans((name, attributes) => {
+    const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes });
+    return {
+      set: (key, value) => span.setAttribute(key, value),
+      end(error?: unknown) {
+        if (error !== undefined) {
+          span.setStatus({ code: SpanStatusCode.ERROR });
+          span.setAttribute('error.type', (error as Error)?.name ?? 'Error');
+        }
+        span.end();
+      },
+    };
+  });
   setLogContext(() => {
     const active = trace.getActiveSpan()?.spanContext();
     return active === undefined ? undefined : { trace_id: active.traceId, span_id: active.spanId };
@@ -195,6 +209,7 @@ export function startTracing(options: TracingOptions): Tracing {
       } finally {
         clearTimeout(timer);
         setLogContext(undefined);
+        setClientSpans(undefined);
       }
     },
   };

@@ -10,7 +10,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_ATTRIBUTES, HTTP_ATTRIBUTES, OAUTH_ATTRIBUTES } from '../../src/telemetry/attributes.js';
+import {
+  ADMIN_ATTRIBUTES,
+  CLIENT_ATTRIBUTES,
+  HTTP_ATTRIBUTES,
+  OAUTH_ATTRIBUTES,
+} from '../../src/telemetry/attributes.js';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { tracingConfigured } from '../../src/telemetry/tracing.js';
 import { startServe, tesseraEnv, tesseraOk, type Serve } from '../helpers/process.js';
 import { freePort, tempDir } from '../helpers/server.js';
@@ -37,6 +43,9 @@ let serve: Serve;
 let env: NodeJS.ProcessEnv;
 let clientId: string;
 let clientSecret: string;
+let keySet: { keys: unknown[] } = { keys: [] };
+let signingKey: CryptoKey;
+let keyClientId: string;
 
 const spans = (): OtlpSpan[] =>
   bodies.flatMap((body) => {
@@ -74,6 +83,8 @@ beforeAll(async () => {
     request.on('data', (chunk: string) => (body += chunk));
     request.on('end', () => {
       if (request.url === '/v1/traces') bodies.push(body);
+      // The key set of the private_key_jwt client (its jwks_uri), on the same loopback server.
+      if (request.url?.startsWith('/jwks.json')) return response.writeHead(200).end(JSON.stringify(keySet));
       response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
   });
@@ -88,11 +99,31 @@ beforeAll(async () => {
     OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
     OTEL_BSP_SCHEDULE_DELAY: '100',
     OTEL_TRACES_SAMPLER: 'always_on',
+    TESSERA_JWKS_ALLOW_PRIVATE: 'true',
   });
+  const pair = await generateKeyPair('ES256', { extractable: true });
+  signingKey = pair.privateKey as CryptoKey;
+  keySet = { keys: [{ ...(await exportJWK(pair.publicKey)), alg: 'ES256', kid: 'k1' }] };
+  const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
   await tesseraOk(env, 'audience', 'add', API);
   const created = await tesseraOk(env, 'client', 'create', '--name', 'traced', '--grant', API, '--json');
   clientId = created.json.client_id as string;
   clientSecret = created.json.client_secret as string;
+  const keyed = await tesseraOk(
+    env,
+    'client',
+    'create',
+    '--name',
+    'keyed',
+    '--auth-method',
+    'private_key_jwt',
+    '--jwks-uri',
+    `${receiverUrl}/jwks.json?tenant=secret-looking`,
+    '--grant',
+    API,
+    '--json',
+  );
+  keyClientId = keyed.json.client_id as string;
   serve = await startServe(env);
 }, 60_000);
 
@@ -184,9 +215,49 @@ describe('traces over OTLP/HTTP (JSON)', () => {
     expect(metrics).toMatch(/^tessera_otel_spans_dropped_total 0$/m);
   });
 
+  it('a store query on a cache miss is a CLIENT span of the request that asked', async () => {
+    const lookup = await spanWhere((a, s) => s.name === 'SELECT clients');
+    expect(lookup.kind).toBe(3); // SPAN_KIND_CLIENT
+    expect(attributes(lookup)).toMatchObject({
+      'db.system.name': 'sqlite',
+      'db.collection.name': 'clients',
+      'db.operation.name': 'SELECT',
+    });
+    const parent = spans().find((s) => s.spanId === lookup.parentSpanId);
+    expect(parent?.name).toBe('POST /oauth/token');
+    expect(parent?.traceId).toBe(lookup.traceId);
+  });
+
+  it('a key set fetch is a CLIENT span, its URL without the query', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const assertion = await new SignJWT({ jti: `traced-${now}` })
+      .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+      .setIssuer(keyClientId)
+      .setSubject(keyClientId)
+      .setAudience(`${serve.url.replace('127.0.0.1', 'localhost')}/oauth/token`)
+      .setIssuedAt(now)
+      .setExpirationTime(now + 60)
+      .sign(signingKey);
+    const issued = await token({
+      grant_type: 'client_credentials',
+      client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+      client_assertion: assertion,
+      audience: API,
+    });
+    expect(issued.status).toBe(200);
+    const fetch = await spanWhere((a, s) => s.name === 'GET' && String(a['url.full']).endsWith('/jwks.json'));
+    expect(fetch.kind).toBe(3);
+    expect(String(attributes(fetch)['url.full'])).not.toContain('?');
+    expect(Number(attributes(fetch)['http.response.status_code'])).toBe(200);
+    const parent = spans().find((s) => s.spanId === fetch.parentSpanId);
+    expect(parent?.name).toBe('POST /oauth/token');
+  });
+
   it('every attribute exported is one of the table (attributes.ts, docs/traces.md)', () => {
     const table = new Set<string>(
-      [...HTTP_ATTRIBUTES, ...OAUTH_ATTRIBUTES, ...ADMIN_ATTRIBUTES].map((row) => row.name),
+      [...HTTP_ATTRIBUTES, ...OAUTH_ATTRIBUTES, ...ADMIN_ATTRIBUTES, ...CLIENT_ATTRIBUTES].map(
+        (row) => row.name,
+      ),
     );
     const exported = new Set(spans().flatMap((span) => span.attributes.map(({ key }) => key)));
     expect([...exported].filter((name) => !table.has(name))).toEqual([]);
@@ -198,6 +269,7 @@ describe('traces over OTLP/HTTP (JSON)', () => {
     expect(everything).not.toContain('not-the-secret');
     expect(everything).not.toMatch(/eyJ[A-Za-z0-9_-]{10,}\./);
     expect(everything.toLowerCase()).not.toContain('authorization');
+    expect(everything).not.toContain('secret-looking');
   });
 
   it('the log lines of a traced request carry its trace_id and span_id', async () => {
@@ -235,7 +307,9 @@ describe('when tracing is off', () => {
   });
 
   it('the attribute table names each attribute once', () => {
-    const names = [...HTTP_ATTRIBUTES, ...OAUTH_ATTRIBUTES, ...ADMIN_ATTRIBUTES].map((row) => row.name);
+    const names = [...HTTP_ATTRIBUTES, ...OAUTH_ATTRIBUTES, ...ADMIN_ATTRIBUTES, ...CLIENT_ATTRIBUTES].map(
+      (row) => row.name,
+    );
     expect(new Set(names).size).toBe(names.length);
   });
 });
