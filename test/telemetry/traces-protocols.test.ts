@@ -89,6 +89,28 @@ describe.each([
   });
 });
 
+describe('remote trace context', () => {
+  const REMOTE_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const REMOTE_SPAN = '00f067aa0ba902b7';
+
+  it.each([
+    ['from a peer in TESSERA_TRUST_PROXY', { TESSERA_TRUST_PROXY: '127.0.0.1' }],
+    ['from anyone with TESSERA_OTEL_TRUST_REMOTE=true', { TESSERA_OTEL_TRUST_REMOTE: 'true' }],
+  ])('a traceparent %s is the parent of the span', async (_from, trusting) => {
+    const receiver = await otlpHttpReceiver();
+    closers.push(() => receiver.close());
+    const { serve } = await tessera({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      ...trusting,
+    });
+    await fetch(`${serve.url}/healthz`, { headers: { traceparent: `00-${REMOTE_TRACE}-${REMOTE_SPAN}-01` } });
+    await waitFor(() => receiver.spans().some((s) => s.name === 'GET /healthz'), 10_000, 50);
+    const span = receiver.spans().find((s) => s.name === 'GET /healthz')!;
+    expect([span.traceId, span.parentSpanId, span.links]).toEqual([REMOTE_TRACE, REMOTE_SPAN, []]);
+  });
+});
+
 describe('an exporter that is down or hangs', () => {
   it.each([
     ['refuses connections', 'refused'],

@@ -18,6 +18,7 @@ import {
 } from '../../src/telemetry/attributes.js';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { tracingConfigured } from '../../src/telemetry/tracing.js';
+import { holder, signProof } from '../helpers/dpop.js';
 import { startServe, tesseraEnv, tesseraOk, type Serve } from '../helpers/process.js';
 import { freePort, tempDir } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
@@ -46,6 +47,8 @@ let clientSecret: string;
 let keySet: { keys: unknown[] } = { keys: [] };
 let signingKey: CryptoKey;
 let keyClientId: string;
+let service: { id: string; secret: string };
+const DOWNSTREAM = 'https://ledger.example.com';
 
 const spans = (): OtlpSpan[] =>
   bodies.flatMap((body) => {
@@ -124,6 +127,12 @@ beforeAll(async () => {
     '--json',
   );
   keyClientId = keyed.json.client_id as string;
+  // Token exchange: a service, resource server of API, may exchange its callers' tokens for DOWNSTREAM's.
+  await tesseraOk(env, 'audience', 'add', DOWNSTREAM);
+  const made = await tesseraOk(env, 'client', 'create', '--name', 'service', '--grant', DOWNSTREAM, '--json');
+  service = { id: made.json.client_id as string, secret: made.json.client_secret as string };
+  await tesseraOk(env, 'grant', 'add', service.id, DOWNSTREAM, '--token-exchange');
+  await tesseraOk(env, 'audience', 'update', API, '--resource-server', service.id);
   serve = await startServe(env);
 }, 60_000);
 
@@ -253,6 +262,49 @@ describe('traces over OTLP/HTTP (JSON)', () => {
     expect(parent?.name).toBe('POST /oauth/token');
   });
 
+  it('each method, a DPoP-bound token and a token exchange have their attributes', async () => {
+    const basic = `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`;
+    const key = await holder();
+    const now = Math.floor(Date.now() / 1000);
+    const proof = await signProof(key, {
+      htm: 'POST',
+      htu: `${serve.url.replace('127.0.0.1', 'localhost')}/oauth/token`,
+      iat: now,
+      jti: `traced-dpop-${now}`,
+    });
+    const bound = await token(
+      { grant_type: 'client_credentials', audience: API },
+      { authorization: basic, dpop: proof },
+    );
+    expect([bound.status, bound.body.token_type]).toEqual([200, 'DPoP']);
+    const dpopSpan = await spanWhere((a) => a['oauth.token.binding'] === 'dpop');
+    expect(attributes(dpopSpan)).toMatchObject({
+      'oauth.client_id': clientId,
+      'oauth.client.auth_method': 'client_secret_basic',
+    });
+    const subject = await token({
+      grant_type: 'client_credentials',
+      client_id: clientId,
+      client_secret: clientSecret,
+      audience: API,
+    });
+    const exchanged = await token({
+      grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+      client_id: service.id,
+      client_secret: service.secret,
+      subject_token: subject.body.access_token as string,
+      subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+      audience: DOWNSTREAM,
+    });
+    expect(exchanged.status).toBe(200);
+    const exchange = await spanWhere((a) => a['oauth.audience'] === DOWNSTREAM);
+    expect(attributes(exchange)).toMatchObject({
+      'oauth.grant_type': 'urn:ietf:params:oauth:grant-type:token-exchange',
+      'oauth.client_id': service.id,
+      'oauth.client.auth_method': 'client_secret_post',
+    });
+  });
+
   it('every attribute exported is one of the table (attributes.ts, docs/traces.md)', () => {
     const table = new Set<string>(
       [...HTTP_ATTRIBUTES, ...OAUTH_ATTRIBUTES, ...ADMIN_ATTRIBUTES, ...CLIENT_ATTRIBUTES].map(
@@ -270,6 +322,7 @@ describe('traces over OTLP/HTTP (JSON)', () => {
     expect(everything).not.toMatch(/eyJ[A-Za-z0-9_-]{10,}\./);
     expect(everything.toLowerCase()).not.toContain('authorization');
     expect(everything).not.toContain('secret-looking');
+    expect(everything).not.toContain(service.secret);
   });
 
   it('the log lines of a traced request carry its trace_id and span_id', async () => {
