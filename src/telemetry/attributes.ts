@@ -19,7 +19,7 @@ export const HTTP_ATTRIBUTES = [
     name: 'http.route',
     type: 'string',
     when: 'every request that matched a route (the route template, not the path)',
-    example: '/admin/v1/clients/{client_id}',
+    example: '/admin/v1/clients/:id',
   },
   { name: 'http.response.status_code', type: 'int', when: 'every answer', example: '200' },
   { name: 'url.scheme', type: 'string', when: 'every request', example: 'https' },
