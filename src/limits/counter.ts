@@ -1,4 +1,5 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { clientSpan } from '../telemetry/client-span.js';
 import type { SharedRedis } from './redis.js';
 import { systemClock } from '../clock.js';
 
@@ -62,7 +63,9 @@ export class Counter {
   async add(key: string): Promise<RateLimiterRes> {
     if (this.redis !== undefined && this.shared !== undefined) {
       const redis = this.redis;
-      const counted = await this.shared.breaker.run(() => answer(redis.consume(key)));
+      const counted = await this.shared.breaker.run(() =>
+        redisSpan('consume', () => answer(redis.consume(key))),
+      );
       if (counted !== undefined) return counted;
     }
     return answer(this.memory.consume(key));
@@ -73,14 +76,20 @@ export class Counter {
     if (this.redis !== undefined && this.shared !== undefined) {
       const redis = this.redis;
       const breaker = this.shared.breaker;
-      const counted = await breaker.run(() => answer(redis.consume(key)));
+      const counted = await breaker.run(() => redisSpan('consume', () => answer(redis.consume(key))));
       if (counted !== undefined)
-        return taken(counted, this.redisMarginMs, () => breaker.run(() => redis.reward(key)));
+        return taken(counted, this.redisMarginMs, () =>
+          breaker.run(() => redisSpan('reward', () => redis.reward(key))),
+        );
     }
     const memory = this.memory;
     return taken(await answer(memory.consume(key)), 0, () => memory.reward(key));
   }
 }
+
+/** A Redis command of a count, a CLIENT span of the request it counts for (traces). */
+const redisSpan = <T>(operation: string, work: () => Promise<T>): Promise<T> =>
+  clientSpan(operation, { 'db.system.name': 'redis', 'db.operation.name': operation }, work);
 
 function taken(result: RateLimiterRes, marginMs: number, reward: () => Promise<unknown>): Taken {
   // rate-limiter-flexible times its windows by the wall clock: so is the end of this one.

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { clientSpan } from '../telemetry/client-span.js';
 import type { ReplayGuard } from '../domain/client-auth/index.js';
 import { Unavailable } from '../domain/errors.js';
 import { perTurn } from '../per-turn.js';
@@ -75,8 +76,17 @@ export class AssertionReplay implements ReplayGuard {
     const client = redis.client as unknown as UsesKeys;
     this.inRedis = perTurn(
       async (uses) => {
+        // A CLIENT span in the trace of the request whose use began the batch (traces).
         const answers = await redis.breaker.run(() =>
-          client.tesseraUseKeys(uses.length, ...uses.map((u) => u.key), ...uses.map((u) => u.ttl)),
+          clientSpan(
+            'replay',
+            {
+              'db.system.name': 'redis',
+              'db.operation.name': 'replay',
+              'db.operation.batch.size': uses.length,
+            },
+            () => client.tesseraUseKeys(uses.length, ...uses.map((u) => u.key), ...uses.map((u) => u.ttl)),
+          ),
         );
         // Not an answer of the script (the breaker released the batch, or something else answered): the store's turn.
         if (!Array.isArray(answers) || answers.length !== uses.length) return uses.map(() => undefined);

@@ -9,6 +9,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { otlpGrpcReceiver, otlpHttpReceiver, type Receiver } from '../helpers/otlp.js';
+import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
 import { startServe, tesseraEnv, tesseraOk, type Serve } from '../helpers/process.js';
 import { freePort, tempDir } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
@@ -86,6 +87,42 @@ describe.each([
       'oauth.audience': API,
     });
     expect(span.traceId).toMatch(/^[0-9a-f]{32}$/);
+  });
+});
+
+describe('Redis', () => {
+  it('a count in Redis is a CLIENT span of the request it counts', async () => {
+    const prefix = testPrefix();
+    closers.push(() => dropPrefix(prefix));
+    const receiver = await otlpHttpReceiver();
+    closers.push(() => receiver.close());
+    const { serve, clientId } = await tessera({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      TESSERA_REDIS_URL: REDIS_URL,
+      TESSERA_REDIS_PREFIX: prefix,
+    });
+    // A wrong secret: a failed attempt, counted in Redis.
+    const refused = await fetch(`${serve.url}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: clientId,
+        client_secret: 'wrong',
+        audience: API,
+      }).toString(),
+    });
+    expect(refused.status).toBe(401);
+    await waitFor(() => receiver.spans().some((s) => s.name === 'consume'), 10_000, 50);
+    const count = receiver.spans().find((s) => s.name === 'consume')!;
+    expect([count.kind, count.attributes['db.system.name'], count.attributes['db.operation.name']]).toEqual([
+      3,
+      'redis',
+      'consume',
+    ]);
+    const parent = receiver.spans().find((s) => s.spanId === count.parentSpanId);
+    expect(parent?.name).toBe('POST /oauth/token');
   });
 });
 
