@@ -101,11 +101,26 @@ function spansOfProtobuf(request: Buffer): ReceivedSpan[] {
   return spans;
 }
 
+/** The resource attributes of each ResourceSpans of an ExportTraceServiceRequest in protobuf. */
+function resourcesOfProtobuf(request: Buffer): Record<string, string | number | boolean>[] {
+  return bytes(fields(request), 1).map((resourceSpans) => {
+    const attributes: Record<string, string | number | boolean> = {};
+    const resource = bytes(fields(resourceSpans), 1)[0];
+    for (const kv of resource === undefined ? [] : bytes(fields(resource), 1)) {
+      const f = fields(kv);
+      attributes[text(f, 1)] = anyValue(bytes(f, 2)[0] ?? Buffer.alloc(0));
+    }
+    return attributes;
+  });
+}
+
 export interface Receiver {
   url: string;
   /** The bodies received, as they arrived. */
   bodies: Buffer[];
   spans(): ReceivedSpan[];
+  /** The resource attributes of every batch received. */
+  resources(): Record<string, string | number | boolean>[];
   close(): Promise<void>;
 }
 
@@ -125,6 +140,7 @@ export async function otlpHttpReceiver(): Promise<Receiver> {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     bodies,
     spans: () => bodies.flatMap(spansOfProtobuf),
+    resources: () => bodies.flatMap(resourcesOfProtobuf),
     close: () =>
       new Promise((resolve) => {
         server.close(() => resolve());
@@ -163,6 +179,7 @@ export async function otlpGrpcReceiver(): Promise<Receiver> {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     bodies,
     spans: () => bodies.flatMap(spansOfProtobuf),
+    resources: () => bodies.flatMap(resourcesOfProtobuf),
     close: () =>
       new Promise((resolve) => {
         server.close(() => resolve());

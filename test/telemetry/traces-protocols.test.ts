@@ -90,6 +90,48 @@ describe.each([
   });
 });
 
+describe('the resource', () => {
+  it.each([
+    ['service.name is tessera by default', {}, { 'service.name': 'tessera' }],
+    [
+      'OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES as the specification defines them',
+      {
+        OTEL_SERVICE_NAME: 'auth-prod',
+        OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=prod,team=platform',
+      },
+      { 'service.name': 'auth-prod', 'deployment.environment.name': 'prod', team: 'platform' },
+    ],
+  ])('%s', async (_what, settings, expected) => {
+    const receiver = await otlpHttpReceiver();
+    closers.push(() => receiver.close());
+    const { token } = await tessera({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      ...settings,
+    });
+    expect(await token()).toBe(200);
+    await waitFor(() => receiver.resources().length > 0, 10_000, 50);
+    expect(receiver.resources()[0]).toMatchObject(expected);
+  });
+});
+
+describe('shutdown', () => {
+  it('SIGTERM exports the spans still queued before the process exits', async () => {
+    const receiver = await otlpHttpReceiver();
+    closers.push(() => receiver.close());
+    const { serve, token, clientId } = await tessera({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      // No export before the shutdown's.
+      OTEL_BSP_SCHEDULE_DELAY: '600000',
+      TESSERA_SHUTDOWN_DELAY: '0',
+    });
+    expect(await token()).toBe(200);
+    expect(receiver.bodies).toEqual([]);
+    expect((await serve.stop('SIGTERM')).code).toBe(0);
+    expect(receiver.spans().some((s) => s.attributes['oauth.client_id'] === clientId)).toBe(true);
+  });
+});
+
 describe('Redis', () => {
   it('a count in Redis is a CLIENT span of the request it counts', async () => {
     const prefix = testPrefix();
