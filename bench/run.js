@@ -38,18 +38,61 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /**
  * Tessera's tessera_event_loop_delay_max_seconds (the longest event-loop delay since the previous scrape), or
- * the ceiling's event_loop_delay_max_seconds (the same measure), in milliseconds; undefined where the server
- * has no metrics (TESSERA_METRICS=false, the other peers). `get`: the server's fetch over https (it trusts its CA).
+ * the ceiling's event_loop_delay_max_seconds (the same measure), in milliseconds, of a /metrics text; undefined
+ * where the server has no metrics (TESSERA_METRICS=false, the other peers).
  */
-async function loopDelayMaxMs(metricsUrl, get = fetch) {
+function loopDelayMaxMs(text) {
+  const match = text && /^(?:tessera_)?event_loop_delay_max_seconds (\S+)$/m.exec(text);
+  return match ? Number(match[1]) * 1000 : undefined;
+}
+
+/**
+ * The text of a server's /metrics, or undefined (no metrics, no answer). `get`: the server's fetch over https (it
+ * trusts its CA).
+ */
+async function scrape(metricsUrl, get = fetch) {
   try {
     const response = await get(metricsUrl);
-    if (!response.ok) return undefined;
-    const match = /^(?:tessera_)?event_loop_delay_max_seconds (\S+)$/m.exec(await response.text());
-    return match ? Number(match[1]) * 1000 : undefined;
+    return response.ok ? await response.text() : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** tessera_otel_spans_dropped_total of a /metrics text (spans the full export queue dropped), or undefined. */
+function spansDropped(text) {
+  const match = text && /^tessera_otel_spans_dropped_total (\S+)$/m.exec(text);
+  return match ? Number(match[1]) : undefined;
+}
+
+/** What the OTLP sink received between two readings of its /stats (lib/servers.js, otlpSink). */
+function sinkDelta(before, after) {
+  return {
+    requests: after.requests - before.requests,
+    bytes: after.bytes - before.bytes,
+    spans: after.spans - before.spans,
+    unreadable: after.unreadable - before.unreadable,
+    paths: Object.keys(after.byPath).filter(
+      (path) => after.byPath[path].requests > (before.byPath[path]?.requests ?? 0),
+    ),
+    /** Spans by name (the sink keeps 32 names at most). */
+    names: Object.fromEntries(
+      Object.entries(after.spanNames)
+        .map(([name, count]) => [name, count - (before.spanNames[name] ?? 0)])
+        .filter(([, count]) => count > 0)
+        .sort((a, b) => b[1] - a[1]),
+    ),
+  };
+}
+
+/** A sink delta for people: `N requests (paths), M kB, K spans (B bytes a span)`. */
+function sinkText(d) {
+  return (
+    `${d.requests.toLocaleString('en-US')} requests (${d.paths.join(', ') || 'none'}), ` +
+    `${(d.bytes / 1024).toFixed(0)} kB, ${d.spans.toLocaleString('en-US')} spans` +
+    (d.spans > 0 ? ` (${(d.bytes / d.spans).toFixed(0)} bytes a span)` : '') +
+    (d.unreadable > 0 ? `, ${d.unreadable} not readable as OTLP` : '')
+  );
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -242,10 +285,14 @@ async function main() {
     let started;
     /** When the server was ready and prepared (µs, the monotonic clock its stalls and profile use). */
     let readyAt;
+    /** The OTLP sink's counts when the server was ready (tracing scenarios). */
+    let sinkAtStart;
     try {
       const port = await freePort();
       started = await definition.start(port);
       await waitUntilReady(started.server, started.readyUrl, { timeoutMs: 30_000, fetch: started.fetch });
+      // The tracing scenarios' sink: what it received from this server, from before its first request.
+      if (started.sink) sinkAtStart = await started.sink.stats();
       await started.target.prepare?.();
       readyAt = Number(process.hrtime.bigint() / 1000n);
       const warm = await checkedWarmup(started.target, {
@@ -266,14 +313,27 @@ async function main() {
           (started.readyUrl.endsWith('/readyz')
             ? started.readyUrl.replace(/\/readyz$/, '/metrics')
             : undefined);
-        if (loopDelayUrl) await loopDelayMaxMs(loopDelayUrl, started.fetch);
+        // One scrape before and one after (the loop delay's window is the time between two scrapes), of which
+        // the tracing scenarios also read the spans dropped.
+        const scraped = loopDelayUrl ? await scrape(loopDelayUrl, started.fetch) : undefined;
+        const sinkBefore = started.sink ? await started.sink.stats() : undefined;
         const result = await measure(started.target, {
           seconds: settings.seconds,
           connections,
           serverPid: started.server.pid,
           storeComm: { postgres: 'postgres', redis: 'redis-server' }[definition.store],
+          sinkPid: started.sink?.pid,
         });
-        result.loopDelayMaxMs = loopDelayUrl ? await loopDelayMaxMs(loopDelayUrl, started.fetch) : undefined;
+        const scrapedAfter = loopDelayUrl ? await scrape(loopDelayUrl, started.fetch) : undefined;
+        result.loopDelayMaxMs = loopDelayMaxMs(scrapedAfter);
+        if (started.sink) {
+          // What the sink received during the measurement: the batches exported meanwhile (the last spans of
+          // it may go out in the next one), and the spans the full queue dropped.
+          result.otlp = sinkDelta(sinkBefore, await started.sink.stats());
+          const dropped = [spansDropped(scraped), spansDropped(scrapedAfter)];
+          result.otlp.spansDropped =
+            dropped[0] === undefined || dropped[1] === undefined ? undefined : dropped[1] - dropped[0];
+        }
         if (started.server.exitCode !== undefined)
           throw new Error(
             `${id} exited (${started.server.exitCode}) during the measurement:\n${started.server.output}`,
@@ -306,6 +366,28 @@ async function main() {
       log(`${id} FAILED: ${error.message}`);
     } finally {
       if (started) await stopServer(started.server);
+    }
+    // The tracing scenarios: what the sink received from the server in all, its shutdown's flush included (it
+    // exports what it holds before it exits). Where every request is recorded, none arriving means that the
+    // measurement was of a server that exported nothing: a failure, not a figure.
+    if (started?.sink && sinkAtStart) {
+      try {
+        const total = sinkDelta(sinkAtStart, await started.sink.stats());
+        const names = Object.entries(total.names).map(([name, n]) => `${n.toLocaleString('en-US')} ${name}`);
+        notes.push(
+          `${id}: the OTLP sink received ${sinkText(total)} from the server in all (warm-up, measurements, ` +
+            `shutdown)${names.length > 0 ? `; spans by name: ${names.join(', ')}` : ''}`,
+        );
+        if (definition.spansExpected && total.spans === 0 && !failures.some((f) => f.scenario === id))
+          failures.push({
+            scenario: id,
+            error:
+              `the OTLP sink received no span from ${id} (${total.requests} requests, ${total.bytes} bytes): ` +
+              `the measurement is of a server that exported nothing\n${started.server.output}`,
+          });
+      } catch (error) {
+        notes.push(`${id}: the OTLP sink could not be read (${error.message})`);
+      }
     }
     // Each profile file is read once, for everything made of it (they are tens of MB).
     const left = settings.profile || settings.stalls ? profilesLeft(profileDir, id) : [];
@@ -480,6 +562,33 @@ async function main() {
             `${row.p99Ms.toFixed(1)} vs ${other.p99Ms.toFixed(1)} ms; CPU per token ` +
             `${row.serverCpuUsPerRequest?.toFixed(1)} vs ${other.serverCpuUsPerRequest?.toFixed(1)} µs`,
         );
+    }
+  // Traces (issue 42): tracing off now against the --baseline revision, and tracing on (1 % of the requests, every
+  // one) against tracing off, each with what the OTLP sink received during the measurement.
+  for (const [scenario, against, what] of [
+    ['tessera-sqlite', 'tessera-sqlite-baseline', 'tracing off (now ÷ the --baseline revision)'],
+    [
+      'tessera-sqlite-otel-ratio',
+      'tessera-sqlite',
+      'traces at parentbased_traceidratio 0.01 (÷ tracing off)',
+    ],
+    ['tessera-sqlite-otel-always', 'tessera-sqlite', 'traces at always_on (÷ tracing off)'],
+  ])
+    for (const row of rows.filter((r) => r.scenario === scenario)) {
+      const other = rows.find((r) => r.scenario === against && r.connections === row.connections);
+      if (!other) continue;
+      const { otlp } = row;
+      notes.push(
+        `${what} at concurrency ${row.connections}: ${scenario} ${Math.round(row.reqPerSec)} req/s, ${against} ` +
+          `${Math.round(other.reqPerSec)} req/s (${(row.reqPerSec / other.reqPerSec).toFixed(2)}×); p99 ` +
+          `${row.p99Ms.toFixed(1)} vs ${other.p99Ms.toFixed(1)} ms (${(row.p99Ms / other.p99Ms).toFixed(2)}×); CPU ` +
+          `per token ${row.serverCpuUsPerRequest?.toFixed(1)} vs ${other.serverCpuUsPerRequest?.toFixed(1)} µs ` +
+          `(${(row.serverCpuUsPerRequest / other.serverCpuUsPerRequest).toFixed(2)}×)` +
+          (otlp
+            ? `; the sink received ${sinkText(otlp)} meanwhile, ${otlp.spansDropped ?? '?'} spans dropped, sink ` +
+              `CPU ${row.sinkCpuCores?.toFixed(2)}`
+            : ''),
+      );
     }
   const noisy = rows.filter((r) => r.otherCpuCores >= 0.15);
   if (noisy.length > 0)

@@ -334,12 +334,13 @@ export function scenarios(run) {
       label: 'Tessera, SQLite, traces 1 %',
       note: () =>
         "traces at 1 %: tessera-sqlite's client and body, with OTEL_EXPORTER_OTLP_ENDPOINT the bench's OTLP sink " +
-        '(bench/servers/otlp-sink.js, pinned to the load generator\'s CPU, answering every export at once), ' +
+        "(bench/servers/otlp-sink.js, pinned to the load generator's CPU, answering every export at once), " +
         'OTEL_TRACES_SAMPLER=parentbased_traceidratio and OTEL_TRACES_SAMPLER_ARG=0.01, the protocol ' +
-        "OpenTelemetry's default (http/protobuf): the SDK loaded, and every request gets a sampling decision (no " +
-        'traceparent comes in, so the trace id ratio decides) and the span of Tessera\'s; about one in a hundred ' +
-        "is recorded, batched and exported by the batch processor (its defaults). Against tessera-sqlite, what " +
-        'tracing costs as a production would run it: mostly the decision on every request',
+        "OpenTelemetry's default (http/protobuf): the SDK loaded, and every request pays for its SERVER span " +
+        'started (a trace id drawn, its attributes built) and a sampling decision (no traceparent comes in, so the ' +
+        'trace id ratio decides); about one in a hundred is recorded, batched and exported by the batch processor ' +
+        '(its defaults), the others go on unrecorded. Against tessera-sqlite, what tracing costs as a production ' +
+        'would run it',
       start: async (port) =>
         servers.startTessera({
           id: 'tessera-sqlite-otel-ratio',
