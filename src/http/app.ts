@@ -124,6 +124,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     trustProxy: deps.trustProxy,
     certificateOf,
     spanOf,
+    inContext: tracing !== undefined,
   });
   // The HTTP server, made here rather than by Fastify (so that it offers each request to the token lane first),
   // with the settings Fastify would give it (lib/server.js):
@@ -143,8 +144,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       ...(certificates?.readsHeader === true ? { maxHeaderSize: HEADER_MAX_WITH_CERTIFICATES } : {}),
     };
     const dispatch = (request: IncomingMessage, response: ServerResponse) => {
-      if (!lane.take(request, response)) fastify(request, response);
-      else tracing?.spanOf(request)?.route(TOKEN_PATH);
+      if (lane.take(request, response)) {
+        tracing?.spanOf(request)?.route(TOKEN_PATH);
+        return;
+      }
+      tracing?.bind(request, response);
+      fastify(request, response);
     };
     const listener: RequestListener =
       tracing === undefined

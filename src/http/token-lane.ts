@@ -1,4 +1,5 @@
 import proxyAddr from '@fastify/proxy-addr';
+import { AsyncResource } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ClientCertificate } from '../domain/mtls/certificate.js';
@@ -18,6 +19,11 @@ export interface TokenLaneDeps {
   certificateOf: ((request: IncomingMessage) => ClientCertificate | undefined) | undefined;
   /** The request's span, when traced (telemetry/tracing.ts). */
   spanOf?: ((request: IncomingMessage) => RequestSpan | undefined) | undefined;
+  /**
+   * With tracing on: the request is answered in the async context it arrived in (its span's), so that its log lines
+   * carry the span's ids; its body's last event comes from the socket's parser, made before that context.
+   */
+  inContext?: boolean;
   finish: AnswerFinish;
   logger: Logger;
   trustProxy: boolean | string[];
@@ -71,7 +77,7 @@ export class TokenLane {
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     // A client that goes away mid-body has nobody to answer; Node closes the socket.
     request.on('error', () => undefined);
-    request.on('end', () => {
+    const end = () => {
       const body = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8');
       this.answer(request, response, body, started).catch((error: unknown) => {
         // Only writing the answer can fail here (every error of the request itself is answered): the
@@ -79,7 +85,8 @@ export class TokenLane {
         this.deps.logger.error({ err: error }, 'unexpected error');
         response.destroy();
       });
-    });
+    };
+    request.on('end', this.deps.inContext === true ? AsyncResource.bind(end) : end);
     return true;
   }
 

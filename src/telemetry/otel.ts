@@ -188,14 +188,15 @@ export function startTracing(options: TracingOptions): Tracing {
       const end = () => handled.end(response.statusCode);
       response.once('finish', end);
       response.once('close', end);
-      const active = trace.setSpan(parent, span);
-      // The request's body arrives in events of its socket's parser, made before this context: its listeners are
-      // bound to it, so that the log lines written while the request is answered carry the span's ids.
-      context.bind(active, request);
-      context.bind(active, response);
-      context.with(active, handle);
+      context.with(trace.setSpan(parent, span), handle);
     },
     spanOf: (request) => spans.get(request),
+    bind(request: IncomingMessage, response: ServerResponse): void {
+      if (!spans.has(request)) return;
+      const active = context.active();
+      context.bind(active, request);
+      context.bind(active, response);
+    },
     async droppedSpans(): Promise<number> {
       return droppedOf(await reader.collect());
     },

@@ -17,6 +17,12 @@ export interface Tracing {
    * carry the span's ids), and ends the span when the answer is written or the connection closes.
    */
   serve(request: IncomingMessage, response: ServerResponse, handle: () => void): void;
+  /**
+   * Binds the request's and the response's event listeners to its span's context (the request's body arrives in
+   * events of its socket's parser, made before that context), for a request served by Fastify: its log lines then
+   * carry the span's ids. The token lane binds its one listener itself, more cheaply.
+   */
+  bind(request: IncomingMessage, response: ServerResponse): void;
   /** The request's span, if it has one (a sampled-out request has none). */
   spanOf(request: IncomingMessage): RequestSpan | undefined;
   /** Spans dropped because the export queue was full (tessera_otel_spans_dropped_total). */
