@@ -9,6 +9,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { otlpGrpcReceiver, otlpHttpReceiver, type Receiver } from '../helpers/otlp.js';
+import { issueCert, makeCa, writePems } from '../helpers/pki.js';
 import { dropPrefix, REDIS_URL, testPrefix } from '../helpers/redis.js';
 import { startServe, tesseraEnv, tesseraOk, type Serve } from '../helpers/process.js';
 import { freePort, tempDir } from '../helpers/server.js';
@@ -129,6 +130,92 @@ describe('shutdown', () => {
     expect(receiver.bodies).toEqual([]);
     expect((await serve.stop('SIGTERM')).code).toBe(0);
     expect(receiver.spans().some((s) => s.attributes['oauth.client_id'] === clientId)).toBe(true);
+  });
+});
+
+describe('mutual TLS', () => {
+  it('tls_client_auth behind a proxy: the method and the certificate binding', async () => {
+    const root = await makeCa({ subject: 'CN=Traced Root' });
+    const leaf = await issueCert(root, { subject: 'CN=worker', san: { uri: ['spiffe://traced/worker'] } });
+    const files = await writePems({ 'ca.pem': root.certPem });
+    const receiver = await otlpHttpReceiver();
+    closers.push(() => receiver.close());
+    const env = tesseraEnv({
+      TESSERA_DATA_DIR: tempDir('tessera-traces-'),
+      TESSERA_PORT: String(await freePort()),
+      TESSERA_HOST: '127.0.0.1',
+      TESSERA_LOG_LEVEL: 'warn',
+      TESSERA_TRUST_PROXY: '127.0.0.1',
+      TESSERA_CLIENT_CERT_HEADER: 'client-cert',
+      TESSERA_TLS_CLIENT_CA: files['ca.pem']!,
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      OTEL_TRACES_SAMPLER: 'always_on',
+    });
+    await tesseraOk(env, 'audience', 'add', API);
+    const created = await tesseraOk(
+      env,
+      'client',
+      'create',
+      '--name',
+      'worker',
+      '--auth-method',
+      'tls_client_auth',
+      '--tls-san-uri',
+      'spiffe://traced/worker',
+      '--cert-bound-tokens',
+      '--grant',
+      API,
+      '--json',
+    );
+    const serve = await startServe(env);
+    started.push(serve);
+    const answer = await fetch(`${serve.url}/oauth/token`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        'client-cert': `:${leaf.der.toString('base64')}:`,
+      },
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: created.json.client_id as string,
+        audience: API,
+      }).toString(),
+    });
+    expect(answer.status).toBe(200);
+    await waitFor(
+      () => receiver.spans().some((s) => s.attributes['oauth.token.binding'] === 'mtls'),
+      10_000,
+      50,
+    );
+    const span = receiver.spans().find((s) => s.attributes['oauth.token.binding'] === 'mtls')!;
+    expect(span.attributes['oauth.client.auth_method']).toBe('tls_client_auth');
+    // The certificate is nowhere in what was exported.
+    expect(Buffer.concat(receiver.bodies).includes(leaf.der.subarray(0, 64))).toBe(false);
+    expect(Buffer.concat(receiver.bodies).toString('latin1')).not.toContain(
+      leaf.der.toString('base64').slice(0, 40),
+    );
+  });
+});
+
+describe('a failed request', () => {
+  it('a 5xx (readiness while draining) is a span with the error status', async () => {
+    const receiver = await otlpHttpReceiver();
+    closers.push(() => receiver.close());
+    const { serve } = await tessera({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      TESSERA_SHUTDOWN_DELAY: '2',
+    });
+    const stopping = serve.stop('SIGTERM');
+    // Draining: /readyz answers 503 for TESSERA_SHUTDOWN_DELAY while every other request is still served.
+    await waitFor(async () => (await fetch(`${serve.url}/readyz`)).status === 503, 1800, 20);
+    expect((await stopping).code).toBe(0);
+    const span = receiver
+      .spans()
+      .find((s) => s.name === 'GET /readyz' && s.attributes['http.response.status_code'] === 503);
+    expect(span?.statusCode).toBe(2); // STATUS_CODE_ERROR
+    // A 4xx is the caller's: no error status (traces.test.ts's refusal).
   });
 });
 
