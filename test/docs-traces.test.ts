@@ -21,7 +21,10 @@ function documented(name: string): AttributeRow[] {
   if (at < 0) throw new Error(`docs/traces.md has no table ${name}`);
   const lines = GUIDE.slice(at).split('\n').slice(1);
   const start = lines.findIndex((line) => line.startsWith('|'));
-  const table = lines.slice(start, lines.findIndex((line, i) => i > start && !line.startsWith('|')));
+  const table = lines.slice(
+    start,
+    lines.findIndex((line, i) => i > start && !line.startsWith('|')),
+  );
   return table.slice(2).map((line) => {
     const [attribute, type, when, example] = line
       .split(/(?<!\\)\|/)
