@@ -124,7 +124,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     trustProxy: deps.trustProxy,
     certificateOf,
     spanOf,
-    inContext: tracing !== undefined,
   });
   // The HTTP server, made here rather than by Fastify (so that it offers each request to the token lane first),
   // with the settings Fastify would give it (lib/server.js):

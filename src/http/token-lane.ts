@@ -17,13 +17,13 @@ export interface TokenLaneDeps {
   endpoint: TokenEndpoint;
   /** The request's TLS client certificate (client-certificates.ts); undefined when none can arrive. */
   certificateOf: ((request: IncomingMessage) => ClientCertificate | undefined) | undefined;
-  /** The request's span, when traced (telemetry/tracing.ts). */
-  spanOf?: ((request: IncomingMessage) => RequestSpan | undefined) | undefined;
   /**
-   * With tracing on: the request is answered in the async context it arrived in (its span's), so that its log lines
-   * carry the span's ids; its body's last event comes from the socket's parser, made before that context.
+   * The request's span, when traced (telemetry/tracing.ts). A request with one is answered in the async context it
+   * arrived in (its span's), so that its log lines carry the span's ids: its body's last event comes from the
+   * socket's parser, made before that context.
    */
-  inContext?: boolean;
+  spanOf?: ((request: IncomingMessage) => RequestSpan | undefined) | undefined;
+
   finish: AnswerFinish;
   logger: Logger;
   trustProxy: boolean | string[];
@@ -86,7 +86,8 @@ export class TokenLane {
         response.destroy();
       });
     };
-    request.on('end', this.deps.inContext === true ? AsyncResource.bind(end) : end);
+    // Only a recorded span's request needs its context (a sampled-out one has no span to name in its log lines).
+    request.on('end', this.deps.spanOf?.(request) !== undefined ? AsyncResource.bind(end) : end);
     return true;
   }
 

@@ -1,6 +1,8 @@
 import proxyAddr from '@fastify/proxy-addr';
 import {
   context,
+  diag,
+  DiagLogLevel,
   isSpanContextValid,
   ROOT_CONTEXT,
   SpanKind,
@@ -14,7 +16,6 @@ import {
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { NodeSDK } from '@opentelemetry/sdk-node';
-import { AggregationTemporality, MetricReader, type CollectionResult } from '@opentelemetry/sdk-metrics';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { setClientSpans } from './client-span.js';
@@ -34,38 +35,19 @@ import type { RequestSpan, Tracing, TracingOptions } from './types.js';
  * sampled).
  */
 
-/** OTel's own count of processed spans, with `error.type: queue_full` for those the batch processor dropped. */
-const PROCESSED = 'otel.sdk.processor.span.processed';
+/**
+ * The batch processor's report of the spans it dropped, its queue full (sdk-trace's BatchSpanProcessorBase: "Dropped
+ * N spans because maxQueueSize reached", when the queue next has room). The SDK's own counter of them
+ * (otel.sdk.processor.span.processed with error.type queue_full) is kept only with its experimental self-metrics,
+ * which cost every span — sampled or not — a metric record: a tenth of the token rate at a 1 % sampler.
+ */
+const DROPPED = /^Dropped (\d+) spans? because maxQueueSize reached/;
 
+/** W3C Trace Context's headers, as Node gives them (lower-case names). */
 const headers: TextMapGetter<IncomingHttpHeaders> = {
   keys: (carrier) => Object.keys(carrier),
   get: (carrier, key) => carrier[key],
 };
-
-/** The SDK's own metrics, read when /metrics is scraped: nothing is exported. */
-class SelfObservation extends MetricReader {
-  constructor() {
-    super({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
-  }
-  protected override onForceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-  protected override onShutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
-/** The spans the batch processor dropped so far, from its own counter. */
-function droppedOf(collected: CollectionResult): number {
-  let dropped = 0;
-  for (const scope of collected.resourceMetrics.scopeMetrics)
-    for (const metric of scope.metrics) {
-      if (metric.descriptor.name !== PROCESSED) continue;
-      for (const point of metric.dataPoints)
-        if (point.attributes['error.type'] === 'queue_full') dropped += Number(point.value);
-    }
-  return dropped;
-}
 
 /** `host[:port]` of a Host header, as server.address and server.port. */
 function hostOf(host: string | undefined): Attributes {
@@ -111,18 +93,37 @@ class Handle implements RequestSpan {
 }
 
 export function startTracing(options: TracingOptions): Tracing {
-  const { env } = options;
-  // The SDK's own metrics count the spans its batch processor drops (read by SelfObservation, never exported).
-  env.OTEL_NODE_EXPERIMENTAL_SDK_METRICS ??= 'true';
-  const reader = new SelfObservation();
+  const { env, logger } = options;
   const sdk = new NodeSDK({
     // OpenTelemetry's default service name is unknown_service; Tessera's is tessera, unless OTEL_SERVICE_NAME says.
     ...((env.OTEL_SERVICE_NAME ?? '').trim() === '' ? { serviceName: 'tessera' } : {}),
     instrumentations: [],
-    metricReaders: [reader],
     logRecordProcessors: [],
   });
   sdk.start();
+  // The SDK's diagnostics in Tessera's log (an export that fails, a setting it refuses), its reports of dropped
+  // spans counted; at OTEL_LOG_LEVEL when that is more verbose than warn.
+  let dropped = 0;
+  const forward =
+    (level: 'error' | 'warn' | 'info' | 'debug') =>
+    (message: string): void => {
+      const match = DROPPED.exec(message);
+      if (match) dropped += Number(match[1]);
+      else logger[level]({ otel: message.slice(0, 500) }, 'OpenTelemetry SDK');
+    };
+  const verbose = ['all', 'verbose', 'debug', 'info'].includes(
+    (env.OTEL_LOG_LEVEL ?? '').trim().toLowerCase(),
+  );
+  diag.setLogger(
+    {
+      error: forward('error'),
+      warn: forward('warn'),
+      info: forward('info'),
+      debug: forward('debug'),
+      verbose: forward('debug'),
+    },
+    { logLevel: verbose ? DiagLogLevel.DEBUG : DiagLogLevel.WARN, suppressOverrideMessage: true },
+  );
   const tracer = trace.getTracer('tessera');
   const propagator = new W3CTraceContextPropagator();
   const trust = options.trustProxy === false ? undefined : proxyAddr.compile(options.trustProxy);
@@ -162,27 +163,27 @@ export function startTracing(options: TracingOptions): Tracing {
           else links = [{ context: remote }];
         }
       }
-      const url = request.url ?? '/';
-      const query = url.indexOf('?');
       const span = tracer.startSpan(
         method,
         {
           kind: SpanKind.SERVER,
           root: parent === ROOT_CONTEXT,
           ...(links === undefined ? {} : { links }),
-          attributes: {
-            'http.request.method': method,
-            'url.scheme': (request.socket as TLSSocket).encrypted === true ? 'https' : 'http',
-            'url.path': query < 0 ? url : url.slice(0, query),
-            ...hostOf(request.headers.host),
-            'client.address': clientAddress(request),
-            'network.protocol.version': request.httpVersion,
-          },
+          attributes: { 'http.request.method': method },
         },
         parent,
       );
-      // A request not sampled costs nothing more.
+      // A request not sampled costs nothing more: the other attributes are read only for a recorded span.
       if (!span.isRecording()) return handle();
+      const url = request.url ?? '/';
+      const query = url.indexOf('?');
+      span.setAttributes({
+        'url.scheme': (request.socket as TLSSocket).encrypted === true ? 'https' : 'http',
+        'url.path': query < 0 ? url : url.slice(0, query),
+        ...hostOf(request.headers.host),
+        'client.address': clientAddress(request),
+        'network.protocol.version': request.httpVersion,
+      });
       const handled = new Handle(span, method);
       spans.set(request, handled);
       const end = () => handled.end(response.statusCode);
@@ -197,9 +198,7 @@ export function startTracing(options: TracingOptions): Tracing {
       context.bind(active, request);
       context.bind(active, response);
     },
-    async droppedSpans(): Promise<number> {
-      return droppedOf(await reader.collect());
-    },
+    droppedSpans: () => Promise.resolve(dropped),
     async shutdown(timeoutMs: number): Promise<void> {
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<void>((resolve) => {

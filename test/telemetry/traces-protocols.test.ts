@@ -302,6 +302,8 @@ describe('an exporter that is down or hangs', () => {
       OTEL_BSP_MAX_QUEUE_SIZE: '4',
       OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '2',
       OTEL_BSP_SCHEDULE_DELAY: '50',
+      // The drops are reported once the queue has room again: here when the hung export times out.
+      OTEL_BSP_EXPORT_TIMEOUT: '1000',
     });
     const began = Date.now();
     const statuses = await Promise.all(Array.from({ length: 40 }, () => token()));
