@@ -169,7 +169,7 @@ export class ClientCertificates {
     // OpenSSL's verdict in the handshake, against TESSERA_TLS_CLIENT_CA (the context's `ca`); without it, no CA is
     // trusted, and the verdict of Node's default roots must not count.
     const verdict =
-      this.options.clientCa === undefined
+      this.anchors.x509.length === 0
         ? NOT_TRUSTED
         : handshakeVerdict(socket.authorized, socket.authorizationError?.toString());
     return new Presented(thumbprint, facts, () => verdict);

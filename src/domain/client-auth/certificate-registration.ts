@@ -1,8 +1,9 @@
-import { createHash, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 import type { JWK } from 'jose';
 import { TLS_IDENTITY_KINDS, type TlsIdentityKind } from '../known-client.js';
 import { canonicalDn } from '../mtls/dn.js';
 import { canonicalIpAddress } from '../mtls/ip.js';
+import { thumbprintOf } from '../mtls/thumbprint.js';
 import { ValidationError } from '../validate.js';
 import type { PublicJwks } from './jwks.js';
 import { authMethodProblem, type AuthMethodName } from './method.js';
@@ -249,7 +250,7 @@ export function certificateThumbprints(jwks: PublicJwks): Set<string> {
   const thumbprints = new Set<string>();
   for (const jwk of jwks.keys) {
     const der = firstCertificate(jwk);
-    if (der !== undefined) thumbprints.add(createHash('sha256').update(der).digest('base64url'));
+    if (der !== undefined) thumbprints.add(thumbprintOf(der));
   }
   return thumbprints;
 }

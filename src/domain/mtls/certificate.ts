@@ -1,4 +1,4 @@
-import { createHash, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 import * as pkijs from 'pkijs';
 import { canonicalIpAddress } from './ip.js';
 import { canonicalDnOfDer } from './dn.js';
@@ -60,8 +60,7 @@ export interface ClientCertificate {
   chain(): ChainVerdict | Promise<ChainVerdict>;
 }
 
-/** RFC 8705 §3.1: the certificate's x5t#S256. */
-export const thumbprintOf = (der: Uint8Array): string => createHash('sha256').update(der).digest('base64url');
+export { thumbprintOf } from './thumbprint.js';
 
 /** A certificate's DER as pkijs reads it; throws on anything that is not one. */
 const parseCertificate = (der: Uint8Array): pkijs.Certificate => pkijs.Certificate.fromBER(der);
