@@ -81,6 +81,13 @@ export interface IssuedToken {
 
 type TokenType = TokenResponse['token_type'];
 
+/** What a token's `cnf` binds it to (RFC 9449 §6.1 jkt, RFC 8705 §3.1 x5t#S256), as a trace names it. */
+function bindingOf(cnf: Record<string, string>): NonNullable<IssuedToken['binding']> {
+  const dpop = cnf.jkt !== undefined;
+  const mtls = cnf['x5t#S256'] !== undefined;
+  return dpop && mtls ? 'dpop+mtls' : dpop ? 'dpop' : 'mtls';
+}
+
 /** The answer (RFC 6749 §5.1): the token, its type, its lifetime, the grant's own members, the scopes if any. */
 function answerOf(accessToken: string, tokenType: TokenType, decided: GrantResult): TokenResponse {
   const { claims, answer } = decided;
@@ -199,14 +206,7 @@ export class TokenService {
       audience: decided.audience.url,
       jti: claims.jti,
       type: decided.type,
-      binding:
-        cnf === undefined
-          ? undefined
-          : cnf.jkt !== undefined
-            ? cnf['x5t#S256'] !== undefined
-              ? 'dpop+mtls'
-              : 'dpop'
-            : 'mtls',
+      binding: cnf === undefined ? undefined : bindingOf(cnf),
       note:
         decided.note === undefined ? note : note === undefined ? decided.note : `${decided.note}; ${note}`,
     };
