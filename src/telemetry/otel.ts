@@ -97,7 +97,10 @@ export function startTracing(options: TracingOptions): Tracing {
   const sdk = new NodeSDK({
     // OpenTelemetry's default service name is unknown_service; Tessera's is tessera, unless OTEL_SERVICE_NAME says.
     ...((env.OTEL_SERVICE_NAME ?? '').trim() === '' ? { serviceName: 'tessera' } : {}),
+    // Traces only (INTERFACE.md): no automatic instrumentation, and none of the SDK's metrics or logs (its default
+    // OTLP metric reader would post to a collector that may take only traces, /metrics is Prometheus's).
     instrumentations: [],
+    metricReaders: [],
     logRecordProcessors: [],
   });
   sdk.start();
