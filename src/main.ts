@@ -165,9 +165,25 @@ export async function startServer(
   };
 }
 
-/** Printed once when the store has no client yet: how to get a first token. */
-export function firstTokenHint(issuer: string): string {
+/**
+ * Printed once when the store has no client yet: how to get a first token. In the image (TESSERA_CONTAINER), which
+ * has neither npx nor a shell: the settings that make the first clients from files, or the image's own command.
+ */
+export function firstTokenHint(issuer: string, container = false): string {
   const audience = 'https://api.example.com';
+  if (container)
+    return [
+      '',
+      `Tessera is running; its issuer is ${issuer}. No clients yet. Make the first ones from files (docs/production.md):`,
+      '',
+      '  TESSERA_BOOTSTRAP_ADMIN_CLIENT_ID and TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE: an admin client for /admin/v1',
+      '  TESSERA_APPLY_FILE: audiences and clients from a declarative file (tessera apply), kept applied',
+      '',
+      "or with the image's tessera command on the same /data volume, e.g.:",
+      `  docker run --rm -v <volume>:/data <image> audience add ${audience}`,
+      `  docker run --rm -v <volume>:/data <image> client create --name demo --grant ${audience}`,
+      '',
+    ].join('\n');
   return [
     '',
     `Tessera is running; its issuer is ${issuer}. No clients yet. A first token in three steps:`,
@@ -192,7 +208,7 @@ export async function runServer(config: Config, options: { hint?: boolean } = {}
   }
   const server = await startServer(config, logger);
   if (options.hint !== false && (await server.runtime.store.countClients()) === 0)
-    process.stderr.write(firstTokenHint(config.issuer) + '\n');
+    process.stderr.write(firstTokenHint(config.issuer, config.container) + '\n');
 
   let signalled = false;
   const shutdown = (signal: NodeJS.Signals): void => {

@@ -1,3 +1,5 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { thrownBy } from './helpers/assert.js';
@@ -26,7 +28,7 @@ describe('loadConfig defaults', () => {
   it('gives every documented default with an empty environment', () => {
     expect(loadConfig({}, CWD, () => 20_000)).toEqual({
       port: 8080,
-      host: '0.0.0.0',
+      host: '127.0.0.1',
       issuer: 'http://localhost:8080',
       dataDir: '/srv/tessera/data',
       databaseUrl: undefined,
@@ -72,6 +74,9 @@ describe('loadConfig defaults', () => {
       clientCertHeader: undefined,
       mtlsBaseUrl: undefined,
       otelTrustRemote: false,
+      bootstrapAdmin: undefined,
+      applyFile: undefined,
+      container: false,
     } satisfies Config);
   });
 
@@ -277,6 +282,90 @@ describe('loadConfig reads each TESSERA_* variable', () => {
 
   it('TESSERA_MASTER_KEY, passed on as written (trimmed) for keys/master-key.ts to parse', () => {
     expect(loadConfig({ TESSERA_MASTER_KEY: ' abc \n' }, CWD).masterKey).toBe('abc');
+  });
+
+  it('TESSERA_HOST: 127.0.0.1 on a developer machine, every interface with NODE_ENV=production', () => {
+    expect(loadConfig({ NODE_ENV: 'production', TESSERA_MASTER_KEY: 'k' }, CWD).host).toBe('0.0.0.0');
+    expect(loadConfig({ NODE_ENV: 'development' }, CWD).host).toBe('127.0.0.1');
+    expect(loadConfig({ NODE_ENV: 'production', TESSERA_HOST: '127.0.0.1' }, CWD).host).toBe('127.0.0.1');
+    expect(loadConfig({ TESSERA_HOST: '::' }, CWD).host).toBe('::');
+  });
+
+  it('every secret setting from a file: TESSERA_MASTER_KEY_FILE, TESSERA_DATABASE_URL_FILE, TESSERA_REDIS_URL_FILE', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tessera-config-'));
+    try {
+      writeFileSync(path.join(dir, 'master'), 'k'.repeat(43) + '\n');
+      writeFileSync(path.join(dir, 'db'), 'postgres://tessera:pw@db:5432/tessera\n');
+      writeFileSync(path.join(dir, 'redis'), 'redis://:pw@cache:6379\n');
+      writeFileSync(path.join(dir, 'empty'), ' \n');
+      const config = loadConfig(
+        {
+          TESSERA_MASTER_KEY_FILE: 'master',
+          TESSERA_DATABASE_URL_FILE: `${dir}/db`,
+          TESSERA_REDIS_URL_FILE: 'redis',
+        },
+        dir,
+      );
+      expect(config.masterKey).toBe('k'.repeat(43));
+      expect(config.databaseUrl).toBe('postgres://tessera:pw@db:5432/tessera');
+      expect(config.redisUrl).toBe('redis://:pw@cache:6379');
+      expect(configError({ TESSERA_MASTER_KEY: 'x', TESSERA_MASTER_KEY_FILE: `${dir}/master` }).message).toBe(
+        'TESSERA_MASTER_KEY and TESSERA_MASTER_KEY_FILE: set one, not both',
+      );
+      expect(configError({ TESSERA_REDIS_URL_FILE: `${dir}/none` }).message).toBe(
+        `TESSERA_REDIS_URL_FILE: cannot read ${dir}/none (ENOENT)`,
+      );
+      expect(configError({ TESSERA_DATABASE_URL_FILE: `${dir}/empty` }).message).toBe(
+        `TESSERA_DATABASE_URL_FILE: ${dir}/empty is empty`,
+      );
+      // What the file holds is checked as the variable is.
+      writeFileSync(path.join(dir, 'bad'), 'mysql://db\n');
+      expect(configError({ TESSERA_REDIS_URL_FILE: `${dir}/bad` }).message).toBe(
+        'TESSERA_REDIS_URL must be a redis:// or rediss:// URL',
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('TESSERA_BOOTSTRAP_ADMIN_CLIENT_ID and _SECRET_FILE together; the secret never from the environment', () => {
+    expect(
+      loadConfig(
+        {
+          TESSERA_BOOTSTRAP_ADMIN_CLIENT_ID: 'platform-admin',
+          TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE: 's/admin',
+        },
+        CWD,
+      ).bootstrapAdmin,
+    ).toEqual({ clientId: 'platform-admin', secretFile: '/srv/tessera/s/admin' });
+    const together =
+      'TESSERA_BOOTSTRAP_ADMIN_CLIENT_ID and TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE go together: set both, or neither';
+    expect(configError({ TESSERA_BOOTSTRAP_ADMIN_CLIENT_ID: 'a' }).message).toBe(together);
+    expect(configError({ TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE: '/s' }).message).toBe(together);
+    expect(
+      configError({
+        TESSERA_BOOTSTRAP_ADMIN_CLIENT_ID: 'a',
+        TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET: 'x'.repeat(40),
+      }).message,
+    ).toBe(
+      'TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET is not read: put the secret in a file and name it in TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE',
+    );
+  });
+
+  it('TESSERA_APPLY_FILE and TESSERA_APPLY_PRUNE', () => {
+    expect(loadConfig({ TESSERA_APPLY_FILE: 'config/tessera.yaml' }, CWD).applyFile).toEqual({
+      path: '/srv/tessera/config/tessera.yaml',
+      prune: false,
+    });
+    expect(
+      loadConfig({ TESSERA_APPLY_FILE: '/config/tessera.yaml', TESSERA_APPLY_PRUNE: 'true' }, CWD).applyFile,
+    ).toEqual({ path: '/config/tessera.yaml', prune: true });
+    expect(configError({ TESSERA_APPLY_PRUNE: 'true' }).message).toBe(
+      'TESSERA_APPLY_PRUNE needs TESSERA_APPLY_FILE',
+    );
+    expect(configError({ TESSERA_APPLY_FILE: '/c.yaml', TESSERA_APPLY_PRUNE: 'yes' }).message).toBe(
+      'TESSERA_APPLY_PRUNE must be true or false, got "yes"',
+    );
   });
 
   it('TESSERA_REDIS_URL, redis:// or rediss://', () => {

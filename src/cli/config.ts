@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import type * as declarative from '../management/declarative/index.js';
 import type { ManagementContext } from '../management/index.js';
@@ -84,7 +85,9 @@ async function planOf(
   prune: boolean,
 ): Promise<declarative.Plan> {
   const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
-  return d.planApply(ctx, d.parseConfigFile(text, name), { prune });
+  // A client's client_secret_file is relative to the file's directory (standard input's: the working one).
+  const baseDir = file === '-' ? process.cwd() : dirname(resolve(file));
+  return d.planApply(ctx, d.parseConfigFile(text, name), { prune, secretFiles: { baseDir } });
 }
 
 /** `tessera export` and `tessera apply`: the configuration as a file kept in git. */

@@ -1,10 +1,46 @@
 import type { Command } from 'commander';
-import { loadConfig } from '../config/index.js';
+import { get as httpGet, type IncomingMessage } from 'node:http';
+import { get as httpsGet } from 'node:https';
+import { loadConfig, type Config } from '../config/index.js';
 import { openStore } from '../runtime/store.js';
 import { parseWorkers, withJson, type JsonFlag } from './common.js';
 import { print, printJson } from './output.js';
 
-/** `tessera serve` and `tessera migrate`. */
+/** Where `tessera healthcheck` asks: the bound address, or loopback when every interface is bound. */
+function loopbackOf(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::') return '::1';
+  return host;
+}
+
+/**
+ * GET /healthz on this machine's server (the port and TLS of the settings; over loopback, a certificate for a public
+ * name is not checked): whether it answers 200 within five seconds. For the image, which has no curl.
+ */
+function healthcheck(config: Config): Promise<string | undefined> {
+  const host = loopbackOf(config.host);
+  const options = {
+    host,
+    port: config.port,
+    path: '/healthz',
+    timeout: 5000,
+    headers: { host: host.includes(':') ? `[${host}]:${config.port}` : `${host}:${config.port}` },
+  };
+  return new Promise((resolve) => {
+    const done = (response: IncomingMessage) => {
+      response.resume();
+      resolve(response.statusCode === 200 ? undefined : `/healthz answered ${response.statusCode}`);
+    };
+    const request =
+      config.tls === undefined
+        ? httpGet(options, done)
+        : httpsGet({ ...options, rejectUnauthorized: false }, done);
+    request.on('timeout', () => request.destroy(new Error('no answer within 5 s')));
+    request.on('error', (error) => resolve(error.message));
+  });
+}
+
+/** `tessera serve`, `tessera migrate` and `tessera healthcheck`. */
 export function serveCommands(program: Command): void {
   program
     .command('serve')
@@ -27,6 +63,16 @@ export function serveCommands(program: Command): void {
         const { runServer } = await import('../main.js');
         await runServer(config);
       }
+    });
+
+  program
+    .command('healthcheck')
+    .description("exit 0 if this machine's server answers /healthz (for a container's health check)")
+    .action(async () => {
+      const problem = await healthcheck(loadConfig());
+      if (problem === undefined) return;
+      process.stderr.write(`tessera: unhealthy: ${problem}\n`);
+      process.exitCode = 1;
     });
 
   withJson(program.command('migrate').description('bring the store schema up to date')).action(

@@ -132,6 +132,18 @@ export interface Config {
    * TESSERA_TRUST_PROXY peer's is; anyone else's is a link).
    */
   otelTrustRemote: boolean;
+  /**
+   * TESSERA_BOOTSTRAP_ADMIN_CLIENT_ID with TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE: the admin client made (or
+   * updated) at start with every admin scope, its secret read from the file then (docs/production.md).
+   */
+  bootstrapAdmin: { clientId: string; secretFile: string } | undefined;
+  /**
+   * TESSERA_APPLY_FILE: a declarative file applied at start and again whenever it changes (a ConfigMap update),
+   * with `--prune` only when TESSERA_APPLY_PRUNE=true.
+   */
+  applyFile: { path: string; prune: boolean } | undefined;
+  /** TESSERA_CONTAINER=true (set by the image): the start's words speak of the image, which has no npx. */
+  container: boolean;
 }
 
 export class ConfigError extends TesseraError {
@@ -150,6 +162,28 @@ type Env = Record<string, string | undefined>;
 function read(env: Env, name: string): string | undefined {
   const value = env[name]?.trim();
   return value === undefined || value === '' ? undefined : value;
+}
+
+/**
+ * A secret setting, from the variable or from the file its `_FILE` form names (a mounted Kubernetes or Docker
+ * secret; its trailing newline dropped), never both: the image and the chart give every secret as a file, so that
+ * none is in a manifest or the process's environment.
+ */
+function secret(env: Env, name: string, cwd: string): string | undefined {
+  const file = read(env, `${name}_FILE`);
+  if (file === undefined) return read(env, name);
+  if (read(env, name) !== undefined) throw new ConfigError(`${name} and ${name}_FILE: set one, not both`);
+  let text: string;
+  try {
+    text = readFileSync(path.resolve(cwd, file), 'utf8');
+  } catch (error) {
+    throw new ConfigError(
+      `${name}_FILE: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
+  }
+  const value = text.trim();
+  if (value === '') throw new ConfigError(`${name}_FILE: ${file} is empty`);
+  return value;
 }
 
 /** A duration in seconds: `90`, `90s`, `15m`, `12h`, `30d`; undefined if it is not one (validate.ts's grammar). */
@@ -373,11 +407,13 @@ export function loadConfig(
   fileLimit: () => number | undefined = openFilesLimit,
 ): Config {
   const port = integer(env, 'TESSERA_PORT', 8080, 0, 65535);
-  const host = read(env, 'TESSERA_HOST') ?? '0.0.0.0';
+  const production = env.NODE_ENV === 'production';
+  // On a developer's machine only this machine reaches it; in production (and in the image) every interface.
+  const host = read(env, 'TESSERA_HOST') ?? (production ? '0.0.0.0' : '127.0.0.1');
   const issuer = normalizeIssuer(read(env, 'TESSERA_ISSUER') ?? `http://localhost:${port}`);
   const dataDir = path.resolve(cwd, read(env, 'TESSERA_DATA_DIR') ?? './data');
 
-  let databaseUrl = read(env, 'TESSERA_DATABASE_URL');
+  let databaseUrl = secret(env, 'TESSERA_DATABASE_URL', cwd);
   if (databaseUrl !== undefined) {
     if (isPostgresUrl(databaseUrl)) {
       try {
@@ -406,7 +442,7 @@ export function loadConfig(
     throw new ConfigError(`TESSERA_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   }
 
-  const redisUrl = read(env, 'TESSERA_REDIS_URL');
+  const redisUrl = secret(env, 'TESSERA_REDIS_URL', cwd);
   if (redisUrl !== undefined) {
     let parsed: URL | undefined;
     try {
@@ -474,7 +510,7 @@ export function loadConfig(
     databaseUrl,
     tokenTtl: integer(env, 'TESSERA_TOKEN_TTL', 1800, MIN_TOKEN_TTL, MAX_TOKEN_TTL),
     signingAlg: alg,
-    masterKey: read(env, 'TESSERA_MASTER_KEY'),
+    masterKey: secret(env, 'TESSERA_MASTER_KEY', cwd),
     redisUrl,
     redisPrefix: prefix(read(env, 'TESSERA_REDIS_PREFIX') ?? 'tessera'),
     logLevel: logLevel as Config['logLevel'],
@@ -520,8 +556,38 @@ export function loadConfig(
     clientCertHeader: clientCertHeader as Config['clientCertHeader'],
     mtlsBaseUrl: mtlsBase === undefined ? undefined : normalizeIssuer(mtlsBase, 'TESSERA_MTLS_BASE_URL'),
     otelTrustRemote: boolean(env, 'TESSERA_OTEL_TRUST_REMOTE', false),
-    production: env.NODE_ENV === 'production',
+    production,
+    bootstrapAdmin: bootstrapAdmin(env, cwd),
+    applyFile: applyFile(env, cwd),
+    container: boolean(env, 'TESSERA_CONTAINER', false),
   };
+}
+
+/** TESSERA_BOOTSTRAP_ADMIN_CLIENT_ID and TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE: both, or neither. */
+function bootstrapAdmin(env: Env, cwd: string): Config['bootstrapAdmin'] {
+  const clientId = read(env, 'TESSERA_BOOTSTRAP_ADMIN_CLIENT_ID');
+  const secretFile = filePath(env, 'TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE', cwd);
+  if (read(env, 'TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET') !== undefined)
+    // A secret in the environment is in every manifest and `docker inspect`: only a file is accepted.
+    throw new ConfigError(
+      'TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET is not read: put the secret in a file and name it in TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE',
+    );
+  if (clientId === undefined && secretFile === undefined) return undefined;
+  if (clientId === undefined || secretFile === undefined)
+    throw new ConfigError(
+      'TESSERA_BOOTSTRAP_ADMIN_CLIENT_ID and TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE go together: set both, or neither',
+    );
+  return { clientId, secretFile };
+}
+
+function applyFile(env: Env, cwd: string): Config['applyFile'] {
+  const file = filePath(env, 'TESSERA_APPLY_FILE', cwd);
+  const prune = boolean(env, 'TESSERA_APPLY_PRUNE', false);
+  if (file === undefined) {
+    if (prune) throw new ConfigError('TESSERA_APPLY_PRUNE needs TESSERA_APPLY_FILE');
+    return undefined;
+  }
+  return { path: file, prune };
 }
 
 /** A file setting, resolved against the working directory (read when the server starts, not here). */

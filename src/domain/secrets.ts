@@ -15,6 +15,30 @@ export function generateSecret(): string {
   return randomBytes(SECRET_BYTES).toString('base64url');
 }
 
+/**
+ * The fewest characters of a secret that is given rather than generated (a mounted file of the bootstrap admin or of
+ * an apply file; MANAGEMENT.md): 32, as many as `openssl rand -base64 24` prints. Such a secret is digested like a
+ * generated one, so it must be as random: the documentation says to make it so.
+ */
+export const MIN_GIVEN_SECRET_LENGTH = 32;
+
+/** Why a given secret is refused, or undefined: at least MIN_GIVEN_SECRET_LENGTH characters, visible ASCII only. */
+export function givenSecretProblem(secret: string): string | undefined {
+  if (secret.length < MIN_GIVEN_SECRET_LENGTH)
+    return `a secret must have at least ${MIN_GIVEN_SECRET_LENGTH} characters; this one has ${secret.length}`;
+  // What a client can send in a form and a Basic header alike (RFC 6749 §2.3.1, Appendix A: VSCHAR).
+  if (!/^[\x20-\x7e]+$/.test(secret)) return 'a secret may hold only printable ASCII characters';
+  return undefined;
+}
+
+/** Whether one of `digests` (stored, `sha256:…`) is the digest of `secret`; every one compared in constant time. */
+export function matchesDigest(secret: string, digests: readonly string[]): boolean {
+  const presented = digestOf(secret);
+  let found = false;
+  for (const stored of digests) if (digestsEqual(presented, digestBytes(stored))) found = true;
+  return found;
+}
+
 /** 128 random bits as 32 hex digits: never starts with '-', needs no escaping in a URL, a form or a shell. */
 export function generateClientId(): string {
   return randomBytes(16).toString('hex');

@@ -4,6 +4,7 @@ import { createServer as createHttpsServer, type ServerOptions as HttpsOptions }
 import type { Socket } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Tracing } from '../telemetry/tracing.js';
+import type { ApplyFileStatus } from './routes/health.js';
 import type { Logger } from 'pino';
 import type { SigningAlg } from '../domain/jose.js';
 import type { RevocationService } from '../domain/revocation.js';
@@ -88,6 +89,8 @@ export interface AppDeps {
   mtlsBaseUrl?: string | undefined;
   /** Traces (docs/traces.md): the SERVER span of every request; absent: none. */
   tracing?: Tracing | undefined;
+  /** TESSERA_APPLY_FILE's state, which /readyz shows; absent: no apply file. */
+  applyFile?: { readonly status: ApplyFileStatus } | undefined;
 }
 
 /** Security headers on every answer: JSON only, never framed, never sniffed, no referrer; HSTS over https. */
@@ -224,6 +227,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     shutdown,
     storeOutage: deps.storeOutage,
     feedStaleMs: deps.feedStaleMs,
+    applyFile: deps.applyFile,
   });
   if (metrics) metricsRoutes(app, () => metrics.exposition(), deps.retryAfter);
   if (deps.admin) adminApi(app, deps.admin);

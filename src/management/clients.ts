@@ -1,4 +1,10 @@
-import { digestSecret, generateClientId, generateSecret } from '../domain/secrets.js';
+import {
+  digestSecret,
+  generateClientId,
+  generateSecret,
+  givenSecretProblem,
+  matchesDigest,
+} from '../domain/secrets.js';
 import type { TlsIdentityKind } from '../domain/known-client.js';
 import {
   credentialProblem,
@@ -87,6 +93,11 @@ export interface ClientInput extends ClientFields {
   adminScopes?: readonly string[];
   /** Workload identity federation: its federated credentials (a private_key_jwt client without jwks or jwks_uri). */
   federatedCredentials?: readonly FederatedCredentialInput[];
+  /**
+   * Its secret, given (a mounted file's: the bootstrap admin, an apply file's client_secret_file) rather than made
+   * here; at least MIN_GIVEN_SECRET_LENGTH characters, and only for a method that uses a secret.
+   */
+  secret?: string;
 }
 
 /** A client and its secret, which exists in clear only in this answer (none for a private_key_jwt client). */
@@ -328,7 +339,8 @@ export async function checkClient(ctx: ManagementContext, input: ClientInput): P
   await checkAuthKeys(client);
   const federated = await newClientCredentials(ctx, client, input.federatedCredentials);
   // A client of a key or a certificate has no secret at all.
-  const secret = usesSecrets(client.authMethod) ? generateSecret() : undefined;
+  if (input.secret !== undefined) checkGivenSecret(input.secret, client.authMethod);
+  const secret = usesSecrets(client.authMethod) ? (input.secret ?? generateSecret()) : undefined;
   return { input, client, federated, secret };
 }
 
@@ -518,10 +530,11 @@ export function listClients(ctx: ManagementContext): Promise<Client[]> {
 export async function rotateSecret(
   ctx: ManagementContext,
   id: string,
-  options: { graceSeconds?: number } = {},
+  /** `secret`: the new one given (a mounted file's) rather than made here. */
+  options: { graceSeconds?: number; secret?: string } = {},
 ): Promise<{ client: Client; secret: string; secretId: string }> {
   const grace = options.graceSeconds ?? 0;
-  const secret = generateSecret();
+  const secret = options.secret ?? generateSecret();
   const secretId = newSecretId();
   const audit = changeAudit(ctx, 'client.secret_rotated', id, {
     clientId: id,
@@ -529,10 +542,30 @@ export async function rotateSecret(
   });
   return changeClient(ctx, id, async (store, current) => {
     requireSecretClient(current);
+    if (options.secret !== undefined) checkGivenSecret(options.secret, current.authMethod);
     const added = { id: secretId, digest: digestSecret(secret), expiresAt: null };
     const client = await store.changeSecrets(id, addingSecret(current, added, grace, nowOf(ctx)), audit);
     return { client, secret, secretId };
   });
+}
+
+/** Refuses (invalid_field `client_secret`) a given secret too weak, or for a method that uses none. */
+function checkGivenSecret(secret: string, authMethod: AuthMethodName): void {
+  field('client_secret', () => {
+    if (!usesSecrets(authMethod))
+      throw new ValidationError(`a client authenticating with ${authMethod} has no secret`);
+    const problem = givenSecretProblem(secret);
+    if (problem !== undefined) throw new ValidationError(problem);
+  });
+}
+
+/** Whether `secret` is one of the client's live secrets (compared as digests, in constant time). */
+export function holdsSecret(client: Client, secret: string, now: number): boolean {
+  const at = new Date(now).toISOString();
+  return matchesDigest(
+    secret,
+    client.secrets.filter((s) => s.expiresAt === null || s.expiresAt > at).map((s) => s.digest),
+  );
 }
 
 /** Sets the quotas given (a number, or null for none); one left undefined keeps its value. */

@@ -400,6 +400,18 @@ export class Metrics {
     });
   }
 
+  /** TESSERA_APPLY_FILE: 1 while its last reading is applied, 0 while it is refused (the running one kept). */
+  watchApplyFile(ok: () => boolean): void {
+    new Gauge({
+      name: 'tessera_apply_file_ok',
+      help: 'Whether the last reading of TESSERA_APPLY_FILE was applied (1) or refused, the configuration before it kept (0).',
+      registers: [this.registry],
+      collect() {
+        this.set(ok() ? 1 : 0);
+      },
+    });
+  }
+
   watchAudit(audit: () => { queued: number; spoolBytes: number; dropped: number }): void {
     const registers = [this.registry];
     new Gauge({

@@ -12,6 +12,7 @@ import type { TokenService } from '../domain/token-service.js';
 import type { AdminApiDeps } from '../http/admin/index.js';
 import type { ClientCertificates } from '../http/client-certificates.js';
 import type { Tracing } from '../telemetry/tracing.js';
+import type { ApplyFile } from './config-files.js';
 import type { ServerOptions as HttpsOptions } from 'node:https';
 import type { AppDeps } from '../http/app.js';
 import { loadAssets } from '../http/console/assets.js';
@@ -115,6 +116,7 @@ export function appDeps(
     certificates: ClientCertificates;
     tls: HttpsOptions | undefined;
     tracing: Tracing | undefined;
+    applyFile: ApplyFile | undefined;
   },
 ): AppDepsButShutdown {
   const { config, logger } = opening;
@@ -144,5 +146,6 @@ export function appDeps(
     tls: parts.tls,
     mtlsBaseUrl: config.mtlsBaseUrl,
     tracing: parts.tracing,
+    applyFile: parts.applyFile,
   };
 }

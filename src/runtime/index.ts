@@ -19,6 +19,7 @@ import type { Directory } from '../read-model/directory.js';
 import type { SecretUsage } from '../read-model/secret-usage.js';
 import { SERVER_ACTOR, type Store } from '../store/types.js';
 import { Closers } from './closers.js';
+import { ApplyFile, bootstrapAdmin } from './config-files.js';
 import { openTracing } from '../telemetry/tracing.js';
 
 /** How long a closing server waits for its last spans to be exported. */
@@ -122,6 +123,18 @@ export async function openRuntime(
 
     // The admin API's audience, with its scopes, before the directory loads the audiences.
     await ensureAdminAudience({ store, config, actor: SERVER_ACTOR, holds: EVERY_SCOPE, now: clock.now });
+    // Configuration from files (docs/production.md): the bootstrap admin, then the apply file, before the directory
+    // loads what they made.
+    await bootstrapAdmin(store, config, clock, logger);
+    const applyFile =
+      config.applyFile === undefined
+        ? undefined
+        : new ApplyFile(store, config, config.applyFile, clock, logger);
+    if (applyFile !== undefined) {
+      closers.push(() => applyFile.close());
+      await applyFile.start();
+      metrics?.watchApplyFile(() => applyFile.status.ok);
+    }
     // The feed position is taken before the keys are read: a key change in between is replayed, not lost.
     await directory.start();
     revocations.start();
@@ -171,6 +184,7 @@ export async function openRuntime(
       certificates,
       tls: openTls(opening),
       tracing,
+      applyFile,
     });
     return {
       store,

@@ -5,6 +5,18 @@ import type { Outage } from '../../outage.js';
 import type { Directory } from '../../read-model/directory.js';
 import type { Store } from '../../store/types.js';
 
+/** Where TESSERA_APPLY_FILE stands (runtime/config-files.ts), as /readyz and the metrics show it. */
+export interface ApplyFileStatus {
+  file: string;
+  /** Whether the last reading of the file was applied (or needed nothing). */
+  ok: boolean;
+  /** SHA-256 of the text last applied, when one was. */
+  applied_digest?: string;
+  applied_at?: string;
+  /** Why the last reading was not applied: each problem with its place (line, column, JSON pointer). */
+  errors?: { message: string; line?: number; column?: number; pointer?: string }[];
+}
+
 /**
  * /healthz: the process answers. /readyz: the store answers, the default signing key is loaded, and the
  * change feed is being followed; from a shutdown signal on, 503 at once (the server is draining).
@@ -23,6 +35,11 @@ export function healthRoutes(
      * (feedStaleMs in config/index.ts: derived from TESSERA_CHANGE_POLL_MS and TESSERA_STALE_WINDOW).
      */
     feedStaleMs: number;
+    /**
+     * TESSERA_APPLY_FILE's state: shown in the body (`checks.apply_file`, `apply_file`), never a reason to answer
+     * 503 — the configuration applied before still serves, and a bad ConfigMap must not take every instance out.
+     */
+    applyFile?: { readonly status: ApplyFileStatus } | undefined;
   },
 ): void {
   const noStore = { 'cache-control': 'no-store' };
@@ -57,9 +74,14 @@ export function healthRoutes(
       }
     }
     const ready = Object.values(checks).every((check) => check === 'ok');
+    const applied = options.applyFile?.status;
     return reply
       .code(ready ? 200 : 503)
       .headers(noStore)
-      .send({ status: ready ? 'ready' : 'not_ready', checks });
+      .send({
+        status: ready ? 'ready' : 'not_ready',
+        checks: applied === undefined ? checks : { ...checks, apply_file: applied.ok ? 'ok' : 'error' },
+        ...(applied === undefined ? {} : { apply_file: applied }),
+      });
   });
 }

@@ -11,6 +11,7 @@ import {
   checkClient,
   createCheckedClients,
   deleteClient,
+  rotateSecret,
   updateClient,
   type CheckedClient,
   type ClientFields,
@@ -27,7 +28,10 @@ import {
 } from '../federation.js';
 import { putGrant, removeGrant } from '../grants.js';
 import type { ScopeEntry } from './file.js';
-import type { Plan, PlanStep } from './plan.js';
+import { givenSecretOf, type Plan, type PlanStep } from './plan.js';
+
+/** The change of a client whose secret the file gives and which does not have it (plan.ts). */
+const SECRET_FILE = 'client_secret_file';
 
 /** A new client's secret, shown once. */
 export interface CreatedSecret {
@@ -123,6 +127,7 @@ class Applying {
 
   constructor(
     private readonly ctx: ManagementContext,
+    private readonly plan: Plan,
     private readonly grantsOfNew: ReadonlyMap<string, NewGrant[]>,
     private readonly credentialsOfNew: ReadonlyMap<string, NewCredential[]>,
   ) {}
@@ -145,9 +150,22 @@ class Applying {
   }
 
   async client(step: Exclude<StepOf<'client'>, { action: 'create' }>): Promise<void> {
-    if (step.action === 'update')
-      await updateClient(this.ctx, step.client_id, clientFields(changed(step.changes)));
-    else await deleteClient(this.ctx, step.client_id);
+    if (step.action === 'delete') return deleteClient(this.ctx, step.client_id);
+    const fields = step.changes.filter((c) => c.field !== SECRET_FILE);
+    if (fields.length > 0) await updateClient(this.ctx, step.client_id, clientFields(changed(fields)));
+    // After its method changed (to one with secrets): its secret from the file, in place of the others at once.
+    if (fields.length < step.changes.length)
+      await rotateSecret(this.ctx, step.client_id, {
+        graceSeconds: 0,
+        secret: this.givenSecret(step.client_id),
+      });
+  }
+
+  /** The secret the plan gives a client from its client_secret_file (planned only when it gives one). */
+  private givenSecret(clientId: string): string {
+    const secret = givenSecretOf(this.plan, clientId);
+    if (secret === undefined) throw new Error(`the plan gives client ${clientId} no secret`);
+    return secret;
   }
 
   async grant(step: StepOf<'grant'>): Promise<void> {
@@ -196,18 +214,22 @@ class Applying {
     const checked: CheckedClient[] = [];
     for (const step of steps) checked.push(await checkClient(this.ctx, this.clientInput(step)));
     await createCheckedClients(this.ctx, checked);
-    for (const { client, secret } of checked)
-      if (secret !== undefined) this.secrets.push({ client_id: client.id, client_secret: secret });
+    // A secret from a client_secret_file is the file's, never shown.
+    for (const { client, secret, input } of checked)
+      if (secret !== undefined && input.secret === undefined)
+        this.secrets.push({ client_id: client.id, client_secret: secret });
   }
 
   /** A new client's step as createClient takes it, with its grants and federated credentials. */
   private clientInput(step: NewClientStep): ClientInput {
     const grants = this.grantsOfNew.get(step.client_id) ?? [];
     const credentials = this.credentialsOfNew.get(step.client_id) ?? [];
+    const secret = givenSecretOf(this.plan, step.client_id);
     return {
       id: step.client_id,
       ...clientFields(step.values),
       name: step.values.name,
+      ...(secret === undefined ? {} : { secret }),
       ...(credentials.length === 0
         ? {}
         : {
@@ -276,7 +298,7 @@ export async function applyPlan(ctx: ManagementContext, plan: Plan): Promise<Cre
       // A file may grant the admin audience on a store whose server has not made it yet.
       if (plan.steps.some((s) => s.type === 'grant' && s.action !== 'delete' && s.audience === builtIn))
         await ensureAdminAudience(tx);
-      const applying = new Applying(tx, ofNew.grants, ofNew.credentials);
+      const applying = new Applying(tx, plan, ofNew.grants, ofNew.credentials);
       let creating: NewClientStep[] = [];
       for (const step of plan.steps) {
         if (step.type === 'client' && step.action === 'create') {

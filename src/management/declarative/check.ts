@@ -4,6 +4,10 @@
  * the file and the store. Every problem is collected and placed (a JSON pointer, a line and column), then the
  * file is refused with all of them at once.
  */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { usesSecrets } from '../../domain/client-auth/index.js';
+import { givenSecretProblem } from '../../domain/secrets.js';
 import { validateClaims } from '../../domain/validate.js';
 import { credentialProblem, tlsIdentityField } from '../../domain/client-auth/certificate-registration.js';
 import { TLS_IDENTITY_KINDS } from '../../domain/known-client.js';
@@ -44,6 +48,21 @@ export type WantedClient = Omit<ClientEntry, 'federated_credentials'> & {
 interface Wanted {
   audiences: Map<string, AudienceEntry>;
   clients: Map<string, WantedClient>;
+  /** The secrets of the clients that name a client_secret_file, by client_id (read, checked, never printed). */
+  secrets: Map<string, string>;
+}
+
+/** How the clients' client_secret_file are read (planApply's `secretFiles`). */
+export interface SecretFiles {
+  /** What a relative client_secret_file is relative to: the apply file's directory. */
+  baseDir: string;
+  /** Reads one (utf8); fs.readFileSync unless a caller gives its own. */
+  read?: (path: string) => string;
+  /**
+   * Every new client that authenticates with a secret must name one (TESSERA_APPLY_FILE: a secret made for it
+   * could be shown to no one).
+   */
+  required?: boolean;
 }
 
 /** What the checks of a file need to know of the store. */
@@ -56,6 +75,8 @@ interface Known {
   clients: ReadonlySet<string>;
   /** With --prune a grant of an audience the file does not have is refused (the audience would go). */
   prune: boolean;
+  /** How client_secret_file is read; without it, a file that names one is refused (the caller cannot read files). */
+  secretFiles?: SecretFiles;
 }
 
 /**
@@ -211,6 +232,7 @@ class FileCheck {
   readonly problems: Problems;
   readonly audiences = new Map<string, AudienceEntry>();
   readonly clients = new Map<string, WantedClient>();
+  readonly secrets = new Map<string, string>();
   /** Every audience identifier the file names, even one whose other fields are refused. */
   private readonly named = new Set<string>();
   /**
@@ -324,6 +346,9 @@ class FileCheck {
     const grants: GrantEntry[] = [];
     listOf(raw.grants).forEach((grant, j) => this.readGrant(grant, `${base}/grants/${j}`, grants));
     if (checks.errors.length > 0 || credentials === undefined) return;
+    const secretFile = str(raw.client_secret_file);
+    const secret = this.readSecret(base, checked, secretFile);
+    if (secret === null) return;
     const first = this.clientAt.get(checked.id);
     if (first !== undefined) {
       this.problems.add(
@@ -333,7 +358,60 @@ class FileCheck {
       return;
     }
     this.clientAt.set(checked.id, i);
-    this.clients.set(checked.id, wantedClient(checked, grants, credentials));
+    const wanted = wantedClient(checked, grants, credentials);
+    if (secret !== undefined) {
+      this.secrets.set(checked.id, secret);
+      wanted.client_secret_file = secretFile;
+    }
+    this.clients.set(checked.id, wanted);
+  }
+
+  /**
+   * A client's secret from its client_secret_file (relative to the file's directory): undefined when it names none,
+   * null when it is refused (unreadable, too weak, for a method without secrets; placed at the field). A new client
+   * that needs a secret and names no file is refused when every one must (TESSERA_APPLY_FILE).
+   */
+  private readSecret(
+    base: string,
+    client: CheckedClient,
+    file: string | undefined,
+  ): string | undefined | null {
+    const secretFiles = this.known.secretFiles;
+    const at = `${base}/client_secret_file`;
+    if (file === undefined) {
+      if (secretFiles?.required && usesSecrets(client.authMethod) && !this.known.clients.has(client.id)) {
+        this.problems.add(
+          `${base}/client_id`,
+          `client ${client.id} is new and authenticates with a secret: name its client_secret_file (a mounted secret), since a secret made for it could be shown to no one`,
+        );
+        return null;
+      }
+      return undefined;
+    }
+    if (!usesSecrets(client.authMethod)) {
+      this.problems.add(at, `a client authenticating with ${client.authMethod} has no secret`);
+      return null;
+    }
+    if (secretFiles === undefined) {
+      this.problems.add(at, 'client_secret_file is read only from a file on this machine');
+      return null;
+    }
+    let text: string;
+    try {
+      text = (secretFiles.read ?? ((p: string) => readFileSync(p, 'utf8')))(
+        resolve(secretFiles.baseDir, file),
+      );
+    } catch (error) {
+      this.problems.add(at, `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+      return null;
+    }
+    const secret = text.trim();
+    const problem = givenSecretProblem(secret);
+    if (problem !== undefined) {
+      this.problems.add(at, `${file}: ${problem}`);
+      return null;
+    }
+    return secret;
   }
 
   /**
@@ -516,5 +594,5 @@ export async function checkFile(ctx: ManagementContext, file: ParsedFile, known:
   check.checkResourceServers();
   await check.checkKeySets();
   check.problems.throwIfAny();
-  return { audiences: check.audiences, clients: check.clients };
+  return { audiences: check.audiences, clients: check.clients, secrets: check.secrets };
 }

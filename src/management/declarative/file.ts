@@ -88,6 +88,12 @@ export interface ClientEntry {
   tls_client_certificate_bound_access_tokens?: boolean;
   /** Every audience the client is granted; none when left out. */
   grants?: GrantEntry[];
+  /**
+   * The file holding its secret (a mounted secret), relative to the apply file's directory; read when the file is
+   * planned, never exported. Its secret is the client's: given to a new one, put in place of the secrets of one
+   * that does not have it.
+   */
+  client_secret_file?: string;
 }
 
 export interface ConfigFile {

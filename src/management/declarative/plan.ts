@@ -5,10 +5,11 @@
  */
 import type { Audience, Client } from '../../store/types.js';
 import { adminAudienceUrl } from '../builtin.js';
-import { changedFields, type FieldChange, type ManagementContext } from '../context.js';
+import { holdsSecret } from '../clients.js';
+import { changedFields, nowOf, type FieldChange, type ManagementContext } from '../context.js';
 import { storeCall } from '../errors.js';
 import { AUDIENCE_FIELDS, CLIENT_FIELDS, FEDERATED_FIELDS } from '../views.js';
-import { checkFile, type WantedClient } from './check.js';
+import { checkFile, type SecretFiles, type WantedClient } from './check.js';
 import {
   audienceEntry,
   clientEntry,
@@ -79,6 +80,16 @@ export interface Plan {
   steps: PlanStep[];
   kept: Kept;
 }
+
+/**
+ * The secrets a plan gives its clients (their client_secret_file, read when it was planned), by client_id: beside
+ * the plan, not in it, so that no printing of a plan (its JSON, its lines) can carry one.
+ */
+const givenSecrets = new WeakMap<Plan, ReadonlyMap<string, string>>();
+
+/** The secret a plan gives a client (from its client_secret_file), if it gives one. */
+export const givenSecretOf = (plan: Plan, clientId: string): string | undefined =>
+  givenSecrets.get(plan)?.get(clientId);
 
 const sortedKeys = (map: ReadonlyMap<string, unknown>): string[] => [...map.keys()].sort(byCodeUnit);
 
@@ -213,6 +224,7 @@ function clientSteps(
   prune: boolean,
   kept: Kept,
   issuer: string,
+  given: { secret: string; now: number } | undefined,
 ): PlanStep[] {
   const { grants, client_id: id, federated_credentials: credentials, ...want } = wanted;
   if (!have) {
@@ -234,6 +246,9 @@ function clientSteps(
     { ...CLIENT_DEFAULTS, ...clientEntry(have, issuer) },
     { ...CLIENT_DEFAULTS, ...want },
   );
+  // Its secret from the file, unless it is one of the client's already: then the client's secrets are replaced by it.
+  if (given !== undefined && !holdsSecret(have, given.secret, given.now))
+    changes.push({ field: 'client_secret_file', from: null, to: want.client_secret_file });
   if (changes.length > 0) steps.push({ action: 'update', type: 'client', client_id: id, changes });
   return [...steps, ...written, ...grantSteps(have, grants, prune, kept)];
 }
@@ -266,7 +281,12 @@ interface Checked {
 }
 
 /** The store read, and the file checked against it. */
-async function checkAgainstStore(ctx: ManagementContext, file: ParsedFile, prune: boolean): Promise<Checked> {
+async function checkAgainstStore(
+  ctx: ManagementContext,
+  file: ParsedFile,
+  prune: boolean,
+  secretFiles: SecretFiles | undefined,
+): Promise<Checked> {
   const [audiences, clients] = await storeCall(() =>
     Promise.all([ctx.store.listAudiences(), ctx.store.listClients()]),
   );
@@ -281,6 +301,7 @@ async function checkAgainstStore(ctx: ManagementContext, file: ParsedFile, prune
     audiences: stored.audiences,
     clients: new Set(clients.map((c) => c.id)),
     prune,
+    ...(secretFiles === undefined ? {} : { secretFiles }),
   });
   return { stored, wanted };
 }
@@ -299,10 +320,14 @@ function planSteps(
   const leftOut = leftOutSteps(wanted, stored, prune, kept);
   const steps = audienceSteps(wanted.audiences, stored.audiences);
   const byId = new Map(stored.clients.map((c) => [c.id, c]));
+  const now = nowOf(ctx);
   for (const id of sortedKeys(wanted.clients)) {
     const client = wanted.clients.get(id)!;
     wanted.clients.delete(id);
-    for (const step of clientSteps(client, byId.get(id), prune, kept, ctx.config.issuer)) steps.push(step);
+    const secret = wanted.secrets.get(id);
+    const given = secret === undefined ? undefined : { secret, now };
+    for (const step of clientSteps(client, byId.get(id), prune, kept, ctx.config.issuer, given))
+      steps.push(step);
   }
   for (const step of leftOut) steps.push(step);
   return steps;
@@ -317,12 +342,15 @@ function planSteps(
 export function planApply(
   ctx: ManagementContext,
   file: ParsedFile,
-  options: { prune?: boolean } = {},
+  /** `secretFiles`: how the clients' client_secret_file are read; without it a file naming one is refused. */
+  options: { prune?: boolean; secretFiles?: SecretFiles } = {},
 ): Promise<Plan> {
   const prune = options.prune ?? false;
   const name = file.name;
-  return checkAgainstStore(ctx, file, prune).then((checked) => {
+  return checkAgainstStore(ctx, file, prune, options.secretFiles).then((checked) => {
     const kept: Kept = { audiences: 0, clients: 0, grants: 0 };
-    return { file: name, prune, steps: planSteps(ctx, checked, prune, kept), kept };
+    const plan: Plan = { file: name, prune, steps: planSteps(ctx, checked, prune, kept), kept };
+    if (checked.wanted.secrets.size > 0) givenSecrets.set(plan, checked.wanted.secrets);
+    return plan;
   });
 }

@@ -106,6 +106,12 @@ const CLIENT = {
       description:
         'its tokens are bound to its TLS client certificate, and none is issued without one (RFC 8705 section 3.4)',
     },
+    client_secret_file: {
+      type: 'string',
+      minLength: 1,
+      description:
+        "a file holding the client's secret (a mounted Kubernetes Secret; at least 32 characters), relative to this file's directory: a new client gets it, a client whose secrets do not include it gets it in place of them; never written by export",
+    },
     grants: { type: 'array', items: { $ref: '#/$defs/grant' } },
   },
 };
