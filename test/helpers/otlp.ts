@@ -5,7 +5,7 @@
  * check what Tessera exports, nothing of it production code.
  */
 import { createServer as createHttp2Server, type Http2Server, type ServerHttp2Session } from 'node:http2';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 interface ReceivedSpan {
@@ -118,6 +118,8 @@ export interface Receiver {
   url: string;
   /** The bodies received, as they arrived. */
   bodies: Buffer[];
+  /** The headers of each export received (OTLP/HTTP only). */
+  headers: IncomingHttpHeaders[];
   spans(): ReceivedSpan[];
   /** The resource attributes of every batch received. */
   resources(): Record<string, string | number | boolean>[];
@@ -127,11 +129,15 @@ export interface Receiver {
 /** An OTLP/HTTP receiver (protobuf: the bodies are decoded as such). */
 export async function otlpHttpReceiver(): Promise<Receiver> {
   const bodies: Buffer[] = [];
+  const headers: IncomingHttpHeaders[] = [];
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      if (request.url === '/v1/traces') bodies.push(Buffer.concat(chunks));
+      if (request.url === '/v1/traces') {
+        bodies.push(Buffer.concat(chunks));
+        headers.push(request.headers);
+      }
       response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
     });
   });
@@ -139,6 +145,7 @@ export async function otlpHttpReceiver(): Promise<Receiver> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     bodies,
+    headers,
     spans: () => bodies.flatMap(spansOfProtobuf),
     resources: () => bodies.flatMap(resourcesOfProtobuf),
     close: () =>
@@ -178,6 +185,7 @@ export async function otlpGrpcReceiver(): Promise<Receiver> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     bodies,
+    headers: [],
     spans: () => bodies.flatMap(spansOfProtobuf),
     resources: () => bodies.flatMap(resourcesOfProtobuf),
     close: () =>

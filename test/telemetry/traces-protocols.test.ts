@@ -5,7 +5,9 @@
  *
  * The CLI loads dist/, so `npm run build` must have run (`npm test` does).
  */
+import { writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { otlpGrpcReceiver, otlpHttpReceiver, type Receiver } from '../helpers/otlp.js';
@@ -113,6 +115,23 @@ describe('the resource', () => {
     expect(await token()).toBe(200);
     await waitFor(() => receiver.resources().length > 0, 10_000, 50);
     expect(receiver.resources()[0]).toMatchObject(expected);
+  });
+});
+
+describe('a secret of the exporter from a file', () => {
+  it('OTEL_EXPORTER_OTLP_HEADERS_FILE: the headers of every export, read from a mounted secret', async () => {
+    const receiver = await otlpHttpReceiver();
+    closers.push(() => receiver.close());
+    const file = path.join(tempDir('tessera-otel-secret-'), 'headers');
+    writeFileSync(file, 'x-api-key=k3y-from-a-file,x-tenant=acme\n');
+    const { token } = await tessera({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      OTEL_EXPORTER_OTLP_HEADERS_FILE: file,
+    });
+    expect(await token()).toBe(200);
+    await waitFor(() => receiver.headers.length > 0, 10_000, 50);
+    expect(receiver.headers[0]).toMatchObject({ 'x-api-key': 'k3y-from-a-file', 'x-tenant': 'acme' });
   });
 });
 
