@@ -4,7 +4,8 @@
  * secret handling the chart promises; values.schema.json refuses wrong values; README.md's table is values.yaml's.
  * Helm is the binary inside a devDependency (test/helpers/helm.ts); no cluster is needed.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -881,4 +882,45 @@ describe('README.md', () => {
 
 it('parses manifests as Kubernetes does (YAML 1.1)', () => {
   expect(parseManifests('a: 0440\nb: yes\n---\n')).toEqual([{ a: 288, b: true }]);
+});
+
+describe('docs/production.md', () => {
+  it('its complete values file renders, lints and validates: three replicas on PostgreSQL, Redis, OTel, the apply file', () => {
+    const text = readFileSync(path.join(CHART, '../../../docs/production.md'), 'utf8');
+    const block = /## A complete values file[\s\S]*?```yaml\n([\s\S]*?)```/.exec(text)?.[1];
+    expect(block).toBeDefined();
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'tessera-helm-docs-')), 'values.yaml');
+    writeFileSync(file, block!);
+    const lint = helm('lint', CHART, '--strict', '-f', file);
+    expect(lint.code, lint.stdout + lint.stderr).toBe(0);
+    const manifests = render('-f', file);
+    for (const manifest of manifests) validateManifest(manifest);
+    const deployment = manifests.find((m) => m.kind === 'Deployment')!;
+    // The autoscaler holds the count (3 to 10), not the Deployment.
+    expect(deployment.spec.replicas).toBeUndefined();
+    expect(manifests.find((m) => m.kind === 'HorizontalPodAutoscaler')!.spec).toMatchObject({
+      minReplicas: 3,
+      maxReplicas: 10,
+    });
+    const env = Object.fromEntries(
+      (deployment.spec.template.spec.containers[0].env as Manifest[]).map((e) => [e.name, e.value]),
+    );
+    expect(env).toMatchObject({
+      TESSERA_ISSUER: 'https://auth.example.com',
+      TESSERA_DATABASE_URL_FILE: '/etc/tessera/secrets/database/url',
+      TESSERA_REDIS_URL_FILE: '/etc/tessera/secrets/redis/url',
+      TESSERA_APPLY_FILE: '/etc/tessera/config/tessera.yaml',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector.observability.svc:4318',
+      OTEL_EXPORTER_OTLP_HEADERS_FILE: '/etc/tessera/secrets/otel-headers/headers',
+    });
+    expect(manifests.map((m) => m.kind).sort()).toEqual(
+      expect.arrayContaining([
+        'HorizontalPodAutoscaler',
+        'Ingress',
+        'Job',
+        'PodDisruptionBudget',
+        'ServiceMonitor',
+      ]),
+    );
+  });
 });
