@@ -150,6 +150,7 @@ group('tessera audience', (ws) => {
       identifier: API,
       scopes: [],
       resource_server_client_ids: [],
+      token_profile: 'rfc9068',
       name: 'Production API',
       token_ttl: 600,
       signing_alg: 'RS256',
@@ -166,6 +167,7 @@ group('tessera audience', (ws) => {
       identifier: SANDBOX,
       scopes: [],
       resource_server_client_ids: [],
+      token_profile: 'rfc9068',
       name: null,
       token_ttl: null,
       signing_alg: null,
@@ -189,6 +191,7 @@ group('tessera audience', (ws) => {
         identifier: STAGING,
         scopes: [],
         resource_server_client_ids: [],
+        token_profile: 'rfc9068',
         name: 'Staging',
         token_ttl: null,
         signing_alg: 'EdDSA',
@@ -202,11 +205,20 @@ group('tessera audience', (ws) => {
   it('list in text mode prints a table', async () => {
     expectTable(
       (await ws.ok('audience', 'list')).stdout,
-      ['URL', 'NAME', 'TOKEN_TTL', 'SIGNING_ALG', 'SCOPES', 'RESOURCE_SERVERS', 'CREATED_AT'],
       [
-        [API, 'Production API', '600', 'RS256', '-', '-', production.created_at],
-        [SANDBOX, '-', '-', '-', '-', '-', sandbox.created_at],
-        [STAGING, 'Staging', '-', 'EdDSA', '-', '-', staging.created_at],
+        'URL',
+        'NAME',
+        'TOKEN_TTL',
+        'SIGNING_ALG',
+        'TOKEN_PROFILE',
+        'SCOPES',
+        'RESOURCE_SERVERS',
+        'CREATED_AT',
+      ],
+      [
+        [API, 'Production API', '600', 'RS256', 'rfc9068', '-', '-', production.created_at],
+        [SANDBOX, '-', '-', '-', 'rfc9068', '-', '-', sandbox.created_at],
+        [STAGING, 'Staging', '-', 'EdDSA', 'rfc9068', '-', '-', staging.created_at],
       ],
     );
   });
@@ -226,7 +238,7 @@ group('tessera audience', (ws) => {
     await ws.ok('audience', 'remove', API);
     expect((await ws.ok('audience', 'list', '--json')).json).toEqual([]);
     expect((await ws.ok('audience', 'list')).stdout).toBe(
-      'URL  NAME  TOKEN_TTL  SIGNING_ALG  SCOPES  RESOURCE_SERVERS  CREATED_AT\n',
+      'URL  NAME  TOKEN_TTL  SIGNING_ALG  TOKEN_PROFILE  SCOPES  RESOURCE_SERVERS  CREATED_AT\n',
     );
   });
 });

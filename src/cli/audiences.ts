@@ -1,3 +1,4 @@
+import { TOKEN_PROFILES } from '../domain/token-profiles.js';
 import { Option, type Command } from 'commander';
 import { SIGNING_ALGS } from '../domain/jose.js';
 import { audiences, ManagementError, views } from '../management/index.js';
@@ -5,6 +6,9 @@ import { action, collectText, parseName, parseTtl, withJson } from './common.js'
 
 const RESOURCE_SERVER_HELP =
   'a client that receives its tokens, and so may exchange one for a token of another audience (RFC 8693): a client id, repeatable or comma-separated';
+
+const TOKEN_PROFILE_HELP =
+  'the claims its tokens carry: rfc9068 (the default), auth0 (sub <id>@clients, azp, gty, permissions), keycloak (azp, typ, preferred_username, clientId)';
 
 /** `--resource-server a --resource-server b,c`: client ids, in the order given (the rules are management's). */
 const collectClientIds = (value: string, previous: string[] = []): string[] => [
@@ -34,14 +38,22 @@ export function audienceCommands(program: Command): void {
         'a scope it defines (repeatable; descriptions: audience scope add)',
         collectText,
       )
-      .option('--resource-server <client-id>', RESOURCE_SERVER_HELP, collectClientIds),
+      .option('--resource-server <client-id>', RESOURCE_SERVER_HELP, collectClientIds)
+      .addOption(new Option('--token-profile <profile>', TOKEN_PROFILE_HELP).choices(TOKEN_PROFILES)),
   ).action(
     action(
       async (
         ctx,
         json,
         url: string,
-        options: { name?: string; ttl?: number; alg?: string; scope?: string[]; resourceServer?: string[] },
+        options: {
+          name?: string;
+          ttl?: number;
+          alg?: string;
+          scope?: string[];
+          resourceServer?: string[];
+          tokenProfile?: string;
+        },
       ) => {
         const added = await audiences.addAudience(ctx, {
           url,
@@ -50,6 +62,7 @@ export function audienceCommands(program: Command): void {
           tokenTtl: options.ttl,
           signingAlg: options.alg,
           resourceServerClientIds: options.resourceServer,
+          tokenProfile: options.tokenProfile,
         });
         if (json) printJson(views.audienceJson(added));
         else print(`Audience ${added.url} registered.\n`);
@@ -63,12 +76,22 @@ export function audienceCommands(program: Command): void {
       else
         print(
           formatTable(
-            ['url', 'name', 'token_ttl', 'signing_alg', 'scopes', 'resource_servers', 'created_at'],
+            [
+              'url',
+              'name',
+              'token_ttl',
+              'signing_alg',
+              'token_profile',
+              'scopes',
+              'resource_servers',
+              'created_at',
+            ],
             list.map((a) => [
               a.url,
               a.name,
               a.tokenTtl,
               a.signingAlg,
+              a.tokenProfile ?? 'rfc9068',
               a.scopes.map((sc) => sc.name).join(' ') || null,
               a.resourceServerClientIds.join(', ') || null,
               a.createdAt,
@@ -81,17 +104,23 @@ export function audienceCommands(program: Command): void {
     audience
       .command('update <url>')
       .description(
-        'change an audience: its resource servers (the clients that receive its tokens; token exchange)',
+        'change an audience: its resource servers (the clients that receive its tokens; token exchange), its token profile',
       )
       .option(
         '--resource-server <client-id>',
         `${RESOURCE_SERVER_HELP}; the whole list, replacing the current one`,
         collectClientIds,
       )
-      .option('--no-resource-servers', 'no client is its resource server any more'),
+      .option('--no-resource-servers', 'no client is its resource server any more')
+      .addOption(new Option('--token-profile <profile>', TOKEN_PROFILE_HELP).choices(TOKEN_PROFILES)),
   ).action(
     action(
-      async (ctx, json, url: string, options: { resourceServer?: string[]; resourceServers?: boolean }) => {
+      async (
+        ctx,
+        json,
+        url: string,
+        options: { resourceServer?: string[]; resourceServers?: boolean; tokenProfile?: string },
+      ) => {
         const ids = options.resourceServers === false ? [] : options.resourceServer;
         if (options.resourceServers === false && options.resourceServer !== undefined)
           throw new ManagementError(
@@ -99,11 +128,16 @@ export function audienceCommands(program: Command): void {
             '--resource-server and --no-resource-servers say opposite things: give one',
             'resource_server_client_ids',
           );
-        const updated = await audiences.updateAudience(ctx, url, { resourceServerClientIds: ids });
+        const updated = await audiences.updateAudience(ctx, url, {
+          resourceServerClientIds: ids,
+          tokenProfile: options.tokenProfile,
+        });
         if (json) printJson(views.audienceJson(updated));
         else
           print(
-            `Audience ${url}: resource servers ${updated.resourceServerClientIds.join(', ') || 'none'}.\n`,
+            `Audience ${url}: resource servers ${updated.resourceServerClientIds.join(', ') || 'none'}${
+              options.tokenProfile === undefined ? '' : `; token profile ${updated.tokenProfile ?? 'rfc9068'}`
+            }.\n`,
           );
       },
     ),

@@ -140,6 +140,8 @@ export interface Audience {
   scopes: Scope[];
   /** Token exchange: the clients that receive its tokens, and so may exchange them. */
   resource_server_client_ids: string[];
+  /** The claims its tokens carry: rfc9068, auth0 or keycloak. */
+  token_profile: 'rfc9068' | 'auth0' | 'keycloak';
   created_at: string;
   updated_at: string;
 }

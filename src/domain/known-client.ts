@@ -26,6 +26,11 @@ export interface KnownGrant {
   claims?: string | undefined;
   /** The grant's `token_exchange` (docs/interface.md, "Token exchange"): the client may exchange into this audience. */
   tokenExchange: boolean;
+  /**
+   * The custom claims' names that a token profile's own claims would repeat (PROFILE_CLAIMS): the profile's are
+   * then left out. Undefined for none, as nearly every grant has.
+   */
+  profileClaimsTaken?: ReadonlySet<string> | undefined;
 }
 
 /** A client's grants, looked up by audience URL (a Map satisfies it; the cache keeps a smaller form). */
@@ -136,4 +141,6 @@ export interface KnownAudience {
    * token of this audience for one of another (docs/interface.md, "Token exchange").
    */
   resourceServers: ReadonlySet<string>;
+  /** The claims its tokens carry beyond RFC 9068's (token-profiles.ts); undefined: rfc9068. */
+  tokenProfile?: 'auth0' | 'keycloak';
 }

@@ -1,3 +1,4 @@
+import { applyTokenProfile } from './token-profiles.js';
 import type { JWTPayload } from 'jose';
 import type { SigningAlg } from './jose.js';
 import {
@@ -193,6 +194,8 @@ export class TokenService {
     const quota = this.takeQuota(client);
     if (quota !== undefined) await quota;
     const { claims } = decided;
+    const profile = decided.audience.tokenProfile;
+    if (profile !== undefined) applyTokenProfile(profile, claims, decided.grant.profileClaimsTaken);
     const signed = this.deps.sign(
       claims,
       decided.audience.signingAlg ?? this.deps.defaultAlg,

@@ -19,6 +19,7 @@ import {
   type ManagementContext,
   type Precondition,
 } from './context.js';
+import { isTokenProfile, TOKEN_PROFILES } from '../domain/token-profiles.js';
 import { AUDIENCE_FIELDS, audienceJson } from './views.js';
 import { FieldChecks, ManagementError, storeCall } from './errors.js';
 
@@ -34,6 +35,8 @@ export interface AudienceFields {
    * them (docs/interface.md, "Token exchange"). Each an existing client id; the whole list ([] clears it).
    */
   resourceServerClientIds?: readonly string[];
+  /** Its token profile (domain/token-profiles.ts): `rfc9068` (or null, the default), `auth0`, `keycloak`. */
+  tokenProfile?: string | null;
 }
 
 /** The most resource servers an audience names. */
@@ -96,6 +99,15 @@ function checkAudienceFields(input: AudienceFields, checks: FieldChecks): Audien
     const ids = checkResourceServerIds(input.resourceServerClientIds, checks);
     if (ids !== undefined) patch.resourceServerClientIds = ids;
   }
+  if (input.tokenProfile !== undefined) {
+    const profile = input.tokenProfile;
+    const checked = checks.run('token_profile', () => {
+      if (profile !== null && !isTokenProfile(profile))
+        throw new ValidationError(`token_profile must be one of ${TOKEN_PROFILES.join(', ')}`);
+      return profile === null || profile === 'rfc9068' ? null : profile;
+    });
+    if (checked !== undefined) patch.tokenProfile = checked;
+  }
   return patch;
 }
 
@@ -110,6 +122,7 @@ export function checkNewAudience(input: AudienceInput, checks: FieldChecks): New
     signingAlg: fields.signingAlg ?? null,
     scopes: fields.scopes ?? [],
     resourceServerClientIds: fields.resourceServerClientIds ?? [],
+    tokenProfile: fields.tokenProfile ?? null,
   };
 }
 
@@ -128,6 +141,7 @@ export async function addAudience(ctx: ManagementContext, input: AudienceInput):
       signing_alg: audience.signingAlg,
       scopes: audience.scopes,
       ...(resourceServers.length > 0 ? { resource_server_client_ids: resourceServers } : {}),
+      ...(audience.tokenProfile === null ? {} : { token_profile: audience.tokenProfile }),
     },
   });
   return storeCall(() =>

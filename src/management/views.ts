@@ -19,6 +19,7 @@ export const AUDIENCE_FIELDS = [
   'signing_alg',
   'scopes',
   'resource_server_client_ids',
+  'token_profile',
 ] as const;
 /** The fields of a client an operator sets, but its grants and secret (in clientJson's names). */
 export const CLIENT_FIELDS = [
@@ -45,6 +46,7 @@ export const audienceJson = (a: Audience) => ({
   signing_alg: a.signingAlg,
   scopes: a.scopes,
   resource_server_client_ids: a.resourceServerClientIds,
+  token_profile: a.tokenProfile ?? 'rfc9068',
   created_at: a.createdAt,
   updated_at: a.updatedAt,
 });

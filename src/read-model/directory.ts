@@ -510,6 +510,7 @@ export class Directory {
           tokenTtl: a.tokenTtl,
           signingAlg: a.signingAlg,
           resourceServers: new Set(a.resourceServerClientIds),
+          ...(a.tokenProfile === null ? {} : { tokenProfile: a.tokenProfile }),
         },
       ]),
     );

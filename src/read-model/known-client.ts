@@ -12,6 +12,7 @@ import type {
 } from '../domain/known-client.js';
 import type { Quota } from '../domain/limits.js';
 import { digestBytes } from '../domain/secrets.js';
+import { PROFILE_CLAIMS } from '../domain/token-profiles.js';
 import type { Client } from '../store/types.js';
 
 /*
@@ -43,15 +44,18 @@ const PLAIN_GRANT: KnownGrant = {
 
 function knownGrant(
   scopes: readonly string[],
-  claims: string | undefined,
+  custom: Record<string, unknown>,
   tokenExchange: boolean,
 ): KnownGrant {
+  const claims = claimsFragment(custom);
   if (scopes.length === 0 && claims === undefined && !tokenExchange) return PLAIN_GRANT;
+  const taken = PROFILE_CLAIMS.filter((name) => name in custom);
   return {
     scopes: scopes.length === 0 ? NO_SCOPES : new Set(scopes),
     scope: scopes.length === 0 ? undefined : scopes.join(' '),
     claims,
     tokenExchange,
+    ...(taken.length === 0 ? {} : { profileClaimsTaken: new Set(taken) }),
   };
 }
 
@@ -113,7 +117,7 @@ export function toKnownClient(
     grants: grantsByAudience(
       client.grants.map((g) => [
         audienceUrl(g.audience),
-        knownGrant(g.scopes, claimsFragment({ ...client.claims, ...g.claims }), g.tokenExchange),
+        knownGrant(g.scopes, { ...client.claims, ...g.claims }, g.tokenExchange),
       ]),
     ),
     tokenTtl: client.tokenTtl,

@@ -378,6 +378,9 @@ export function migrations(engine: Engine): Record<string, Migration> {
           .execute();
       },
     },
+    // Token profiles (docs/management.md, "Moving in"): the claims an audience's tokens carry beyond RFC 9068's
+    // (`auth0`, `keycloak`); null, the default, for every audience there is: rfc9068.
+    '0018_token_profile': addColumns([['audiences', 'token_profile', 'text']]),
   };
 }
 

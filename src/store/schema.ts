@@ -132,6 +132,8 @@ export interface AudiencesTable {
   scopes: string;
   /** The clients that receive its tokens (token exchange): JSON list of client ids, sorted (migration 0015). */
   resource_server_client_ids: Generated<string>;
+  /** `auth0` or `keycloak`; null: rfc9068 (migration 0018). */
+  token_profile: Generated<string | null>;
   created_at: string;
   updated_at: string;
 }

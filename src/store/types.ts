@@ -1,3 +1,4 @@
+import type { TokenProfile } from '../domain/token-profiles.js';
 import { TesseraError } from '../domain/errors.js';
 import type { SigningAlg } from '../domain/jose.js';
 import type { AuthMethodName, FederatedCredential, PublicJwks } from '../domain/client-auth/index.js';
@@ -28,6 +29,8 @@ export interface Audience {
    * one for a token of another audience (docs/interface.md, "Token exchange"). Client ids, sorted, each once.
    */
   resourceServerClientIds: string[];
+  /** The claims its tokens carry beyond RFC 9068's (domain/token-profiles.ts); null: rfc9068. */
+  tokenProfile: Exclude<TokenProfile, 'rfc9068'> | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -177,6 +180,8 @@ export interface NewAudience {
   scopes?: AudienceScope[];
   /** Its resource servers: client ids, sorted, each once; none when left out. */
   resourceServerClientIds?: string[];
+  /** Its token profile; rfc9068 (null) when left out. */
+  tokenProfile?: Exclude<TokenProfile, 'rfc9068'> | null;
 }
 
 export interface NewClient {
@@ -220,6 +225,7 @@ export interface AudiencePatch {
   scopes?: AudienceScope[];
   /** Its resource servers: client ids, sorted, each once (the whole list). */
   resourceServerClientIds?: string[];
+  tokenProfile?: Exclude<TokenProfile, 'rfc9068'> | null;
 }
 
 /** The fields of a client to change; those left undefined keep their value. */

@@ -261,6 +261,7 @@ describe('audiences', () => {
       signing_alg: null,
       scopes: [],
       resource_server_client_ids: [],
+      token_profile: 'rfc9068',
       created_at: expect.stringMatching(/Z$/),
       updated_at: created.body.created_at,
     });

@@ -110,6 +110,7 @@ export function tokenExchangeContract(name: string, open: OpenStore): void {
         signingAlg: null,
         scopes: [],
         resourceServerClientIds: ['rs-a', 'rs-b'],
+        tokenProfile: null,
         createdAt: at,
         updatedAt: at,
       });

@@ -34,7 +34,15 @@ interface AudienceDraft {
   scopes: ScopeDraft[];
   /** Its resource servers' client ids, as typed: separated by commas or spaces. */
   resource_servers: string;
+  token_profile: string;
 }
+
+/** The token profiles, as the form offers them (domain/token-profiles.ts). */
+const PROFILES = [
+  { value: 'rfc9068', label: 'RFC 9068 (the default)' },
+  { value: 'auth0', label: 'Auth0: sub <client_id>@clients, azp, gty, permissions' },
+  { value: 'keycloak', label: 'Keycloak: azp, typ, preferred_username, clientId' },
+];
 
 const draftOf = (a?: Audience): AudienceDraft => ({
   identifier: a?.identifier ?? '',
@@ -43,6 +51,7 @@ const draftOf = (a?: Audience): AudienceDraft => ({
   signing_alg: a?.signing_alg ?? '',
   scopes: a?.scopes.map((s) => ({ name: s.name, description: s.description ?? '' })) ?? [],
   resource_servers: a?.resource_server_client_ids.join(', ') ?? '',
+  token_profile: a?.token_profile ?? 'rfc9068',
 });
 
 /** Client ids as typed: separated by commas, spaces or lines. */
@@ -56,10 +65,11 @@ const bodyOf = (draft: AudienceDraft) => ({
     .filter((s) => s.name.trim() !== '' || s.description.trim() !== '')
     .map((s) => ({ name: s.name.trim(), description: s.description.trim() === '' ? null : s.description })),
   resource_server_client_ids: clientIdsOf(draft.resource_servers),
+  token_profile: draft.token_profile,
 });
 
 /** The fields of an audience's form, for the errors the API names by them. */
-const FIELDS = ['name', 'token_ttl', 'signing_alg', 'scopes', 'resource_server_client_ids'];
+const FIELDS = ['name', 'token_ttl', 'signing_alg', 'scopes', 'resource_server_client_ids', 'token_profile'];
 
 /** The form of a new or an existing audience; the identifier is set once. */
 function AudienceForm({
@@ -116,6 +126,15 @@ function AudienceForm({
             { value: '', label: "The server's default" },
             ...ALGS.map((alg) => ({ value: alg, label: alg })),
           ]}
+        />
+        <SelectField
+          label="Token profile"
+          name="token_profile"
+          hint="The claims its tokens carry, for resource servers written for another server"
+          error={error}
+          value={draft.token_profile}
+          onValue={(token_profile) => set({ token_profile })}
+          options={PROFILES}
         />
       </div>
       <fieldset>
@@ -198,7 +217,15 @@ export function AudiencesPage() {
           {(data) => (
             <TableBox
               label="Audiences"
-              columns={['Identifier', 'Name', 'Scopes', 'Resource servers', 'Token lifetime', 'Algorithm']}
+              columns={[
+                'Identifier',
+                'Name',
+                'Scopes',
+                'Resource servers',
+                'Token lifetime',
+                'Algorithm',
+                'Token profile',
+              ]}
             >
               {data.map((a) => (
                 <tr key={a.id}>
@@ -210,6 +237,7 @@ export function AudiencesPage() {
                   <td>{a.resource_server_client_ids.join(', ') || <span class="muted">none</span>}</td>
                   <td class="nowrap">{formatSeconds(a.token_ttl)}</td>
                   <td>{a.signing_alg ?? <span class="muted">default</span>}</td>
+                  <td>{a.token_profile}</td>
                 </tr>
               ))}
             </TableBox>

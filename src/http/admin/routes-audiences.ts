@@ -54,6 +54,7 @@ export function audienceRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
         tokenTtl: seconds(body.token_ttl),
         signingAlg: body.signing_alg,
         resourceServerClientIds: body.resource_server_client_ids,
+        tokenProfile: body.token_profile,
       });
       reply.header('location', `${ctx.config.issuer}/admin/v1/audiences/${added.id}`);
       return sendResource(reply, views.audienceJson(added), 201);
@@ -119,6 +120,7 @@ export function audienceRoutes(app: FastifyInstance, ctx: AdminRouteContext): vo
             signingAlg: body.signing_alg,
             scopes: body.scopes,
             resourceServerClientIds: body.resource_server_client_ids,
+            tokenProfile: body.token_profile,
           },
           condition,
         );

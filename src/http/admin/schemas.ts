@@ -3,6 +3,7 @@
  * with them, and the OpenAPI document is generated from them, so the document cannot drift from the server.
  * Field names and shapes are docs/management.md's, the same documents the CLI prints under --json (views.ts).
  */
+import { TOKEN_PROFILES } from '../../domain/token-profiles.js';
 import { Type, type TSchema } from 'typebox';
 import { SIGNING_ALGS } from '../../domain/jose.js';
 import {
@@ -42,6 +43,15 @@ const Scope = Type.Object(
   { additionalProperties: false },
 );
 
+/** An audience's token profile (domain/token-profiles.ts). */
+const TokenProfile = Type.Union(
+  TOKEN_PROFILES.map((p) => Type.Literal(p)),
+  {
+    description:
+      'the claims its tokens carry: rfc9068 (the default: RFC 9068), auth0 (sub <client_id>@clients, azp, gty, permissions), keycloak (azp, typ Bearer, preferred_username service-account-<client_id>, clientId)',
+  },
+);
+
 export const Audience = Type.Object(
   {
     id: Type.String({ description: 'server-made, stable; paths use it' }),
@@ -54,6 +64,7 @@ export const Audience = Type.Object(
       description:
         "token exchange (RFC 8693): the clients that receive this audience's tokens, and so may exchange one for a token of another audience; sorted, each once",
     }),
+    token_profile: TokenProfile,
     created_at: Time,
     updated_at: Time,
   },
@@ -439,6 +450,7 @@ export const NewAudience = Type.Object(
     token_ttl: Type.Optional(Ttl),
     signing_alg: Type.Optional(Nullable(Alg)),
     resource_server_client_ids: Type.Optional(ResourceServersInput),
+    token_profile: Type.Optional(Nullable(TokenProfile)),
   },
   { additionalProperties: false },
 );
@@ -450,6 +462,7 @@ export const AudiencePatch = Type.Object(
     token_ttl: Type.Optional(Ttl),
     signing_alg: Type.Optional(Nullable(Alg)),
     resource_server_client_ids: Type.Optional(ResourceServersInput),
+    token_profile: Type.Optional(Nullable(TokenProfile)),
   },
   { additionalProperties: false },
 );

@@ -53,6 +53,7 @@ const audienceFields = (values: Record<string, unknown>) => ({
   ...('token_ttl' in values ? { tokenTtl: values.token_ttl as number | null } : {}),
   ...('signing_alg' in values ? { signingAlg: values.signing_alg as string | null } : {}),
   ...('scopes' in values ? { scopes: (values.scopes as ScopeEntry[] | null) ?? [] } : {}),
+  ...('token_profile' in values ? { tokenProfile: values.token_profile as string | null } : {}),
 });
 
 /** A plan's values of an audience but its resource servers, which are set once every client exists. */

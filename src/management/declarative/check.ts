@@ -149,6 +149,7 @@ const audienceInput = (url: string, raw: Record<string, unknown>): AudienceInput
   resourceServerClientIds: Array.isArray(raw.resource_server_client_ids)
     ? (raw.resource_server_client_ids as unknown[]).filter((id): id is string => typeof id === 'string')
     : undefined,
+  tokenProfile: nstr(raw.token_profile),
 });
 
 /** A client's entry as the rules take it, each value only if it is of the type the schema asks. */
@@ -311,6 +312,8 @@ class FileCheck {
       ...(checked.resourceServerClientIds?.length
         ? { resource_server_client_ids: checked.resourceServerClientIds }
         : {}),
+      // As the export writes it: only when not the default.
+      ...(checked.tokenProfile ? { token_profile: checked.tokenProfile } : {}),
     });
   }
 

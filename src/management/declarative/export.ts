@@ -30,6 +30,7 @@ export function audienceEntry(a: Audience): AudienceEntry {
     ...(a.resourceServerClientIds.length === 0
       ? {}
       : { resource_server_client_ids: a.resourceServerClientIds }),
+    ...(a.tokenProfile === null ? {} : { token_profile: a.tokenProfile }),
   };
 }
 

@@ -38,6 +38,8 @@ export interface AudienceEntry {
   scopes?: ScopeEntry[];
   /** The clients that receive its tokens (token exchange), by client_id, sorted; none when left out. */
   resource_server_client_ids?: string[];
+  /** The claims its tokens carry beyond RFC 9068's: auth0, keycloak; rfc9068 when left out. */
+  token_profile?: string | null;
 }
 
 /**
@@ -122,6 +124,9 @@ export const audienceOfEntry = (entry: AudienceEntry): Audience => ({
   signingAlg: (entry.signing_alg ?? null) as Audience['signingAlg'],
   scopes: (entry.scopes ?? []).map((s) => ({ name: s.name, description: s.description ?? null })),
   resourceServerClientIds: [...new Set(entry.resource_server_client_ids ?? [])].sort(byCodeUnit),
+  tokenProfile: (entry.token_profile === 'rfc9068'
+    ? null
+    : (entry.token_profile ?? null)) as Audience['tokenProfile'],
   createdAt: '',
   updatedAt: '',
 });

@@ -94,7 +94,7 @@ export const givenSecretOf = (plan: Plan, clientId: string): string | undefined 
 const sortedKeys = (map: ReadonlyMap<string, unknown>): string[] => [...map.keys()].sort(byCodeUnit);
 
 /** The audience fields the export leaves out at their default (which is not null). */
-const AUDIENCE_DEFAULTS = { resource_server_client_ids: [] };
+const AUDIENCE_DEFAULTS = { resource_server_client_ids: [], token_profile: 'rfc9068' };
 
 /** The audiences the file creates or changes, by identifier. */
 function audienceSteps(

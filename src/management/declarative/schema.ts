@@ -1,3 +1,4 @@
+import { TOKEN_PROFILES } from '../../domain/token-profiles.js';
 /**
  * The JSON Schema of the file (`tessera export --schema`), and the file's shape checked by it. The rules
  * (lengths, ranges, URL forms) are the management layer's, checked after it (see check.ts).
@@ -35,6 +36,12 @@ const AUDIENCE = {
       description:
         'token exchange (RFC 8693): the clients that receive its tokens, and so may exchange one for a token of another audience, by client_id (each a client in the file or registered); none when left out',
     },
+    token_profile: nullable({
+      enum: [...TOKEN_PROFILES],
+      default: 'rfc9068',
+      description:
+        "the claims its tokens carry: rfc9068 (RFC 9068's), auth0 (sub <client_id>@clients, azp, gty, permissions: as Auth0's), keycloak (azp, typ Bearer, preferred_username service-account-<client_id>, clientId: as Keycloak's)",
+    }),
   },
 };
 

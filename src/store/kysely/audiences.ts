@@ -44,13 +44,18 @@ export function audienceStore(base: StoreBase): AudienceStore {
             created_at: at,
             updated_at: at,
           };
-          // None is the column's default: left out then, as a store before 0015 has no such column.
+          const profile = audience.tokenProfile ?? null;
+          // None is the column's default: left out then, as a store before 0015 (0018) has no such column.
           await tx
             .insertInto('audiences')
-            .values(resourceServers === '[]' ? row : { ...row, resource_server_client_ids: resourceServers })
+            .values({
+              ...row,
+              ...(resourceServers === '[]' ? {} : { resource_server_client_ids: resourceServers }),
+              ...(profile === null ? {} : { token_profile: profile }),
+            })
             .execute();
           await base.record(tx, 'audience', audience.url, audit);
-          return toAudience({ ...row, resource_server_client_ids: resourceServers });
+          return toAudience({ ...row, resource_server_client_ids: resourceServers, token_profile: profile });
         },
       ),
 
@@ -71,6 +76,7 @@ export function audienceStore(base: StoreBase): AudienceStore {
           signingAlg: (alg) => ({ signing_alg: alg }),
           scopes: (scopes) => ({ scopes: JSON.stringify(scopes) }),
           resourceServerClientIds: (ids) => ({ resource_server_client_ids: clientIdsText(ids) }),
+          tokenProfile: (profile) => ({ token_profile: profile }),
         });
         const result = await tx
           .updateTable('audiences')

@@ -50,6 +50,7 @@ export const toAudience = (row: Selectable<AudiencesTable>): Audience => ({
   signingAlg: row.signing_alg as SigningAlg | null,
   scopes: JSON.parse(row.scopes) as AudienceScope[],
   resourceServerClientIds: JSON.parse(row.resource_server_client_ids) as string[],
+  tokenProfile: (row.token_profile ?? null) as Audience['tokenProfile'],
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });

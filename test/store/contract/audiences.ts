@@ -15,11 +15,28 @@ export function audiencesContract(): void {
         signingAlg: 'RS256',
         scopes: [],
         resourceServerClientIds: [],
+        tokenProfile: null,
         createdAt: at,
         updatedAt: at,
       };
       expect(added).toEqual(expected);
       expect(await store.findAudience(A)).toEqual(expected);
+    });
+
+    it('a token profile: set at creation, changed and cleared (0018), null for rfc9068', async () => {
+      const added = await store.addAudience({
+        url: A,
+        name: null,
+        tokenTtl: null,
+        signingAlg: null,
+        tokenProfile: 'auth0',
+      });
+      expect(added.tokenProfile).toBe('auth0');
+      expect((await store.findAudience(A))!.tokenProfile).toBe('auth0');
+      await store.updateAudience(A, { tokenProfile: 'keycloak' });
+      expect((await store.listAudiences()).map((a) => a.tokenProfile)).toEqual(['keycloak']);
+      await store.updateAudience(A, { tokenProfile: null });
+      expect((await store.findAudience(A))!.tokenProfile).toBeNull();
     });
 
     it('keeps nulls as nulls', async () => {
@@ -33,6 +50,7 @@ export function audiencesContract(): void {
         signingAlg: null,
         scopes: [],
         resourceServerClientIds: [],
+        tokenProfile: null,
         createdAt: at,
         updatedAt: at,
       });

@@ -105,7 +105,10 @@ export function certificatesContract(open: OpenStore): void {
         // Written by `tessera migrate`'s own steps to a store of the schema before 0017.
         await fresh.createClient({ ...newClient('old', [A]), dpopBoundAccessTokens: true });
         expect(await fresh.migrate()).toEqual(migrationsAfter('0016_client_deletions'));
-        expect(migrationsAfter('0016_client_deletions')).toEqual(['0017_tls_client_auth']);
+        expect(migrationsAfter('0016_client_deletions')).toEqual([
+          '0017_tls_client_auth',
+          '0018_token_profile',
+        ]);
         expect(await fresh.findClient('old')).toMatchObject({
           id: 'old',
           dpopBoundAccessTokens: true,

@@ -116,6 +116,7 @@ export async function expectAudienceIdsAssigned(store: Store): Promise<void> {
       signingAlg: row.signing_alg,
       scopes: [],
       resourceServerClientIds: [],
+      tokenProfile: null,
       createdAt: row.created_at,
       updatedAt: row.updated_at,
     })),

@@ -72,6 +72,7 @@ export const MIGRATIONS = [
   '0015_token_exchange',
   '0016_client_deletions',
   '0017_tls_client_auth',
+  '0018_token_profile',
 ] as const;
 
 /** The migrations a store migrated up to `name` still runs, in order. */
