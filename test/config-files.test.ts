@@ -399,7 +399,7 @@ describe('client_secret_file with tessera apply', () => {
         action: 'update',
         type: 'client',
         client_id: 'billing',
-        changes: [{ field: 'client_secret_file', from: null, to: 'billing.secret' }],
+        changes: [{ field: 'client_secret', from: null, to: 'billing.secret' }],
       },
     ]);
     expect(applied.json.secrets).toEqual([]);
@@ -435,6 +435,65 @@ describe('client_secret_file with tessera apply', () => {
       ].join('\n'),
     );
     expect(refused.stderr).not.toContain('not-32-characters');
+  });
+});
+
+describe('tessera apply --secrets', () => {
+  it('carries secrets given beside the file: new clients get them, none is printed, twice is No changes.', async () => {
+    const dir = tempDir('tessera-apply-secrets-');
+    const env = tesseraEnv({ TESSERA_DATA_DIR: path.join(dir, 'data') });
+    const carried = secret();
+    const secrets = path.join(dir, 'secrets.json');
+    writeFileSync(secrets, JSON.stringify({ billing: carried }), { mode: 0o600 });
+    const file = path.join(dir, 'tessera.yaml');
+    writeFileSync(
+      file,
+      fileWith(`  - client_id: billing\n    name: Billing\n    grants:\n      - audience: ${API}\n`),
+    );
+    const applied = await tesseraOk(env, 'apply', '-f', file, '--secrets', secrets, '--json');
+    expect(applied.json.secrets).toEqual([]);
+    expect(applied.stdout).not.toContain(carried);
+    expect((await tesseraOk(env, 'apply', '-f', file, '--secrets', secrets)).stdout).toBe('No changes.\n');
+    // The carried secret is the client's: a new one beside the file replaces it.
+    const next = secret();
+    writeFileSync(secrets, JSON.stringify({ billing: next }));
+    expect((await tesseraOk(env, 'apply', '-f', file, '--secrets', secrets, '--dry-run')).stdout).toBe(
+      [
+        `~ client billing: its secrets replaced by the one in "${secrets}"`,
+        '',
+        'Plan: 0 to create, 1 to update, 0 to delete.',
+        'Dry run: nothing was changed.',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('refuses a secret too short, one for a client the file lacks, and a file that is not a JSON object, never showing a secret', async () => {
+    const dir = tempDir('tessera-apply-secrets-');
+    const env = tesseraEnv({ TESSERA_DATA_DIR: path.join(dir, 'data') });
+    const file = path.join(dir, 'tessera.yaml');
+    writeFileSync(file, fileWith(`  - client_id: billing\n    name: Billing\n`));
+    const secrets = path.join(dir, 'secrets.json');
+    writeFileSync(secrets, JSON.stringify({ billing: 'short-one', ghost: secret() }));
+    const refused = await tessera(env, 'apply', '-f', file, '--secrets', secrets);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toBe(
+      [
+        `tessera: ${file}: 2 errors, nothing was changed`,
+        `  ${file}:1:1: ${secrets} has a secret for client ghost, which is not in the file`,
+        `  ${file}:5:16: /clients/0/client_id: ${secrets}: client billing: a secret must have at least 32 characters; this one has 9`,
+        '',
+      ].join('\n'),
+    );
+    expect(refused.stderr).not.toContain('short-one');
+    writeFileSync(secrets, '{"billing": "not-closed');
+    const broken = await tessera(env, 'apply', '-f', file, '--secrets', secrets);
+    expect(broken.code).toBe(2);
+    expect(broken.stderr).toBe(`tessera: ${secrets}: not JSON\n`);
+    writeFileSync(secrets, JSON.stringify({ billing: 42 }));
+    expect((await tessera(env, 'apply', '-f', file, '--secrets', secrets)).stderr).toBe(
+      `tessera: ${secrets}: not a JSON object of client ids and their secrets\n`,
+    );
   });
 });
 

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import type * as declarative from '../management/declarative/index.js';
 import type { ManagementContext } from '../management/index.js';
+import { ManagementError } from '../management/errors.js';
 import { action, withJson } from './common.js';
 import { jsonPieces, print, printJson, writePieces } from './output.js';
 
@@ -83,11 +84,45 @@ async function planOf(
   file: string,
   name: string,
   prune: boolean,
+  secretsFile: string | undefined,
 ): Promise<declarative.Plan> {
+  const given = secretsFile === undefined ? undefined : await readSecrets(secretsFile);
   const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
   // A client's client_secret_file is relative to the file's directory (standard input's: the working one).
   const baseDir = file === '-' ? process.cwd() : dirname(resolve(file));
-  return d.planApply(ctx, d.parseConfigFile(text, name), { prune, secretFiles: { baseDir } });
+  return d.planApply(ctx, d.parseConfigFile(text, name), {
+    prune,
+    secretFiles: {
+      baseDir,
+      ...(given === undefined ? {} : { given: { secrets: given, from: secretsFile! } }),
+    },
+  });
+}
+
+/**
+ * `--secrets FILE`: the secrets `tessera import --secrets` carried over, a JSON object of client_id to secret (kept
+ * out of the apply file, which goes into git). A file that is not one is a usage error, its secrets never shown.
+ */
+async function readSecrets(file: string): Promise<Map<string, string>> {
+  let data: unknown;
+  try {
+    data = JSON.parse(await readFile(file, 'utf8'));
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new ManagementError(
+      'invalid_file',
+      code === undefined ? `${file}: not JSON` : `${file}: cannot read it (${code})`,
+    );
+  }
+  // (Never JSON.parse's message: it quotes the text, a secret.)
+  if (
+    typeof data !== 'object' ||
+    data === null ||
+    Array.isArray(data) ||
+    Object.values(data).some((secret) => typeof secret !== 'string')
+  )
+    throw new ManagementError('invalid_file', `${file}: not a JSON object of client ids and their secrets`);
+  return new Map(Object.entries(data as Record<string, string>));
 }
 
 /** `tessera export` and `tessera apply`: the configuration as a file kept in git. */
@@ -117,31 +152,37 @@ export function configCommands(program: Command): void {
       .description('make the store match a file: print the plan, then apply it in one transaction')
       .requiredOption('-f, --file <file>', 'the file (YAML or JSON); - reads standard input')
       .option('--dry-run', 'print the plan and change nothing')
-      .option('--prune', 'also delete what the file does not have (audiences, clients, grants)'),
+      .option('--prune', 'also delete what the file does not have (audiences, clients, grants)')
+      .option(
+        '--secrets <file>',
+        'secrets of its clients, a JSON object of client_id to secret (as tessera import --secrets writes them)',
+      ),
   ).action(
-    action(async (ctx, json, options: { file: string; dryRun?: boolean; prune?: boolean }) => {
-      const name = options.file === '-' ? '<stdin>' : options.file;
-      const d = await loadDeclarative();
-      const plan = await planOf(d, ctx, options.file, name, Boolean(options.prune));
-      const dryRun = Boolean(options.dryRun);
-      const secrets = dryRun ? [] : await d.applyPlan(ctx, plan);
-      if (json) {
-        // Its changes and secrets are written one at a time: for 200 000 clients the document is 90 MB.
-        await writePieces(
-          applyJson({
-            file: name,
-            dry_run: dryRun,
-            prune: plan.prune,
-            applied: !dryRun && plan.steps.length > 0,
-            summary: d.planSummary(plan),
-            changes: plan.steps,
-            kept: plan.kept,
-            secrets,
-          }),
-        );
-        return;
-      }
-      await writePieces(applyText(d, plan, secrets, dryRun));
-    }),
+    action(
+      async (ctx, json, options: { file: string; dryRun?: boolean; prune?: boolean; secrets?: string }) => {
+        const name = options.file === '-' ? '<stdin>' : options.file;
+        const d = await loadDeclarative();
+        const plan = await planOf(d, ctx, options.file, name, Boolean(options.prune), options.secrets);
+        const dryRun = Boolean(options.dryRun);
+        const secrets = dryRun ? [] : await d.applyPlan(ctx, plan);
+        if (json) {
+          // Its changes and secrets are written one at a time: for 200 000 clients the document is 90 MB.
+          await writePieces(
+            applyJson({
+              file: name,
+              dry_run: dryRun,
+              prune: plan.prune,
+              applied: !dryRun && plan.steps.length > 0,
+              summary: d.planSummary(plan),
+              changes: plan.steps,
+              kept: plan.kept,
+              secrets,
+            }),
+          );
+          return;
+        }
+        await writePieces(applyText(d, plan, secrets, dryRun));
+      },
+    ),
   );
 }

@@ -31,7 +31,7 @@ import type { ScopeEntry } from './file.js';
 import { givenSecretOf, type Plan, type PlanStep } from './plan.js';
 
 /** The change of a client whose secret the file gives and which does not have it (plan.ts). */
-const SECRET_FILE = 'client_secret_file';
+const SECRET_FILE = 'client_secret';
 
 /** A new client's secret, shown once. */
 export interface CreatedSecret {

@@ -48,8 +48,13 @@ export type WantedClient = Omit<ClientEntry, 'federated_credentials'> & {
 interface Wanted {
   audiences: Map<string, AudienceEntry>;
   clients: Map<string, WantedClient>;
-  /** The secrets of the clients that name a client_secret_file, by client_id (read, checked, never printed). */
+  /**
+   * The secrets of the clients that name a client_secret_file or have one given beside the file, by client_id
+   * (read, checked, never printed).
+   */
   secrets: Map<string, string>;
+  /** Where the secrets given beside the file came from (`--secrets FILE`), for the plan's words. */
+  secretsFrom: string;
 }
 
 /** How the clients' client_secret_file are read (planApply's `secretFiles`). */
@@ -63,6 +68,11 @@ export interface SecretFiles {
    * could be shown to no one).
    */
   required?: boolean;
+  /**
+   * Secrets given beside the file, by client_id (`tessera apply --secrets`: those an import carried over), each
+   * taken as a client_secret_file's would be; `from` names where they came from, for the problems.
+   */
+  given?: { secrets: ReadonlyMap<string, string>; from: string };
 }
 
 /** What the checks of a file need to know of the store. */
@@ -317,6 +327,15 @@ class FileCheck {
     });
   }
 
+  /** The secrets given beside the file for clients it does not have: a mistake, refused. */
+  checkGivenSecrets(): void {
+    const given = this.known.secretFiles?.given;
+    if (given === undefined) return;
+    for (const id of given.secrets.keys())
+      if (!this.namedClients.has(id))
+        this.problems.add('', `${given.from} has a secret for client ${id}, which is not in the file`);
+  }
+
   /**
    * The resource servers of the file's audiences: each a client of the file, or a registered one that stays (with
    * --prune, a client left out of the file would be deleted). Refusals name the id's place.
@@ -381,6 +400,27 @@ class FileCheck {
   ): string | undefined | null {
     const secretFiles = this.known.secretFiles;
     const at = `${base}/client_secret_file`;
+    const given = secretFiles?.given?.secrets.get(client.id);
+    if (given !== undefined) {
+      const from = secretFiles!.given!.from;
+      if (file !== undefined) {
+        this.problems.add(at, `client ${client.id} has a secret in ${from} too: give it one secret, not two`);
+        return null;
+      }
+      if (!usesSecrets(client.authMethod)) {
+        this.problems.add(
+          `${base}/client_id`,
+          `${from} has a secret for client ${client.id}, which authenticates with ${client.authMethod}`,
+        );
+        return null;
+      }
+      const problem = givenSecretProblem(given);
+      if (problem !== undefined) {
+        this.problems.add(`${base}/client_id`, `${from}: client ${client.id}: ${problem}`);
+        return null;
+      }
+      return given;
+    }
     if (file === undefined) {
       if (secretFiles?.required && usesSecrets(client.authMethod) && !this.known.clients.has(client.id)) {
         this.problems.add(
@@ -595,7 +635,13 @@ export async function checkFile(ctx: ManagementContext, file: ParsedFile, known:
     clients[i] = undefined;
   }
   check.checkResourceServers();
+  check.checkGivenSecrets();
   await check.checkKeySets();
   check.problems.throwIfAny();
-  return { audiences: check.audiences, clients: check.clients, secrets: check.secrets };
+  return {
+    audiences: check.audiences,
+    clients: check.clients,
+    secrets: check.secrets,
+    secretsFrom: known.secretFiles?.given?.from ?? '',
+  };
 }

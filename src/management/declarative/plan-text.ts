@@ -48,7 +48,7 @@ function resourceLines(s: Exclude<PlanStep, { type: 'grant' | 'federated_credent
   if (s.action === 'delete')
     return [`- ${s.type} ${id}${s.type === 'client' ? ' (with its grants)' : ' (with every grant of it)'}`];
   return s.changes.map((c) =>
-    c.field === 'client_secret_file'
+    c.field === 'client_secret'
       ? `~ ${s.type} ${id}: its secrets replaced by the one in ${show(c.to)}`
       : `~ ${s.type} ${id}: ${c.field} ${show(c.from)} → ${show(c.to)}`,
   );

@@ -224,7 +224,7 @@ function clientSteps(
   prune: boolean,
   kept: Kept,
   issuer: string,
-  given: { secret: string; now: number } | undefined,
+  given: { secret: string; now: number; from: string } | undefined,
 ): PlanStep[] {
   const { grants, client_id: id, federated_credentials: credentials, ...want } = wanted;
   if (!have) {
@@ -248,7 +248,8 @@ function clientSteps(
   );
   // Its secret from the file, unless it is one of the client's already: then the client's secrets are replaced by it.
   if (given !== undefined && !holdsSecret(have, given.secret, given.now))
-    changes.push({ field: 'client_secret_file', from: null, to: want.client_secret_file });
+    // `to` says where the secret is (never the secret): its file, or the secrets given beside the file.
+    changes.push({ field: 'client_secret', from: null, to: want.client_secret_file ?? given.from });
   if (changes.length > 0) steps.push({ action: 'update', type: 'client', client_id: id, changes });
   return [...steps, ...written, ...grantSteps(have, grants, prune, kept)];
 }
@@ -325,7 +326,7 @@ function planSteps(
     const client = wanted.clients.get(id)!;
     wanted.clients.delete(id);
     const secret = wanted.secrets.get(id);
-    const given = secret === undefined ? undefined : { secret, now };
+    const given = secret === undefined ? undefined : { secret, now, from: wanted.secretsFrom };
     for (const step of clientSteps(client, byId.get(id), prune, kept, ctx.config.issuer, given))
       steps.push(step);
   }
