@@ -23,7 +23,10 @@ const TIMED = [
 const HEAVY = [
   'test/console/browser.test.ts',
   'test/console/federation.test.ts',
+  'test/console/import.test.ts',
   'test/http/console-session.test.ts',
+  // builds the container image (buildah, minutes cold) and runs it (podman)
+  'test/deploy/image.test.ts',
 ];
 
 const common = {
