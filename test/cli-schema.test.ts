@@ -41,7 +41,7 @@ describe('the schema and operator commands', () => {
     expect(JSON.parse(refused.stderr)).toEqual({
       error: 'schema_mismatch',
       message:
-        "the store's schema is older than this tessera (0005_change_audit, 0006_ids_and_scopes, 0007_custom_claims, 0008_client_secrets, 0009_private_key_jwt, 0010_console, 0011_typed_actors, 0012_federated_credentials, 0013_dpop_bound_access_tokens, 0014_revocation, 0015_token_exchange, 0016_client_deletions, 0017_tls_client_auth not applied): run `tessera migrate` " +
+        "the store's schema is older than this tessera (0005_change_audit, 0006_ids_and_scopes, 0007_custom_claims, 0008_client_secrets, 0009_private_key_jwt, 0010_console, 0011_typed_actors, 0012_federated_credentials, 0013_dpop_bound_access_tokens, 0014_revocation, 0015_token_exchange, 0016_client_deletions, 0017_tls_client_auth, 0018_token_profile not applied): run `tessera migrate` " +
         '(servers of the older version must be stopped or upgraded first)',
     });
     expect(applied(file)).not.toContain('0005_change_audit');

@@ -10,6 +10,7 @@ import { clientCommands } from './clients.js';
 import { configCommands } from './config.js';
 import { EXIT_FAILED, EXIT_USAGE } from './common.js';
 import { grantCommands } from './grants.js';
+import { importCommands } from './import.js';
 import { keyCommands } from './keys.js';
 import { operatorCommands } from './operators.js';
 import { serveCommands } from './serve.js';
@@ -49,6 +50,7 @@ export function buildProgram(): Command {
   keyCommands(program);
   auditCommand(program);
   configCommands(program);
+  importCommands(program);
   operatorCommands(program);
   return program;
 }

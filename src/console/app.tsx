@@ -9,6 +9,7 @@ import { AuditPage } from './pages/audit';
 import { ClientPage } from './pages/client';
 import { ClientsPage } from './pages/clients';
 import { EnrollPage } from './pages/enroll';
+import { ImportPage } from './pages/import';
 import { KeysPage } from './pages/keys';
 import { LoginPage } from './pages/login';
 import { OperatorsPage } from './pages/operators';
@@ -80,6 +81,7 @@ function Shell() {
           <Route path="/console/clients/:id" component={ClientPage} />
           <Route path="/console/keys" component={KeysPage} />
           <Route path="/console/audit" component={AuditPage} />
+          <Route path="/console/import" component={ImportPage} />
           <Route path="/console/operators" component={OperatorsPage} />
           <Route default component={NotFound} />
         </Router>
@@ -94,6 +96,7 @@ const NAV: { href: string; label: string; scope?: string }[] = [
   { href: `${BASE}/clients`, label: 'Clients' },
   { href: `${BASE}/keys`, label: 'Keys' },
   { href: `${BASE}/audit`, label: 'Audit trail' },
+  { href: `${BASE}/import`, label: 'Import', scope: 'clients:read' },
   { href: `${BASE}/operators`, label: 'Operators', scope: 'operators:read' },
 ];
 

@@ -20,7 +20,7 @@ export function generateSecret(): string {
  * an apply file; MANAGEMENT.md): 32, as many as `openssl rand -base64 24` prints. Such a secret is digested like a
  * generated one, so it must be as random: the documentation says to make it so.
  */
-export const MIN_GIVEN_SECRET_LENGTH = 32;
+const MIN_GIVEN_SECRET_LENGTH = 32;
 
 /** Why a given secret is refused, or undefined: at least MIN_GIVEN_SECRET_LENGTH characters, visible ASCII only. */
 export function givenSecretProblem(secret: string): string | undefined {

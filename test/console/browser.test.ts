@@ -307,7 +307,7 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     await viewer.waitForURL(`${t.url}/console/`);
     expect(
       await viewer.getByRole('navigation', { name: 'Console' }).getByRole('link').allTextContents(),
-    ).toEqual(['Overview', 'Audiences', 'Clients', 'Keys', 'Audit trail']);
+    ).toEqual(['Overview', 'Audiences', 'Clients', 'Keys', 'Audit trail', 'Import']);
     await go(viewer, 'Clients');
     await eventually(() => viewer.getByText('Your role can see clients but not change them.').count()).toBe(
       1,

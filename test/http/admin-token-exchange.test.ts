@@ -119,6 +119,7 @@ describe("an audience's resource_server_client_ids", () => {
       signing_alg: null,
       scopes: [],
       resource_server_client_ids: ['gateway', 'orders-api'],
+      token_profile: 'rfc9068',
       created_at: expect.any(String),
       updated_at: expect.any(String),
     });

@@ -187,6 +187,8 @@ describe('the OpenAPI document', () => {
         'PATCH /operators/{id}',
         'DELETE /operators/{id}',
         'POST /operators/{id}/reset',
+        'POST /apply',
+        'POST /imports',
       ].sort(),
     );
   });
@@ -1527,6 +1529,29 @@ describe('federated credentials (workload identity federation)', () => {
     expect((await call(token, 'listFederatedCredentials', { params: { id } })).body.items).toEqual(
       made.body.federated_credentials,
     );
+  });
+});
+
+describe('apply and imports through the API (each answer against its schema)', () => {
+  it('POST /apply: a dry run plans, an empty body is a 400; POST /imports maps an export, a bad source is a 400', async () => {
+    const { token } = await adminToken();
+    const planned = await call(token, 'applyConfig', { body: { file: {}, dry_run: true } });
+    expect(planned.status).toBe(200);
+    expect((await call(token, 'applyConfig', { body: {} })).status).toBe(400);
+    const imported = await call(token, 'createImport', {
+      body: {
+        source: 'hydra',
+        file: [
+          {
+            client_id: 'hydra-svc',
+            grant_types: ['client_credentials'],
+            audience: ['https://h.example.com'],
+          },
+        ],
+      },
+    });
+    expect(imported.status).toBe(200);
+    expect((await call(token, 'createImport', { body: { source: 'okta', file: {} } })).status).toBe(400);
   });
 });
 

@@ -20,10 +20,12 @@ import { depthLimited } from '../json-body.js';
 import { Cursors } from './paging.js';
 import { SessionCookie } from '../session-cookie.js';
 import { answerWithProblems, type ProblemError } from '../problem.js';
+import { applyRoutes } from './routes-apply.js';
 import { audienceRoutes } from './routes-audiences.js';
 import { auditRoutes } from './routes-audit.js';
 import { clientRoutes } from './routes-clients.js';
 import { federationRoutes } from './routes-federation.js';
+import { importRoutes } from './routes-imports.js';
 import { keyRoutes } from './routes-keys.js';
 import { operatorRoutes } from './routes-operators.js';
 import { secretRoutes } from './routes-secrets.js';
@@ -220,6 +222,8 @@ export function adminApi(app: FastifyInstance, deps: AdminApiDeps): void {
       auditRoutes(admin, context);
       operatorRoutes(admin, context);
       statsRoutes(admin, context);
+      importRoutes(admin, context);
+      applyRoutes(admin, context);
 
       // Needs no token (config without a scope); no-store like every admin answer.
       admin.get('/openapi.json', { schema: { hide: true }, config: {} }, async () => admin.swagger());
