@@ -1,3 +1,4 @@
+import { subjectClientOf } from './token-profiles.js';
 import { compactJws, jsonPart, type SigningAlg } from './jose.js';
 
 /*
@@ -153,7 +154,7 @@ export function activeNow(claims: OwnTokenClaims, deps: OwnTokenDeps): OwnTokenV
   // A token obtained by token exchange (RFC 8693) is for its `sub`, the original caller, a client too: it is
   // worth no more than a token of that client would be (never a token for a disabled or deleted original client;
   // Keycloak's CVE-2025-14559). A client credentials token has sub = client_id, and pays nothing for this.
-  const sub = claims.sub;
+  const sub = subjectClientOf(claims.sub);
   if (sub !== clientId) {
     if (!deps.clientExists(sub)) return inactive('its subject client is deleted', 'client');
     const subjectCut = deps.cutOf(sub);

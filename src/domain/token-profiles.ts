@@ -7,7 +7,8 @@
  * - `auth0`: `sub` is `<client_id>@clients`, and `azp` (the client id), `gty: "client-credentials"` and
  *   `permissions` (the token's scopes as an array) are added, as Auth0's machine-to-machine tokens have them.
  * - `keycloak`: `azp` (the client id), `typ: "Bearer"`, `preferred_username` (`service-account-<client_id>`) and
- *   `clientId` are added, as Keycloak's service-account tokens have them.
+ *   `clientId` are added, as Keycloak's service-account tokens have them (of an exchanged token: its subject's, the
+ *   original caller's service account, as Keycloak's exchange keeps the subject's; `azp` is the acting client).
  *
  * Every reserved claim name stays reserved for custom claims; a custom claim named like one of a profile's own
  * (gty, permissions, preferred_username, clientId) is the client's choice, and the profile's is then left out.
@@ -18,6 +19,17 @@ export type TokenProfile = (typeof TOKEN_PROFILES)[number];
 
 export const isTokenProfile = (value: unknown): value is TokenProfile =>
   typeof value === 'string' && (TOKEN_PROFILES as readonly string[]).includes(value);
+
+/** What the auth0 profile appends to a token's `sub`: Auth0's mark of a machine client. */
+const AUTH0_CLIENT_SUFFIX = '@clients';
+
+/**
+ * The client a token of this server is for, from its `sub`: the client id, which the auth0 profile writes as
+ * `<client_id>@clients` (a client id never holds `@`, validate.ts). What introspection, revocation and token exchange
+ * look up, whatever the profile of the token's audience.
+ */
+export const subjectClientOf = (sub: string): string =>
+  sub.endsWith(AUTH0_CLIENT_SUFFIX) ? sub.slice(0, -AUTH0_CLIENT_SUFFIX.length) : sub;
 
 /** The claims a profile adds that custom claims may also name (the others are reserved). */
 export const PROFILE_CLAIMS = ['gty', 'permissions', 'preferred_username', 'clientId'] as const;
@@ -39,17 +51,18 @@ export function applyTokenProfile(
   claims: ProfiledClaims,
   custom: ReadonlySet<string> | undefined,
 ): void {
-  const clientId = claims.client_id;
-  claims.azp = clientId;
+  // `azp` is the client the token was issued to; the subject is the client it is for (an exchanged token's is the
+  // original caller, whose service account Keycloak names).
+  claims.azp = claims.client_id;
+  const subject = subjectClientOf(claims.sub);
   if (profile === 'auth0') {
-    // An exchanged token's subject may be an Auth0-profiled token's already.
-    if (!claims.sub.endsWith('@clients')) claims.sub = `${claims.sub}@clients`;
+    claims.sub = `${subject}${AUTH0_CLIENT_SUFFIX}`;
     if (!custom?.has('gty')) claims.gty = 'client-credentials';
     if (!custom?.has('permissions'))
       claims.permissions = claims.scope === undefined ? [] : claims.scope.split(' ');
     return;
   }
   claims.typ = 'Bearer';
-  if (!custom?.has('preferred_username')) claims.preferred_username = `service-account-${clientId}`;
-  if (!custom?.has('clientId')) claims.clientId = clientId;
+  if (!custom?.has('preferred_username')) claims.preferred_username = `service-account-${subject}`;
+  if (!custom?.has('clientId')) claims.clientId = subject;
 }

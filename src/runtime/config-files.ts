@@ -7,7 +7,7 @@
  * the instances apply a file one at a time and the second finds nothing left to do.
  */
 import { createHash } from 'node:crypto';
-import { watch, type FSWatcher } from 'node:fs';
+import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
@@ -72,6 +72,14 @@ export class ApplyFile {
   private state: ApplyFileStatus;
   /** The digest of the text last dealt with (applied, or refused for its content); another one is applied. */
   private seen: string | undefined;
+  /**
+   * The client_secret_file read by the last attempt and what each held (a digest, or why it could not be read): a
+   * secret rotated in its mounted file is applied though the apply file is the same, and a file that could not be
+   * read (a Secret mounted after its ConfigMap) is tried again at every reading until it can.
+   */
+  private secretsSeen = new Map<string, string>();
+  /** The errors last logged, so that a refusal tried again every few seconds is logged once. */
+  private loggedErrors: string | undefined;
   private running: Promise<void> | undefined;
   private again = false;
   private watcher: FSWatcher | undefined;
@@ -145,22 +153,35 @@ export class ApplyFile {
       return;
     }
     const digest = createHash('sha256').update(text).digest('hex');
-    if (digest === this.seen) return;
+    if (digest === this.seen && !(await this.secretsChanged())) return;
     const d = await import('../management/declarative/index.js');
     const ctx = serverContext(this.store, this.config, this.clock);
     const name = basename(this.file.path);
+    const secretsRead = new Map<string, string>();
+    const read = (path: string): string => {
+      try {
+        const secret = readFileSync(path, 'utf8');
+        secretsRead.set(path, createHash('sha256').update(secret).digest('hex'));
+        return secret;
+      } catch (error) {
+        secretsRead.set(path, `unreadable:${(error as NodeJS.ErrnoException).code ?? 'error'}`);
+        throw error;
+      }
+    };
     try {
       // Planned and applied in one transaction: one instance at a time (see the top of this file).
       const plan = await this.store.transaction(async (store) => {
         const tx = { ...ctx, store };
         const planned = await d.planApply(tx, d.parseConfigFile(text, name), {
           prune: this.file.prune,
-          secretFiles: { baseDir: dirname(this.file.path), required: true },
+          secretFiles: { baseDir: dirname(this.file.path), required: true, read },
         });
         await d.applyPlan(tx, planned);
         return planned;
       });
       this.seen = digest;
+      this.secretsSeen = secretsRead;
+      this.loggedErrors = undefined;
       this.state = {
         file: this.file.path,
         ok: true,
@@ -179,14 +200,28 @@ export class ApplyFile {
       );
     } catch (error) {
       if (error instanceof d.ConfigFileError) {
-        // Its content is at fault: nothing is tried again until it changes.
+        // Its content is at fault: nothing is tried again until it (or a secret file it names) changes.
         this.seen = digest;
+        this.secretsSeen = secretsRead;
         this.refused(error.problems);
         return;
       }
       // Anything else (the store, a rule found at apply time) may pass: the next reading tries again.
       this.refused([{ message: (error as Error).message }]);
     }
+  }
+
+  /** Whether a client_secret_file the last attempt read holds something else now, or could not be read then. */
+  private async secretsChanged(): Promise<boolean> {
+    for (const [path, seen] of this.secretsSeen) {
+      if (seen.startsWith('unreadable:')) return true;
+      try {
+        if (createHash('sha256').update(await readFile(path, 'utf8')).digest('hex') !== seen) return true;
+      } catch {
+        return true;
+      }
+    }
+    return false;
   }
 
   private refused(errors: NonNullable<ApplyFileStatus['errors']>): void {
@@ -199,6 +234,9 @@ export class ApplyFile {
         : { applied_digest: this.state.applied_digest, applied_at: this.state.applied_at }),
       errors,
     };
+    const logged = JSON.stringify(errors);
+    if (logged === this.loggedErrors) return;
+    this.loggedErrors = logged;
     this.logger.error(
       { file: this.file.path, errors },
       'apply file refused: the configuration applied before is kept',

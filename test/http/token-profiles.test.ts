@@ -14,11 +14,18 @@ import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { updateAudience } from '../../src/management/audiences.js';
 import { putGrant } from '../../src/management/grants.js';
-import { updateClient } from '../../src/management/clients.js';
+import { createClient, updateClient } from '../../src/management/clients.js';
 import { exportConfig, parseConfigFile, planApply } from '../../src/management/declarative/index.js';
 import { managementOf } from '../helpers/management.js';
 import { tessera, tesseraEnv, tesseraOk } from '../helpers/process.js';
-import { NO_BLOCKING, postToken, startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import {
+  basic,
+  NO_BLOCKING,
+  postToken,
+  startTestServer,
+  tempDir,
+  type TestServer,
+} from '../helpers/server.js';
 
 const RFC = 'https://plain.example.com';
 const AUTH0 = 'https://orders.example.com';
@@ -191,6 +198,71 @@ describe('the claims of each profile', () => {
     await t.sync();
     expect(decodeJwt(await tokenFor(c.id, c.secret, RFC)).preferred_username).toBeUndefined();
     expect((await t.server.runtime.store.findAudience(RFC))!.tokenProfile).toBeNull();
+  });
+});
+
+/** A form POST to the server, authenticated with HTTP Basic. */
+async function postForm(path: string, params: Record<string, string>, as: { id: string; secret: string }) {
+  const response = await fetch(`${t.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(as.id, as.secret) },
+    body: new URLSearchParams(params).toString(),
+  });
+  const text = await response.text();
+  return {
+    status: response.status,
+    body: (text === '' ? undefined : JSON.parse(text)) as Record<string, unknown>,
+  };
+}
+
+describe('a profiled token in the rest of the server', () => {
+  it('auth0: introspected as active (sub as it carries it), revoked for good, and exchanged for the same caller', async () => {
+    const ctx = managementOf(t);
+    const made = await createClient(ctx, { name: 'introspector', adminScopes: ['tokens:introspect'] });
+    const rs = { id: made.client.id, secret: made.secret! };
+    const caller = await t.createClient([AUTH0]);
+    // A service, resource server of AUTH0, may exchange its callers' tokens for KEYCLOAK's.
+    const service = await createClient(ctx, { name: 'orders service', grants: [KEYCLOAK] });
+    const svc = { id: service.client.id, secret: service.secret! };
+    await putGrant(ctx, svc.id, (await t.server.runtime.store.findAudience(KEYCLOAK))!, {
+      tokenExchange: true,
+    });
+    await updateAudience(ctx, AUTH0, { resourceServerClientIds: [svc.id] });
+    await t.sync();
+
+    const token = await tokenFor(caller.id, caller.secret, AUTH0);
+    const active = await postForm('/oauth/introspect', { token }, rs);
+    expect(active.status).toBe(200);
+    expect(active.body).toMatchObject({ active: true, sub: `${caller.id}@clients`, client_id: caller.id });
+
+    const exchanged = await postForm(
+      '/oauth/token',
+      {
+        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+        subject_token: token,
+        subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+        audience: KEYCLOAK,
+      },
+      svc,
+    );
+    expect(exchanged.status).toBe(200);
+    const claims = decodeJwt(exchanged.body.access_token as string);
+    // The caller stays the subject, by its client id; the keycloak profile names its service account, azp the actor.
+    expect(claims).toMatchObject({
+      sub: caller.id,
+      client_id: svc.id,
+      act: { sub: svc.id },
+      azp: svc.id,
+      preferred_username: `service-account-${caller.id}`,
+      clientId: caller.id,
+    });
+    expect(
+      (await postForm('/oauth/introspect', { token: exchanged.body.access_token as string }, rs)).body.active,
+    ).toBe(true);
+
+    const revoked = await postForm('/oauth/revoke', { token }, caller);
+    expect(revoked.status).toBe(200);
+    expect((await postForm('/oauth/introspect', { token }, rs)).body).toEqual({ active: false });
   });
 });
 

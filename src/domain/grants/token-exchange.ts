@@ -1,3 +1,4 @@
+import { subjectClientOf } from '../token-profiles.js';
 import { invalidRequest, unacceptableToken, unauthorizedClient, unsupportedGrantType } from '../errors.js';
 import type { KnownClient } from '../known-client.js';
 import { activeNow, dpopKeyOf, readOwnToken, type OwnTokenClaims, type OwnTokenDeps } from '../own-tokens.js';
@@ -102,7 +103,8 @@ function checkActorToken(token: string, client: KnownClient, deps: OwnTokenDeps)
   const claims = readOwnToken(token, deps);
   if (typeof claims === 'string') throw unacceptableToken('actor_token', INACTIVE_ACTOR, claims);
   // The acting client's own token: issued to it (client_id), and for itself (sub), not one it holds for a caller.
-  const { client_id: clientId, sub } = claims;
+  const { client_id: clientId } = claims;
+  const sub = subjectClientOf(claims.sub);
   if (clientId !== client.id || sub !== client.id)
     throw unacceptableToken(
       'actor_token',
@@ -192,7 +194,10 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
 
   // RFC 9068 §2.2 with RFC 8693 §4.1: the caller stays the subject; the acting client is the client and the
   // current actor. Never outlives the subject token.
-  const claims = accessTokenClaims(deps, client, audience, subject.sub, subject.exp);
+  // The caller by its client id, whatever the subject token's profile wrote (auth0: `<client_id>@clients`); the
+  // new token's audience writes it as its own profile says.
+  const caller = subjectClientOf(subject.sub);
+  const claims = accessTokenClaims(deps, client, audience, caller, subject.exp);
   if (scope !== undefined) claims.scope = scope;
   claims.act = actClaim(client.id, before);
   // docs/interface.md (DPoP): a DPoP-bound subject token is exchanged only with the acting client's own proof, and the
@@ -203,7 +208,7 @@ export const tokenExchange: GrantHandler = (params, client, deps) => {
     audience,
     grant: granted,
     type: 'token.exchanged',
-    note: exchangeNote(client.id, before, subject.sub),
+    note: exchangeNote(client.id, before, caller),
     // RFC 8693 §2.2.1: an exchange's answer says what it issued.
     answer: ISSUED_ACCESS_TOKEN,
   };

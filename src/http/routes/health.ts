@@ -18,6 +18,27 @@ export interface ApplyFileStatus {
 }
 
 /**
+ * What /readyz, which anyone may ask, shows of the apply file: whether it is applied, what was last, and where each
+ * error is (its line, column and JSON pointer) — not the errors' words, which name files, clients and audiences:
+ * those are in the log.
+ */
+const publicStatus = (status: ApplyFileStatus) => ({
+  ok: status.ok,
+  ...(status.applied_digest === undefined
+    ? {}
+    : { applied_digest: status.applied_digest, applied_at: status.applied_at }),
+  ...(status.errors === undefined
+    ? {}
+    : {
+        errors: status.errors.map(({ line, column, pointer }) => ({
+          ...(line === undefined ? {} : { line }),
+          ...(column === undefined ? {} : { column }),
+          ...(pointer === undefined ? {} : { pointer }),
+        })),
+      }),
+});
+
+/**
  * /healthz: the process answers. /readyz: the store answers, the default signing key is loaded, and the
  * change feed is being followed; from a shutdown signal on, 503 at once (the server is draining).
  */
@@ -81,7 +102,7 @@ export function healthRoutes(
       .send({
         status: ready ? 'ready' : 'not_ready',
         checks: applied === undefined ? checks : { ...checks, apply_file: applied.ok ? 'ok' : 'error' },
-        ...(applied === undefined ? {} : { apply_file: applied }),
+        ...(applied === undefined ? {} : { apply_file: publicStatus(applied) }),
       });
   });
 }
