@@ -167,18 +167,7 @@ export function configCommands(program: Command): void {
         const secrets = dryRun ? [] : await d.applyPlan(ctx, plan);
         if (json) {
           // Its changes and secrets are written one at a time: for 200 000 clients the document is 90 MB.
-          await writePieces(
-            applyJson({
-              file: name,
-              dry_run: dryRun,
-              prune: plan.prune,
-              applied: !dryRun && plan.steps.length > 0,
-              summary: d.planSummary(plan),
-              changes: plan.steps,
-              kept: plan.kept,
-              secrets,
-            }),
-          );
+          await writePieces(applyJson({ file: name, ...d.applyOutcome(plan, secrets, dryRun) }));
           return;
         }
         await writePieces(applyText(d, plan, secrets, dryRun));

@@ -178,15 +178,7 @@ export function applyRoutes(app: FastifyInstance, ctx: AdminRouteContext): void 
       );
     }
     const secrets = dryRun ? [] : await d.applyPlan(mc, plan);
-    return {
-      dry_run: dryRun,
-      prune: plan.prune,
-      applied: !dryRun && plan.steps.length > 0,
-      summary: d.planSummary(plan),
-      changes: plan.steps,
-      kept: plan.kept,
-      lines: [...d.planLines(plan)],
-      secrets,
-    };
+    const { secrets: shown, ...outcome } = d.applyOutcome(plan, secrets, dryRun);
+    return { ...outcome, lines: [...d.planLines(plan)], secrets: shown };
   });
 }

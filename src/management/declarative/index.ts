@@ -16,5 +16,5 @@ export { applyPlan, type CreatedSecret } from './apply.js';
 export { exportConfig } from './export.js';
 export { ConfigFileError, parseConfigFile } from './file.js';
 export { planApply, type Plan } from './plan.js';
-export { planLines, planSummary } from './plan-text.js';
+export { applyOutcome, planLines, planSummary } from './plan-text.js';
 export { configSchema } from './schema.js';

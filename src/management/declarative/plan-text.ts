@@ -1,5 +1,6 @@
 /** The plan in words, as `tessera apply` prints it before applying it. */
 import type { ScopeEntry } from './file.js';
+import type { CreatedSecret } from './apply.js';
 import type { Plan, PlanStep } from './plan.js';
 
 /**
@@ -72,4 +73,20 @@ export function planSummary(plan: Plan): { create: number; update: number; delet
   const summary = { create: 0, update: 0, delete: 0 };
   for (const s of plan.steps) summary[s.action]++;
   return summary;
+}
+
+/**
+ * What an apply did, as `tessera apply --json` and POST /admin/v1/apply answer it: the plan's steps and counts, and
+ * the new clients' secrets, shown this once.
+ */
+export function applyOutcome(plan: Plan, secrets: readonly CreatedSecret[], dryRun: boolean) {
+  return {
+    dry_run: dryRun,
+    prune: plan.prune,
+    applied: !dryRun && plan.steps.length > 0,
+    summary: planSummary(plan),
+    changes: plan.steps,
+    kept: plan.kept,
+    secrets,
+  };
 }
