@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { lstat, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Argument, InvalidArgumentError, type Command } from 'commander';
 import { validateAudienceUrl } from '../domain/validate.js';
@@ -10,15 +11,20 @@ import { print, printJson } from './output.js';
 /** The import layer (its readers load yaml), loaded by this command only, as `apply` loads the declarative layer. */
 const loadImport = (): Promise<typeof imports> => import('../management/import/index.js');
 
+/*
+ * The values given by name are kept in Maps: a name is the user's (or an export's) to choose, and on an object
+ * `constructor` or `__proto__` would find what every object inherits.
+ */
+
 /** `--keyword NAME=VALUE` (repeatable): a value of the Deploy CLI's `##NAME##` placeholders. */
-const collectKeyword = (value: string, previous: Record<string, string> = {}): Record<string, string> => {
+const collectKeyword = (value: string, previous = new Map<string, string>()): Map<string, string> => {
   const at = value.indexOf('=');
   if (at <= 0) throw new InvalidArgumentError(`a keyword is NAME=VALUE, got "${value}"`);
-  return { ...previous, [value.slice(0, at)]: value.slice(at + 1) };
+  return new Map(previous).set(value.slice(0, at), value.slice(at + 1));
 };
 
 /** `--audience NAME=URL` (repeatable): the URL of an audience the export names otherwise (a Keycloak client id). */
-const collectAudience = (value: string, previous: Record<string, string> = {}): Record<string, string> => {
+const collectAudience = (value: string, previous = new Map<string, string>()): Map<string, string> => {
   const at = value.indexOf('=');
   if (at <= 0) throw new InvalidArgumentError(`an audience is NAME=URL, got "${value}"`);
   try {
@@ -26,7 +32,7 @@ const collectAudience = (value: string, previous: Record<string, string> = {}): 
   } catch (error) {
     throw new InvalidArgumentError((error as Error).message);
   }
-  return { ...previous, [value.slice(0, at)]: value.slice(at + 1) };
+  return new Map(previous).set(value.slice(0, at), value.slice(at + 1));
 };
 
 const unreadable = (i: typeof imports, name: string, error: unknown): Error =>
@@ -38,6 +44,59 @@ async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * A file of a directory export: a regular file only, never followed out of the directory by a symbolic link, nor
+ * waited on (a FIFO, a device). Checked with lstat, then opened without following a link (O_NOFOLLOW) nor
+ * blocking (O_NONBLOCK: a FIFO put there since opens at once), and checked again on what was opened.
+ */
+async function readDirectoryFile(
+  i: typeof imports,
+  source: string,
+  relative: string,
+  total: { bytes: number },
+): Promise<string> {
+  const full = path.join(source, relative);
+  const refuse = (what: string) =>
+    new i.ImportSourceError(source.replace(/\/+$/, ''), [
+      {
+        pointer: '',
+        file: relative,
+        message: `is ${what}, not a regular file: an export's directory is read for its own files only`,
+      },
+    ]);
+  const kind = (info: { isSymbolicLink(): boolean; isFIFO(): boolean; isFile(): boolean }) =>
+    info.isSymbolicLink()
+      ? 'a symbolic link'
+      : info.isFIFO()
+        ? 'a FIFO'
+        : info.isFile()
+          ? undefined
+          : 'a special file';
+  let handle;
+  try {
+    const linked = kind(await lstat(full));
+    if (linked !== undefined) throw refuse(linked);
+    handle = await open(full, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    if (error instanceof i.ImportSourceError) throw error;
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') throw refuse('a symbolic link');
+    throw unreadable(i, full, error);
+  }
+  try {
+    const info = await handle.stat();
+    const opened = kind(info);
+    if (opened !== undefined) throw refuse(opened);
+    total.bytes += info.size;
+    i.checkSize(source, total.bytes);
+    return await handle.readFile('utf8');
+  } catch (error) {
+    if (error instanceof i.ImportSourceError) throw error;
+    throw unreadable(i, full, error);
+  } finally {
+    await handle.close();
+  }
 }
 
 /** The export at `source`: a file's text, standard input's, or the Deploy CLI's directories. */
@@ -58,27 +117,30 @@ async function readInput(i: typeof imports, source: string): Promise<imports.Imp
     }
   }
   const files: { path: string; text: string }[] = [];
-  let total = 0;
+  const total = { bytes: 0 };
   for (const dir of ['resource-servers', 'clients', 'grants']) {
     let names: string[];
     try {
+      // Its directories its own too: a symbolic link to one elsewhere is refused, as a linked file is.
+      if ((await lstat(path.join(source, dir))).isSymbolicLink())
+        throw new i.ImportSourceError(source.replace(/\/+$/, ''), [
+          {
+            pointer: '',
+            file: dir,
+            message:
+              "is a symbolic link, not a directory: an export's directory is read for its own files only",
+          },
+        ]);
       names = (await readdir(path.join(source, dir))).sort();
     } catch (error) {
+      if (error instanceof i.ImportSourceError) throw error;
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
       throw unreadable(i, path.join(source, dir), error);
     }
     for (const name of names) {
       const relative = `${dir}/${name}`;
       if (!i.auth0DirectoryFile(relative)) continue;
-      const full = path.join(source, relative);
-      const size = (await stat(full)).size;
-      total += size;
-      i.checkSize(source, total);
-      try {
-        files.push({ path: relative, text: await readFile(full, 'utf8') });
-      } catch (error) {
-        throw unreadable(i, full, error);
-      }
+      files.push({ path: relative, text: await readDirectoryFile(i, source, relative, total) });
     }
   }
   if (files.length === 0)
@@ -103,8 +165,8 @@ async function writeAll(files: { file: string; text: string; mode: number }[]): 
 interface ImportOptions {
   output?: string;
   secrets?: string;
-  keyword?: Record<string, string>;
-  audience?: Record<string, string>;
+  keyword?: Map<string, string>;
+  audience?: Map<string, string>;
   json?: boolean;
 }
 
@@ -143,8 +205,8 @@ export function importCommands(program: Command): void {
     const i = await loadImport();
     const input = await readInput(i, source);
     const { file, report, secrets } = i.importExport(server, input, {
-      keywords: options.keyword ?? {},
-      audiences: options.audience ?? {},
+      keywords: options.keyword ?? new Map(),
+      audiences: options.audience ?? new Map(),
       carrySecrets: options.secrets !== undefined,
     });
     const yaml = async (value: unknown) => (await import('yaml')).stringify(value, { lineWidth: 0 });

@@ -216,7 +216,12 @@ export class ApplyFile {
     for (const [path, seen] of this.secretsSeen) {
       if (seen.startsWith('unreadable:')) return true;
       try {
-        if (createHash('sha256').update(await readFile(path, 'utf8')).digest('hex') !== seen) return true;
+        if (
+          createHash('sha256')
+            .update(await readFile(path, 'utf8'))
+            .digest('hex') !== seen
+        )
+          return true;
       } catch {
         return true;
       }

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { importExport, ImportSourceError, type ImportInput } from '../../src/management/import/index.js';
 import { goDuration } from '../../src/management/import/hydra.js';
-import { clientIdFromName } from '../../src/management/import/mapping.js';
+import { clientIdFromName, TakenIds } from '../../src/management/import/mapping.js';
 import { ROOT } from '../helpers/process.js';
 
 const FIXTURES = path.join(ROOT, 'test/fixtures/import');
@@ -420,7 +420,7 @@ describe('Keycloak (a realm export)', () => {
       place: '/clientScopes/3/protocolMappers/0/config/included.client.audience',
       outcome: 'left_out',
       detail:
-        'audience ledger of client ledger-reader: the client has no absolute rootUrl or baseUrl; --audience ledger=URL gives it one',
+        'audience ledger of client scope ledger-audience: the client has no absolute rootUrl or baseUrl; --audience ledger=URL gives it one',
     });
     expect(result.file.clients!.find((c) => c.client_id === 'ledger-reader')!.grants).toEqual([]);
   });
@@ -649,14 +649,22 @@ describe('reading a source', () => {
   });
 
   it('makes client ids of names: lower-case letters, digits and -, 3 to 64 characters, unique', () => {
-    const taken = new Set(['orders-worker']);
+    const taken = new TakenIds(['orders-worker', 'orders-worker-4']);
     expect(
-      ['Orders Worker', 'Orders  Worker!', 'Über Job', 'A', '日本', '日本', `${'x'.repeat(70)} y`].map((n) =>
-        clientIdFromName(n, taken),
-      ),
+      [
+        'Orders Worker',
+        'Orders  Worker!',
+        'Orders Worker',
+        'Über Job',
+        'A',
+        '日本',
+        '日本',
+        `${'x'.repeat(70)} y`,
+      ].map((n) => clientIdFromName(n, taken)),
     ).toEqual([
       'orders-worker-2',
       'orders-worker-3',
+      'orders-worker-5',
       'uber-job',
       'a-client',
       'client',

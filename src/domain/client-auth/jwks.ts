@@ -26,7 +26,7 @@ const MAX_JWKS_BYTES = 16 * 1024;
 const MIN_RSA_BITS = 2048;
 
 /** Members that only a private or symmetric key has: a set holding one is refused, never stored. */
-const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
+export const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
 
 /** The assertion algorithms a key can verify, by its type and curve (jose.ts's table), in the table's order. */
 export function algsForKey(jwk: JWK): AssertionAlg[] {

@@ -19,6 +19,13 @@ const NEEDS: readonly AdminScope[] = ['clients:read', 'audiences:read'];
 /** An export may be a whole realm or tenant: a Keycloak realm of 5,000 clients is some 10 MB. */
 const IMPORT_BODY_LIMIT = 16 * 1024 * 1024;
 
+/**
+ * The export as text (`file` a string), at most 2 MiB: YAML's reader builds a whole document of a text with an
+ * anchor or an error in it, some 75 to 100 bytes of memory a byte, where JSON (`file` as parsed JSON) costs what
+ * the body does. A bigger export is given as JSON, up to the body's limit.
+ */
+const MAX_TEXT_BYTES = 2 * 1024 * 1024;
+
 const ImportBody = Type.Object(
   {
     source: Type.Enum(['auth0', 'keycloak', 'hydra'], { description: 'the server the export comes from' }),
@@ -108,22 +115,45 @@ export function importRoutes(app: FastifyInstance, _ctx: AdminRouteContext): voi
       'Needs the scopes `clients:read audiences:read`. Changes nothing, and answers no secret: a secret in the ' +
       'export is not carried (apply makes a new one; `tessera import --secrets` carries them). An export that is ' +
       'not of its server, or a placeholder without a keyword, is refused (400, every problem with its JSON pointer ' +
-      'in the request body, /file/...).',
+      'in the request body, /file/...). The export as text (`file` a string) is read up to 2 MiB (413 past it); ' +
+      'as JSON, up to the body limit (16 MiB).',
     security: [{ bearer: [...NEEDS] }, { dpop: [...NEEDS] }, { session: [] }],
   };
   api.post('/imports', { ...route, schema, bodyLimit: IMPORT_BODY_LIMIT }, async (request) => {
     const body = request.body as Static<typeof ImportBody>;
+    if (typeof body.file === 'string') {
+      const bytes = Buffer.byteLength(body.file);
+      if (bytes > MAX_TEXT_BYTES)
+        throw problem(
+          413,
+          'body_too_large',
+          `the export as text (file, a string) is ${bytes} bytes; as text it is read up to ${MAX_TEXT_BYTES} bytes (2 MiB): give a bigger one as JSON`,
+          { errors: [{ pointer: '/file', detail: `is ${bytes} bytes of text; at most ${MAX_TEXT_BYTES}` }] },
+        );
+    }
     const i = await loadImport();
     const input: imports.ImportInput =
       typeof body.file === 'string' ? { text: body.file, name: 'file' } : { data: body.file, name: 'file' };
     try {
+      // The names given, in Maps (Object.entries: the body's own members), never looked up on the body's objects.
       const { file, report } = i.importExport(body.source, input, {
-        keywords: body.keywords ?? {},
-        audiences: body.audiences ?? {},
+        keywords: new Map(Object.entries(body.keywords ?? {})),
+        audiences: new Map(Object.entries(body.audiences ?? {})),
         carrySecrets: false,
       });
       return { apply_file: file, report };
     } catch (error) {
+      // The mapping refuses what it can foresee (each problem at its place); whatever else an export makes it
+      // throw (a TypeError, a RangeError) is the export's doing too, and answered as a bad export, not a 500.
+      if (error instanceof TypeError || error instanceof RangeError) {
+        request.log.warn(
+          { error: `${error.name}: ${error.message.slice(0, 200)}` },
+          'an export could not be mapped',
+        );
+        throw problem(400, 'invalid_file', 'the export cannot be mapped; nothing was mapped', {
+          errors: [{ pointer: '/file', detail: `the export cannot be mapped (${error.name})` }],
+        });
+      }
       if (!(error instanceof i.ImportSourceError)) throw error;
       const count = error.problems.length;
       const text = typeof body.file === 'string';

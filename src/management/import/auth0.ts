@@ -4,6 +4,7 @@
  * `resource-servers/`, `clients/` and `grants/`). Its `##NAME##` placeholders (and `@@NAME@@`, a whole value as
  * JSON) are filled from the keywords, as the Deploy CLI fills them; one left unfilled is a problem at its place.
  */
+import { MAX_JSON_DEPTH, tooDeepAt } from '../../domain/json-depth.js';
 import type { ClientEntry } from '../declarative/file.js';
 import {
   audienceHint,
@@ -17,12 +18,14 @@ import {
   listAt,
   objectAt,
   requiredString,
+  shown,
   stringAt,
+  TakenIds,
   type Json,
-  type MappingOptions,
+  type Mapping,
 } from './mapping.js';
 import { below, rootOf, type Report } from './report.js';
-import type { Place, Problems, SourceDoc } from './source.js';
+import { MAX_SOURCE_BYTES, type Place, type Problems, type SourceDoc } from './source.js';
 
 interface Item {
   value: Json;
@@ -44,40 +47,92 @@ export const auth0DirectoryFile = (path: string): boolean =>
 const PLACEHOLDER = /##([A-Za-z0-9_]+)##/g;
 const WHOLE = /^@@([A-Za-z0-9_]+)@@$/;
 
-/** The Deploy CLI's keyword replacement, on the values of a document; every unfilled placeholder a problem. */
-function fillKeywords(doc: SourceDoc, keywords: Record<string, string>, problems: Problems): void {
+/** What filling the placeholders has added to the export so far, in bytes, over all its documents. */
+interface Filled {
+  bytes: number;
+  /** Whether the export grew past the limit (said once, at the first place it did). */
+  over: boolean;
+}
+
+/**
+ * The Deploy CLI's keyword replacement, on the values of a document; every unfilled placeholder a problem. What
+ * the keywords add counts against the source's byte limit (MAX_SOURCE_BYTES, over the whole export): a keyword of
+ * a megabyte in a thousand placeholders is a gigabyte, refused at the place where the limit is passed. A whole
+ * value (`@@NAME@@`) nests no deeper where it stands than a source may (MAX_JSON_DEPTH).
+ */
+function fillKeywords(
+  doc: SourceDoc,
+  keywords: ReadonlyMap<string, string>,
+  filled: Filled,
+  problems: Problems,
+): void {
   const missing = (name: string, pointer: string, form: string) =>
     problems.add({ doc, pointer }, `placeholder ${form} has no value: give it one (--keyword ${name}=VALUE)`);
-  const fill = (value: unknown, pointer: string): unknown => {
+  /** Counts what a value adds; false (and a problem, once) when the export is then past the limit. */
+  const grows = (added: number, pointer: string): boolean => {
+    if (filled.over) return false;
+    filled.bytes += added;
+    if (filled.bytes <= MAX_SOURCE_BYTES) return true;
+    filled.over = true;
+    problems.add(
+      { doc, pointer },
+      `its placeholders filled, the export is more than ${MAX_SOURCE_BYTES} bytes (64 MiB), the most an export is read up to`,
+    );
+    return false;
+  };
+  const fill = (value: unknown, pointer: string, level: number): unknown => {
     if (typeof value === 'string') {
       const whole = WHOLE.exec(value);
       if (whole) {
-        const given = keywords[whole[1]!];
+        const given = keywords.get(whole[1]!);
         if (given === undefined) {
           missing(whole[1]!, pointer, value);
           return value;
         }
+        if (!grows(Buffer.byteLength(given), pointer)) return value;
+        let parsed: unknown;
         try {
-          return JSON.parse(given) as unknown;
+          parsed = JSON.parse(given) as unknown;
         } catch {
           return given;
         }
+        // The value stands at `level`: it may nest as deep as the rest of the source may there.
+        const deep = tooDeepAt(parsed, MAX_JSON_DEPTH - level + 1);
+        if (deep !== undefined) {
+          problems.add(
+            { doc, pointer },
+            `placeholder ${value}'s value nests too deep here (at ${deep || 'its top'}): a source nests at most ${MAX_JSON_DEPTH} levels`,
+          );
+          return value;
+        }
+        return parsed;
       }
-      return value.replace(PLACEHOLDER, (form, name: string) => {
-        const given = keywords[name];
-        if (given === undefined) missing(name, pointer, form);
-        return given ?? form;
+      if (!value.includes('##')) return value;
+      let added = 0;
+      const result = value.replace(PLACEHOLDER, (form, name: string) => {
+        const given = keywords.get(name);
+        if (given === undefined) {
+          missing(name, pointer, form);
+          return form;
+        }
+        added += Buffer.byteLength(given) - form.length;
+        return given;
       });
+      return grows(Math.max(0, added), pointer) ? result : value;
     }
     if (Array.isArray(value)) {
-      for (let i = 0; i < value.length; i++) value[i] = fill(value[i], `${pointer}/${i}`);
+      for (let i = 0; i < value.length; i++) value[i] = fill(value[i], `${pointer}/${i}`, level + 1);
     } else if (isObject(value)) {
       for (const key of Object.keys(value))
-        value[key] = fill(value[key], `${pointer}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+        value[key] = fill(
+          value[key],
+          `${pointer}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`,
+          level + 1,
+        );
     }
     return value;
   };
-  doc.data = fill(doc.data, '');
+  doc.data = fill(doc.data, '', 1);
 }
 
 /** The resources of the export, each at its place. */
@@ -110,11 +165,12 @@ const KEPT_ALGS = new Set(['RS256', 'PS256']);
 export function mapAuth0(
   docs: SourceDoc[],
   directory: boolean,
-  options: MappingOptions,
+  options: Mapping,
   report: Report,
   problems: Problems,
 ): FileBuilder {
-  for (const doc of docs) fillKeywords(doc, options.keywords ?? {}, problems);
+  const filled: Filled = { bytes: 0, over: false };
+  for (const doc of docs) fillKeywords(doc, options.keywords, filled, problems);
   const items = itemsOf(docs, directory, problems);
   const file = new FileBuilder();
 
@@ -180,7 +236,7 @@ export function mapAuth0(
   }
 
   // Clients: by their id and, as the Deploy CLI's grants name them, by their name.
-  const taken = new Set<string>();
+  const taken = new TakenIds();
   for (const { value } of items.clients) if (isClientId(value.client_id)) taken.add(value.client_id);
   const byId = new Map<string, string | null>();
   const byName = new Map<string, string | null>();
@@ -278,7 +334,7 @@ export function mapAuth0(
       else
         report.leftOut(
           below(at, 'scope', i),
-          `scope ${JSON.stringify(scope)} of the grant of ${api.url} to ${clientId}: the API does not define it`,
+          `scope ${typeof scope === 'string' ? JSON.stringify(scope) : shown(scope)} of the grant of ${api.url} to ${clientId}: the API does not define it`,
         );
     });
     file.grant(clientId, api.url, kept);

@@ -17,10 +17,12 @@ import {
   isScopeName,
   listAt,
   objectAt,
+  privateJwk,
   requiredString,
   stringAt,
+  TakenIds,
   type Json,
-  type MappingOptions,
+  type Mapping,
 } from './mapping.js';
 import { below, rootOf, type Report } from './report.js';
 import { carrySecret, type CarriedSecrets } from './secrets.js';
@@ -37,10 +39,19 @@ const UNIT_SECONDS: Record<string, number> = {
   h: 3600,
 };
 
+/**
+ * The longest Go duration read (Hydra writes `1h0m0s`; 64 characters is a lifespan of every unit, with decimals):
+ * a longer one is refused before any matching, whatever its pattern costs.
+ */
+const MAX_DURATION_LENGTH = 64;
+
 /** A Go duration (time.ParseDuration: `1h0m0s`, `30m`, `1h30m0.5s`, `1.5h`, `0`) in seconds; undefined if it is none. */
 export function goDuration(value: string): number | undefined {
+  if (value.length > MAX_DURATION_LENGTH) return undefined;
   if (value === '0') return 0;
-  const re = /(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
+  // One way only to match a number (digits, then a point and digits if any; or a point and digits): `\d+\.?\d*`
+  // split a run of digits between its two `\d` in every way, quadratic in the run when no unit followed.
+  const re = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
   let seconds = 0;
   let at = 0;
   while (at < value.length) {
@@ -60,7 +71,7 @@ const METHODS = new Set<string>(['client_secret_basic', 'client_secret_post', 'p
 
 export function mapHydra(
   docs: SourceDoc[],
-  options: MappingOptions,
+  options: Mapping,
   report: Report,
   problems: Problems,
   secrets: CarriedSecrets,
@@ -101,7 +112,7 @@ export function mapHydra(
     const value = objectAt(raw, at, problems, 'a client');
     if (value) clients.push({ value, at });
   });
-  const taken = new Set<string>();
+  const taken = new TakenIds();
   for (const { value } of clients) if (isClientId(value.client_id)) taken.add(value.client_id);
 
   for (const { value: client, at } of clients) {
@@ -156,7 +167,13 @@ export function mapHydra(
     if (method === 'private_key_jwt') {
       const jwksUri = stringAt(client.jwks_uri, below(at, 'jwks_uri'), problems, 'jwks_uri');
       const jwks = client.jwks;
-      if (isObject(jwks) && Array.isArray(jwks.keys) && jwks.keys.length > 0) {
+      const secret = privateJwk(jwks);
+      if (secret !== undefined)
+        problems.add(
+          below(at, 'jwks', 'keys', secret.index),
+          `client ${clientId}'s jwks key ${secret.index + 1} has "${secret.member}": it is a private or symmetric key; an export's jwks holds public keys only`,
+        );
+      else if (isObject(jwks) && Array.isArray(jwks.keys) && jwks.keys.length > 0) {
         entry.jwks = jwks as unknown as ClientEntry['jwks'];
         report.mapped(
           below(at, 'jwks'),
@@ -184,7 +201,13 @@ export function mapHydra(
     if (typeof lifespan === 'string' && lifespan !== '') {
       const lifespanAt = below(at, 'client_credentials_grant_access_token_lifespan');
       const seconds = goDuration(lifespan);
-      if (seconds === undefined) problems.add(lifespanAt, `${JSON.stringify(lifespan)} is not a Go duration`);
+      if (lifespan.length > MAX_DURATION_LENGTH)
+        problems.add(
+          lifespanAt,
+          `is ${lifespan.length} characters long; a Go duration is read up to ${MAX_DURATION_LENGTH}`,
+        );
+      else if (seconds === undefined)
+        problems.add(lifespanAt, `${JSON.stringify(lifespan)} is not a Go duration`);
       else {
         entry.token_ttl = clampTtl(seconds, lifespanAt, report, `the lifespan ${lifespan} =`);
         if (entry.token_ttl === seconds)
@@ -197,24 +220,34 @@ export function mapHydra(
       `client ${sourceId}${sourceId === clientId ? '' : ` → client ${clientId}`}${method === 'private_key_jwt' ? '' : ' (Hydra exports no secret: apply makes one)'}`,
     );
 
-    const scopes: string[] = [];
-    const dropped: string[] = [];
+    // Each scope once, however often the export repeats it (a Set: never a pass over those already kept).
+    const kept = new Set<string>();
+    const dropped = new Set<string>();
     for (const s of scope.split(' ').filter(Boolean)) {
-      if (NOT_API_SCOPES.has(s) || !isScopeName(s)) dropped.push(s);
-      else if (!scopes.includes(s)) scopes.push(s);
+      if (kept.has(s) || dropped.has(s)) continue;
+      if (NOT_API_SCOPES.has(s) || !isScopeName(s)) dropped.add(s);
+      else kept.add(s);
     }
-    if (dropped.length > 0)
+    const scopes = [...kept];
+    // Made once for the client, not once for each audience it is granted (a list of many audiences).
+    const defined = scopes.map((name) => ({ name }));
+    const scopeText = scopes.join(' ');
+    if (dropped.size > 0)
       report.leftOut(
         below(at, 'scope'),
-        `scopes ${dropped.join(' ')} of client ${clientId}: OpenID Connect's, no permission of an API`,
+        `scopes ${[...dropped].join(' ')} of client ${clientId}: OpenID Connect's, no permission of an API`,
       );
-    const granted: string[] = [];
+    // Each audience granted once, however often the list repeats it (its scopes added once, one line).
+    const granted = new Set<string>();
+    const named = new Set<string>();
     audienceList.forEach((raw, i) => {
       const audienceAt = below(at, 'audience', i);
       if (typeof raw !== 'string') {
         problems.add(audienceAt, 'an audience must be a string');
         return;
       }
+      if (named.has(raw)) return;
+      named.add(raw);
       const url = audienceUrl(raw, options);
       if (url === undefined) {
         report.leftOut(
@@ -223,25 +256,20 @@ export function mapHydra(
         );
         return;
       }
+      if (granted.has(url)) return;
       if (!file.hasAudience(url)) {
         file.audience({ identifier: url });
         report.mapped(audienceAt, `audience ${raw === url ? url : `${raw} → audience ${url}`}`);
       }
-      file.addScopes(
-        url,
-        scopes.map((name) => ({ name })),
-      );
+      file.addScopes(url, defined);
       file.grant(clientId, url, scopes);
-      granted.push(url);
-      report.mapped(
-        audienceAt,
-        `grant ${clientId} → ${url}${scopes.length ? ` (scopes ${scopes.join(' ')})` : ''}`,
-      );
+      granted.add(url);
+      report.mapped(audienceAt, `grant ${clientId} → ${url}${scopes.length ? ` (scopes ${scopeText})` : ''}`);
     });
-    if (scopes.length > 0 && granted.length === 0)
+    if (scopes.length > 0 && granted.size === 0)
       report.leftOut(
         below(at, 'scope'),
-        `scopes ${scopes.join(' ')} of client ${clientId}: it is granted no audience`,
+        `scopes ${scopeText} of client ${clientId}: it is granted no audience`,
       );
   }
   return file;

@@ -12,15 +12,15 @@ import type { ConfigFile } from '../declarative/file.js';
 import { auth0DirectoryFile, mapAuth0 } from './auth0.js';
 import { mapHydra } from './hydra.js';
 import { mapKeycloak } from './keycloak.js';
-import type { MappingOptions } from './mapping.js';
-import { Report, type ReportLine } from './report.js';
+import { mappingOf, MAX_FILE_SCOPES, type MappingOptions } from './mapping.js';
+import { Report, rootOf, type ReportLine } from './report.js';
 import type { CarriedSecrets } from './secrets.js';
 import { ImportSourceError, Problems, readSource, type ImportInput } from './source.js';
 
 export { reportLineText, type ReportLine } from './report.js';
 export { auth0DirectoryFile } from './auth0.js';
 export { checkSize, ImportSourceError, MAX_SOURCE_BYTES, type ImportInput } from './source.js';
-export type { MappingOptions } from './mapping.js';
+export type { MappingOptions, Named } from './mapping.js';
 
 export const IMPORT_SOURCES = ['auth0', 'keycloak', 'hydra'] as const;
 export type ImportSource = (typeof IMPORT_SOURCES)[number];
@@ -29,8 +29,11 @@ export interface ImportResult {
   /** The apply file (never a secret). */
   file: ConfigFile;
   report: ReportLine[];
-  /** The secrets carried (options.carrySecrets), by client id; for a file of their own, never the apply file. */
-  secrets: CarriedSecrets;
+  /**
+   * The secrets carried (options.carrySecrets), by client id; for a file of their own, never the apply file. Each
+   * its own member, whatever the client id (`__proto__` too): JSON.stringify writes every one.
+   */
+  secrets: Record<string, string>;
 }
 
 /**
@@ -52,13 +55,19 @@ export function importExport(
   );
   const report = new Report();
   const problems = new Problems();
-  const secrets: CarriedSecrets = {};
+  const secrets: CarriedSecrets = new Map();
+  const mapping = mappingOf(options);
   const file =
     source === 'auth0'
-      ? mapAuth0(read.docs, directory, options, report, problems)
+      ? mapAuth0(read.docs, directory, mapping, report, problems)
       : source === 'keycloak'
-        ? mapKeycloak(read.docs, options, report, problems, secrets)
-        : mapHydra(read.docs, options, report, problems, secrets);
+        ? mapKeycloak(read.docs, mapping, report, problems, secrets)
+        : mapHydra(read.docs, mapping, report, problems, secrets);
+  if (file.overflowed)
+    problems.add(
+      rootOf(read.docs[0]!),
+      `its apply file would hold more than ${MAX_FILE_SCOPES} scopes of audiences and grants (each client's scopes are scopes of every audience it is granted); a Tessera audience has at most 200`,
+    );
   problems.check(read.name);
-  return { file: file.build(), report: report.lines(), secrets };
+  return { file: file.build(), report: report.lines(), secrets: Object.fromEntries(secrets) };
 }

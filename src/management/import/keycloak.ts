@@ -6,6 +6,7 @@
  * not Keycloak's built-in ones scopes of each audience they are granted.
  */
 import type { AuthMethodName } from '../../domain/client-auth/index.js';
+import { MAX_JSON_DEPTH, tooDeepAt } from '../../domain/json-depth.js';
 import type { ClientEntry } from '../declarative/file.js';
 import {
   audienceHint,
@@ -19,11 +20,15 @@ import {
   isScopeName,
   listAt,
   objectAt,
+  privateJwk,
   requiredString,
   reservedClaim,
+  shown,
   stringAt,
+  TakenIds,
+  unsafeMember,
   type Json,
-  type MappingOptions,
+  type Mapping,
 } from './mapping.js';
 import { below, rootOf, type Report } from './report.js';
 import { carrySecret, type CarriedSecrets } from './secrets.js';
@@ -45,6 +50,14 @@ const BUILT_IN_SCOPES = new Set([
   'organization',
   'saml_organization',
   'service_account',
+]);
+
+/** Keycloak's client authenticators, and Tessera's method of each (a Map: an export's name is any string). */
+const METHODS = new Map<string, AuthMethodName>([
+  ['client-secret', 'client_secret_basic'],
+  ['client-secret-jwt', 'client_secret_basic'],
+  ['client-jwt', 'private_key_jwt'],
+  ['client-x509', 'tls_client_auth'],
 ]);
 
 const AUDIENCE_MAPPER = 'oidc-audience-mapper';
@@ -89,18 +102,47 @@ function claimValue(raw: string, type: string | undefined): unknown {
 const claimPath = (name: string): string[] =>
   name.split(/(?<!\\)\./).map((part) => part.replace(/\\\./g, '.'));
 
-function setClaim(claims: Json, path: string[], value: unknown): void {
+/**
+ * A claim set at its path, each object on the way the claims' own: a member only inherited (Object.prototype's)
+ * is never stepped into, but replaced by an object of the claims' own (the path's segments are checked by
+ * unsafeMember: none is `__proto__`, whose assignment would not make a member). A JSON value is copied, so that
+ * no two clients share an object (YAML would write the second as an alias of the first).
+ */
+function setClaim(claims: Json, path: readonly string[], value: unknown): void {
   let node = claims;
   for (const part of path.slice(0, -1)) {
-    if (!isObject(node[part])) node[part] = {};
-    node = node[part] as Json;
+    const next = Object.hasOwn(node, part) ? node[part] : undefined;
+    if (isObject(next)) node = next;
+    else {
+      const made: Json = {};
+      node[part] = made;
+      node = made;
+    }
   }
-  node[path.at(-1)!] = value;
+  node[path.at(-1)!] = typeof value === 'object' && value !== null ? structuredClone(value) : value;
+}
+
+/** The pointer of the first member named `__proto__` of a JSON value (already no deeper than a source). */
+function protoMemberAt(value: unknown, pointer = ''): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  for (const [key, child] of Object.entries(value)) {
+    const at = `${pointer}/${Array.isArray(value) ? key : key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+    if (key === '__proto__' && !Array.isArray(value)) return at;
+    const found = protoMemberAt(child, at);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/** What a client scope's protocol mappers give each client it is a default scope of: mapped once per scope. */
+interface ScopeMapping {
+  audiences: string[];
+  claims: { path: string[]; value: unknown }[];
 }
 
 export function mapKeycloak(
   docs: SourceDoc[],
-  options: MappingOptions,
+  options: Mapping,
   report: Report,
   problems: Problems,
   secrets: CarriedSecrets,
@@ -128,14 +170,15 @@ export function mapKeycloak(
     if (value && typeof value.name === 'string') clientScopes.set(value.name, { value, at });
   });
 
-  const taken = new Set<string>();
+  const taken = new TakenIds();
+  const scopeMappings = new Map<string, ScopeMapping>();
   for (const { value } of clients) if (isClientId(value.clientId)) taken.add(value.clientId);
 
   /** An audience mapper: the audience it names (made and granted), or a line saying why not. */
-  const audienceOf = (mapper: Json, at: Place, clientId: string): string | undefined => {
+  const audienceOf = (mapper: Json, at: Place, owner: string): string | undefined => {
     const config = isObject(mapper.config) ? mapper.config : {};
     if (config['access.token.claim'] === 'false') {
-      report.leftOut(at, `audience mapper "${String(mapper.name)}" adds nothing to access tokens`);
+      report.leftOut(at, `audience mapper "${shown(mapper.name)}" adds nothing to access tokens`);
       return undefined;
     }
     const custom = config['included.custom.audience'];
@@ -149,18 +192,18 @@ export function mapKeycloak(
       if (url === undefined) {
         report.leftOut(
           below(at, 'config', 'included.custom.audience'),
-          `audience ${custom} of client ${clientId}: a Tessera audience is an http(s) URL; ${audienceHint(custom)}`,
+          `audience ${custom} of ${owner}: a Tessera audience is an http(s) URL; ${audienceHint(custom)}`,
         );
         return undefined;
       }
     } else if (typeof named === 'string' && named !== '') {
       source = named;
       const target = byClientId.get(named);
-      url = options.audiences?.[named] ?? urlOfClient(target);
+      url = options.audiences.get(named) ?? urlOfClient(target);
       if (url === undefined) {
         report.leftOut(
           below(at, 'config', 'included.client.audience'),
-          `audience ${named} of client ${clientId}: ${target ? 'the client has no absolute rootUrl or baseUrl' : 'no client of the realm'}; ${audienceHint(named)}`,
+          `audience ${named} of ${owner}: ${target ? 'the client has no absolute rootUrl or baseUrl' : 'no client of the realm'}; ${audienceHint(named)}`,
         );
         return undefined;
       }
@@ -168,7 +211,7 @@ export function mapKeycloak(
         typeof target?.name === 'string' && !target.name.startsWith('${') ? target.name : named;
       name = targetName;
     } else {
-      report.leftOut(at, `audience mapper "${String(mapper.name)}" names no audience`);
+      report.leftOut(at, `audience mapper "${shown(mapper.name)}" names no audience`);
       return undefined;
     }
     if (!file.hasAudience(url)) {
@@ -213,17 +256,18 @@ export function mapKeycloak(
       ...(description ? { description } : {}),
       ...(client.enabled === false ? { enabled: false } : {}),
     };
-    const authenticator = client.clientAuthenticatorType ?? 'client-secret';
-    const method = {
-      'client-secret': 'client_secret_basic',
-      'client-secret-jwt': 'client_secret_basic',
-      'client-jwt': 'private_key_jwt',
-      'client-x509': 'tls_client_auth',
-    }[String(authenticator)] as AuthMethodName | undefined;
+    const authenticator =
+      stringAt(
+        client.clientAuthenticatorType,
+        below(at, 'clientAuthenticatorType'),
+        problems,
+        'clientAuthenticatorType',
+      ) ?? 'client-secret';
+    const method = METHODS.get(authenticator);
     if (method === undefined) {
       report.leftOut(
         below(at, 'clientAuthenticatorType'),
-        `client ${clientId} authenticates with ${String(authenticator)}, which Tessera has no counterpart of`,
+        `client ${clientId} authenticates with ${authenticator}, which Tessera has no counterpart of`,
       );
       continue;
     }
@@ -240,11 +284,27 @@ export function mapKeycloak(
         entry.jwks_uri = url;
         report.mapped(below(at, 'attributes', 'jwks.url'), `client ${clientId}: jwks_uri ${url}`);
       } else if (typeof inline === 'string' && inline !== '' && attributes['use.jwks.string'] === 'true') {
+        const inlineAt = below(at, 'attributes', 'jwks.string');
+        let jwks: unknown;
         try {
-          entry.jwks = JSON.parse(inline) as ClientEntry['jwks'];
-          report.mapped(below(at, 'attributes', 'jwks.string'), `client ${clientId}: its jwks`);
+          jwks = JSON.parse(inline) as unknown;
         } catch {
-          problems.add(below(at, 'attributes', 'jwks.string'), 'jwks.string is not JSON');
+          problems.add(inlineAt, 'jwks.string is not JSON');
+        }
+        // The text's own depth, unchecked by the source's (it is a string there); never a private key (its value
+        // is not told: the message names the member only).
+        const deep = jwks === undefined ? undefined : tooDeepAt(jwks, MAX_JSON_DEPTH);
+        const secret = privateJwk(jwks);
+        if (deep !== undefined)
+          problems.add(inlineAt, `jwks.string nests deeper than ${MAX_JSON_DEPTH} levels (at ${deep})`);
+        else if (secret !== undefined)
+          problems.add(
+            inlineAt,
+            `client ${clientId}'s jwks.string key ${secret.index + 1} has "${secret.member}": it is a private or symmetric key; an export's jwks holds public keys only`,
+          );
+        else if (jwks !== undefined) {
+          entry.jwks = jwks as ClientEntry['jwks'];
+          report.mapped(inlineAt, `client ${clientId}: its jwks`);
         }
       } else
         report.changed(
@@ -276,29 +336,29 @@ export function mapKeycloak(
     if (method === 'client_secret_basic')
       carrySecret(client.secret, below(at, 'secret'), clientId, options, secrets, report, problems);
 
-    // Its protocol mappers, then those of its default client scopes (always in its tokens).
-    const audiences: string[] = [];
+    // Its protocol mappers, then those of its default client scopes (always in its tokens); each audience once.
+    const audiences = new Set<string>();
     const claims: Json = {};
-    const mappersOf = (owner: Json, ownerAt: Place, what: string) =>
-      listAt(owner.protocolMappers, below(ownerAt, 'protocolMappers'), problems, 'protocolMappers').forEach(
-        (raw, i) => {
-          const mapperAt = below(ownerAt, 'protocolMappers', i);
-          const mapper = objectAt(raw, mapperAt, problems, 'a protocol mapper');
-          if (!mapper) return;
-          const type = mapper.protocolMapper;
-          if (type === AUDIENCE_MAPPER) {
-            const url = audienceOf(mapper, mapperAt, clientId);
-            if (url !== undefined && !audiences.includes(url)) audiences.push(url);
-          } else if (type === CLAIM_MAPPER) {
-            claimOf(mapper, mapperAt, clientId, claims);
-          } else if (what === 'client')
-            report.leftOut(
-              mapperAt,
-              `protocol mapper "${String(mapper.name)}" (${String(type)}) of client ${clientId}: Tessera has no counterpart`,
-            );
-        },
-      );
-    mappersOf(client, at, 'client');
+    const owner = `client ${clientId}`;
+    listAt(client.protocolMappers, below(at, 'protocolMappers'), problems, 'protocolMappers').forEach(
+      (raw, i) => {
+        const mapperAt = below(at, 'protocolMappers', i);
+        const mapper = protocolMapperOf(raw, mapperAt);
+        if (!mapper) return;
+        const type = mapper.protocolMapper;
+        if (type === AUDIENCE_MAPPER) {
+          const url = audienceOf(mapper, mapperAt, owner);
+          if (url !== undefined) audiences.add(url);
+        } else if (type === CLAIM_MAPPER) {
+          const claim = claimOf(mapper, mapperAt, owner);
+          if (claim) setClaim(claims, claim.path, claim.value);
+        } else
+          report.leftOut(
+            mapperAt,
+            `protocol mapper "${shown(mapper.name)}" (${shown(type)}) of client ${clientId}: Tessera has no counterpart`,
+          );
+      },
+    );
     const defaults = listAt(
       client.defaultClientScopes,
       below(at, 'defaultClientScopes'),
@@ -311,20 +371,27 @@ export function mapKeycloak(
       problems,
       'optionalClientScopes',
     );
-    for (const scope of defaults) {
-      const known = typeof scope === 'string' ? clientScopes.get(scope) : undefined;
-      if (known && !BUILT_IN_SCOPES.has(scope as string)) mappersOf(known.value, known.at, 'scope');
+    // Each scope once, however often the list names it; its mappers mapped for the first client, then taken as
+    // they were (lines of the scope's, at its place, said once).
+    for (const scope of new Set(defaults)) {
+      if (typeof scope !== 'string' || BUILT_IN_SCOPES.has(scope)) continue;
+      const mapping = scopeMapping(scope);
+      if (mapping === undefined) continue;
+      for (const url of mapping.audiences) audiences.add(url);
+      for (const claim of mapping.claims) setClaim(claims, claim.path, claim.value);
     }
     if (Object.keys(claims).length > 0) entry.claims = claims;
 
     const scopes: string[] = [];
+    const seen = new Set<string>();
     const scopeLists = [
       ['defaultClientScopes', defaults],
       ['optionalClientScopes', optional],
     ] as const;
     for (const [field, list] of scopeLists)
       list.forEach((scope, i) => {
-        if (typeof scope !== 'string' || BUILT_IN_SCOPES.has(scope) || scopes.includes(scope)) return;
+        if (typeof scope !== 'string' || BUILT_IN_SCOPES.has(scope) || seen.has(scope)) return;
+        seen.add(scope);
         if (!isScopeName(scope)) {
           report.leftOut(
             below(at, field, i),
@@ -339,43 +406,93 @@ export function mapKeycloak(
       at,
       `client ${sourceId}${sourceId === clientId ? '' : ` → client ${clientId}`} (${method})`,
     );
+    const described = scopes.map((s) => {
+      const scopeDescription = clientScopes.get(s)?.value.description;
+      return typeof scopeDescription === 'string' && scopeDescription !== ''
+        ? { name: s, description: scopeDescription }
+        : { name: s };
+    });
+    const scopeText = scopes.join(' ');
     for (const url of audiences) {
-      const described = scopes.map((s) => {
-        const scopeDescription = clientScopes.get(s)?.value.description;
-        return typeof scopeDescription === 'string' && scopeDescription !== ''
-          ? { name: s, description: scopeDescription }
-          : { name: s };
-      });
       file.addScopes(url, described);
       file.grant(clientId, url, scopes);
-      report.mapped(at, `grant ${clientId} → ${url}${scopes.length ? ` (scopes ${scopes.join(' ')})` : ''}`);
+      report.mapped(at, `grant ${clientId} → ${url}${scopes.length ? ` (scopes ${scopeText})` : ''}`);
     }
     if (scopes.length > 0)
       report.changed(
         below(at, 'defaultClientScopes'),
-        audiences.length > 0
-          ? `client ${clientId}'s client scopes ${scopes.join(' ')} are scopes of each audience it is granted (${audiences.join(', ')}): Keycloak's scopes are not per API`
-          : `client ${clientId}'s client scopes ${scopes.join(' ')} are left out: it is granted no audience`,
+        audiences.size > 0
+          ? `client ${clientId}'s client scopes ${scopeText} are scopes of each audience it is granted (${[...audiences].join(', ')}): Keycloak's scopes are not per API`
+          : `client ${clientId}'s client scopes ${scopeText} are left out: it is granted no audience`,
       );
   }
 
-  function claimOf(mapper: Json, at: Place, clientId: string, claims: Json): void {
+  /** A protocol mapper of the export, its name and type strings (anything else a problem at its place). */
+  function protocolMapperOf(raw: unknown, at: Place): Json | undefined {
+    const mapper = objectAt(raw, at, problems, 'a protocol mapper');
+    if (!mapper) return undefined;
+    stringAt(mapper.name, below(at, 'name'), problems, 'name');
+    stringAt(mapper.protocolMapper, below(at, 'protocolMapper'), problems, 'protocolMapper');
+    return mapper;
+  }
+
+  /**
+   * A client scope's mappers, mapped the first time a client has it as a default scope and kept for the others:
+   * a scope of many mappers, the default scope of many clients, costs its mappers once (and its lines are said
+   * once, the scope's own), not once per client. Undefined for a name that is no client scope of the realm.
+   */
+  function scopeMapping(name: string): ScopeMapping | undefined {
+    const known = scopeMappings.get(name);
+    if (known !== undefined) return known;
+    const scope = clientScopes.get(name);
+    if (scope === undefined) return undefined;
+    const mapping: ScopeMapping = { audiences: [], claims: [] };
+    const owner = `client scope ${name}`;
+    const urls = new Set<string>();
+    listAt(
+      scope.value.protocolMappers,
+      below(scope.at, 'protocolMappers'),
+      problems,
+      'protocolMappers',
+    ).forEach((raw, i) => {
+      const mapperAt = below(scope.at, 'protocolMappers', i);
+      const mapper = protocolMapperOf(raw, mapperAt);
+      if (!mapper) return;
+      if (mapper.protocolMapper === AUDIENCE_MAPPER) {
+        const url = audienceOf(mapper, mapperAt, owner);
+        if (url !== undefined && !urls.has(url)) {
+          urls.add(url);
+          mapping.audiences.push(url);
+        }
+      } else if (mapper.protocolMapper === CLAIM_MAPPER) {
+        const claim = claimOf(mapper, mapperAt, owner);
+        if (claim) mapping.claims.push(claim);
+      }
+    });
+    scopeMappings.set(name, mapping);
+    return mapping;
+  }
+
+  /** A hard-coded claim mapper's claim (its path and value), or a line saying why not (`owner`: whose it is). */
+  function claimOf(mapper: Json, at: Place, owner: string): { path: string[]; value: unknown } | undefined {
     const config = isObject(mapper.config) ? mapper.config : {};
     const name = config['claim.name'];
     const raw = config['claim.value'];
     if (config['access.token.claim'] === 'false') {
-      report.leftOut(at, `claim mapper "${String(mapper.name)}" adds nothing to access tokens`);
-      return;
+      report.leftOut(at, `claim mapper "${shown(mapper.name)}" adds nothing to access tokens`);
+      return undefined;
     }
     if (typeof name !== 'string' || name === '' || typeof raw !== 'string') {
-      report.leftOut(at, `claim mapper "${String(mapper.name)}" has no claim.name or claim.value`);
-      return;
+      report.leftOut(at, `claim mapper "${shown(mapper.name)}" has no claim.name or claim.value`);
+      return undefined;
     }
     const path = claimPath(name);
-    const reserved = reservedClaim(path[0]!);
+    // The registered and reserved names are the token's own (the first segment); no segment may be one that
+    // every object inherits (`x.__proto__.y` would set a member of Object.prototype).
+    const reserved = reservedClaim(path[0]!) ?? path.map(unsafeMember).find((r) => r !== undefined);
     if (reserved !== undefined) {
-      report.leftOut(below(at, 'config', 'claim.name'), `client ${clientId}: ${reserved}`);
-      return;
+      report.leftOut(below(at, 'config', 'claim.name'), `${owner}: ${reserved}`);
+      return undefined;
     }
     const type =
       typeof config['jsonType.label'] === 'string' ? (config['jsonType.label'] as string) : undefined;
@@ -383,12 +500,29 @@ export function mapKeycloak(
     if (value === undefined) {
       report.leftOut(
         below(at, 'config', 'claim.value'),
-        `claim ${name} of client ${clientId} is not of its type ${type}`,
+        `claim ${name} of ${owner} is not of its type ${type}`,
       );
-      return;
+      return undefined;
     }
-    setClaim(claims, path, value);
-    report.mapped(at, `client ${clientId}: custom claim ${name}`);
+    // A JSON value's depth is its text's, which the source's depth check did not see (it is a string there).
+    const deep = tooDeepAt(value, MAX_JSON_DEPTH);
+    if (deep !== undefined) {
+      problems.add(
+        below(at, 'config', 'claim.value'),
+        `claim ${name} of ${owner}: its JSON value nests deeper than ${MAX_JSON_DEPTH} levels (at ${deep})`,
+      );
+      return undefined;
+    }
+    const proto = protoMemberAt(value);
+    if (proto !== undefined) {
+      report.leftOut(
+        below(at, 'config', 'claim.value'),
+        `claim ${name} of ${owner}: its JSON value has a member "__proto__" (at ${proto}), which is not allowed`,
+      );
+      return undefined;
+    }
+    report.mapped(at, `${owner}: custom claim ${name}`);
+    return { path, value };
   }
 
   return file;

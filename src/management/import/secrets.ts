@@ -3,15 +3,19 @@
  * never the apply file), or left for apply to make new ones. A line of the report never holds one.
  */
 import { givenSecretProblem } from '../../domain/secrets.js';
-import type { MappingOptions } from './mapping.js';
+import type { Mapping } from './mapping.js';
 import type { Report } from './report.js';
 import type { Place, Problems } from './source.js';
 
 /** What Keycloak writes in place of a secret it does not export (its admin console's partial export). */
 const MASKED_SECRET = '**********';
 
-/** The secrets carried, by client id. */
-export type CarriedSecrets = Record<string, string>;
+/**
+ * The secrets carried, by client id: a Map, since a client id may be any name (`__proto__` is one, and on an object
+ * its assignment would set the object's prototype, the secret lost). Written out with Object.fromEntries, whose
+ * members are the object's own, whatever their names.
+ */
+export type CarriedSecrets = Map<string, string>;
 
 /**
  * A client's secret as the export has it: carried, or why not (a line). A carried one shorter than 32 characters
@@ -21,7 +25,7 @@ export function carrySecret(
   secret: unknown,
   at: Place,
   clientId: string,
-  options: MappingOptions,
+  options: Mapping,
   secrets: CarriedSecrets,
   report: Report,
   problems: Problems,
@@ -57,6 +61,6 @@ export function carrySecret(
     );
     return;
   }
-  secrets[clientId] = secret;
+  secrets.set(clientId, secret);
   report.mapped(at, `client ${clientId}'s secret carried to the secrets file`);
 }

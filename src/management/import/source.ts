@@ -194,11 +194,19 @@ function byListIndex(a: string, b: string): number {
   return 0;
 }
 
-/** Problems of a source found while it is mapped, all reported at once. */
+/**
+ * The most problems told of one source: an export of a million bad entries is refused with the first of them and a
+ * count of the others, not with a message (and an answer) of a million lines.
+ */
+const MAX_PROBLEMS = 1000;
+
+/** Problems of a source found while it is mapped, all reported at once (up to MAX_PROBLEMS, then counted). */
 export class Problems {
   readonly list: (FileProblem & { file?: string })[] = [];
+  private untold = 0;
   add(at: Place, message: string): void {
-    this.list.push(at.doc.problem(at.pointer, message));
+    if (this.list.length < MAX_PROBLEMS) this.list.push(at.doc.problem(at.pointer, message));
+    else this.untold++;
   }
   /** Throws the source's problems, if there are any. */
   check(name: string): void {
@@ -214,6 +222,11 @@ export class Problems {
       const [fb, lb, cb] = order(b);
       return fa < fb ? -1 : fa > fb ? 1 : la - lb || ca - cb || byListIndex(a.pointer, b.pointer);
     });
+    if (this.untold > 0)
+      sorted.push({
+        pointer: '',
+        message: `${this.untold} more ${this.untold === 1 ? 'problem' : 'problems'}, untold: at most ${MAX_PROBLEMS} are told`,
+      });
     throw new ImportSourceError(name, sorted);
   }
 }
