@@ -16,6 +16,7 @@ import { cpus as osCpus, release, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { breakdownText, cpuBreakdown } from './lib/breakdown.js';
+import { limitsTable, limitsText, pathLimit, pathOf, referenceCosts } from './lib/limits.js';
 import { checkedWarmup, measure } from './lib/load.js';
 import { options } from './lib/options.js';
 import { scenarios } from './lib/scenarios.js';
@@ -356,6 +357,9 @@ async function main() {
             `server CPU ${result.serverCpuCores.toFixed(2)}, RSS ${result.serverRssMb.toFixed(0)} MB`,
         );
       }
+      // After the measurements: what the target keeps for the end (the replay probe's last replay), as a note.
+      const finished = await started.target.finish?.();
+      if (finished) notes.push(`${id}: ${finished}`);
       const note = definition.note?.();
       if (note && !notedOnce.has(note)) {
         notedOnce.add(note);
@@ -451,9 +455,12 @@ async function main() {
     await runCleanups();
   }
   const signature = measured.signature();
+  const verifications = measured.verifications();
 
   // Every ratio is against the best bare server of the run at that concurrency (the ceiling, or the ceiling
-  // writing each answer at once when that was faster), and against the physical limit on one core.
+  // writing each answer at once when that was faster), and against the physical limit on one core of its path
+  // (lib/limits.js: the floor, its signatures and verifications, an audit event and a replay record where it keeps
+  // them; the ceiling's and the floor's, the floor and one signature).
   for (const row of rows) {
     const bare = rows.filter(
       (r) =>
@@ -462,26 +469,36 @@ async function main() {
     const best = bare.reduce((a, b) => (b.reqPerSec > a.reqPerSec ? b : a), bare[0]);
     row.ratioToCeiling = best ? row.reqPerSec / best.reqPerSec : undefined;
     row.bestBare = best?.scenario;
-    const floorRow = rows.find((r) => r.scenario === 'floor' && r.connections === row.connections);
-    if (floorRow && signature) {
-      // One core busy with nothing else: the floor's server CPU per answer (from /proc, so a floor held back by
-      // the load generator still counts only its own work) plus the signature.
-      row.physicalLimit = 1e6 / (floorRow.serverCpuUsPerRequest + signature.usPerSignature);
+    // One core busy with nothing else: the floor's server CPU per answer (from /proc, so a floor held back by the
+    // load generator still counts only its own work) plus what the row's path does beyond it.
+    const costs = referenceCosts(rows, row.connections, signature, verifications);
+    if (costs) {
+      const path = pathOf(row.scenario);
+      const limit = pathLimit(path, costs);
+      row.limitPath = path.path;
+      row.physicalLimit = limit.reqPerSec;
       row.ratioToLimit = row.reqPerSec / row.physicalLimit;
     }
   }
+  /** Issue 45: each path's limit, Tessera's and node-oidc-provider's req/s on it. */
+  const limits = limitsTable(rows, settings.concurrencies, signature, verifications);
   // Where Tessera's CPU per token goes beyond the floor's and the signature's (--profile names the functions).
   for (const row of rows.filter((r) => r.scenario === 'tessera-sqlite')) {
     const floorRow = rows.find((r) => r.scenario === 'floor' && r.connections === row.connections);
-    if (floorRow && signature)
+    const costs = referenceCosts(rows, row.connections, signature, verifications);
+    if (floorRow && signature && costs) {
+      const audit = costs.auditUs;
       notes.push(
-        `Tessera (SQLite) at concurrency ${row.connections}: ${(row.ratioToLimit * 100).toFixed(0)} % of the physical limit ` +
-          `(${Math.round(row.physicalLimit)} req/s); server CPU per token ${row.serverCpuUsPerRequest.toFixed(0)} µs = ` +
-          `the floor's ${floorRow.serverCpuUsPerRequest.toFixed(0)} µs (HTTP, parse, authenticate, serialize) + ` +
-          `${signature.usPerSignature.toFixed(0)} µs signature + ` +
-          `${(row.serverCpuUsPerRequest - floorRow.serverCpuUsPerRequest - signature.usPerSignature).toFixed(0)} µs ` +
-          `Tessera's own (routing, validation, audit, logs, metrics; --profile splits it by category)`,
+        `Tessera (SQLite) at concurrency ${row.connections}: ${(row.ratioToLimit * 100).toFixed(0)} % of the Bearer ` +
+          `path's physical limit (${Math.round(row.physicalLimit)} req/s); server CPU per token ` +
+          `${row.serverCpuUsPerRequest.toFixed(0)} µs = the floor's ${floorRow.serverCpuUsPerRequest.toFixed(0)} µs ` +
+          `(HTTP, parse, authenticate, serialize) + ${signature.usPerSignature.toFixed(0)} µs signature + ` +
+          (audit === undefined ? '' : `${audit.toFixed(0)} µs audit event (ceiling-audited's) + `) +
+          `${(row.serverCpuUsPerRequest - floorRow.serverCpuUsPerRequest - signature.usPerSignature - (audit ?? 0)).toFixed(0)} µs ` +
+          `Tessera's own (routing, validation, ${audit === undefined ? 'audit, ' : 'its audit beyond the bare one, '}` +
+          `logs, metrics; --profile splits it by category)`,
       );
+    }
   }
   // What a durable audit trail costs on this core (the audited ceiling beside the ceiling), and Tessera beside a bare
   // server that keeps one.
@@ -618,6 +635,8 @@ async function main() {
     rows,
     clientIds,
     targets: targets(rows, settings.concurrencies),
+    verifications,
+    limits,
     compare: compareRows(rows, compare?.commit),
     failures,
     notes,
@@ -636,6 +655,7 @@ async function main() {
   ];
   // Without a load scenario (--only client-ids) there is no table and no target to print.
   if (rows.length > 0) out.push('', textTable(rows), '', targetsText(result.targets));
+  if (limits.length > 0) out.push('', ...limitsText(limits));
   if (result.compare.length > 0) out.push('', compareText(result.compare, compare.commit));
   if (clientIds) out.push('', clientIdsText(clientIds));
   for (const f of failures) out.push(`FAILED  ${f.scenario}: ${f.error.split('\n')[0]}`);

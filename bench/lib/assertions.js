@@ -21,8 +21,13 @@ export function assertionMaker() {
     /** The client these keys are registered for, and the server's token endpoint: set before body(). */
     clientId: '',
     tokenEndpoint: '',
-    /** The form body of one token request, with an assertion never sent before. */
-    body(audience) {
+    /** Assertions made so far. */
+    made: () => counter,
+    /**
+     * The form body of one token request, with an assertion never sent before; the audience as `audienceParam`
+     * (`resource` for node-oidc-provider).
+     */
+    body(audience, audienceParam = 'audience') {
       const { clientId, tokenEndpoint } = this;
       const iat = Math.floor(Date.now() / 1000);
       const input = `${header}.${b64({
@@ -39,7 +44,7 @@ export function assertionMaker() {
           grant_type: 'client_credentials',
           client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
           client_assertion: `${input}.${signature.toString('base64url')}`,
-          audience,
+          [audienceParam]: audience,
         }).toString(),
       );
     },
@@ -66,6 +71,8 @@ export function dpopProofMaker() {
     jkt,
     /** The token endpoint, which every proof's htu names: set before proof(). */
     tokenEndpoint: '',
+    /** Proofs made so far. */
+    made: () => counter,
     /** With a bound token: the request every proof is for, { htm, htu, ath } (see forResource); else undefined. */
     resource: undefined,
     /** From now on, proofs for `method` at `url` (its query left out) presenting `accessToken`. */

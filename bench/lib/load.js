@@ -60,7 +60,7 @@ function requestPlan(target) {
       base,
       rotating: true,
       setupRequest(request, context) {
-        request.body = target.assertions.body(target.audience);
+        request.body = target.assertions.body(target.audience, target.audienceParam);
         context.clientId = target.clientId;
         return request;
       },

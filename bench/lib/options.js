@@ -34,6 +34,8 @@ const SCENARIOS = [
   'tessera-pg-dpop',
   'tessera-pg-cold',
   'oidc-provider',
+  'oidc-provider-pkjwt',
+  'oidc-provider-dpop',
   'oauth2-server',
   'client-ids',
 ];

@@ -1,5 +1,6 @@
 // What a run produced, for people: a table (stdout and Markdown), the targets of issue 5, and an SVG chart.
 import { breakdownText } from './breakdown.js';
+import { limitsMarkdown } from './limits.js';
 
 const fixed = (value, digits = 0) =>
   value === undefined || value === null || Number.isNaN(value) ? '–' : value.toFixed(digits);
@@ -155,7 +156,7 @@ export function targets(rows, concurrencies) {
   const t100limit = find(rows, 'tessera-sqlite', 100);
   if (t100limit?.ratioToLimit !== undefined)
     check(
-      `Tessera (SQLite) ≥ 80 % of the physical limit on one core at concurrency 100`,
+      `Tessera (SQLite) ≥ 80 % of the physical limit on one core at concurrency 100 (the Bearer path's limit)`,
       `${percent(t100limit.ratioToLimit, 1)} of ${thousands(t100limit.physicalLimit)} req/s`,
       t100limit.ratioToLimit >= 0.8,
     );
@@ -340,6 +341,18 @@ export function markdown(result) {
     '',
     targetsMarkdown(result.targets),
   ];
+  if (result.limits?.length > 0)
+    lines.push(
+      '',
+      "## Each path's physical limit on one core",
+      '',
+      "limit = 10⁶ ÷ (the floor's server CPU per answer + the signatures and verifications of the path, each in a " +
+        "tight loop on the server's CPU + the audited ceiling's CPU per answer less the ceiling's, where the path " +
+        "audits + one replay record, where it keeps one); share = Tessera's req/s ÷ the limit (bench/README.md, " +
+        '"Each path\'s limit").',
+      '',
+      ...limitsMarkdown(result.limits),
+    );
   if (result.clientIds) lines.push('', clientIdsMarkdown(result.clientIds));
   if (result.failures.length > 0) {
     lines.push('', '## Failures', '');

@@ -18,6 +18,8 @@ export function scenarios(run) {
   const servers = runServers(run);
   /** The signature alone, measured when the floor scenario runs: {usPerSignature}. */
   let signature;
+  /** The verifications and the replay record alone, measured when the floor scenario runs (servers/verify-loop.js). */
+  let verifications;
   /**
    * A Tessera scenario whose requests need something of the running server first (a token to introspect, to
    * exchange, to call the admin API with): `prepare(target, store)` runs once it answers, before the warm-up.
@@ -26,6 +28,12 @@ export function scenarios(run) {
     const store = await makeStore(port);
     const started = await servers.startTessera({ id, store, port });
     started.target.prepare = () => prepare(started.target, store);
+    return started;
+  };
+
+  /** A started server whose target is probed for replays once it answers (probeReplay). */
+  const withReplayProbe = (started) => {
+    started.target.prepare = () => probeReplay(started.target);
     return started;
   };
 
@@ -64,6 +72,60 @@ export function scenarios(run) {
       return started;
     },
   });
+
+  /**
+   * The replay probe of a private_key_jwt or DPoP target, once its server answers (before the warm-up): one request
+   * with a new assertion (or proof), the same request again at once, and `target.finish` (after the measurements,
+   * run.js) sends it a third time, once every assertion or proof of the warm-up and the measurements was made.
+   * What each answer was is the note `finish` returns: a server whose replay detection works refuses both replays.
+   */
+  async function probeReplay(target) {
+    const maker = target.assertions ?? target.dpop;
+    const what = target.assertions ? 'client assertion' : 'DPoP proof';
+    const body = target.assertions
+      ? target.assertions.body(target.audience, target.audienceParam)
+      : target.body;
+    const headers = {
+      'content-type': 'application/x-www-form-urlencoded',
+      ...(target.dpop ? { dpop: target.dpop.proof() } : {}),
+    };
+    const send = async () => {
+      const response = await (target.fetch ?? fetch)(`${target.url}${target.path}`, {
+        method: 'POST',
+        headers,
+        body,
+      });
+      const text = await response.text();
+      let json;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = {};
+      }
+      const said = json.error
+        ? `${json.error}${json.error_description ? ` (${json.error_description})` : ''}`
+        : json.access_token
+          ? `a ${json.token_type} token`
+          : text.slice(0, 120);
+      return { status: response.status, said, accepted: response.status === 200 };
+    };
+    const first = await send();
+    if (!first.accepted)
+      throw new Error(`replay probe: the first ${what} was refused: ${first.status} ${first.said}`);
+    const again = await send();
+    const made = maker.made();
+    log(`replay probe: a ${what} replayed at once: ${again.status} ${again.said}`);
+    target.finish = async () => {
+      const later = await send();
+      const replays = [again, later].filter((a) => a.accepted).length;
+      return (
+        `replay probe (${what}s, one new per request): the first answered ${first.status} (${first.said}); ` +
+        `replayed at once: ${again.status} ${again.said}; replayed again after the warm-up and the measurements ` +
+        `(${(maker.made() - made).toLocaleString('en-US')} ${what}s later): ${later.status} ${later.said}` +
+        (replays === 0 ? ': both replays refused' : `: ${replays} of 2 replays ACCEPTED`)
+      );
+    };
+  }
 
   /** Asks once for the token of every client of the target's rotation, 64 at a time; each must be 200. */
   async function askEveryClient(target) {
@@ -181,10 +243,27 @@ export function scenarios(run) {
           ? undefined
           : `physical limit on one core ("vs limit"): one core doing nothing but the HTTP floor's work per answer (the ` +
             `ceiling answering one token signed at start; its server CPU per answer) plus one ES256 signature as a ` +
-            `tight loop measures it on the server's CPU (${signature.usPerSignature.toFixed(1)} µs)`,
+            `tight loop measures it on the server's CPU (${signature.usPerSignature.toFixed(1)} µs); for each path, ` +
+            `plus the verifications it does, an audit event where it keeps one (ceiling-audited's CPU per answer ` +
+            `less the ceiling's) and a replay record where it keeps one, each verification and the record measured ` +
+            `in a tight loop too (bench/servers/verify-loop.js` +
+            (verifications
+              ? `: ES256 by node:crypto ${verifications.es256Crypto.toFixed(1)} µs, by jose ` +
+                `${verifications.es256Jose.toFixed(1)} µs, RS256 by jose ${verifications.rs256Jose.toFixed(1)} µs ` +
+                `(by node:crypto ${verifications.rs256Crypto.toFixed(1)} µs), a replay record on SQLite ` +
+                `${verifications.replayRecord.toFixed(1)} µs, ${verifications.replayBatch} a transaction`
+              : '') +
+            `); the ceiling and the floor are set against the floor and one signature alone`,
       start: async (port) => {
         signature = await servers.measureSignature();
         log(`floor: one signature in a tight loop costs ${signature.usPerSignature.toFixed(1)} µs`);
+        verifications = await servers.measureVerifications();
+        const v = verifications;
+        log(
+          `floor: in a tight loop, an ES256 verification costs ${v.es256Crypto.toFixed(1)} µs by node:crypto, ` +
+            `${v.es256Jose.toFixed(1)} µs by jose (an assertion); an RS256 one ${v.rs256Jose.toFixed(1)} µs by jose ` +
+            `(${v.rs256Crypto.toFixed(1)} by node:crypto); a replay record ${v.replayRecord.toFixed(1)} µs`,
+        );
         return servers.startPeer({ id: 'floor', script: 'ceiling.js', port, extraEnv: { BENCH_FIXED: '1' } });
       },
     },
@@ -231,11 +310,13 @@ export function scenarios(run) {
         'generator): the server verifies its signature with jose and records its jti in the store (the replay ' +
         'check, one INSERT, those of a turn in one transaction; Redis when configured); against tessera-sqlite, what an assertion costs over a secret',
       start: async (port) =>
-        servers.startTessera({
-          id: 'tessera-sqlite-pkjwt',
-          store: await servers.keyClientSqliteStore(),
-          port,
-        }),
+        withReplayProbe(
+          await servers.startTessera({
+            id: 'tessera-sqlite-pkjwt',
+            store: await servers.keyClientSqliteStore(),
+            port,
+          }),
+        ),
     },
     'tessera-sqlite-pkjwt-redis': {
       label: 'Tessera, SQLite, private_key_jwt, Redis',
@@ -259,7 +340,13 @@ export function scenarios(run) {
         'carries cnf.jkt; ' +
         'against tessera-sqlite, what binding a token to a key costs',
       start: async (port) =>
-        servers.startTessera({ id: 'tessera-sqlite-dpop', store: await servers.dpopSqliteStore(), port }),
+        withReplayProbe(
+          await servers.startTessera({
+            id: 'tessera-sqlite-dpop',
+            store: await servers.dpopSqliteStore(),
+            port,
+          }),
+        ),
     },
     'tessera-sqlite-dpop-redis': {
       label: 'Tessera, SQLite, DPoP, Redis',
@@ -499,6 +586,45 @@ export function scenarios(run) {
           audienceParam: 'resource',
         }),
     },
+    'oidc-provider-pkjwt': {
+      label: 'node-oidc-provider, private_key_jwt',
+      note: () =>
+        'oidc-provider-pkjwt: node-oidc-provider with the client registered for private_key_jwt (its jwks the ' +
+        "bench's ES256 key, token_endpoint_auth_signing_alg ES256), every request carrying a new assertion made by " +
+        'the load generator as for tessera-sqlite-pkjwt (aud the token endpoint): it verifies it with jose and ' +
+        'records its jti in ReplayDetection on its default in-memory adapter (an LRU of 1000 entries kept in two ' +
+        'generations, shared by every model it stores), no store of its own; the replay probe note says whether a ' +
+        'replay was refused',
+      start: async (port) =>
+        withReplayProbe(
+          servers.startPeer({
+            id: 'oidc-provider-pkjwt',
+            script: 'oidc-provider.js',
+            port,
+            audienceParam: 'resource',
+            auth: 'private_key_jwt',
+          }),
+        ),
+    },
+    'oidc-provider-dpop': {
+      label: 'node-oidc-provider, DPoP',
+      note: () =>
+        'oidc-provider-dpop: node-oidc-provider with features.dPoP.enabled and the secret client of oidc-provider, ' +
+        'every request carrying a new ES256 DPoP proof made by the load generator as for tessera-sqlite-dpop: it ' +
+        'verifies the proof with jose (EmbeddedJWK), thumbprints its key, records its jti in ReplayDetection on ' +
+        'its default in-memory adapter (as oidc-provider-pkjwt) and binds the token (cnf.jkt, token_type DPoP, ' +
+        'checked in the warm-up); the replay probe note says whether a replay was refused',
+      start: async (port) =>
+        withReplayProbe(
+          servers.startPeer({
+            id: 'oidc-provider-dpop',
+            script: 'oidc-provider.js',
+            port,
+            audienceParam: 'resource',
+            auth: 'dpop',
+          }),
+        ),
+    },
     'oauth2-server': {
       label: '@node-oauth/oauth2-server',
       start: (port) => servers.startPeer({ id: 'oauth2-server', script: 'oauth2-server.js', port }),
@@ -540,5 +666,7 @@ export function scenarios(run) {
     servedBy: servers.servedBy,
     /** The signature alone, if the floor scenario ran: {usPerSignature}. */
     signature: () => signature,
+    /** The verifications and the replay record alone, if the floor scenario ran (servers/verify-loop.js). */
+    verifications: () => verifications,
   };
 }

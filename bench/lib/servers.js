@@ -449,13 +449,16 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     };
   }
 
-  /** The ceiling's signature alone, in a tight loop pinned like a server (bench/servers/sign-loop.js). */
-  async function measureSignature() {
+  /**
+   * A tight loop pinned like a server, on the servers' Node: `script` (bench/servers/) prints one line of JSON that
+   * starts with `{"<key>"`, which is returned parsed.
+   */
+  async function tightLoop(script, key) {
     const child = startPinned({
-      name: 'sign-loop',
+      name: script.replace(/\.js$/, ''),
       cpus: settings.serverCpus,
       command: settings.nodePath,
-      args: [join(ROOT, 'bench/servers/sign-loop.js')],
+      args: ['--disable-warning=ExperimentalWarning', join(ROOT, 'bench/servers', script)],
       env: {
         ...tesseraEnv({}),
         BENCH_PORT: '0',
@@ -468,18 +471,43 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     });
     try {
       const code = await child.exited;
-      const json = child.output.split('\n').find((line) => line.startsWith('{"usPerSignature"'));
+      const json = child.output.split('\n').find((line) => line.startsWith(`{"${key}"`));
       if (code !== 0 || json === undefined)
-        throw new Error(`bench/servers/sign-loop.js exited ${code}:\n${child.output}`);
+        throw new Error(`bench/servers/${script} exited ${code}:\n${child.output}`);
       return JSON.parse(json);
     } finally {
       await stopServer(child);
     }
   }
 
-  /** A reference server; `audited` (ceiling.js): with an audit trail in a directory of its own (BENCH_AUDIT_DIR). */
-  function startPeer({ id, script, port, audienceParam = 'audience', extraEnv = {}, audited = false }) {
+  /** The ceiling's signature alone, in a tight loop pinned like a server (bench/servers/sign-loop.js). */
+  const measureSignature = () => tightLoop('sign-loop.js', 'usPerSignature');
+  /**
+   * One verification of each kind the paths do and one replay record, each in a tight loop pinned like a server
+   * (bench/servers/verify-loop.js): {es256Crypto, es256Jose, rs256Jose, rs256Crypto, replayRecord, replayBatch}, µs.
+   */
+  const measureVerifications = async () => (await tightLoop('verify-loop.js', 'verifications')).verifications;
+
+  /**
+   * A reference server; `audited` (ceiling.js): with an audit trail in a directory of its own (BENCH_AUDIT_DIR).
+   * `auth` (oidc-provider.js): 'private_key_jwt', the client registered with the public keys of an assertion maker
+   * (BENCH_CLIENT_JWKS) and every request carrying a new assertion; 'dpop', the secret client with a new DPoP proof
+   * on every request (BENCH_DPOP=1): the load generator makes them as for Tessera's scenarios (lib/assertions.js).
+   */
+  function startPeer({
+    id,
+    script,
+    port,
+    audienceParam = 'audience',
+    extraEnv = {},
+    audited = false,
+    auth = 'secret',
+  }) {
     const url = `http://127.0.0.1:${port}`;
+    const assertions = auth === 'private_key_jwt' ? assertionMaker() : undefined;
+    const dpop = auth === 'dpop' ? dpopProofMaker() : undefined;
+    if (assertions) extraEnv = { ...extraEnv, BENCH_CLIENT_JWKS: JSON.stringify(assertions.jwks) };
+    if (dpop) extraEnv = { ...extraEnv, BENCH_DPOP: '1' };
     if (audited) {
       const auditDir = mkdtempSync(join(tmpdir(), 'tessera-bench-audit-'));
       cleanups.push(async () => rmSync(auditDir, { recursive: true, force: true }));
@@ -511,6 +539,15 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
       cwd: ROOT,
     });
     const target = tokenTarget(url, client, audienceParam);
+    target.audienceParam = audienceParam;
+    if (assertions) {
+      Object.assign(assertions, { clientId: client.clientId, tokenEndpoint: `${url}/oauth/token` });
+      target.assertions = assertions;
+    }
+    if (dpop) {
+      dpop.tokenEndpoint = `${url}/oauth/token`;
+      target.dpop = dpop;
+    }
     const loopDelayUrl = script === 'ceiling.js' ? `${url}/metrics` : undefined;
     return { server, target, readyUrl: target.jwksUrl, loopDelayUrl };
   }
@@ -539,6 +576,7 @@ export function runServers({ settings, cleanups, environment, pgUp, profileDir, 
     startTessera,
     startPeer,
     measureSignature,
+    measureVerifications,
     /** Runs `body` with the Tessera at `root` (the --compare revision's build) making the stores and serving. */
     async servedBy(root, body) {
       tesseraRoot = root;
