@@ -153,7 +153,38 @@ const JWKS = {
   ],
 };
 
+/** What POST /apply needs (audiences:write clients:write), and the clients:write of every case. */
+const AW = [...W, 'audiences:read', 'audiences:write'];
+/** An apply file (POST /apply's body) of one client, `id`, renamed and with these grants. */
+const applying = (id: string, grants: unknown[] = []): [string, string, unknown] => [
+  'POST',
+  '/apply',
+  { file: { clients: [{ client_id: id, name: 'renamed by a file', grants }] } },
+];
+
 const CLIENT_CASES: Case[] = [
+  // An apply file through the API goes through the same operations, so the same rule (and all or nothing).
+  {
+    name: 'POST /apply: a file granting a client an admin scope the caller lacks',
+    caller: AW,
+    target: null,
+    request: (id) => applying(id, [{ audience: adminUrl, scopes: ['clients:read', 'keys:write'] }]),
+    expect: { missing: ['keys:write'], what: adminGrant },
+  },
+  {
+    name: 'POST /apply: a file changing a client that holds admin scopes the caller lacks',
+    caller: AW,
+    target: ALL,
+    request: (id) => applying(id, [{ audience: adminUrl, scopes: ALL }]),
+    expect: { missing: minus(ALL, AW), what: client },
+  },
+  {
+    name: 'POST /apply: a file granting admin scopes the caller holds',
+    caller: AW,
+    target: null,
+    request: (id) => applying(id, [{ audience: adminUrl, scopes: ['clients:read'] }]),
+    expect: 200,
+  },
   // Granting the admin audience: every scope the grant would hold.
   {
     name: 'clients:write grants a client every admin scope',
@@ -643,7 +674,7 @@ describe('no caller gives what it does not hold: a console session', () => {
         ? c.target === null && path.includes(adminId)
           ? 201
           : 200
-        : path.endsWith('/revoke-tokens')
+        : path.endsWith('/revoke-tokens') || path === '/apply'
           ? 200
           : ALLOWED[method];
     expect(answer.status, JSON.stringify(answer.body)).toBe(valid ? status : 400);
@@ -662,31 +693,47 @@ describe('no caller gives what it does not hold: a console session', () => {
   );
 
   const VIEWER_CASES = [
-    ...CLIENT_CASES.map((c) => ({
+    ...CLIENT_CASES.map((c) => {
+      const sent = c.request('target-none', 'sec_none');
+      // An apply needs both write scopes, and says which the caller lacks (routes-apply.ts).
+      return sent[1] === '/apply'
+        ? {
+            ...c,
+            scope: 'audiences:write clients:write',
+            detail:
+              'an apply needs the scopes audiences:write clients:write; this caller lacks audiences:write clients:write',
+            sent,
+          }
+        : { ...c, scope: 'clients:write', detail: 'this call needs the scope clients:write', sent };
+    }),
+    ...OPERATOR_CASES.map((c) => ({
       ...c,
-      scope: 'clients:write',
-      sent: c.request('target-none', 'sec_none'),
+      scope: 'operators:write',
+      detail: 'this call needs the scope operators:write',
+      sent: c.request('op_none'),
     })),
-    ...OPERATOR_CASES.map((c) => ({ ...c, scope: 'operators:write', sent: c.request('op_none') })),
   ].filter((c) => typeof c.expect !== 'number');
 
-  it.each(VIEWER_CASES)('a viewer changes nothing: $name', async ({ scope, sent: [method, path, body] }) => {
-    const before = await snapshot();
-    const answer = await adminCall(t, viewer, method, path, body);
-    expect({ status: answer.status, body: answer.body }).toEqual({
-      status: 403,
-      body: {
-        type: 'urn:tessera:problem:insufficient_scope',
-        title: 'Forbidden',
+  it.each(VIEWER_CASES)(
+    'a viewer changes nothing: $name',
+    async ({ scope, detail, sent: [method, path, body] }) => {
+      const before = await snapshot();
+      const answer = await adminCall(t, viewer, method, path, body);
+      expect({ status: answer.status, body: answer.body }).toEqual({
         status: 403,
-        detail: `this call needs the scope ${scope}`,
-      },
-    });
-    expect(answer.headers.get('www-authenticate')).toBe(
-      `Bearer error="insufficient_scope", scope="${scope}"`,
-    );
-    expect(await snapshot()).toEqual(before);
-  });
+        body: {
+          type: 'urn:tessera:problem:insufficient_scope',
+          title: 'Forbidden',
+          status: 403,
+          detail,
+        },
+      });
+      expect(answer.headers.get('www-authenticate')).toBe(
+        `Bearer error="insufficient_scope", scope="${scope}"`,
+      );
+      expect(await snapshot()).toEqual(before);
+    },
+  );
 });
 
 describe('the rule in the management layer, for every face but the local CLI', () => {
