@@ -169,20 +169,28 @@ function read(env: Env, name: string): string | undefined {
  * secret; its trailing newline dropped), never both: the image and the chart give every secret as a file, so that
  * none is in a manifest or the process's environment.
  */
-function secret(env: Env, name: string, cwd: string): string | undefined {
+export function secretSetting(env: Env, name: string, cwd: string): string | undefined {
   const file = read(env, `${name}_FILE`);
   if (file === undefined) return read(env, name);
   if (read(env, name) !== undefined) throw new ConfigError(`${name} and ${name}_FILE: set one, not both`);
+  return readSecretFile(`${name}_FILE`, path.resolve(cwd, file));
+}
+
+/**
+ * The secret in a mounted file (its surrounding whitespace, a trailing newline, dropped), for the setting that names
+ * it: a ConfigError naming the setting when it cannot be read or is empty, never its content.
+ */
+export function readSecretFile(setting: string, file: string): string {
   let text: string;
   try {
-    text = readFileSync(path.resolve(cwd, file), 'utf8');
+    text = readFileSync(file, 'utf8');
   } catch (error) {
     throw new ConfigError(
-      `${name}_FILE: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+      `${setting}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
     );
   }
   const value = text.trim();
-  if (value === '') throw new ConfigError(`${name}_FILE: ${file} is empty`);
+  if (value === '') throw new ConfigError(`${setting}: ${file} is empty`);
   return value;
 }
 
@@ -413,7 +421,7 @@ export function loadConfig(
   const issuer = normalizeIssuer(read(env, 'TESSERA_ISSUER') ?? `http://localhost:${port}`);
   const dataDir = path.resolve(cwd, read(env, 'TESSERA_DATA_DIR') ?? './data');
 
-  let databaseUrl = secret(env, 'TESSERA_DATABASE_URL', cwd);
+  let databaseUrl = secretSetting(env, 'TESSERA_DATABASE_URL', cwd);
   if (databaseUrl !== undefined) {
     if (isPostgresUrl(databaseUrl)) {
       try {
@@ -442,7 +450,7 @@ export function loadConfig(
     throw new ConfigError(`TESSERA_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   }
 
-  const redisUrl = secret(env, 'TESSERA_REDIS_URL', cwd);
+  const redisUrl = secretSetting(env, 'TESSERA_REDIS_URL', cwd);
   if (redisUrl !== undefined) {
     let parsed: URL | undefined;
     try {
@@ -510,7 +518,7 @@ export function loadConfig(
     databaseUrl,
     tokenTtl: integer(env, 'TESSERA_TOKEN_TTL', 1800, MIN_TOKEN_TTL, MAX_TOKEN_TTL),
     signingAlg: alg,
-    masterKey: secret(env, 'TESSERA_MASTER_KEY', cwd),
+    masterKey: secretSetting(env, 'TESSERA_MASTER_KEY', cwd),
     redisUrl,
     redisPrefix: prefix(read(env, 'TESSERA_REDIS_PREFIX') ?? 'tessera'),
     logLevel: logLevel as Config['logLevel'],

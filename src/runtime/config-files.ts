@@ -11,7 +11,8 @@ import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
-import { ConfigError, type Config } from '../config/index.js';
+import { ConfigError, readSecretFile, type Config } from '../config/index.js';
+import { givenSecretProblem } from '../domain/secrets.js';
 import { bootstrapAdminClient } from '../management/bootstrap.js';
 import { EVERY_SCOPE, type ManagementContext } from '../management/context.js';
 import { SERVER_ACTOR, type Store } from '../store/types.js';
@@ -48,15 +49,7 @@ export async function bootstrapAdmin(
 ): Promise<void> {
   const wanted = config.bootstrapAdmin;
   if (wanted === undefined) return;
-  let secret: string;
-  try {
-    secret = (await readFile(wanted.secretFile, 'utf8')).trim();
-  } catch (error) {
-    throw new ConfigError(
-      `TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE: cannot read ${wanted.secretFile} (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
-    );
-  }
-  const { givenSecretProblem } = await import('../domain/secrets.js');
+  const secret = readSecretFile('TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE', wanted.secretFile);
   const problem = givenSecretProblem(secret);
   if (problem !== undefined) throw new ConfigError(`TESSERA_BOOTSTRAP_ADMIN_CLIENT_SECRET_FILE: ${problem}`);
   const done = await bootstrapAdminClient(serverContext(store, config, clock), wanted.clientId, secret);

@@ -6,8 +6,7 @@
  * attributes (attributes.ts).
  */
 
-import { readFile } from 'node:fs/promises';
-import { ConfigError } from '../config/index.js';
+import { secretSetting } from '../config/index.js';
 
 export type { RequestSpan, Tracing, TracingOptions } from './types.js';
 import type { Tracing, TracingOptions } from './types.js';
@@ -40,25 +39,17 @@ const SECRET_SETTINGS = ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACE
  * `OTEL_EXPORTER_OTLP_HEADERS_FILE` (and the traces-only one): the headers read from a mounted secret into the
  * variable the SDK reads, so that an API key need not be in a manifest or the process's environment as given.
  */
-async function readSecretSettings(env: NodeJS.ProcessEnv): Promise<void> {
+function readSecretSettings(env: NodeJS.ProcessEnv): void {
   for (const name of SECRET_SETTINGS) {
-    const file = env[`${name}_FILE`]?.trim();
-    if (file === undefined || file === '') continue;
-    if ((env[name] ?? '').trim() !== '') throw new ConfigError(`${name} and ${name}_FILE: set one, not both`);
-    try {
-      env[name] = (await readFile(file, 'utf8')).trim();
-    } catch (error) {
-      throw new ConfigError(
-        `${name}_FILE: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
-      );
-    }
+    if ((env[`${name}_FILE`] ?? '').trim() === '') continue;
+    env[name] = secretSetting(env, name, process.cwd());
   }
 }
 
 /** The tracing the environment asks for, the SDK loaded for it; undefined (and nothing loaded) when it asks for none. */
 export async function openTracing(options: TracingOptions): Promise<Tracing | undefined> {
   if (!tracingConfigured(options.env)) return undefined;
-  await readSecretSettings(options.env);
+  readSecretSettings(options.env);
   const { startTracing } = await import('./otel.js');
   return startTracing(options);
 }
