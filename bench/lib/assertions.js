@@ -6,8 +6,9 @@ import { URL, URLSearchParams } from 'node:url';
  * Client assertions for the private_key_jwt scenario (RFC 7523 §2.2): a fresh one per request (each jti is
  * used once; the server refuses a replay), signed ES256 as openid-client signs by default. Made in the load
  * generator's request set-up, synchronously (autocannon's setupRequest cannot wait), with node:crypto: a
- * signature is ~30 µs of the load generator's CPU, not the server's. The server verifies them with jose,
- * which is what the warm-up's check of every answer proves.
+ * signature is ~30 µs of the load generator's CPU, not the server's. The server verifies them (node:crypto,
+ * with every check of jose's jwtVerify: src/domain/client-auth/verify-jwt.ts), which is what the warm-up's check
+ * of every answer proves.
  */
 export function assertionMaker() {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });

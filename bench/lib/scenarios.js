@@ -307,7 +307,7 @@ export function scenarios(run) {
       label: 'Tessera, SQLite, private_key_jwt',
       note: () =>
         'private_key_jwt: the client authenticates with a new ES256 client assertion per request (made by the load ' +
-        'generator): the server verifies its signature with jose and records its jti in the store (the replay ' +
+        'generator): the server verifies its signature (node:crypto, the key imported once) and records its jti in the store (the replay ' +
         'check, one INSERT, those of a turn in one transaction; Redis when configured); against tessera-sqlite, what an assertion costs over a secret',
       start: async (port) =>
         withReplayProbe(
@@ -367,7 +367,7 @@ export function scenarios(run) {
       note: () =>
         'federated: the client authenticates with a Kubernetes projected service-account token (RS256, the ' +
         "cluster's key registered inline), the same token on every request as a pod reuses it: the server checks " +
-        'its claims against the credential and verifies its signature with jose; no replay check (the credential ' +
+        'its claims against the credential and verifies its signature (node:crypto, the key imported once); no replay check (the credential ' +
         'is not once), so no write; against tessera-sqlite-pkjwt, what a platform token costs over an assertion',
       start: async (port) =>
         servers.startTessera({

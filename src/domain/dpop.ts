@@ -8,6 +8,7 @@ import {
   isJsonObject,
   jsonPart,
   MAX_JTI_LENGTH,
+  MIN_RSA_BITS,
   signatureCheck,
   usableJti,
   type AssertionAlg,
@@ -108,8 +109,6 @@ interface ProofKey {
 
 /** Proof keys kept by protected header (a client signs every proof with one key and one header). */
 const MAX_KEYS = 1000;
-/** RSA keys below this size are refused (RFC 7518 §3.3, as jose refuses them). */
-const MIN_RSA_BITS = 2048;
 
 /**
  * Verifies a DPoP proof at the token endpoint (RFC 9449 §4.3): everything that can be checked from the text
@@ -119,7 +118,7 @@ const MIN_RSA_BITS = 2048;
  * A client signs all its proofs with one key under one protected header: the key is imported (by jose's
  * EmbeddedJWK, which checks it fits the alg) and thumbprinted the first time, and kept by the header's text;
  * each signature is then checked by node:crypto in one synchronous call, from the table tokens are signed with
- * (jose.ts).
+ * (jose.ts), as client assertions' are (client-auth/verify-jwt.ts).
  */
 export class DpopVerifier {
   /** Where a proof at the token endpoint is for. */

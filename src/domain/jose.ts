@@ -3,8 +3,8 @@ import { constants, sign, verify, type KeyObject, type SigningOptions } from 'no
 /*
  * Tessera's JWS (RFC 7515) in one place: the algorithms it knows and what node:crypto needs for each, the one
  * reading of a JWS Compact Serialization, the signature made and checked from that table, and the bound on a
- * jti. Access tokens are signed (keys/jws.ts) and read (own-tokens.ts) with it, DPoP proofs verified (dpop.ts);
- * client assertions are verified by the jose library (client-auth/assertion.ts) under this table's algorithms.
+ * jti. Access tokens are signed (keys/jws.ts) and read (own-tokens.ts) with it, DPoP proofs (dpop.ts), client
+ * assertions and platform tokens (client-auth/verify-jwt.ts) verified.
  *
  * The cryptography is node:crypto's, one synchronous call a signature: jose signs through WebCrypto, whose
  * per-call machinery (an async job, DOMException and structuredClone setup) costs more than the signature itself.
@@ -73,6 +73,37 @@ export function isSigningAlg(value: string): value is SigningAlg {
 export function keyFitsAlg(alg: AssertionAlg, jwk: { kty?: unknown; crv?: unknown }): boolean {
   const { kty, crv } = algorithm(alg);
   return jwk.kty === kty && (crv === undefined || jwk.crv === crv);
+}
+
+/** The smallest RSA modulus a signature is checked with (RFC 7518 §3.3, §3.5; jose refuses smaller ones too). */
+export const MIN_RSA_BITS = 2048;
+
+/** node:crypto's names of the table's curves. */
+const CURVE_NAMES = { 'P-256': 'prime256v1', 'P-384': 'secp384r1' } as const;
+
+/**
+ * Why a public key cannot check `alg` signatures — not public, not of the algorithm's type and curve, an RSA
+ * modulus under MIN_RSA_BITS — or undefined when it can: what jose checks of a key before it verifies.
+ */
+export function verifyingKeyFits(alg: AssertionAlg, key: KeyObject): string | undefined {
+  if (key.type !== 'public') return `${alg} signatures are checked with a public key`;
+  const { kty, crv } = algorithm(alg);
+  const type = key.asymmetricKeyType;
+  const details = key.asymmetricKeyDetails ?? {};
+  switch (kty) {
+    case 'EC':
+      if (type !== 'ec' || details.namedCurve !== CURVE_NAMES[crv as 'P-256' | 'P-384'])
+        return `${alg} signatures are checked with an EC ${crv} key`;
+      return undefined;
+    case 'RSA':
+      if (type !== 'rsa' && !(type === 'rsa-pss' && alg === 'PS256'))
+        return `${alg} signatures are checked with an RSA key`;
+      if ((details.modulusLength ?? 0) < MIN_RSA_BITS)
+        return `${alg} signatures are checked with an RSA key of at least ${MIN_RSA_BITS} bits`;
+      return undefined;
+    case 'OKP':
+      return type === 'ed25519' ? undefined : `${alg} signatures are checked with an Ed25519 key`;
+  }
 }
 
 /** node:crypto's key argument for `alg`: the key itself, or the key with the options of the JWS form. */

@@ -93,9 +93,10 @@ export class AssertionReplay implements ReplayGuard {
         return answers.map((used) => used === 1);
       },
       // At the tick, not the turn's end: the lane resumes a turn's requests in one callback (Turns.end), so a DPoP
-      // proof's id (verified synchronously) goes with the turn's others; a client assertion's (jose verifies with
-      // WebCrypto, each in a callback of its own) with those its callback completed. Against the turn's end: DPoP
-      // with Redis 1.14-1.15x the requests a second, private_key_jwt 0.95-0.99x (bench --compare, three rounds).
+      // proof's id (verified synchronously) goes with the turn's others, and so does a client assertion's (its key
+      // found by a promise, its signature checked synchronously: client-auth/verify-jwt.ts). Against the turn's end,
+      // when jose verified assertions with WebCrypto, each in a callback of its own: DPoP with Redis 1.14-1.15x the
+      // requests a second, private_key_jwt 0.95-0.99x (bench --compare, three rounds).
       { parallel: REDIS_BATCHES_AT_ONCE, soon: 'tick' },
     );
   }

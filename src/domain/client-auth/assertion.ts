@@ -1,12 +1,4 @@
-import {
-  decodeJwt,
-  errors,
-  jwtVerify,
-  type JWTPayload,
-  type JWTVerifyGetKey,
-  type JWTVerifyOptions,
-  type ProtectedHeaderParameters,
-} from 'jose';
+import { decodeJwt, errors, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters } from 'jose';
 import { TesseraError } from '../errors.js';
 import { ASSERTION_ALGS, usableJti } from '../jose.js';
 import type { KeyPlace } from '../known-client.js';
@@ -22,8 +14,9 @@ export const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-beare
 /** Clock skew allowed on every time of an assertion (docs/interface.md). */
 export const ASSERTION_SKEW_SECONDS = 60;
 const ALGS: readonly string[] = ASSERTION_ALGS;
-/** For jose's `algorithms`: never `none`, never HMAC. */
-export const VERIFY_ALGS = ALGS as string[];
+/** For verifyJwt's `algorithms`: never `none`, never HMAC. */
+export const VERIFY_ALGS = ALGS;
+export { verifyJwt } from './verify-jwt.js';
 
 /** Whether the header names an algorithm an assertion may be signed with (checked before any key is sought). */
 export const allowedAlg = (header: ProtectedHeaderParameters): boolean =>
@@ -69,34 +62,6 @@ export class AssertionFailed extends TesseraError {
 export class KeysUnavailable extends TesseraError {
   override get code(): string {
     return 'keys_unavailable';
-  }
-}
-
-type KeyLike = Parameters<typeof jwtVerify>[1] & object;
-
-/**
- * Signature and claims, with jose. Without a kid, every key that fits the alg is tried (authlib sends none):
- * only a signature that fails moves on to the next key; a bad claim fails whatever the key.
- */
-export async function verifyJwt(
-  jwt: string,
-  getKey: JWTVerifyGetKey,
-  options: JWTVerifyOptions,
-): Promise<JWTPayload> {
-  try {
-    return (await jwtVerify(jwt, getKey, options)).payload;
-  } catch (error) {
-    if (!(error instanceof errors.JWKSMultipleMatchingKeys)) throw error;
-    let last: unknown = error;
-    for await (const key of error as unknown as AsyncIterable<KeyLike>) {
-      try {
-        return (await jwtVerify(jwt, key, options)).payload;
-      } catch (failed) {
-        last = failed;
-        if (!(failed instanceof errors.JWSSignatureVerificationFailed)) throw failed;
-      }
-    }
-    throw last;
   }
 }
 

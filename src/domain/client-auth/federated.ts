@@ -1,4 +1,4 @@
-import { errors, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
+import { errors, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import type { KnownFederatedCredential } from '../known-client.js';
 import {
   allowedAlg,
@@ -13,6 +13,7 @@ import {
   type RemoteKeys,
   type ReplayGuard,
 } from './assertion.js';
+import type { JwtChecks } from './verify-jwt.js';
 
 /*
  * Workload identity federation (docs/interface.md): the client assertion is a platform's token (a Kubernetes
@@ -90,11 +91,7 @@ function verifySignature(
   now: number,
   remote: RemoteKeys,
 ): Promise<JWTPayload> {
-  const options: JWTVerifyOptions = {
-    algorithms: VERIFY_ALGS,
-    clockTolerance: SKEW,
-    currentDate: new Date(now),
-  };
+  const options: JwtChecks = { algorithms: VERIFY_ALGS, clockTolerance: SKEW, now };
   const keys = credential.keys;
   const verify = (getKey: JWTVerifyGetKey) => verifyJwt(assertion.jwt, getKey, options);
   if ('inline' in keys) return verify(keys.inline);

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { importJWK, type JWK } from 'jose';
 import { isPublicAddress } from '../addresses.js';
-import { ASSERTION_ALGS, keyFitsAlg, type AssertionAlg } from '../jose.js';
+import { ASSERTION_ALGS, keyFitsAlg, MIN_RSA_BITS, type AssertionAlg } from '../jose.js';
 import { checkNesting, ValidationError } from '../validate.js';
 
 /*
@@ -22,8 +22,6 @@ export interface PublicJwks {
 export const MAX_CLIENT_KEYS = 10;
 /** A JWK Set registered inline, as JSON, at most this many bytes. */
 const MAX_JWKS_BYTES = 16 * 1024;
-/** The smallest RSA modulus accepted (RFC 7518 §3.3, §3.5). */
-const MIN_RSA_BITS = 2048;
 
 /** Members that only a private or symmetric key has: a set holding one is refused, never stored. */
 export const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;

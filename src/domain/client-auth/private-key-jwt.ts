@@ -34,6 +34,8 @@ import {
 
 /** An assertion may live at most this long: after its iat, or after now when it has none (authlib: 60 min). */
 const MAX_ASSERTION_LIFETIME_SECONDS = 3600;
+/** RFC 7523 §3: an exp, and a jti (single use, RFC 7523 §3 item 7, required by docs/interface.md). */
+const REQUIRED_CLAIMS = ['exp', 'jti'] as const;
 
 export interface PrivateKeyJwtOptions {
   issuer: string;
@@ -150,7 +152,7 @@ class AssertionCredentials implements PresentedCredentials {
     return undefined;
   }
 
-  /** Signature and claims (RFC 7523 §3), with jose. */
+  /** Signature and claims (RFC 7523 §3). */
   private check(getKey: JWTVerifyGetKey, now: number): Promise<JWTPayload> {
     return verifyJwt(this.assertion.jwt, getKey, {
       algorithms: VERIFY_ALGS,
@@ -158,8 +160,8 @@ class AssertionCredentials implements PresentedCredentials {
       subject: this.clientId,
       audience: [this.options.issuer, this.options.tokenEndpoint],
       clockTolerance: ASSERTION_SKEW_SECONDS,
-      currentDate: new Date(now),
-      requiredClaims: ['exp', 'jti'],
+      now,
+      requiredClaims: REQUIRED_CLAIMS,
     });
   }
 }
