@@ -8,9 +8,9 @@ import {
   isJsonObject,
   jsonPart,
   MAX_JTI_LENGTH,
-  MIN_RSA_BITS,
   signatureCheck,
   usableJti,
+  verifyingKeyFits,
   type AssertionAlg,
   type SignatureBytesCheck,
 } from './jose.js';
@@ -237,12 +237,11 @@ export class DpopVerifier {
     } catch {
       throw invalidDpopProof('DPoP proof jwk is not a public key usable with its alg');
     }
-    const bits = key.asymmetricKeyDetails?.modulusLength;
-    if (bits !== undefined && bits < MIN_RSA_BITS)
-      throw invalidDpopProof(`DPoP proof jwk must be an RSA key of at least ${MIN_RSA_BITS} bits`);
+    // checkedHeader let only DPOP_ALGS through.
+    const problem = verifyingKeyFits(header.alg as AssertionAlg, key);
+    if (problem !== undefined) throw invalidDpopProof(`DPoP proof jwk: ${problem}`);
     return {
       jkt: await calculateJwkThumbprint(header.jwk!, 'sha256'),
-      // checkedHeader let only DPOP_ALGS through.
       check: signatureCheck(header.alg as AssertionAlg, key),
     };
   }

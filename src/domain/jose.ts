@@ -77,13 +77,32 @@ export function keyFitsAlg(alg: AssertionAlg, jwk: { kty?: unknown; crv?: unknow
 
 /** The smallest RSA modulus a signature is checked with (RFC 7518 §3.3, §3.5; jose refuses smaller ones too). */
 export const MIN_RSA_BITS = 2048;
+/**
+ * The largest: a check with an 8192-bit key takes ~0.3 ms on the thread that answers requests (a 2048-bit one
+ * 0.03), and a DPoP proof's length limit has room for one. jose sets no bound.
+ */
+export const MAX_RSA_BITS = 8192;
+/**
+ * The largest RSA public exponent (Go's crypto/rsa bound; 65537 is everyone's): the check of a signature is a
+ * modular exponentiation by it, and one as long as the modulus made a check of a 3072-bit key take 13 ms.
+ */
+const MAX_RSA_EXPONENT = 2n ** 31n - 1n;
+
+/** Why an RSA key of this size and public exponent is refused, or undefined when it is not. */
+export function rsaSizeProblem(modulusLength: number, publicExponent: bigint): string | undefined {
+  if (modulusLength < MIN_RSA_BITS || modulusLength > MAX_RSA_BITS)
+    return `an RSA key must have ${MIN_RSA_BITS} to ${MAX_RSA_BITS} bits (this one has ${modulusLength})`;
+  if (publicExponent > MAX_RSA_EXPONENT) return `an RSA key's public exponent must be at most 2^31 - 1`;
+  return undefined;
+}
 
 /** node:crypto's names of the table's curves. */
 const CURVE_NAMES = { 'P-256': 'prime256v1', 'P-384': 'secp384r1' } as const;
 
 /**
- * Why a public key cannot check `alg` signatures — not public, not of the algorithm's type and curve, an RSA
- * modulus under MIN_RSA_BITS — or undefined when it can: what jose checks of a key before it verifies.
+ * Why a public key cannot check `alg` signatures — not public, not of the algorithm's type and curve, an RSA key
+ * of a size rsaSizeProblem refuses — or undefined when it can: what jose checks of a key before it verifies, and
+ * the bounds on RSA keys it does not set.
  */
 export function verifyingKeyFits(alg: AssertionAlg, key: KeyObject): string | undefined {
   if (key.type !== 'public') return `${alg} signatures are checked with a public key`;
@@ -98,9 +117,7 @@ export function verifyingKeyFits(alg: AssertionAlg, key: KeyObject): string | un
     case 'RSA':
       if (type !== 'rsa' && !(type === 'rsa-pss' && alg === 'PS256'))
         return `${alg} signatures are checked with an RSA key`;
-      if ((details.modulusLength ?? 0) < MIN_RSA_BITS)
-        return `${alg} signatures are checked with an RSA key of at least ${MIN_RSA_BITS} bits`;
-      return undefined;
+      return rsaSizeProblem(details.modulusLength ?? 0, details.publicExponent ?? 0n);
     case 'OKP':
       return type === 'ed25519' ? undefined : `${alg} signatures are checked with an Ed25519 key`;
   }
@@ -170,6 +187,9 @@ export function compactJws(text: string, parts: 'base64url' | 'any'): CompactJws
   const first = text.indexOf('.');
   const second = first === -1 ? -1 : text.indexOf('.', first + 1);
   if (second === -1 || text.includes('.', second + 1)) return undefined;
+  // Base64 without padding is never 1 character past a multiple of 4; Node's decoder would drop the extra one, and
+  // a second text would carry the same signature (jose refuses it).
+  if ((text.length - second - 1) % 4 === 1) return undefined;
   return {
     header: text.slice(0, first),
     payload: text.slice(first + 1, second),

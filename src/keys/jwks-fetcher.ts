@@ -12,6 +12,7 @@ import {
   certificateThumbprints,
   discoveryUrl,
   MAX_CLIENT_KEYS,
+  rsaJwkProblem,
   type RemoteCertificates,
   type RemoteKeys,
 } from '../domain/client-auth/index.js';
@@ -133,7 +134,8 @@ function usableKeys(body: unknown): JWK[] {
       !('d' in k) &&
       !('k' in k) &&
       (k as JWK).use !== 'enc' &&
-      algsForKey(k as JWK).length > 0,
+      algsForKey(k as JWK).length > 0 &&
+      rsaJwkProblem(k as JWK) === undefined,
   );
   if (usable.length === 0) throw new Error('the set has no usable signing key');
   return usable.slice(0, MAX_CLIENT_KEYS * 2);

@@ -190,7 +190,16 @@ describe('DpopVerifier', () => {
     const input = `${enc({ alg: 'RS256', typ: 'dpop+jwt', jwk })}.${body}`;
     const signature = nodeSign('sha256', Buffer.from(input), small.privateKey).toString('base64url');
     expect(await refusal(dpop.verify(`${input}.${signature}`, NOW))).toEqual(
-      invalid('DPoP proof jwk must be an RSA key of at least 2048 bits'),
+      invalid('DPoP proof jwk: an RSA key must have 2048 to 8192 bits (this one has 1024)'),
+    );
+    // A public exponent past 2^31 - 1: each check would be an exponentiation that long (13 ms at 3072 bits).
+    const large = generateKeyPairSync('rsa', { modulusLength: 2048, publicExponent: 2 ** 31 + 1 });
+    const largeInput = `${enc({ alg: 'RS256', typ: 'dpop+jwt', jwk: large.publicKey.export({ format: 'jwk' }) })}.${body}`;
+    const largeSignature = nodeSign('sha256', Buffer.from(largeInput), large.privateKey).toString(
+      'base64url',
+    );
+    expect(await refusal(dpop.verify(`${largeInput}.${largeSignature}`, NOW))).toEqual(
+      invalid("DPoP proof jwk: an RSA key's public exponent must be at most 2^31 - 1"),
     );
     const h = await holder();
     expect(await refusal(dpop.verify(await proof(h, {}, { crit: ['b64'], b64: true }), NOW))).toEqual(

@@ -1,7 +1,17 @@
 import { generateKeyPairSync, sign, constants, type KeyObject } from 'node:crypto';
-import { createLocalJWKSet, errors, jwtVerify, type JWK, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import {
+  createLocalJWKSet,
+  errors,
+  importJWK,
+  jwtVerify,
+  type JWK,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+} from 'jose';
 import { describe, expect, it } from 'vitest';
+import { checkJwksKeys, rsaJwkProblem } from '../../src/domain/client-auth/jwks.js';
 import { verifyJwt, type JwtChecks } from '../../src/domain/client-auth/verify-jwt.js';
+import { ValidationError } from '../../src/domain/validate.js';
 import { ASSERTION_ALGS } from '../../src/domain/jose.js';
 
 /*
@@ -281,6 +291,21 @@ describe('verifyJwt, against jose', () => {
     expect(await same(jws(rs1024), setOf(rs1024))).toEqual({ error: 'TypeError' });
   });
 
+  it('refuses a key its set made for another algorithm, as jose does', async () => {
+    // An RSA key imported for RS256 handed over for a PS256 token: not what createLocalJWKSet does, but a set may.
+    const forRs256 = await importJWK(rs256.jwk, 'RS256');
+    const given: JWTVerifyGetKey = async () => forRs256 as never;
+    expect(await same(jws(ps256), given)).toEqual({ error: 'TypeError' });
+    const forEs384 = await importJWK(es384.jwk, 'ES384');
+    expect(await same(jws(es256), async () => forEs384 as never)).toEqual({ error: 'TypeError' });
+  });
+
+  it('refuses a signature with a character past its bytes, which Node would read and jose refuses', async () => {
+    // ES384 signatures are 96 bytes, 128 characters: one more is no base64url, however it decodes.
+    for (const extra of ['A', '_'])
+      expect(await same(`${jws(es384)}${extra}`, keys)).toEqual({ error: 'JWSInvalid' });
+  });
+
   it('answers as jose for every one-character change of a token', async () => {
     const alphabet = 'AZaz09-_';
     for (const by of [es256, rs256, ed]) {
@@ -291,5 +316,50 @@ describe('verifyJwt, against jose', () => {
         await same(changed, keys);
       }
     }
+  });
+});
+
+describe('RSA keys a check could be made slow with', () => {
+  // jose bounds neither the modulus nor the public exponent: a check with a 3072-bit exponent took 13 ms, on the
+  // thread that answers every request.
+  const large = signer(
+    'RS256',
+    'large-e',
+    generateKeyPairSync('rsa', { modulusLength: 2048, publicExponent: 2 ** 31 + 1 }),
+  );
+  const fine = signer(
+    'RS256',
+    'e-max',
+    generateKeyPairSync('rsa', { modulusLength: 2048, publicExponent: 2 ** 31 - 1 }),
+  );
+
+  it('are refused at verification, where jose would check them', async () => {
+    expect(await outcome(() => reference(jws(large), setOf(large), CHECKS))).toEqual({ claims: CLAIMS });
+    const refused = await verifyJwt(jws(large), setOf(large), CHECKS).catch((error: Error) => error);
+    expect(refused).toEqual(new TypeError("an RSA key's public exponent must be at most 2^31 - 1"));
+    expect(await verifyJwt(jws(fine), setOf(fine), CHECKS)).toEqual(CLAIMS);
+  });
+
+  it('are refused when registered, and left out of a fetched set', async () => {
+    await expect(checkJwksKeys({ keys: [rs256.jwk, large.jwk] })).rejects.toEqual(
+      new ValidationError("jwks key 2: an RSA key's public exponent must be at most 2^31 - 1"),
+    );
+    await expect(checkJwksKeys({ keys: [rs1024.jwk] })).rejects.toEqual(
+      new ValidationError('jwks key 1: an RSA key must have 2048 to 8192 bits (this one has 1024)'),
+    );
+    await expect(checkJwksKeys({ keys: [rs256.jwk, fine.jwk, es256.jwk, ed.jwk] })).resolves.toBe(undefined);
+    expect(rsaJwkProblem(large.jwk)).toBe("an RSA key's public exponent must be at most 2^31 - 1");
+    expect(rsaJwkProblem(fine.jwk)).toBe(undefined);
+    expect(rsaJwkProblem(rs1024.jwk)).toBe('an RSA key must have 2048 to 8192 bits (this one has 1024)');
+    // A modulus of 8193 bits (a 1 then 8192 zero bits), and one of 8192 with leading zero bytes, as it decodes.
+    const n8193 = Buffer.concat([Buffer.from([1]), Buffer.alloc(1024)]).toString('base64url');
+    expect(rsaJwkProblem({ kty: 'RSA', n: n8193, e: 'AQAB' })).toBe(
+      'an RSA key must have 2048 to 8192 bits (this one has 8193)',
+    );
+    const n8192 = Buffer.concat([Buffer.alloc(3), Buffer.from([0x80]), Buffer.alloc(1023)]).toString(
+      'base64url',
+    );
+    expect(rsaJwkProblem({ kty: 'RSA', n: n8192, e: 'AQAB' })).toBe(undefined);
+    expect(rsaJwkProblem(es256.jwk)).toBe(undefined);
   });
 });

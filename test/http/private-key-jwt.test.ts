@@ -6,12 +6,20 @@
  * and jwks_uri fetching (private addresses, a host that hangs, an answer of 10 MB).
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import type { AddressInfo } from 'node:net';
-import { decodeJwt, decodeProtectedHeader, exportPKCS8, SignJWT, type JWK, type JWTPayload } from 'jose';
+import {
+  decodeJwt,
+  decodeProtectedHeader,
+  exportPKCS8,
+  importPKCS8,
+  SignJWT,
+  type JWK,
+  type JWTPayload,
+} from 'jose';
 import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -422,6 +430,30 @@ describe('private_key_jwt: keys at a jwks_uri', () => {
         )
       ).status,
     ).toBe(200);
+  });
+
+  it('an RSA key with a public exponent past 2^31 - 1 in a fetched set is left out: its kid is unknown', async () => {
+    // Each check by such a key is an exponentiation as long as its exponent (13 ms at 3072 bits, on the thread
+    // answering every request); jose would check it.
+    const pair = generateKeyPairSync('rsa', { modulusLength: 2048, publicExponent: 2 ** 31 + 1 });
+    const large = {
+      alg: 'RS256',
+      jwk: { ...(pair.publicKey.export({ format: 'jwk' }) as JWK), kid: 'large-e' },
+      privateKey: await importPKCS8(
+        pair.privateKey.export({ format: 'pem', type: 'pkcs8' }) as string,
+        'RS256',
+      ),
+    };
+    const good = await signer('ES256', 'good');
+    const host = await keyHost();
+    host.keys = [large.jwk, good.jwk];
+    const id = await keyClient(t, { jwksUri: host.url });
+    await expectRefused(await assertion(large, id), id, 'unknown kid');
+    expect((await withAssertion(await assertion(good, id))).status).toBe(200);
+    const only = await keyHost();
+    only.keys = [large.jwk];
+    const alone = await keyClient(t, { jwksUri: only.url });
+    await expectRefused(await assertion(large, alone), alone, 'jwks_uri: the set has no usable signing key');
   });
 
   it('a set nested deeper than 32 levels is refused as it is read (never copied by a recursion)', async () => {

@@ -1,4 +1,10 @@
-import { decodeJwt, errors, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters } from 'jose';
+import {
+  decodeJwt,
+  errors,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+  type ProtectedHeaderParameters,
+} from 'jose';
 import { TesseraError } from '../errors.js';
 import { ASSERTION_ALGS, usableJti } from '../jose.js';
 import type { KeyPlace } from '../known-client.js';

@@ -70,6 +70,7 @@ export {
   ASSERTION_ALGS,
   checkJwksKeys,
   MAX_CLIENT_KEYS,
+  rsaJwkProblem,
   validateJwks,
   validateJwksUri,
   type PublicJwks,

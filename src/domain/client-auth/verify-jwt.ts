@@ -54,10 +54,12 @@ function checkOf(key: unknown, alg: AssertionAlg): SignatureBytesCheck {
   let object: KeyObject;
   if (key instanceof KeyObject) object = key;
   else {
-    // A CryptoKey (what jose's key sets give); KeyObject.from throws a TypeError for anything else.
-    const { usages } = key as Partial<webcrypto.CryptoKey>;
+    // A CryptoKey (what jose's key sets give), made for this algorithm, as jose requires; KeyObject.from throws a
+    // TypeError for anything that is not one.
+    const { usages, algorithm } = key as Partial<webcrypto.CryptoKey>;
     if (!Array.isArray(usages) || !usages.includes('verify'))
       throw new TypeError('a key set gave a key that does not verify');
+    if (!madeFor(alg, algorithm)) throw new TypeError(`a key set gave a key not made for ${alg}`);
     object = KeyObject.from(key as webcrypto.CryptoKey);
   }
   const problem = verifyingKeyFits(alg, object);
@@ -66,6 +68,27 @@ function checkOf(key: unknown, alg: AssertionAlg): SignatureBytesCheck {
   if (byAlg === undefined) checks.set(key, (byAlg = new Map()));
   byAlg.set(alg, check);
   return check;
+}
+
+/** WebCrypto's name of each algorithm's key (RFC 7518 §3 in WebCrypto's terms), with its hash or curve. */
+const WEBCRYPTO: Record<AssertionAlg, { name: string; hash?: string; namedCurve?: string }> = {
+  ES256: { name: 'ECDSA', namedCurve: 'P-256' },
+  ES384: { name: 'ECDSA', namedCurve: 'P-384' },
+  RS256: { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' },
+  PS256: { name: 'RSA-PSS', hash: 'SHA-256' },
+  EdDSA: { name: 'Ed25519' },
+  Ed25519: { name: 'Ed25519' },
+};
+
+/** Whether a CryptoKey's algorithm is `alg`'s (jose's checkCryptoKey): its name, and its hash or curve. */
+function madeFor(alg: AssertionAlg, algorithm: unknown): boolean {
+  const wanted = WEBCRYPTO[alg];
+  const given = algorithm as { name?: unknown; hash?: { name?: unknown }; namedCurve?: unknown } | undefined;
+  return (
+    given?.name === wanted.name &&
+    (wanted.hash === undefined || given.hash?.name === wanted.hash) &&
+    (wanted.namedCurve === undefined || given.namedCurve === wanted.namedCurve)
+  );
 }
 
 /** jose's reading of a protected header: base64url, UTF-8, JSON, an object (JWSInvalid otherwise). */
