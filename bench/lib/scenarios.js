@@ -308,7 +308,7 @@ export function scenarios(run) {
       note: () =>
         'private_key_jwt: the client authenticates with a new ES256 client assertion per request (made by the load ' +
         'generator): the server verifies its signature (node:crypto, the key imported once) and records its jti in the store (the replay ' +
-        'check, one INSERT, those of a turn in one transaction; Redis when configured); against tessera-sqlite, what an assertion costs over a secret',
+        'check: one INSERT for all those of a turn; Redis when configured); against tessera-sqlite, what an assertion costs over a secret',
       start: async (port) =>
         withReplayProbe(
           await servers.startTessera({
@@ -336,7 +336,7 @@ export function scenarios(run) {
       note: () =>
         'DPoP: the client of tessera-sqlite (a secret) sends a new ES256 DPoP proof with every request (made by ' +
         'the load generator): the server checks it, verifies its signature with node:crypto (the key imported and ' +
-        'thumbprinted once), records its jti in the store (one INSERT, those of a turn in one transaction; Redis when configured), and the token ' +
+        'thumbprinted once), records its jti in the store (one INSERT for all those of a turn; Redis when configured), and the token ' +
         'carries cnf.jkt; ' +
         'against tessera-sqlite, what binding a token to a key costs',
       start: async (port) =>

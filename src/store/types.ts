@@ -339,8 +339,7 @@ export interface AssertionJtiStore {
    */
   useAssertionJti(id: string, expiresAt: number): Promise<boolean>;
   /**
-   * Several ids at once, as useAssertionJti each, in order, in one transaction (one commit for all; on PostgreSQL
-   * one statement): an id given twice is a replay the second time. Rejects if it fails; the ids are then
+   * Several ids at once, as useAssertionJti each, in order, in one statement (one commit for all): an id given twice is a replay the second time. Rejects if it fails; the ids are then
    * recorded or not (on PostgreSQL a timeout or a lost connection may come after the commit), so that a later
    * use of one is at worst a replay refused, never a replay accepted.
    */

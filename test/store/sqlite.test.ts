@@ -181,7 +181,7 @@ describe('openSqliteStore', () => {
     }
   });
 
-  it("the replay guard's ids of one turn are recorded in one transaction: the same id twice in a turn is one use and one replay", async () => {
+  it("the replay guard's ids of one turn are recorded by one statement: the same id twice in a turn is one use and one replay", async () => {
     const file = path.join(dir, 'tessera.db');
     const server = openSqliteStore(file, { backgroundCheckpoints: true });
     open.push(server);
@@ -189,20 +189,27 @@ describe('openSqliteStore', () => {
     const expires = Date.now() + 60_000;
     // The lock held by another process while the turn's ids come: all of them wait for it once, together.
     const { holder } = holdWriteLock(file, 300);
-    const statements = vi.spyOn(StatementSync.prototype, 'run');
+    const runs = vi.spyOn(StatementSync.prototype, 'run');
+    const reads = vi.spyOn(StatementSync.prototype, 'all');
     try {
       const ids = Array.from({ length: 40 }, (_, i) => `turn-${i % 20}`);
       const answers = await Promise.all(ids.map((id) => server.useAssertionJti(id, expires)));
       expect(answers).toEqual([...Array<boolean>(20).fill(true), ...Array<boolean>(20).fill(false)]);
-      // One transaction began (however often its BEGIN was refused while the lock was held), one committed.
-      const ran = (sql: string) =>
-        statements.mock.contexts.filter((statement, i) => {
-          const done = statements.mock.results[i]?.type === 'return';
-          return done && (statement as StatementSync).sourceSQL === sql;
-        }).length;
-      expect([ran('begin immediate'), ran('commit')]).toEqual([1, 1]);
+      // One statement done (however often SQLite refused it while the lock was held), in no transaction of its own.
+      const done = (spy: typeof runs | typeof reads, test: (sql: string) => boolean) =>
+        spy.mock.contexts.filter(
+          (statement, i) =>
+            spy.mock.results[i]?.type === 'return' && test((statement as StatementSync).sourceSQL),
+        ).length;
+      const inserts = (sql: string) => sql.startsWith('insert into assertion_jtis');
+      expect([
+        done(runs, (sql) => sql === 'begin immediate'),
+        done(runs, (sql) => sql === 'commit'),
+        done(reads, inserts) + done(runs, inserts),
+      ]).toEqual([0, 0, 1]);
     } finally {
-      statements.mockRestore();
+      runs.mockRestore();
+      reads.mockRestore();
       holder.close();
     }
     const reader = new DatabaseSync(file);
