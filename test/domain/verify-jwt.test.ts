@@ -219,8 +219,12 @@ describe('verifyJwt, against jose', () => {
 
   it('refuses what is not three parts of base64url', async () => {
     const good = jws(es256);
-    for (const bad of ['', 'a.b', `${good}.x`, `.${good.split('.')[1]}.x`, good.replace(/\.[^.]+$/, '.')])
+    for (const bad of ['', 'a.b', `${good}.x`, `.${good.split('.')[1]}.x`])
       expect(await outcome(() => verifyJwt(bad, keys, CHECKS))).toEqual({ error: 'JWSInvalid' });
+    // An empty signature is a signature that does not verify (an unsecured JWT's is empty: refused for its alg).
+    expect(await same(good.replace(/\.[^.]+$/, '.'), keys)).toEqual({
+      error: 'JWSSignatureVerificationFailed',
+    });
     // Padding and characters outside base64url are not base64url (RFC 7515 §2), where jose's decoder reads them.
     expect(await outcome(() => verifyJwt(`${good}=`, keys, CHECKS))).toEqual({ error: 'JWSInvalid' });
     expect(await outcome(() => verifyJwt(good.replace('.', '+.'), keys, CHECKS))).toEqual({

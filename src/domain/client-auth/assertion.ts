@@ -6,6 +6,7 @@ import {
   type ProtectedHeaderParameters,
 } from 'jose';
 import { TesseraError } from '../errors.js';
+import type { DecodedJwt } from './verify-jwt.js';
 import { ASSERTION_ALGS, usableJti } from '../jose.js';
 import type { KeyPlace } from '../known-client.js';
 
@@ -22,7 +23,7 @@ export const ASSERTION_SKEW_SECONDS = 60;
 const ALGS: readonly string[] = ASSERTION_ALGS;
 /** For verifyJwt's `algorithms`: never `none`, never HMAC. */
 export const VERIFY_ALGS = ALGS;
-export { verifyJwt } from './verify-jwt.js';
+export { decodeJwt, verifyJwt } from './verify-jwt.js';
 
 /** Whether the header names an algorithm an assertion may be signed with (checked before any key is sought). */
 export const allowedAlg = (header: ProtectedHeaderParameters): boolean =>
@@ -50,9 +51,9 @@ export interface RemoteKeys {
   refetch(place: KeyPlace): Promise<JWTVerifyGetKey | undefined>;
 }
 
-/** A client assertion as it arrived: decoded, not trusted. */
+/** A client assertion as it arrived: decoded once (verifyJwt reads it so), not trusted. */
 export interface ParsedAssertion {
-  jwt: string;
+  decoded: DecodedJwt;
   header: ProtectedHeaderParameters;
   payload: JWTPayload;
 }

@@ -1,11 +1,4 @@
-import {
-  decodeJwt,
-  decodeProtectedHeader,
-  errors,
-  type JWTPayload,
-  type JWTVerifyGetKey,
-  type ProtectedHeaderParameters,
-} from 'jose';
+import { errors, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters } from 'jose';
 import { invalidClient, invalidRequest, OAuthError, Unavailable } from '../errors.js';
 import type { KnownClient } from '../known-client.js';
 import { present, type TokenRequest } from '../token-request.js';
@@ -13,6 +6,7 @@ import {
   allowedAlg,
   ASSERTION_SKEW_SECONDS,
   AssertionFailed,
+  decodeJwt,
   JWT_BEARER,
   KeysUnavailable,
   usableJti,
@@ -23,6 +17,7 @@ import {
   type RemoteKeys,
   type ReplayGuard,
 } from './assertion.js';
+import type { DecodedJwt } from './verify-jwt.js';
 import { proveFederated } from './federated.js';
 import {
   failedProof,
@@ -154,7 +149,7 @@ class AssertionCredentials implements PresentedCredentials {
 
   /** Signature and claims (RFC 7523 §3). */
   private check(getKey: JWTVerifyGetKey, now: number): Promise<JWTPayload> {
-    return verifyJwt(this.assertion.jwt, getKey, {
+    return verifyJwt(this.assertion.decoded, getKey, {
       algorithms: VERIFY_ALGS,
       issuer: this.clientId,
       subject: this.clientId,
@@ -183,14 +178,16 @@ export function privateKeyJwt(options: PrivateKeyJwtOptions): ClientAuthMethod {
       if (type === undefined) throw invalidRequest('client_assertion_type is required with client_assertion');
       if (jwt === undefined) throw invalidRequest('client_assertion is required with client_assertion_type');
       if (type !== JWT_BEARER) throw invalidRequest(`client_assertion_type must be ${JWT_BEARER}`);
-      let header: ProtectedHeaderParameters;
-      let payload: JWTPayload;
+      // Decoded once, as verifyJwt reads it: its checks of the header and the claims take these.
+      let decoded: DecodedJwt;
       try {
-        header = decodeProtectedHeader(jwt);
-        payload = decodeJwt(jwt);
+        decoded = decodeJwt(jwt);
       } catch {
         throw invalidClient('malformed client_assertion');
       }
+      const header = decoded.header as ProtectedHeaderParameters;
+      const payload = decoded.claims;
+      if (payload === undefined) throw invalidClient('malformed client_assertion');
       // RFC 8725 §3.11, RFC 9068 §4: an access token is never a client credential, whatever signed it (this
       // server's own tokens as a federated credential's platform tokens, a token of another server as an
       // assertion). Media types compare case-insensitively, and "application/" may be left out (RFC 7515 §4.1.9).
@@ -202,7 +199,7 @@ export function privateKeyJwt(options: PrivateKeyJwtOptions): ClientAuthMethod {
       // A client_id other than the iss is checked once the client is known: only a federated one accepts it.
       return new AssertionCredentials(
         clientId ?? iss,
-        { jwt, header, payload },
+        { decoded, header, payload },
         clientId !== undefined,
         options,
       );

@@ -7,6 +7,7 @@ import {
   signatureCheck,
   verifyingKeyFits,
   type AssertionAlg,
+  type CompactJws,
   type SignatureBytesCheck,
 } from '../jose.js';
 
@@ -141,16 +142,18 @@ function numericDate(payload: JWTPayload, claim: 'iat' | 'nbf' | 'exp'): number 
   return value;
 }
 
-/** The claims set, checked as jose's validateClaimsSet checks it, in its order (so the same claim is named). */
-function checkedClaims(part: string, options: JwtChecks): JWTPayload {
-  let payload: unknown;
+/** The claims set as jose reads it (base64url, strict UTF-8, JSON, an object), or undefined when it is none. */
+function claimsSet(part: string): JWTPayload | undefined {
   try {
-    payload = JSON.parse(strictUtf8.decode(Buffer.from(part, 'base64url')));
+    const value: unknown = JSON.parse(strictUtf8.decode(Buffer.from(part, 'base64url')));
+    return isJsonObject(value) ? (value as JWTPayload) : undefined;
   } catch {
-    throw new errors.JWTInvalid('JWT Claims Set must be a top-level JSON object');
+    return undefined;
   }
-  if (!isJsonObject(payload)) throw new errors.JWTInvalid('JWT Claims Set must be a top-level JSON object');
-  const claims = payload as JWTPayload;
+}
+
+/** The claims, checked as jose's validateClaimsSet checks them, in its order (so the same claim is named). */
+function checkedClaims(claims: JWTPayload, options: JwtChecks): JWTPayload {
   const { issuer, subject, audience } = options;
   const present = [...(options.requiredClaims ?? [])];
   if (audience !== undefined) present.push('aud');
@@ -187,19 +190,40 @@ function checkedClaims(part: string, options: JwtChecks): JWTPayload {
 }
 
 /**
- * The claims of `jwt` when it is a JWS Compact Serialization whose protected header names an algorithm of
- * `options.algorithms`, signed by the key `getKey` finds for that header, and whose claims hold (`options`);
- * else rejects with jose's error for what failed. Without a kid, every key of the set that fits the alg is tried
- * (authlib sends none): only a signature that fails moves on to the next key; a bad claim fails whatever the key.
+ * Three parts of base64url without padding (RFC 7515 §2), the signature possibly empty: an unsecured JWT's (alg
+ * none) is, and is refused for its alg, as jose refuses it.
+ */
+const JWT_TEXT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+/** A JWT as verifyJwt reads it, decoded once and not trusted: its parts, its protected header and its claims. */
+export interface DecodedJwt {
+  readonly jwt: string;
+  readonly jws: CompactJws;
+  readonly header: Record<string, unknown>;
+  /** Undefined when the payload is not a JSON object: verifyJwt refuses it once the signature holds, as jose. */
+  readonly claims: JWTPayload | undefined;
+}
+
+/** `jwt` decoded (JWSInvalid when it is not a JWS Compact Serialization with a JSON object for a header). */
+export function decodeJwt(jwt: string): DecodedJwt {
+  const jws = JWT_TEXT.test(jwt) ? compactJws(jwt, 'any') : undefined;
+  if (jws === undefined) throw new errors.JWSInvalid('Invalid Compact JWS');
+  return { jwt, jws, header: protectedHeader(jws.header), claims: claimsSet(jws.payload) };
+}
+
+/**
+ * The claims of `token` (as text, or decoded by decodeJwt) when it is a JWS Compact Serialization whose protected
+ * header names an algorithm of `options.algorithms`, signed by the key `getKey` finds for that header, and whose
+ * claims hold (`options`); else rejects with jose's error for what failed, in jose's order. Without a kid, every
+ * key of the set that fits the alg is tried (authlib sends none): only a signature that fails moves on to the next
+ * key; a bad claim fails whatever the key.
  */
 export async function verifyJwt(
-  jwt: string,
+  token: string | DecodedJwt,
   getKey: JWTVerifyGetKey,
   options: JwtChecks,
 ): Promise<JWTPayload> {
-  const jws = compactJws(jwt, 'base64url');
-  if (jws === undefined) throw new errors.JWSInvalid('Invalid Compact JWS');
-  const header = protectedHeader(jws.header);
+  const { jwt, jws, header, claims } = typeof token === 'string' ? decodeJwt(token) : token;
   checkCrit(header);
   const alg = header.alg;
   if (typeof alg !== 'string' || alg === '')
@@ -208,27 +232,21 @@ export async function verifyJwt(
     throw new errors.JOSEAlgNotAllowed('"alg" (Algorithm) Header Parameter value not allowed');
   const input = Buffer.from(jws.signingInput);
   const verified = (key: unknown): boolean => checkOf(key, alg as AssertionAlg)(input, jws.signature);
-  const token = {
+  const parts = {
     payload: jws.payload,
     protected: jws.header,
     signature: jwt.slice(jws.signingInput.length + 1),
   };
-  let key: unknown;
+  let signed = false;
   try {
-    key = await getKey(header as CompactJWSHeaderParameters, token);
+    signed = verified(await getKey(header as CompactJWSHeaderParameters, parts));
   } catch (error) {
     if (!(error instanceof errors.JWKSMultipleMatchingKeys)) throw error;
-    key = undefined;
-    for await (const candidate of error as unknown as AsyncIterable<unknown>) {
-      // Only a signature that fails moves on; a key that cannot check this alg's signatures throws, as with jose.
-      if (verified(candidate)) {
-        key = candidate;
-        break;
-      }
-    }
-    if (key === undefined) throw new errors.JWSSignatureVerificationFailed();
-    return checkedClaims(jws.payload, options);
+    // Only a signature that fails moves on; a key that cannot check this alg's signatures throws, as with jose.
+    for await (const candidate of error as unknown as AsyncIterable<unknown>)
+      if ((signed = verified(candidate))) break;
   }
-  if (!verified(key)) throw new errors.JWSSignatureVerificationFailed();
-  return checkedClaims(jws.payload, options);
+  if (!signed) throw new errors.JWSSignatureVerificationFailed();
+  if (claims === undefined) throw new errors.JWTInvalid('JWT Claims Set must be a top-level JSON object');
+  return checkedClaims(claims, options);
 }
