@@ -26,6 +26,7 @@ import {
   compareRows,
   compareText,
   markdown,
+  medianRows,
   profileTop,
   svgChart,
   targets,
@@ -213,11 +214,10 @@ async function main() {
     settings.warmupSeconds +
     settings.concurrencies.length * (settings.seconds + 2 + settings.waitQuietSeconds) +
     60;
-  const turns =
-    settings.scenarios.length +
-    (settings.compare
-      ? (2 * settings.rounds - 1) * settings.scenarios.filter((id) => id.startsWith('tessera-')).length
-      : 0);
+  const turns = settings.compare
+    ? settings.scenarios.length +
+      (2 * settings.rounds - 1) * settings.scenarios.filter((id) => id.startsWith('tessera-')).length
+    : settings.rounds * settings.scenarios.length;
   const budgetMs = (turns * perScenario + 180) * 1000;
   const watchdog = setTimeout(
     () => void abort(`the run exceeded its time budget (${budgetMs / 1000} s): stopped`, 1),
@@ -404,55 +404,78 @@ async function main() {
   }
 
   const notedOnce = new Set();
+  // Without --compare, --rounds runs the whole list that many times, every other round in the reverse order (so
+  // that neither the first nor the last place in a round is always the same scenario's); a round's rows after the
+  // first are `<id>#<round>`, folded into their medians once every round has run (medianRows in lib/report.js).
+  const passes = settings.compare ? [[settings.scenarios, '']] : [];
+  for (let n = 1; !settings.compare && n <= settings.rounds; n++)
+    passes.push([
+      n % 2 === 1 ? settings.scenarios : [...settings.scenarios].reverse(),
+      n === 1 ? '' : `#${n}`,
+    ]);
   try {
-    for (const id of settings.scenarios) {
-      if (aborting) break;
-      const definition = definitions[id];
-      if (definition.measure) {
-        try {
-          clientIds = await definition.measure();
-          for (const r of clientIds.results)
-            log(
-              `${id} ${r.clients}: start ${r.startMs} ms, ${(r.heldBytes / 2 ** 20).toFixed(2)} MB held ` +
-                `(${r.heldBytesPerClient.toFixed(2)} B a client)`,
-            );
-        } catch (error) {
-          failures.push({ scenario: id, error: error.stack ?? String(error) });
-          log(`${id} FAILED: ${error.message}`);
+    for (const [scenarios, pass] of passes)
+      for (const scenario of scenarios) {
+        if (aborting) break;
+        const definition = definitions[scenario];
+        // The client id measurement is not a load: once.
+        if (definition.measure && pass !== '') continue;
+        const id = scenario + pass;
+        if (definition.measure) {
+          try {
+            clientIds = await definition.measure();
+            for (const r of clientIds.results)
+              log(
+                `${id} ${r.clients}: start ${r.startMs} ms, ${(r.heldBytes / 2 ** 20).toFixed(2)} MB held ` +
+                  `(${r.heldBytesPerClient.toFixed(2)} B a client)`,
+              );
+          } catch (error) {
+            failures.push({ scenario: id, error: error.stack ?? String(error) });
+            log(`${id} FAILED: ${error.message}`);
+          }
+          continue;
         }
-        continue;
+        if (definition.store === 'postgres' && !pgUp) {
+          // Reported, not a failure: a machine without PostgreSQL runs the other scenarios (bench/README.md).
+          notes.push(`${id} skipped: PostgreSQL does not answer at ${settings.pgAdminUrl}`);
+          log(`${id}: skipped, PostgreSQL does not answer`);
+          continue;
+        }
+        if (definition.store === 'redis' && !redisUp) {
+          notes.push(`${id} skipped: Redis does not answer at ${settings.redisUrl}`);
+          log(`${id}: skipped, Redis does not answer`);
+          continue;
+        }
+        await runLoad(id, definition, pass && ` ${pass}`);
+        if (compare && isTessera(id)) {
+          // The same scenario as of the --compare revision, right after, so that both see the same machine. With
+          // --rounds, more pairs, each in the other order from the one before (then, now; now, then; ...), so that
+          // what favours the first or the second run of a pair is not counted for one side only. Rows of a round
+          // after the first are `<id>#<round>` and `<id>@<commit>#<round>` (compareRows in lib/report.js).
+          const round = (n) => (n === 1 ? '' : `#${n}`);
+          const asThen = (n) =>
+            servedBy(compare.root, () =>
+              runLoad(`${id}@${compare.commit}${round(n)}`, definition, ` @ ${compare.commit}${round(n)}`),
+            );
+          const asNow = (n) => runLoad(`${id}${round(n)}`, definition, round(n) && ` ${round(n)}`);
+          await asThen(1);
+          for (let n = 2; n <= settings.rounds && !aborting; n++)
+            for (const run of n % 2 === 0 ? [asThen, asNow] : [asNow, asThen]) await run(n);
+        }
       }
-      if (definition.store === 'postgres' && !pgUp) {
-        // Reported, not a failure: a machine without PostgreSQL runs the other scenarios (bench/README.md).
-        notes.push(`${id} skipped: PostgreSQL does not answer at ${settings.pgAdminUrl}`);
-        log(`${id}: skipped, PostgreSQL does not answer`);
-        continue;
-      }
-      if (definition.store === 'redis' && !redisUp) {
-        notes.push(`${id} skipped: Redis does not answer at ${settings.redisUrl}`);
-        log(`${id}: skipped, Redis does not answer`);
-        continue;
-      }
-      await runLoad(id, definition);
-      if (compare && isTessera(id)) {
-        // The same scenario as of the --compare revision, right after, so that both see the same machine. With
-        // --rounds, more pairs, each in the other order from the one before (then, now; now, then; ...), so that
-        // what favours the first or the second run of a pair is not counted for one side only. Rows of a round
-        // after the first are `<id>#<round>` and `<id>@<commit>#<round>` (compareRows in lib/report.js).
-        const round = (n) => (n === 1 ? '' : `#${n}`);
-        const asThen = (n) =>
-          servedBy(compare.root, () =>
-            runLoad(`${id}@${compare.commit}${round(n)}`, definition, ` @ ${compare.commit}${round(n)}`),
-          );
-        const asNow = (n) => runLoad(`${id}${round(n)}`, definition, round(n) && ` ${round(n)}`);
-        await asThen(1);
-        for (let n = 2; n <= settings.rounds && !aborting; n++)
-          for (const run of n % 2 === 0 ? [asThen, asNow] : [asNow, asThen]) await run(n);
-      }
-    }
   } finally {
     killAllNow();
     await runCleanups();
+  }
+  if (!compare && settings.rounds > 1) {
+    const folded = medianRows(rows);
+    rows.splice(0, rows.length, ...folded);
+    for (const row of rows)
+      if (row.rounds)
+        notes.push(
+          `${row.scenario} c${row.connections}: the median of ${row.rounds.length} rounds, req/s ` +
+            row.rounds.map((r) => Math.round(r).toLocaleString('en-US')).join(' / '),
+        );
   }
   const signature = measured.signature();
   const verifications = measured.verifications();

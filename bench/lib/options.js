@@ -65,8 +65,10 @@ const USAGE = `npm run bench [-- options]
                           the tessera-sqlite-baseline scenario, a before/after in one run
   --compare REF           run every Tessera scenario of the run twice, as of now and as of this git commit (built
                           like --baseline), one after the other, and print a table of each one's ratio
-  --rounds N              with --compare: N pairs of runs of each scenario, every other pair in the other order;
-                          the table gives the median ratio and the range (default 1; on a noisy machine, 3 or more)
+  --rounds N              N rounds (default 1; on a noisy machine, 3 or more). With --compare: N pairs of runs of
+                          each Tessera scenario, every other pair in the other order; the table gives the median
+                          ratio and the range. Without: the whole list of scenarios N times, every other round in
+                          the reverse order; every table and target is of the medians of the rounds
   --pg URL                PostgreSQL admin URL (default postgres://postgres@127.0.0.1:5432/postgres)
   --redis URL             Redis of the scenarios that use one (default redis://127.0.0.1:6379)
   --server-cpus 0         CPUs of a single-process server
@@ -133,7 +135,6 @@ export function options(root) {
     if (eq < 1) throw new Error(`--env wants NAME=VALUE, got ${pair}`);
     extraEnv[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
-  if (Number(values.rounds) > 1 && !values.compare) throw new Error('--rounds needs --compare');
   return {
     mode: values.quick ? 'quick' : 'full',
     seconds: integer('seconds', values.seconds ?? (values.quick ? 1 : 12), 1),

@@ -39,6 +39,36 @@ const median = (values) => {
 };
 
 /**
+ * --rounds without --compare: a scenario's rows of every round at one concurrency (`<scenario>`, `<scenario>#2`,
+ * ...) as one row of `<scenario>`: every figure the median of the rounds' (req/s, latencies, CPU, RSS, ...), the rest
+ * the first round's (its profile's breakdown among them), and `rounds` the rounds' req/s in the order they ran.
+ * --compare's rows (`@`) and a scenario of one round are left as they are.
+ */
+export function medianRows(rows) {
+  const base = (scenario) => scenario.replace(/#\d+$/, '');
+  const groups = new Map();
+  for (const row of rows) {
+    const key = row.scenario.includes('@') ? row : `${base(row.scenario)}\0${row.connections}`;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(row);
+  }
+  return [...groups.values()].map((group) => {
+    if (group.length === 1) return group[0];
+    const first = group.find((r) => !/#\d+$/.test(r.scenario)) ?? group[0];
+    const folded = {
+      ...first,
+      scenario: base(first.scenario),
+      label: first.label.replace(/ #\d+$/, ''),
+      rounds: group.map((r) => r.reqPerSec),
+    };
+    for (const [key, value] of Object.entries(first))
+      if (typeof value === 'number' && group.every((r) => typeof r[key] === 'number'))
+        folded[key] = median(group.map((r) => r[key]));
+    return folded;
+  });
+}
+
+/**
  * --compare: each Tessera scenario beside its run as of the compared revision (rows `<scenario>@<commit>`), one
  * line per scenario and concurrency: req/s, p99 and CPU per answer, now and then, and the ratio. With --rounds,
  * the pairs of every round (rows `<scenario>#<n>` and `<scenario>@<commit>#<n>`): each figure is the median of

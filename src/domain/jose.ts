@@ -76,12 +76,12 @@ export function keyFitsAlg(alg: AssertionAlg, jwk: { kty?: unknown; crv?: unknow
 }
 
 /** The smallest RSA modulus a signature is checked with (RFC 7518 §3.3, §3.5; jose refuses smaller ones too). */
-export const MIN_RSA_BITS = 2048;
+const MIN_RSA_BITS = 2048;
 /**
  * The largest: a check with an 8192-bit key takes ~0.3 ms on the thread that answers requests (a 2048-bit one
  * 0.03), and a DPoP proof's length limit has room for one. jose sets no bound.
  */
-export const MAX_RSA_BITS = 8192;
+const MAX_RSA_BITS = 8192;
 /**
  * The largest RSA public exponent (Go's crypto/rsa bound; 65537 is everyone's): the check of a signature is a
  * modular exponentiation by it, and one as long as the modulus made a check of a 3072-bit key take 13 ms.
