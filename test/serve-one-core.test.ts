@@ -1,6 +1,6 @@
 /**
  * `tessera serve` with one core (bin/tessera.js): V8 collects garbage on the thread that answers requests
- * (--single-threaded-gc) with a small young generation (--max-semi-space-size=4) and an old generation that grows
+ * (--single-threaded-gc) with a small young generation (--max-semi-space-size=8) and an old generation that grows
  * by 20 % between full collections (--heap-growing-percent=20), and glibc's malloc with two arenas
  * (MALLOC_ARENA_MAX=2), as the same process made again with the flags (execve: its pid does not change). With more
  * cores nothing is added; where node was given its own choice of one (on its command line, in NODE_OPTIONS, or
@@ -96,12 +96,12 @@ function flagsOf(pid: number): string[] {
 }
 
 describe.skipIf(!canPin)('tessera serve and the cores it has', () => {
-  it('on one core: the same process, made again with --single-threaded-gc, --max-semi-space-size=4 and --heap-growing-percent=20 before the rest of its flags', async () => {
+  it('on one core: the same process, made again with --single-threaded-gc, --max-semi-space-size=8 and --heap-growing-percent=20 before the rest of its flags', async () => {
     // taskset execs node in its own process: the pid is node's from the start.
     const pid = await serve(true);
     expect(flagsOf(pid)).toEqual([
       '--single-threaded-gc',
-      '--max-semi-space-size=4',
+      '--max-semi-space-size=8',
       '--heap-growing-percent=20',
     ]);
     expect(arenasOf(pid)).toBe('2');
@@ -112,14 +112,14 @@ describe.skipIf(!canPin)('tessera serve and the cores it has', () => {
     expect(arenasOf(pid)).toBe('8');
     expect(flagsOf(pid)).toEqual([
       '--single-threaded-gc',
-      '--max-semi-space-size=4',
+      '--max-semi-space-size=8',
       '--heap-growing-percent=20',
     ]);
   });
 
   it("on one core, node's own choice stands: --no-single-threaded-gc is kept and only the other two added", async () => {
     expect(flagsOf(await serve(true, ['--no-single-threaded-gc']))).toEqual([
-      '--max-semi-space-size=4',
+      '--max-semi-space-size=8',
       '--heap-growing-percent=20',
       '--no-single-threaded-gc',
     ]);
@@ -128,7 +128,7 @@ describe.skipIf(!canPin)('tessera serve and the cores it has', () => {
   it("on one core, node's own growing percent stands, with V8's spelling (underscores)", async () => {
     expect(flagsOf(await serve(true, ['--heap_growing_percent=50']))).toEqual([
       '--single-threaded-gc',
-      '--max-semi-space-size=4',
+      '--max-semi-space-size=8',
       '--heap_growing_percent=50',
     ]);
   });
@@ -148,7 +148,7 @@ describe.skipIf(!canPin)('tessera serve and the cores it has', () => {
   });
 
   it('on one core, a semi-space size in NODE_OPTIONS stands: only the other two added', async () => {
-    expect(flagsOf(await serve(true, [], '--max-semi-space-size=8'))).toEqual([
+    expect(flagsOf(await serve(true, [], '--max-semi-space-size=12'))).toEqual([
       '--single-threaded-gc',
       '--heap-growing-percent=20',
     ]);
