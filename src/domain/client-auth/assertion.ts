@@ -6,9 +6,9 @@ import {
   type ProtectedHeaderParameters,
 } from 'jose';
 import { TesseraError } from '../errors.js';
-import type { DecodedJwt } from './verify-jwt.js';
 import { ASSERTION_ALGS, usableJti } from '../jose.js';
 import type { KeyPlace } from '../known-client.js';
+import type { DecodedJwt } from './verify-jwt.js';
 
 /*
  * What every client assertion (RFC 7523 §2.2) shares, whoever signed it: the client's own key (private_key_jwt,

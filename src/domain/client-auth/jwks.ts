@@ -1,7 +1,7 @@
+import { KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
 import { importJWK, type JWK } from 'jose';
 import { isPublicAddress } from '../addresses.js';
-import { KeyObject } from 'node:crypto';
 import { ASSERTION_ALGS, keyFitsAlg, rsaSizeProblem, type AssertionAlg } from '../jose.js';
 import { checkNesting, ValidationError } from '../validate.js';
 
