@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { medianRows } from '../bench/lib/report.js';
+import { medianOfEach } from '../bench/lib/scenarios.js';
 
 // `npm run bench -- --rounds N` without --compare (bench/run.js): every round's row of a scenario folded into one.
 
@@ -56,5 +57,19 @@ describe('bench: --rounds without --compare', () => {
       row('y', 100, 3, 3),
     ];
     expect(medianRows(rows)).toEqual(rows);
+  });
+});
+
+describe('bench: the tight loops of several rounds', () => {
+  it('are each figure’s median, and nothing without a run', () => {
+    expect(
+      medianOfEach([
+        { es256Crypto: 60, replayRecord: 30 },
+        { es256Crypto: 70, replayRecord: 20 },
+        { es256Crypto: 65, replayRecord: 25 },
+      ]),
+    ).toEqual({ es256Crypto: 65, replayRecord: 25 });
+    expect(medianOfEach([{ usPerSignature: 20 }, { usPerSignature: 30 }])).toEqual({ usPerSignature: 25 });
+    expect(medianOfEach([])).toBe(undefined);
   });
 });

@@ -32,7 +32,8 @@ const COLUMNS = [
   ['node', (r) => r.nodeVersion],
 ];
 
-const median = (values) => {
+/** The median of numbers (of two middle ones, their mean). */
+export const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = sorted.length >> 1;
   return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { startPinned, stopServer } from './proc.js';
 import { CLIENT_SAN_URI } from './pki.js';
 import { ADMIN_LIST_CLIENTS, ADMIN_LIST_PAGE, DOWNSTREAM, ROOT, runServers } from './servers.js';
+import { median } from './report.js';
 import { tesseraEnv } from './stores.js';
 
 /**
@@ -20,6 +21,9 @@ export function scenarios(run) {
   let signature;
   /** The verifications and the replay record alone, measured when the floor scenario runs (servers/verify-loop.js). */
   let verifications;
+  /** Every round's of both (--rounds runs the floor once a round): the limits take their medians. */
+  const signatures = [];
+  const verificationRuns = [];
   /**
    * A Tessera scenario whose requests need something of the running server first (a token to introspect, to
    * exchange, to call the admin API with): `prepare(target, store)` runs once it answers, before the warm-up.
@@ -256,8 +260,10 @@ export function scenarios(run) {
             `); the ceiling and the floor are set against the floor and one signature alone`,
       start: async (port) => {
         signature = await servers.measureSignature();
+        signatures.push(signature);
         log(`floor: one signature in a tight loop costs ${signature.usPerSignature.toFixed(1)} µs`);
         verifications = await servers.measureVerifications();
+        verificationRuns.push(verifications);
         const v = verifications;
         log(
           `floor: in a tight loop, an ES256 verification costs ${v.es256Crypto.toFixed(1)} µs by node:crypto, ` +
@@ -664,9 +670,18 @@ export function scenarios(run) {
   return {
     definitions,
     servedBy: servers.servedBy,
-    /** The signature alone, if the floor scenario ran: {usPerSignature}. */
-    signature: () => signature,
-    /** The verifications and the replay record alone, if the floor scenario ran (servers/verify-loop.js). */
-    verifications: () => verifications,
+    /** The signature alone, if the floor scenario ran: {usPerSignature}, the median of its rounds'. */
+    signature: () => medianOfEach(signatures),
+    /**
+     * The verifications and the replay record alone, if the floor scenario ran (servers/verify-loop.js): each figure
+     * the median of its rounds'.
+     */
+    verifications: () => medianOfEach(verificationRuns),
   };
+}
+
+/** The figures of several runs of one tight loop as one: each member the median of its runs'; undefined for none. */
+export function medianOfEach(runs) {
+  if (runs.length === 0) return undefined;
+  return Object.fromEntries(Object.keys(runs[0]).map((key) => [key, median(runs.map((run) => run[key]))]));
 }
