@@ -88,8 +88,10 @@ const MAX_RSA_BITS = 8192;
  */
 const MAX_RSA_EXPONENT = 2n ** 31n - 1n;
 
-/** Why an RSA key of this size and public exponent is refused, or undefined when it is not. */
-export function rsaSizeProblem(modulusLength: number, publicExponent: bigint): string | undefined {
+/** Why an RSA key is refused for its size or public exponent; undefined when it is not, or is no RSA key. */
+export function rsaKeyProblem(key: KeyObject): string | undefined {
+  if (key.asymmetricKeyType !== 'rsa' && key.asymmetricKeyType !== 'rsa-pss') return undefined;
+  const { modulusLength = 0, publicExponent = 0n } = key.asymmetricKeyDetails ?? {};
   if (modulusLength < MIN_RSA_BITS || modulusLength > MAX_RSA_BITS)
     return `an RSA key must have ${MIN_RSA_BITS} to ${MAX_RSA_BITS} bits (this one has ${modulusLength})`;
   if (publicExponent > MAX_RSA_EXPONENT) return `an RSA key's public exponent must be at most 2^31 - 1`;
@@ -101,23 +103,22 @@ const CURVE_NAMES = { 'P-256': 'prime256v1', 'P-384': 'secp384r1' } as const;
 
 /**
  * Why a public key cannot check `alg` signatures — not public, not of the algorithm's type and curve, an RSA key
- * of a size rsaSizeProblem refuses — or undefined when it can: what jose checks of a key before it verifies, and
- * the bounds on RSA keys it does not set.
+ * rsaKeyProblem refuses — or undefined when it can: what jose checks of a key before it verifies, and the bounds on
+ * RSA keys it does not set.
  */
 export function verifyingKeyFits(alg: AssertionAlg, key: KeyObject): string | undefined {
   if (key.type !== 'public') return `${alg} signatures are checked with a public key`;
   const { kty, crv } = algorithm(alg);
   const type = key.asymmetricKeyType;
-  const details = key.asymmetricKeyDetails ?? {};
   switch (kty) {
     case 'EC':
-      if (type !== 'ec' || details.namedCurve !== CURVE_NAMES[crv as 'P-256' | 'P-384'])
+      if (type !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== CURVE_NAMES[crv as 'P-256' | 'P-384'])
         return `${alg} signatures are checked with an EC ${crv} key`;
       return undefined;
     case 'RSA':
       if (type !== 'rsa' && !(type === 'rsa-pss' && alg === 'PS256'))
         return `${alg} signatures are checked with an RSA key`;
-      return rsaSizeProblem(details.modulusLength ?? 0, details.publicExponent ?? 0n);
+      return rsaKeyProblem(key);
     case 'OKP':
       return type === 'ed25519' ? undefined : `${alg} signatures are checked with an Ed25519 key`;
   }

@@ -1,8 +1,8 @@
-import { KeyObject } from 'node:crypto';
+import { createPublicKey, KeyObject, type JsonWebKey } from 'node:crypto';
 import { isIP } from 'node:net';
 import { importJWK, type JWK } from 'jose';
 import { isPublicAddress } from '../addresses.js';
-import { ASSERTION_ALGS, keyFitsAlg, rsaSizeProblem, type AssertionAlg } from '../jose.js';
+import { ASSERTION_ALGS, keyFitsAlg, rsaKeyProblem, type AssertionAlg } from '../jose.js';
 import { checkNesting, ValidationError } from '../validate.js';
 
 /*
@@ -91,28 +91,24 @@ export async function checkJwksKeys(jwks: PublicJwks): Promise<void> {
         `jwks key ${i + 1} is not a valid ${alg} public key: ${(error as Error).message}`,
       );
     }
-    const details = key instanceof Uint8Array ? undefined : KeyObject.from(key).asymmetricKeyDetails;
-    const problem =
-      details?.modulusLength === undefined
-        ? undefined
-        : rsaSizeProblem(details.modulusLength, details.publicExponent ?? 0n);
+    const problem = key instanceof Uint8Array ? undefined : rsaKeyProblem(KeyObject.from(key));
     if (problem !== undefined) throw new ValidationError(`jwks key ${i + 1}: ${problem}`);
   }
 }
 
 /**
- * Why a published RSA key is not used (rsaSizeProblem), from its JWK's members as they are: a key set fetched
- * from a URL is not imported until a token names it. Undefined for any other key, and for one whose members do not
- * decode (the import refuses it).
+ * Why a published RSA key is not used (rsaKeyProblem), for a key set fetched from a URL, which jose imports only
+ * when a token names a key. Undefined for any other key, and for one node:crypto cannot read (jose refuses it too).
  */
 export function rsaJwkProblem(jwk: JWK): string | undefined {
-  if (jwk.kty !== 'RSA' || typeof jwk.n !== 'string' || typeof jwk.e !== 'string') return undefined;
-  const n = Buffer.from(jwk.n, 'base64url');
-  let first = 0;
-  while (first < n.length && n[first] === 0) first++;
-  const bits = n.length === first ? 0 : (n.length - first) * 8 - Math.clz32(n[first]!) + 24;
-  const e = Buffer.from(jwk.e, 'base64url');
-  return rsaSizeProblem(bits, e.length === 0 ? 0n : BigInt(`0x${e.toString('hex')}`));
+  if (jwk.kty !== 'RSA') return undefined;
+  let key: KeyObject;
+  try {
+    key = createPublicKey({ key: jwk as JsonWebKey, format: 'jwk' });
+  } catch {
+    return undefined;
+  }
+  return rsaKeyProblem(key);
 }
 
 /**
