@@ -176,15 +176,20 @@ export interface CompactJws {
 
 /** Three parts, each base64url without padding (RFC 7515 §2) and none empty: one test of the whole text. */
 const BASE64URL_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+/** The same, the signature possibly empty (an unsecured JWT's). */
+const BASE64URL_JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 /**
  * `text`'s three parts, or undefined when it has not exactly three (two dots). With `'base64url'`, undefined too
  * when a part is empty or not base64url without padding, which a lenient decoder would read anyway: Tessera's own
- * tokens are refused so. With `'any'` the parts are only decoded, and one that does not decode fails the check
- * of what it holds (a DPoP proof's).
+ * tokens are refused so. `'jwt'` is the same but for an empty signature, which an unsecured JWT (alg none) has
+ * and its verification refuses for its alg, as jose does (client assertions, client-auth/verify-jwt.ts). With
+ * `'any'` the parts are only decoded, and one that does not decode fails the check of what it holds (a DPoP
+ * proof's).
  */
-export function compactJws(text: string, parts: 'base64url' | 'any'): CompactJws | undefined {
+export function compactJws(text: string, parts: 'base64url' | 'jwt' | 'any'): CompactJws | undefined {
   if (parts === 'base64url' && !BASE64URL_COMPACT.test(text)) return undefined;
+  if (parts === 'jwt' && !BASE64URL_JWT.test(text)) return undefined;
   const first = text.indexOf('.');
   const second = first === -1 ? -1 : text.indexOf('.', first + 1);
   if (second === -1 || text.includes('.', second + 1)) return undefined;
@@ -202,10 +207,15 @@ export function compactJws(text: string, parts: 'base64url' | 'any'): CompactJws
 export const isJsonObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** A header or payload part's JSON object (RFC 7515 §5.2 steps 2, 3 and 7), or undefined if it is not one. */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A header or payload part's JSON object (RFC 7515 §5.2 steps 2, 3 and 7: UTF-8, as jose reads it too), or
+ * undefined if it is not one.
+ */
 export function jsonPart(part: string): Record<string, unknown> | undefined {
   try {
-    const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    const value: unknown = JSON.parse(strictUtf8.decode(Buffer.from(part, 'base64url')));
     return isJsonObject(value) ? value : undefined;
   } catch {
     return undefined;

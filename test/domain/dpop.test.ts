@@ -212,6 +212,25 @@ describe('DpopVerifier', () => {
     expect(await refusal(dpop.verify(ps, NOW))).toEqual(invalid('DPoP proof signature does not verify'));
   });
 
+  it('refuses a proof whose header or claims are not UTF-8, before its signature', async () => {
+    const h = await holder();
+    const { dpop } = verifier();
+    const enc = (o: object | Buffer) =>
+      (Buffer.isBuffer(o) ? o : Buffer.from(JSON.stringify(o))).toString('base64url');
+    // JSON with a 0xff byte in a string where MARK was: JSON still once its bytes are read leniently.
+    const notUtf8 = (o: object) => Buffer.from(JSON.stringify(o).replace('MARK', '\xff'), 'latin1');
+    const header = { alg: 'ES256', typ: 'dpop+jwt', jwk: h.jwk };
+    const claims = { htm: 'POST', htu: ENDPOINT, iat: NOW_S, jti: 'MARK' };
+    const signature = enc(Buffer.alloc(64));
+    expect(await refusal(dpop.verify(`${enc(header)}.${enc(notUtf8(claims))}.${signature}`, NOW))).toEqual(
+      invalid('DPoP proof is not a JWT'),
+    );
+    const headerNotUtf8 = notUtf8({ ...header, kid: 'MARK' });
+    expect(
+      await refusal(dpop.verify(`${enc(headerNotUtf8)}.${enc({ ...claims, jti: 'u' })}.${signature}`, NOW)),
+    ).toEqual(invalid('DPoP proof is not a JWT'));
+  });
+
   it('refuses none and HMAC, whatever the header says', async () => {
     const h = await holder();
     const { dpop } = verifier();

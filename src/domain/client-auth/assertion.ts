@@ -1,14 +1,8 @@
-import {
-  decodeJwt,
-  errors,
-  type JWTPayload,
-  type JWTVerifyGetKey,
-  type ProtectedHeaderParameters,
-} from 'jose';
+import { errors, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters } from 'jose';
 import { TesseraError } from '../errors.js';
 import { ASSERTION_ALGS, usableJti } from '../jose.js';
 import type { KeyPlace } from '../known-client.js';
-import type { DecodedJwt } from './verify-jwt.js';
+import { decodeJwt, type DecodedJwt } from './verify-jwt.js';
 
 /*
  * What every client assertion (RFC 7523 §2.2) shares, whoever signed it: the client's own key (private_key_jwt,
@@ -23,7 +17,7 @@ export const ASSERTION_SKEW_SECONDS = 60;
 const ALGS: readonly string[] = ASSERTION_ALGS;
 /** For verifyJwt's `algorithms`: never `none`, never HMAC. */
 export const VERIFY_ALGS = ALGS;
-export { decodeJwt, verifyJwt } from './verify-jwt.js';
+export { verifyJwt } from './verify-jwt.js';
 
 /** Whether the header names an algorithm an assertion may be signed with (checked before any key is sought). */
 export const allowedAlg = (header: ProtectedHeaderParameters): boolean =>
@@ -51,11 +45,21 @@ export interface RemoteKeys {
   refetch(place: KeyPlace): Promise<JWTVerifyGetKey | undefined>;
 }
 
-/** A client assertion as it arrived: decoded once (verifyJwt reads it so), not trusted. */
-export interface ParsedAssertion {
-  decoded: DecodedJwt;
-  header: ProtectedHeaderParameters;
-  payload: JWTPayload;
+/** A client assertion as it arrived: decoded once, as verifyJwt reads it, its payload a JSON object; not trusted. */
+export interface ParsedAssertion extends DecodedJwt {
+  readonly header: ProtectedHeaderParameters & Record<string, unknown>;
+  readonly payload: JWTPayload;
+}
+
+/** `jwt` as a client assertion, or undefined when it is not a JWT whose header and payload are JSON objects. */
+export function parseAssertion(jwt: string): ParsedAssertion | undefined {
+  let decoded: DecodedJwt;
+  try {
+    decoded = decodeJwt(jwt);
+  } catch {
+    return undefined;
+  }
+  return decoded.payload === undefined ? undefined : (decoded as ParsedAssertion);
 }
 
 /** A refusal whose message is the audit trail's reason. */
@@ -102,10 +106,6 @@ export async function verifyAtPlace<T>(
 /** The iss of a client assertion, for the audit trail only (undefined if it does not decode). */
 export function assertionIssuer(assertion: string | undefined): string | undefined {
   if (assertion === undefined || assertion === '') return undefined;
-  try {
-    const iss = decodeJwt(assertion).iss;
-    return typeof iss === 'string' ? iss : undefined;
-  } catch {
-    return undefined;
-  }
+  const iss = parseAssertion(assertion)?.payload.iss;
+  return typeof iss === 'string' ? iss : undefined;
 }

@@ -93,7 +93,7 @@ function verifySignature(
 ): Promise<JWTPayload> {
   const options: JwtChecks = { algorithms: VERIFY_ALGS, clockTolerance: SKEW, now };
   const keys = credential.keys;
-  const verify = (getKey: JWTVerifyGetKey) => verifyJwt(assertion.decoded, getKey, options);
+  const verify = (getKey: JWTVerifyGetKey) => verifyJwt(assertion, getKey, options);
   if ('inline' in keys) return verify(keys.inline);
   return verifyAtPlace(remote, keys, assertion.header.kid, verify);
 }

@@ -1,4 +1,4 @@
-import { errors, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters } from 'jose';
+import { errors, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { invalidClient, invalidRequest, OAuthError, Unavailable } from '../errors.js';
 import type { KnownClient } from '../known-client.js';
 import { present, type TokenRequest } from '../token-request.js';
@@ -6,9 +6,9 @@ import {
   allowedAlg,
   ASSERTION_SKEW_SECONDS,
   AssertionFailed,
-  decodeJwt,
   JWT_BEARER,
   KeysUnavailable,
+  parseAssertion,
   usableJti,
   verifyAtPlace,
   verifyJwt,
@@ -17,7 +17,6 @@ import {
   type RemoteKeys,
   type ReplayGuard,
 } from './assertion.js';
-import type { DecodedJwt } from './verify-jwt.js';
 import { proveFederated } from './federated.js';
 import {
   failedProof,
@@ -149,7 +148,7 @@ class AssertionCredentials implements PresentedCredentials {
 
   /** Signature and claims (RFC 7523 §3). */
   private check(getKey: JWTVerifyGetKey, now: number): Promise<JWTPayload> {
-    return verifyJwt(this.assertion.decoded, getKey, {
+    return verifyJwt(this.assertion, getKey, {
       algorithms: VERIFY_ALGS,
       issuer: this.clientId,
       subject: this.clientId,
@@ -178,16 +177,10 @@ export function privateKeyJwt(options: PrivateKeyJwtOptions): ClientAuthMethod {
       if (type === undefined) throw invalidRequest('client_assertion_type is required with client_assertion');
       if (jwt === undefined) throw invalidRequest('client_assertion is required with client_assertion_type');
       if (type !== JWT_BEARER) throw invalidRequest(`client_assertion_type must be ${JWT_BEARER}`);
-      // Decoded once, as verifyJwt reads it: its checks of the header and the claims take these.
-      let decoded: DecodedJwt;
-      try {
-        decoded = decodeJwt(jwt);
-      } catch {
-        throw invalidClient('malformed client_assertion');
-      }
-      const header = decoded.header as ProtectedHeaderParameters;
-      const payload = decoded.claims;
-      if (payload === undefined) throw invalidClient('malformed client_assertion');
+      // Decoded once, as verifyJwt reads it: its checks of the header and the claims take it.
+      const assertion = parseAssertion(jwt);
+      if (assertion === undefined) throw invalidClient('malformed client_assertion');
+      const { header, payload } = assertion;
       // RFC 8725 §3.11, RFC 9068 §4: an access token is never a client credential, whatever signed it (this
       // server's own tokens as a federated credential's platform tokens, a token of another server as an
       // assertion). Media types compare case-insensitively, and "application/" may be left out (RFC 7515 §4.1.9).
@@ -197,12 +190,7 @@ export function privateKeyJwt(options: PrivateKeyJwtOptions): ClientAuthMethod {
       if (typeof iss !== 'string' || iss === '') throw invalidClient('client_assertion has no iss');
       const clientId = present(request.params.client_id);
       // A client_id other than the iss is checked once the client is known: only a federated one accepts it.
-      return new AssertionCredentials(
-        clientId ?? iss,
-        { decoded, header, payload },
-        clientId !== undefined,
-        options,
-      );
+      return new AssertionCredentials(clientId ?? iss, assertion, clientId !== undefined, options);
     },
   };
 }

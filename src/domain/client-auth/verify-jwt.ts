@@ -3,7 +3,7 @@ import { errors, type CompactJWSHeaderParameters, type JWTPayload, type JWTVerif
 import {
   ASSERTION_ALGS,
   compactJws,
-  isJsonObject,
+  jsonPart,
   signatureCheck,
   verifyingKeyFits,
   type AssertionAlg,
@@ -40,12 +40,12 @@ export interface JwtChecks {
 
 /** A key as a key set gives it (a CryptoKey, or a KeyObject), with a signature check per algorithm it verified. */
 const checks = new WeakMap<object, Map<AssertionAlg, SignatureBytesCheck>>();
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 const TABLE: readonly string[] = ASSERTION_ALGS;
 
 /**
- * `key`'s check of `alg` signatures, made the first time and kept with the key. Refused as jose refuses it: not a
- * public key, not of the algorithm's type and curve, an RSA key under 2048 bits.
+ * `key`'s check of `alg` signatures, made the first time and kept with the key. Refused as jose refuses it (not
+ * made for `alg`, not a public key, not of the algorithm's type and curve, an RSA key under 2048 bits), and an RSA
+ * key beyond the bounds jose does not set (verifyingKeyFits).
  */
 function checkOf(key: unknown, alg: AssertionAlg): SignatureBytesCheck {
   if (typeof key !== 'object' || key === null) throw new TypeError('a key set gave no key');
@@ -92,18 +92,6 @@ function madeFor(alg: AssertionAlg, algorithm: unknown): boolean {
   );
 }
 
-/** jose's reading of a protected header: base64url, UTF-8, JSON, an object (JWSInvalid otherwise). */
-function protectedHeader(part: string): Record<string, unknown> {
-  let value: unknown;
-  try {
-    value = JSON.parse(strictUtf8.decode(Buffer.from(part, 'base64url')));
-  } catch {
-    throw new errors.JWSInvalid('JWS Protected Header is invalid');
-  }
-  if (!isJsonObject(value)) throw new errors.JWSInvalid('JWS Protected Header is invalid');
-  return value;
-}
-
 /**
  * RFC 7515 §4.1.11 as jose has it for a JWT: a crit must be a non-empty list of non-empty strings, each an
  * extension understood — b64 only (RFC 7797), and then present and a boolean; a JWT must not be unencoded.
@@ -140,16 +128,6 @@ function numericDate(payload: JWTPayload, claim: 'iat' | 'nbf' | 'exp'): number 
   if (typeof value !== 'number')
     throw new errors.JWTClaimValidationFailed(`"${claim}" claim must be a number`, payload, claim, 'invalid');
   return value;
-}
-
-/** The claims set as jose reads it (base64url, strict UTF-8, JSON, an object), or undefined when it is none. */
-function claimsSet(part: string): JWTPayload | undefined {
-  try {
-    const value: unknown = JSON.parse(strictUtf8.decode(Buffer.from(part, 'base64url')));
-    return isJsonObject(value) ? (value as JWTPayload) : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** The claims, checked as jose's validateClaimsSet checks them, in its order (so the same claim is named). */
@@ -189,26 +167,24 @@ function checkedClaims(claims: JWTPayload, options: JwtChecks): JWTPayload {
   return claims;
 }
 
-/**
- * Three parts of base64url without padding (RFC 7515 §2), the signature possibly empty: an unsecured JWT's (alg
- * none) is, and is refused for its alg, as jose refuses it.
- */
-const JWT_TEXT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
-
 /** A JWT as verifyJwt reads it, decoded once and not trusted: its parts, its protected header and its claims. */
 export interface DecodedJwt {
   readonly jwt: string;
   readonly jws: CompactJws;
   readonly header: Record<string, unknown>;
   /** Undefined when the payload is not a JSON object: verifyJwt refuses it once the signature holds, as jose. */
-  readonly claims: JWTPayload | undefined;
+  readonly payload: JWTPayload | undefined;
 }
 
-/** `jwt` decoded (JWSInvalid when it is not a JWS Compact Serialization with a JSON object for a header). */
+/**
+ * `jwt` decoded as jose reads it (base64url without padding, UTF-8, JSON objects): JWSInvalid when it is not a JWS
+ * Compact Serialization with a JSON object for a header.
+ */
 export function decodeJwt(jwt: string): DecodedJwt {
-  const jws = JWT_TEXT.test(jwt) ? compactJws(jwt, 'any') : undefined;
-  if (jws === undefined) throw new errors.JWSInvalid('Invalid Compact JWS');
-  return { jwt, jws, header: protectedHeader(jws.header), claims: claimsSet(jws.payload) };
+  const jws = compactJws(jwt, 'jwt');
+  const header = jws === undefined ? undefined : jsonPart(jws.header);
+  if (jws === undefined || header === undefined) throw new errors.JWSInvalid('Invalid Compact JWS');
+  return { jwt, jws, header, payload: jsonPart(jws.payload) };
 }
 
 /**
@@ -223,7 +199,7 @@ export async function verifyJwt(
   getKey: JWTVerifyGetKey,
   options: JwtChecks,
 ): Promise<JWTPayload> {
-  const { jwt, jws, header, claims } = typeof token === 'string' ? decodeJwt(token) : token;
+  const { jwt, jws, header, payload } = typeof token === 'string' ? decodeJwt(token) : token;
   checkCrit(header);
   const alg = header.alg;
   if (typeof alg !== 'string' || alg === '')
@@ -247,6 +223,6 @@ export async function verifyJwt(
       if ((signed = verified(candidate))) break;
   }
   if (!signed) throw new errors.JWSSignatureVerificationFailed();
-  if (claims === undefined) throw new errors.JWTInvalid('JWT Claims Set must be a top-level JSON object');
-  return checkedClaims(claims, options);
+  if (payload === undefined) throw new errors.JWTInvalid('JWT Claims Set must be a top-level JSON object');
+  return checkedClaims(payload, options);
 }
