@@ -4,9 +4,10 @@ import { medianOfEach } from '../bench/lib/scenarios.js';
 
 // `npm run bench -- --rounds N` without --compare (bench/run.js): every round's row of a scenario folded into one.
 
+/** A row as run.js makes it: a round after the first is `<scenario>#<n>`, labelled with ` #<n>` after its label. */
 const row = (scenario: string, connections: number, reqPerSec: number, p99Ms: number, extra = {}) => ({
   scenario,
-  label: `Tessera, SQLite${scenario.match(/ ?#\d+$/) ? ` ${scenario.slice(scenario.indexOf('#'))}` : ''}`,
+  label: ['Tessera, SQLite', ...(scenario.match(/#\d+$/) ?? [])].join(' '),
   connections,
   reqPerSec,
   p99Ms,
